@@ -1,0 +1,269 @@
+"""Archive layout version 1 (DESIGN.md section 3): the keys and JSON documents in object storage.
+
+This module is the single owner of the layout: the shipper writes through it and the Spark audit
+jobs read through it. Keys are relative to the archive ROOT (``s3://bucket/prefix`` or
+``file:///path``)::
+
+    v1/{cluster}/{brokerName}/{node}/commitlog/{start:020d}-{end:020d}-{epoch}.log
+    v1/{cluster}/{brokerName}/{node}/commitlog/{start:020d}-{end:020d}-{epoch}.json
+    v1/{cluster}/{brokerName}/{node}/snapshots/{takenAtMs:013d}.json
+    v1/{cluster}/{brokerName}/{node}/events/{atMs:013d}-{kind}.json
+    v1/{cluster}/{brokerName}/_audit/state.json
+    audits/{runId}/...
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+VERSION = "v1"
+AUDIT_DIR = "_audit"
+
+EVENT_KINDS = (
+    "started",
+    "recovered",
+    "role_changed",
+    "truncated",
+    "master_lost",
+    "offset_reset",
+)
+ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._%-]*$")
+_CHUNK_RE = re.compile(r"^(\d{20})-(\d{20})-(\d+)\.(log|json)$")
+_SNAPSHOT_RE = re.compile(r"^(\d{13})\.json$")
+_EVENT_RE = re.compile(r"^(\d{13})-([a-z_]+)\.json$")
+
+
+class LayoutError(ValueError):
+    """A key or document does not follow archive layout v1."""
+
+
+def check_name(what: str, value: str) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value) or value == AUDIT_DIR:
+        raise LayoutError(f"{what} {value!r} is not a valid archive path component")
+    return value
+
+
+def cluster_prefix(cluster: str) -> str:
+    return f"{VERSION}/{check_name('cluster', cluster)}/"
+
+
+def group_prefix(cluster: str, broker_name: str) -> str:
+    return f"{cluster_prefix(cluster)}{check_name('brokerName', broker_name)}/"
+
+
+def node_prefix(cluster: str, broker_name: str, node: str) -> str:
+    return f"{group_prefix(cluster, broker_name)}{check_name('node', node)}/"
+
+
+def chunk_key(cluster: str, broker_name: str, node: str, start: int, end: int, epoch: int) -> str:
+    """Key of a chunk's bytes; its manifest is the same key ending ``.json``."""
+    if not 0 <= start < end:
+        raise LayoutError(f"chunk range [{start}, {end}) is empty or negative")
+    return f"{node_prefix(cluster, broker_name, node)}commitlog/{start:020d}-{end:020d}-{epoch}.log"
+
+
+def manifest_key(chunk_log_key: str) -> str:
+    if not chunk_log_key.endswith(".log"):
+        raise LayoutError(f"{chunk_log_key!r} is not a chunk key")
+    return chunk_log_key[: -len(".log")] + ".json"
+
+
+def snapshot_key(cluster: str, broker_name: str, node: str, taken_at_ms: int) -> str:
+    return f"{node_prefix(cluster, broker_name, node)}snapshots/{taken_at_ms:013d}.json"
+
+
+def event_key(cluster: str, broker_name: str, node: str, at_ms: int, kind: str) -> str:
+    if kind not in EVENT_KINDS:
+        raise LayoutError(f"unknown event kind {kind!r}; one of {', '.join(EVENT_KINDS)}")
+    return f"{node_prefix(cluster, broker_name, node)}events/{at_ms:013d}-{kind}.json"
+
+
+def audit_state_key(cluster: str, broker_name: str) -> str:
+    return f"{group_prefix(cluster, broker_name)}{AUDIT_DIR}/state.json"
+
+
+def audit_run_prefix(run_id: str) -> str:
+    return f"audits/{check_name('runId', run_id)}/"
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKey:
+    """What a key under ``v1/`` names."""
+
+    cluster: str
+    broker_name: str
+    node: str
+    kind: str  # "chunk", "manifest", "snapshot", "event", "audit_state"
+    start: int | None = None
+    end: int | None = None
+    epoch: int | None = None
+    at_ms: int | None = None
+    event_kind: str | None = None
+
+
+def parse_key(key: str) -> ParsedKey | None:
+    """Parse a key relative to ROOT; ``None`` for keys outside the v1 layout."""
+    parts = key.split("/")
+    if len(parts) < 5 or parts[0] != VERSION:
+        return None
+    _, cluster, broker_name = parts[:3]
+    if parts[3] == AUDIT_DIR:
+        if parts[4:] == ["state.json"]:
+            return ParsedKey(cluster, broker_name, "", "audit_state")
+        return None
+    if len(parts) != 6:
+        return None
+    node, folder, name = parts[3:]
+    if folder == "commitlog":
+        m = _CHUNK_RE.match(name)
+        if not m:
+            return None
+        kind = "chunk" if m.group(4) == "log" else "manifest"
+        return ParsedKey(
+            cluster, broker_name, node, kind, int(m.group(1)), int(m.group(2)), int(m.group(3))
+        )
+    if folder == "snapshots":
+        m = _SNAPSHOT_RE.match(name)
+        return ParsedKey(cluster, broker_name, node, "snapshot", at_ms=int(m.group(1))) if m else None
+    if folder == "events":
+        m = _EVENT_RE.match(name)
+        if not m:
+            return None
+        return ParsedKey(
+            cluster, broker_name, node, "event", at_ms=int(m.group(1)), event_kind=m.group(2)
+        )
+    return None
+
+
+def _require(doc: dict, what: str, fields: dict[str, type | tuple[type, ...]]) -> None:
+    if not isinstance(doc, dict):
+        raise LayoutError(f"{what}: expected a JSON object, got {type(doc).__name__}")
+    for name, typ in fields.items():
+        if name not in doc:
+            raise LayoutError(f"{what}: missing field {name!r}")
+        value = doc[name]
+        if typ is int and isinstance(value, bool):
+            raise LayoutError(f"{what}: field {name!r} must be an integer, got {value!r}")
+        if not isinstance(value, typ):
+            raise LayoutError(f"{what}: field {name!r} has the wrong type ({value!r})")
+
+
+@dataclass(slots=True)
+class ChunkManifest:
+    start: int
+    end: int
+    records: int  # BLANK fillers included
+    firstStoreTs: int
+    lastStoreTs: int
+    sha256: str
+    node: str
+    brokerId: int
+    role: str
+    epoch: int
+    uploadedAt: int
+    mappedFileSize: int
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | str | dict, what: str = "manifest") -> ChunkManifest:
+        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        _require(
+            doc,
+            what,
+            {
+                "start": int, "end": int, "records": int, "firstStoreTs": int,
+                "lastStoreTs": int, "sha256": str, "node": str, "brokerId": int,
+                "role": str, "epoch": int, "uploadedAt": int, "mappedFileSize": int,
+            },
+        )  # fmt: skip
+        if not 0 <= doc["start"] < doc["end"]:
+            raise LayoutError(f"{what}: empty range [{doc['start']}, {doc['end']})")
+        return cls(**{k: doc[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass(slots=True)
+class Snapshot:
+    node: str
+    brokerName: str
+    brokerId: int
+    role: str
+    epoch: int
+    takenAt: int
+    maxPhyOffset: int
+    flushedOffset: int
+    confirmOffset: int
+    slaves: dict[str, int] = field(default_factory=dict)
+    consumerOffsets: dict[str, dict[str, int]] = field(default_factory=dict)
+    queueMaxOffsets: dict[str, dict[str, int]] = field(default_factory=dict)
+    delayOffsets: dict[str, int] = field(default_factory=dict)
+    dataVersion: dict[str, Any] = field(default_factory=dict)
+    mappedFileSize: int = 1 << 30
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | str | dict, what: str = "snapshot") -> Snapshot:
+        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        _require(
+            doc,
+            what,
+            {
+                "node": str, "brokerName": str, "brokerId": int, "role": str, "epoch": int,
+                "takenAt": int, "maxPhyOffset": int, "flushedOffset": int,
+                "confirmOffset": int, "slaves": dict, "consumerOffsets": dict,
+                "queueMaxOffsets": dict, "mappedFileSize": int,
+            },
+        )  # fmt: skip
+        if doc["role"] not in ROLES:
+            raise LayoutError(f"{what}: role {doc['role']!r} is not one of {', '.join(ROLES)}")
+        values = {k: doc[k] for k in cls.__dataclass_fields__ if k in doc}
+        values.setdefault("delayOffsets", {})
+        values.setdefault("dataVersion", {})
+        return cls(**values)
+
+
+def make_event(
+    kind: str, node: str, cluster: str, broker_name: str, at_ms: int, epoch: int, **extra: Any
+) -> dict[str, Any]:
+    """An event document; ``extra`` carries the kind's own fields (``from``, ``to``, ...)."""
+    if kind not in EVENT_KINDS:
+        raise LayoutError(f"unknown event kind {kind!r}")
+    doc = {
+        "kind": kind,
+        "node": node,
+        "cluster": cluster,
+        "brokerName": broker_name,
+        "at": at_ms,
+        "epoch": epoch,
+    }
+    doc.update(extra)
+    return doc
+
+
+def parse_event(data: bytes | str | dict, what: str = "event") -> dict[str, Any]:
+    doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+    _require(
+        doc,
+        what,
+        {"kind": str, "node": str, "cluster": str, "brokerName": str, "at": int, "epoch": int},
+    )
+    if doc["kind"] not in EVENT_KINDS:
+        raise LayoutError(f"{what}: unknown event kind {doc['kind']!r}")
+    needs = {
+        "recovered": ("from", "to"),
+        "role_changed": ("from", "to"),
+        "truncated": ("from", "to"),
+        "offset_reset": ("group", "topic", "queue", "from", "to"),
+    }.get(doc["kind"], ())
+    for name in needs:
+        if name not in doc:
+            raise LayoutError(f"{what}: {doc['kind']} event without {name!r}")
+    return doc

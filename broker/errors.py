@@ -1,0 +1,58 @@
+"""haproof's error hierarchy: each error keeps its cause and says whether a retry can help."""
+
+from __future__ import annotations
+
+
+class HaproofError(Exception):
+    """Base of every error haproof raises on purpose."""
+
+    retriable: bool = False
+
+
+class ConfigError(HaproofError):
+    """A configuration value is missing, malformed or inconsistent."""
+
+
+class StoreError(HaproofError):
+    """Something is wrong in a store directory."""
+
+
+class CorruptRecordError(StoreError):
+    """Bytes that should be a commit log record are not one."""
+
+    def __init__(self, source: str, offset: int, reason: str) -> None:
+        super().__init__(f"{source}: corrupt record at offset {offset}: {reason}")
+        self.source = source
+        self.offset = offset
+        self.reason = reason
+
+
+class CorruptFileError(StoreError):
+    """A store file (consume queue, checkpoint, config JSON, ...) cannot be read."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class RemotingError(HaproofError):
+    """A remoting peer sent something we cannot accept, or went away."""
+
+    retriable = True
+
+
+class ArchiveError(HaproofError):
+    """Object storage refused or failed an operation."""
+
+
+class TransientArchiveError(ArchiveError):
+    retriable = True
+
+
+class ArchiveConflictError(ArchiveError):
+    """An immutable archive key already holds different content."""
+
+
+class AuditInputError(HaproofError):
+    """The audit cannot read its input (unreadable root, unknown cluster, bad window)."""
