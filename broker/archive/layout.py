@@ -129,7 +129,9 @@ def parse_key(key: str) -> ParsedKey | None:
         )
     if folder == "snapshots":
         m = _SNAPSHOT_RE.match(name)
-        return ParsedKey(cluster, broker_name, node, "snapshot", at_ms=int(m.group(1))) if m else None
+        return (
+            ParsedKey(cluster, broker_name, node, "snapshot", at_ms=int(m.group(1))) if m else None
+        )
     if folder == "events":
         m = _EVENT_RE.match(name)
         if not m:
