@@ -1,0 +1,289 @@
+"""One frozen, validated configuration object per broker node, read from RocketMQ's broker.conf.
+
+Property names are RocketMQ's (``brokerRole``, ``flushDiskType``, ``mappedFileSizeCommitLog``...);
+fields are snake_case with their unit in the name. Our own keys (archive, snapshots) follow the
+same style. Unknown keys are kept in ``extra`` and logged, because real broker.conf files carry
+many settings this node does not use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+    @property
+    def is_master(self) -> bool:
+        return self is not BrokerRole.SLAVE
+
+
+class FlushDiskType(enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+# RocketMQ property name -> (field name, default). A default of None means "derived" or "unset".
+_PROPERTIES: dict[str, tuple[str, Any]] = {
+    "brokerClusterName": ("broker_cluster_name", "DefaultCluster"),
+    "brokerName": ("broker_name", "broker-a"),
+    "brokerId": ("broker_id", 0),
+    "brokerRole": ("broker_role", BrokerRole.ASYNC_MASTER),
+    "flushDiskType": ("flush_disk_type", FlushDiskType.ASYNC_FLUSH),
+    "storePathRootDir": ("store_path_root_dir", os.path.join(os.path.expanduser("~"), "store")),
+    "storePathCommitLog": ("store_path_commit_log", None),
+    "listenPort": ("listen_port", 10911),
+    "haListenPort": ("ha_listen_port", None),
+    "haMasterAddress": ("ha_master_address", None),
+    "namesrvAddr": ("namesrv_addr", None),
+    "brokerIP1": ("broker_ip1", "127.0.0.1"),
+    "mappedFileSizeCommitLog": ("mapped_file_size_commit_log", 1 << 30),
+    "mappedFileSizeConsumeQueue": ("mapped_file_size_consume_queue", 300_000 * 20),
+    "syncFlushTimeout": ("sync_flush_timeout_ms", 5000),
+    "flushIntervalCommitLog": ("flush_interval_commit_log_ms", 500),
+    "flushCommitLogLeastPages": ("flush_commit_log_least_pages", 4),
+    "flushCommitLogThoroughInterval": ("flush_commit_log_thorough_interval_ms", 10_000),
+    "flushIntervalConsumeQueue": ("flush_interval_consume_queue_ms", 1000),
+    "haSlaveFallbehindMax": ("ha_slave_fallbehind_max_bytes", 256 * 1024 * 1024),
+    "haSendHeartbeatInterval": ("ha_send_heartbeat_interval_ms", 5000),
+    "haHousekeepingInterval": ("ha_housekeeping_interval_ms", 20_000),
+    "haTransferBatchSize": ("ha_transfer_batch_size_bytes", 32 * 1024),
+    "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio", 40),
+    "slaveReadEnable": ("slave_read_enable", False),
+    "autoCreateTopicEnable": ("auto_create_topic_enable", True),
+    "defaultTopicQueueNums": ("default_topic_queue_nums", 8),
+    "messageDelayLevel": ("message_delay_level", DEFAULT_DELAY_LEVELS),
+    "slaveSyncIntervalMs": ("slave_sync_interval_ms", 60_000),
+    "flushConsumerOffsetInterval": ("flush_consumer_offset_interval_ms", 5000),
+    "maxMessageSize": ("max_message_size_bytes", 4 * 1024 * 1024),
+    "nodeName": ("node_name", None),
+    "archiveEnable": ("archive_enable", False),
+    "archiveRoot": ("archive_root", None),
+    "archiveChunkMaxBytes": ("archive_chunk_max_bytes", 64 * 1024 * 1024),
+    "archiveIntervalMs": ("archive_interval_ms", 10_000),
+    "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
+}
+_FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
+    store_path_commit_log: str | None = None
+    listen_port: int = 10911
+    ha_listen_port: int | None = None
+    ha_master_address: str | None = None
+    namesrv_addr: str | None = None
+    broker_ip1: str = "127.0.0.1"
+    mapped_file_size_commit_log: int = 1 << 30
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    sync_flush_timeout_ms: int = 5000
+    flush_interval_commit_log_ms: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval_ms: int = 10_000
+    flush_interval_consume_queue_ms: int = 1000
+    ha_slave_fallbehind_max_bytes: int = 256 * 1024 * 1024
+    ha_send_heartbeat_interval_ms: int = 5000
+    ha_housekeeping_interval_ms: int = 20_000
+    ha_transfer_batch_size_bytes: int = 32 * 1024
+    access_message_in_memory_max_ratio: int = 40
+    slave_read_enable: bool = False
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 8
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    slave_sync_interval_ms: int = 60_000
+    flush_consumer_offset_interval_ms: int = 5000
+    max_message_size_bytes: int = 4 * 1024 * 1024
+    node_name: str | None = None
+    archive_enable: bool = False
+    archive_root: str | None = None
+    archive_chunk_max_bytes: int = 64 * 1024 * 1024
+    archive_interval_ms: int = 10_000
+    snapshot_interval_ms: int = 60_000
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Derived defaults, then validation (errors name the RocketMQ property).
+        if self.store_path_commit_log is None:
+            object.__setattr__(
+                self, "store_path_commit_log", os.path.join(self.store_path_root_dir, "commitlog")
+            )
+        if self.ha_listen_port is None:
+            object.__setattr__(self, "ha_listen_port", self.listen_port + 1)
+        if self.node_name is None:
+            object.__setattr__(self, "node_name", f"{self.broker_name}-{self.broker_id}")
+        self._validate()
+
+    def _validate(self) -> None:
+        def bad(fname: str, why: str) -> ConfigError:
+            return ConfigError(f"{_FIELD_TO_PROPERTY[fname]}={getattr(self, fname)!r}: {why}")
+
+        if self.broker_id < 0:
+            raise bad("broker_id", "must be >= 0")
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id == 0:
+            raise bad("broker_id", "a SLAVE needs brokerId > 0 (0 is the master's id)")
+        if self.broker_role.is_master and self.broker_id != 0:
+            raise bad("broker_id", f"a {self.broker_role.value} must have brokerId 0")
+        for fname in ("listen_port", "ha_listen_port"):
+            if not 0 <= getattr(self, fname) <= 65535:
+                raise bad(fname, "not a TCP port")
+        if self.mapped_file_size_commit_log < 4096:
+            raise bad("mapped_file_size_commit_log", "must be at least 4096 bytes")
+        if self.mapped_file_size_consume_queue < 20 or self.mapped_file_size_consume_queue % 20:
+            raise bad("mapped_file_size_consume_queue", "must be a positive multiple of 20")
+        for fname in (
+            "sync_flush_timeout_ms",
+            "flush_interval_commit_log_ms",
+            "ha_send_heartbeat_interval_ms",
+            "ha_housekeeping_interval_ms",
+            "ha_transfer_batch_size_bytes",
+            "slave_sync_interval_ms",
+            "archive_chunk_max_bytes",
+            "archive_interval_ms",
+            "snapshot_interval_ms",
+            "max_message_size_bytes",
+        ):
+            if getattr(self, fname) <= 0:
+                raise bad(fname, "must be positive")
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise bad("access_message_in_memory_max_ratio", "must be a percentage 0-100")
+        if self.archive_enable and not self.archive_root:
+            raise ConfigError(
+                "archiveEnable=true needs archiveRoot (s3://bucket/prefix or file://)"
+            )
+        parse_delay_levels(self.message_delay_level)
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        return (self.broker_ip1, self.listen_port)
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.ha_listen_port}"
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_dict(cls, props: Mapping[str, Any], *, source: str = "<dict>") -> BrokerConfig:
+        """Build from RocketMQ property names (values as strings or already typed)."""
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        for key, raw in props.items():
+            if key not in _PROPERTIES:
+                extra[key] = str(raw)
+                continue
+            fname, default = _PROPERTIES[key]
+            kind = _field_type(fname)
+            try:
+                kwargs[fname] = _convert(raw, kind)
+            except (ValueError, KeyError) as exc:
+                raise ConfigError(f"{source}: {key}={raw!r}: {exc}") from exc
+        if extra:
+            log.warning("%s: ignoring unknown keys: %s", source, ", ".join(sorted(extra)))
+        try:
+            return cls(extra=extra, **kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from exc
+
+    @classmethod
+    def from_file(cls, path: str) -> BrokerConfig:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise ConfigError(f"cannot read broker config {path}: {exc.strerror}") from exc
+        props: dict[str, str] = {}
+        lines: dict[str, int] = {}
+        for lineno, line in enumerate(text.splitlines(), 1):
+            stripped = line.strip()
+            if not stripped or stripped[0] in "#!":
+                continue
+            sep = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
+            if sep <= 0:
+                raise ConfigError(f"{path}:{lineno}: expected key=value, got {stripped!r}")
+            key, value = stripped[:sep].strip(), stripped[sep + 1 :].strip()
+            props[key] = value
+            lines[key] = lineno
+        try:
+            return cls.from_dict(props, source=path)
+        except ConfigError as exc:
+            # Point at the line of the offending key when we can tell which one it was.
+            for key, lineno in lines.items():
+                if f"{key}=" in str(exc):
+                    raise ConfigError(str(exc).replace(f"{path}:", f"{path}:{lineno}:", 1)) from exc
+            raise
+
+
+def _field_type(fname: str) -> type:
+    default = _PROPERTIES[_FIELD_TO_PROPERTY[fname]][1]
+    if isinstance(default, enum.Enum):
+        return type(default)
+    if isinstance(default, bool):
+        return bool
+    if isinstance(default, int):
+        return int
+    if fname.endswith("_port"):
+        return int
+    return str
+
+
+def _convert(raw: Any, kind: type) -> Any:
+    if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
+        return raw
+    text = str(raw).strip()
+    if kind is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ValueError("expected true or false")
+    if kind is int:
+        return int(text)
+    if issubclass(kind, enum.Enum):
+        try:
+            return kind[text.upper()]
+        except KeyError:
+            names = ", ".join(m.name for m in kind)
+            raise ValueError(f"expected one of {names}") from None
+    return text
+
+
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``messageDelayLevel`` ("1s 5s 10s 30s 1m ...") as delays in ms; level N is index N-1."""
+    levels = []
+    for item in spec.split():
+        unit = item[-1:]
+        if unit not in _UNITS_MS or not item[:-1].isdigit():
+            raise ConfigError(f"messageDelayLevel={spec!r}: bad level {item!r} (like 5s, 1m, 2h)")
+        levels.append(int(item[:-1]) * _UNITS_MS[unit])
+    if not levels:
+        raise ConfigError("messageDelayLevel is empty")
+    return levels

@@ -1,0 +1,277 @@
+"""The commit log: append, read and recovery over a mapped file queue (RocketMQ CommitLog).
+
+Not thread-safe for writers on its own: the store façade serialises appends under its put lock
+(RocketMQ's putMessageLock). Readers may run concurrently with one writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from broker.errors import CorruptRecordError, StoreError
+from broker.store import message as msgfmt
+from broker.store.mapped_file import MappedFile
+from broker.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Appended:
+    wrote_offset: int
+    wrote_bytes: int
+    store_timestamp: int
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What recovery found: ``found_end`` = end of non-zero data, ``valid_end`` = kept log end."""
+
+    abnormal: bool
+    scanned_from: int
+    valid_end: int
+    found_end: int
+    reason: str = ""
+
+    @property
+    def dropped_bytes(self) -> int:
+        return max(0, self.found_end - self.valid_end)
+
+
+class CommitLog:
+    def __init__(self, queue: MappedFileQueue, store_host: tuple[str, int]):
+        self.queue = queue
+        self.store_host = store_host
+
+    @classmethod
+    def load(cls, directory: str, file_size: int, store_host: tuple[str, int]) -> CommitLog:
+        return cls(MappedFileQueue.load(directory, file_size), store_host)
+
+    @property
+    def file_size(self) -> int:
+        return self.queue.file_size
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.queue.flushed_offset
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(
+        self, enc: msgfmt.EncodedMessage, queue_offset: int, store_timestamp: int
+    ) -> Appended:
+        """Append one encoded message, closing the current file with a BLANK when it won't fit."""
+        size = len(enc)
+        if size + msgfmt.END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise StoreError(f"record of {size} bytes cannot fit a {self.file_size}-byte file")
+        mf = self.queue.last_file_for_append()
+        if size + msgfmt.END_FILE_MIN_BLANK_LENGTH > mf.remaining:
+            self._close_with_blank(mf)
+            mf = self.queue.last_file_for_append()
+        offset = mf.file_from_offset + mf.wrote_position
+        mf.append(enc.stamp(queue_offset, offset, store_timestamp))
+        return Appended(offset, size, store_timestamp)
+
+    @staticmethod
+    def _close_with_blank(mf: MappedFile) -> None:
+        remaining = mf.remaining
+        mf.write_at(mf.wrote_position, msgfmt.encode_blank(remaining))
+        mf.wrote_position = mf.file_size
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> int:
+        """Append replicated bytes that must start exactly at the log end (slave side).
+
+        ``data`` never crosses a file end (the HA protocol guarantees it; checked here).
+        Returns the new max offset.
+        """
+        if offset != self.max_offset:
+            raise StoreError(f"raw append at {offset}, but the log ends at {self.max_offset}")
+        pos = 0
+        while pos < len(data):
+            mf = self.queue.last_file_for_append(offset)
+            if mf.file_from_offset + mf.wrote_position != offset + pos:
+                raise StoreError(f"raw append at {offset + pos} does not continue the log")
+            n = min(len(data) - pos, mf.remaining)
+            mf.append(data[pos : pos + n])
+            pos += n
+        return self.max_offset
+
+    def flush(self, least_pages: int = 0) -> int:
+        return self.queue.flush(least_pages)
+
+    def truncate_dirty(self, offset: int) -> None:
+        self.queue.truncate_dirty(offset)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``offset``, never across a file end."""
+        return self.queue.read(offset, size)
+
+    def read_record(self, offset: int, size: int | None = None) -> bytes:
+        """The raw bytes of the record at ``offset`` (size read from the record if not given)."""
+        if size is None:
+            head = self.read(offset, 4)
+            if len(head) < 4:
+                raise StoreError(f"no record at commit log offset {offset}")
+            size = int.from_bytes(head, "big", signed=True)
+        data = self.read(offset, size)
+        if len(data) != size:
+            raise StoreError(f"record at {offset} ({size} bytes) runs past the written log")
+        return data
+
+    def lookup(self, offset: int) -> msgfmt.Record:
+        mf = self.queue.find(offset)
+        if mf is None:
+            raise StoreError(f"commit log offset {offset} is outside the log")
+        return msgfmt.decode_record(
+            mf.buffer,
+            offset - mf.file_from_offset,
+            base_offset=mf.file_from_offset,
+            limit=mf.wrote_position,
+            source=mf.path,
+        )
+
+    def iter_records(self, start: int, end: int | None = None) -> Iterator[msgfmt.Record]:
+        """Records (BLANKs included) from ``start`` up to ``end`` (default the log end)."""
+        stop = self.max_offset if end is None else end
+        offset = start
+        while offset < stop:
+            mf = self.queue.find(offset)
+            if mf is None:
+                return
+            limit = min(mf.wrote_position, stop - mf.file_from_offset)
+            for rec in msgfmt.scan_records(
+                mf.buffer,
+                base_offset=mf.file_from_offset,
+                start=offset - mf.file_from_offset,
+                limit=limit,
+                source=mf.path,
+            ):
+                yield rec
+                offset = rec.end
+            if offset < mf.end_offset and offset < stop:
+                return  # stopped inside a file: the written data ends here
+            offset = max(offset, mf.end_offset)
+
+    # -- recovery ------------------------------------------------------------------------------
+
+    def recover(
+        self,
+        abnormal: bool,
+        safe_timestamp_ms: int = 0,
+        on_record: Callable[[msgfmt.Record], None] | None = None,
+    ) -> RecoveryReport:
+        """Find the log end, drop a torn tail and position the writer.
+
+        Normal recovery (clean shutdown) scans the last three files; abnormal recovery (crash)
+        starts from the newest file whose first record was stored before ``safe_timestamp_ms``
+        (the checkpoint) and checks magic and CRC of every record. ``on_record`` sees every
+        valid record scanned (used to rebuild consume queues).
+        """
+        files = self.queue.files
+        if not files:
+            return RecoveryReport(abnormal, 0, 0, 0)
+        start_idx = max(0, len(files) - 3)
+        if abnormal:
+            start_idx = 0
+            for i in range(len(files) - 1, -1, -1):
+                ts = self._first_store_timestamp(files[i])
+                if ts is not None and ts <= safe_timestamp_ms:
+                    start_idx = i
+                    break
+        scanned_from = files[start_idx].file_from_offset
+        valid_end = scanned_from
+        reason = ""
+        for idx in range(start_idx, len(files)):
+            mf = files[idx]
+            pos, reason, closed = self._scan_file(mf, check_crc=abnormal, on_record=on_record)
+            valid_end = mf.file_from_offset + pos
+            if not closed:
+                break
+        found_end = self._found_end(valid_end)
+        if found_end > valid_end:
+            log.warning(
+                "commit log recovery: dropping %d bytes [%d, %d): %s",
+                found_end - valid_end,
+                valid_end,
+                found_end,
+                reason or "torn tail",
+            )
+        # position every file: full before the end, partial at it, deleted after it
+        self.queue.truncate_dirty(valid_end)
+        for mf in self.queue.files:
+            if mf.end_offset <= valid_end:
+                mf.wrote_position = mf.flushed_position = mf.file_size
+            else:
+                mf.wrote_position = mf.flushed_position = valid_end - mf.file_from_offset
+        return RecoveryReport(abnormal, scanned_from, valid_end, found_end, reason)
+
+    @staticmethod
+    def _first_store_timestamp(mf: MappedFile) -> int | None:
+        try:
+            rec = msgfmt.decode_record(mf.buffer, 0, limit=mf.file_size, with_body=False)
+        except CorruptRecordError:
+            return None
+        return None if rec.is_blank else rec.store_timestamp
+
+    @staticmethod
+    def _scan_file(
+        mf: MappedFile, check_crc: bool, on_record: Callable[[msgfmt.Record], None] | None
+    ) -> tuple[int, str, bool]:
+        """Walk a file's records; returns (valid end position, why it stopped, closed by BLANK)."""
+        pos = 0
+        buf = mf.buffer
+        while pos + 4 <= mf.file_size:
+            try:
+                rec = msgfmt.decode_record(
+                    buf, pos, base_offset=mf.file_from_offset, limit=mf.file_size, source=mf.path
+                )
+            except CorruptRecordError as exc:
+                if int.from_bytes(buf[pos : pos + 4], "big") == 0:
+                    return pos, "", False
+                return pos, exc.reason, False
+            if rec.is_blank:
+                if rec.end != mf.end_offset:
+                    return pos, f"BLANK record at {rec.physical_offset} not at the file end", False
+                return mf.file_size, "", True
+            if rec.stored_physical_offset != rec.physical_offset:
+                return (
+                    pos,
+                    (f"record at {rec.physical_offset} says it is at {rec.stored_physical_offset}"),
+                    False,
+                )
+            if check_crc and not rec.crc_ok:
+                return pos, f"body CRC mismatch at {rec.physical_offset}", False
+            if on_record is not None:
+                on_record(rec)
+            pos += rec.total_size
+        return pos, "", pos == mf.file_size
+
+    def _found_end(self, valid_end: int) -> int:
+        """End of the non-zero bytes at or after ``valid_end`` (what a crash left behind)."""
+        found = valid_end
+        for mf in self.queue.files:
+            if mf.end_offset <= valid_end:
+                continue
+            buf = mf.buffer
+            start = max(0, valid_end - mf.file_from_offset)
+            step = 1 << 16
+            for p in range(start, mf.file_size, step):
+                chunk = buf[p : min(p + step, mf.file_size)]
+                stripped = chunk.rstrip(b"\x00")
+                if stripped:
+                    found = mf.file_from_offset + p + len(stripped)
+                elif p > start:
+                    break
+        return found

@@ -1,0 +1,224 @@
+"""RocketMQ's config JSON files under ``config/``: read fastjson's output, write atomically.
+
+fastjson writes map keys that are integers without quotes (``{0:250,1:250}``) and indents with
+tabs; :func:`loads_fastjson` accepts that. We write strict JSON (quoted keys), which fastjson
+reads back. Every write goes to a temp file, is fsynced and renamed, keeping ``.bak``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from typing import Any
+
+from broker.errors import CorruptFileError
+from broker.store.checkpoint import atomic_write
+
+log = logging.getLogger(__name__)
+
+# A bare (unquoted) integer key right after '{' or ',' (whitespace allowed), outside strings.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.S)
+
+
+def loads_fastjson(text: str, source: str = "<json>") -> Any:
+    """Parse JSON as fastjson writes it (unquoted integer keys allowed)."""
+
+    def quote(m: re.Match) -> str:
+        if m.group(1) is None:
+            return m.group(0)  # a string literal: leave it alone
+        return f'{m.group(1)}"{m.group(2)}"{m.group(3)}'
+
+    try:
+        return json.loads(_TOKEN.sub(quote, text))
+    except json.JSONDecodeError as exc:
+        raise CorruptFileError(
+            source, f"not JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from exc
+
+
+def new_data_version(counter: int = 0) -> dict[str, int]:
+    return {"counter": counter, "timestamp": int(time.time() * 1000)}
+
+
+class JsonConfigFile:
+    """One config file: ``load`` (falling back to ``.bak``) and atomic ``persist``."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[str, Any] | None:
+        """The parsed document, None when neither the file nor its ``.bak`` exists."""
+        for candidate in (self.path, self.path + ".bak"):
+            try:
+                with open(candidate, encoding="utf-8") as fh:
+                    text = fh.read()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise CorruptFileError(candidate, f"cannot read: {exc.strerror}") from exc
+            if not text.strip():
+                log.warning("%s is empty; trying its backup", candidate)
+                continue
+            try:
+                doc = loads_fastjson(text, candidate)
+            except CorruptFileError:
+                if candidate == self.path and os.path.exists(self.path + ".bak"):
+                    log.error("%s is corrupt; falling back to %s.bak", self.path, self.path)
+                    continue
+                raise
+            if not isinstance(doc, dict):
+                raise CorruptFileError(candidate, "expected a JSON object at the top level")
+            return doc
+        return None
+
+    def persist(self, doc: dict[str, Any]) -> None:
+        data = json.dumps(doc, indent="\t", sort_keys=False).encode()
+        with self._lock:
+            atomic_write(self.path, data, keep_backup=True)
+
+
+class ConsumerOffsetTable:
+    """``consumerOffset.json``: ``offsetTable`` keyed ``topic@group`` → {queueId: offset}.
+
+    Offsets only move forward through :meth:`commit`; :meth:`reset` is the explicit rewind.
+    """
+
+    def __init__(self, path: str):
+        self.file = JsonConfigFile(path)
+        self.table: dict[str, dict[int, int]] = {}
+        self.data_version = new_data_version()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: str) -> ConsumerOffsetTable:
+        t = cls(path)
+        doc = t.file.load() or {}
+        table = doc.get("offsetTable", {})
+        if not isinstance(table, dict):
+            raise CorruptFileError(path, "offsetTable is not an object")
+        for key, queues in table.items():
+            if "@" not in key or not isinstance(queues, dict):
+                raise CorruptFileError(path, f"offsetTable entry {key!r} is not topic@group")
+            try:
+                t.table[key] = {int(q): int(o) for q, o in queues.items()}
+            except (TypeError, ValueError) as exc:
+                raise CorruptFileError(path, f"offsetTable[{key!r}]: {exc}") from exc
+        if isinstance(doc.get("dataVersion"), dict):
+            t.data_version = doc["dataVersion"]
+        return t
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        return self.table.get(f"{topic}@{group}", {}).get(queue_id, -1)
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
+        """Store ``offset`` unless it would move the committed offset backwards."""
+        with self._lock:
+            queues = self.table.setdefault(f"{topic}@{group}", {})
+            if offset < queues.get(queue_id, -1):
+                return False
+            queues[queue_id] = offset
+            return True
+
+    def reset(self, group: str, topic: str, queue_id: int, offset: int) -> int:
+        """Explicit rewind (admin); returns the previous offset."""
+        with self._lock:
+            queues = self.table.setdefault(f"{topic}@{group}", {})
+            before = queues.get(queue_id, -1)
+            queues[queue_id] = offset
+            return before
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            table = {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}
+        return {"offsetTable": table, "dataVersion": self.data_version}
+
+    def persist(self) -> None:
+        self.data_version = {
+            "counter": int(self.data_version.get("counter", 0)) + 1,
+            "timestamp": int(time.time() * 1000),
+        }
+        self.file.persist(self.to_json())
+
+
+class DelayOffsetTable:
+    """``delayOffset.json``: ``offsetTable`` delay level → consumed queue offset."""
+
+    def __init__(self, path: str):
+        self.file = JsonConfigFile(path)
+        self.table: dict[int, int] = {}
+        self.data_version = new_data_version()
+
+    @classmethod
+    def load(cls, path: str) -> DelayOffsetTable:
+        t = cls(path)
+        doc = t.file.load() or {}
+        try:
+            t.table = {int(k): int(v) for k, v in doc.get("offsetTable", {}).items()}
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise CorruptFileError(path, f"offsetTable: {exc}") from exc
+        if isinstance(doc.get("dataVersion"), dict):
+            t.data_version = doc["dataVersion"]
+        return t
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "offsetTable": {str(k): v for k, v in self.table.items()},
+            "dataVersion": self.data_version,
+        }
+
+    def persist(self) -> None:
+        self.file.persist(self.to_json())
+
+
+class TableConfig:
+    """``topics.json`` (``topicConfigTable``) or ``subscriptionGroup.json``
+    (``subscriptionGroupTable``): a name → settings table with a dataVersion."""
+
+    def __init__(self, path: str, table_key: str):
+        self.file = JsonConfigFile(path)
+        self.table_key = table_key
+        self.table: dict[str, dict[str, Any]] = {}
+        self.data_version = new_data_version()
+
+    @classmethod
+    def load(cls, path: str, table_key: str) -> TableConfig:
+        t = cls(path, table_key)
+        doc = t.file.load() or {}
+        table = doc.get(table_key, {})
+        if not isinstance(table, dict):
+            raise CorruptFileError(path, f"{table_key} is not an object")
+        t.table = table
+        if isinstance(doc.get("dataVersion"), dict):
+            t.data_version = doc["dataVersion"]
+        return t
+
+    def put(self, name: str, settings: dict[str, Any]) -> None:
+        self.table[name] = settings
+        self.data_version = {
+            "counter": int(self.data_version.get("counter", 0)) + 1,
+            "timestamp": int(time.time() * 1000),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {self.table_key: self.table, "dataVersion": self.data_version}
+
+    def persist(self) -> None:
+        self.file.persist(self.to_json())
+
+
+def topic_config(name: str, queue_nums: int, perm: int = 6) -> dict[str, Any]:
+    """A TopicConfig as RocketMQ serialises it."""
+    return {
+        "topicName": name,
+        "readQueueNums": queue_nums,
+        "writeQueueNums": queue_nums,
+        "perm": perm,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+    }

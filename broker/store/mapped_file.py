@@ -1,0 +1,157 @@
+"""One fixed-size memory-mapped file named by its 20-digit start offset (RocketMQ MappedFile).
+
+State: ``wrote_position`` (bytes appended) and ``flushed_position`` (bytes known to be on disk).
+Appends are memory copies into the mapping; ``flush`` msyncs the dirty pages.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+
+from broker.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = mmap.PAGESIZE
+OS_PAGE_SIZE = 4096  # RocketMQ counts dirty pages in 4 KiB units
+
+
+def file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """A file of ``file_size`` bytes mapped read/write. Create through :meth:`open`."""
+
+    def __init__(self, path: str, file_from_offset: int, file_size: int, fd: int, mm: mmap.mmap):
+        self.path = path
+        self.file_from_offset = file_from_offset
+        self.file_size = file_size
+        self._fd = fd
+        self._mm = mm
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._flush_lock = threading.Lock()
+        self.closed = False
+
+    @classmethod
+    def open(cls, path: str, file_size: int) -> MappedFile:
+        """Open (creating and sizing if needed) the mapped file at ``path``."""
+        name = os.path.basename(path)
+        if len(name) != 20 or not name.isdigit():
+            raise StoreError(f"{path}: a mapped file is named by a 20-digit offset")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open {path}: {exc.strerror}") from exc
+        try:
+            actual = os.fstat(fd).st_size
+            if actual not in (0, file_size):
+                raise StoreError(
+                    f"{path}: size {actual} differs from the configured mapped file size "
+                    f"{file_size} (mappedFileSize* in broker.conf)"
+                )
+            if actual == 0:
+                os.ftruncate(fd, file_size)
+            mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot map {path}: {exc.strerror}") from exc
+        except StoreError:
+            os.close(fd)
+            raise
+        return cls(path, int(name), file_size, fd, mm)
+
+    @property
+    def end_offset(self) -> int:
+        return self.file_from_offset + self.file_size
+
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def buffer(self) -> mmap.mmap:
+        return self._mm
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position; returns the relative position it went to."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            raise StoreError(f"{self.path}: append of {len(data)} bytes past the file end")
+        self._mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        self._mm[pos : pos + len(data)] = data
+
+    def read(self, pos: int, size: int) -> bytes:
+        """Bytes ``[pos, pos + size)`` relative to the file start, limited to what was written."""
+        end = min(pos + size, self.wrote_position)
+        return self._mm[pos:end] if end > pos else b""
+
+    def dirty_pages(self) -> int:
+        return (self.wrote_position // OS_PAGE_SIZE) - (self.flushed_position // OS_PAGE_SIZE)
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync what was written since the last flush if at least ``least_pages`` are dirty.
+
+        Returns the flushed position. Thread-safe; a concurrent append is fine (its bytes are
+        flushed by the next call).
+        """
+        with self._flush_lock:
+            target = self.wrote_position
+            if target <= self.flushed_position or self.closed:
+                return self.flushed_position
+            if least_pages > 0 and self.dirty_pages() < least_pages and target < self.file_size:
+                return self.flushed_position
+            start = (self.flushed_position // PAGE_SIZE) * PAGE_SIZE
+            self._mm.flush(start, target - start)
+            self.flushed_position = target
+            return target
+
+    def truncate_to(self, pos: int) -> None:
+        """Zero everything from ``pos`` on and move both positions back to ``pos``."""
+        if pos < self.file_size:
+            zero_end = max(self.wrote_position, pos)
+            # zero in 1 MiB steps so a 1 GiB file does not allocate 1 GiB
+            step = 1 << 20
+            for p in range(pos, zero_end, step):
+                n = min(step, zero_end - p)
+                self._mm[p : p + n] = bytes(n)
+            if zero_end > pos:
+                start = (pos // PAGE_SIZE) * PAGE_SIZE
+                self._mm.flush(start, zero_end - start)
+        self.wrote_position = pos
+        self.flushed_position = min(self.flushed_position, pos)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        with self._flush_lock:
+            self.closed = True
+            try:
+                self._mm.close()
+            finally:
+                os.close(self._fd)
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return (
+            f"MappedFile({self.path}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+        )

@@ -1,0 +1,376 @@
+"""The store façade (RocketMQ DefaultMessageStore): one object a broker node talks to.
+
+Layout under ``storePathRootDir``: ``commitlog/``, ``consumequeue/{topic}/{queueId}/``,
+``config/*.json``, ``checkpoint``, ``abort`` (present while running: its presence at start means
+the last run crashed) and ``lock`` (one process per store).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from broker.config import BrokerConfig, BrokerRole, FlushDiskType
+from broker.errors import StoreError
+from broker.store import message as msgfmt
+from broker.store.checkpoint import StoreCheckpoint
+from broker.store.commit_log import CommitLog, RecoveryReport
+from broker.store.config_store import (
+    ConsumerOffsetTable,
+    DelayOffsetTable,
+    TableConfig,
+)
+from broker.store.consume_queue import ConsumeQueue
+from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
+from broker.store.flush import FlushRealTimeService, GroupCommitService
+from broker.store.queries import QueryMixin
+from broker.store.results import PutMessageResult, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+PutFuture = Future  # Future[PutMessageResult]
+DispatchListener = Callable[[str, int, int], None]  # (topic, queue_id, new max queue offset)
+
+
+def time_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageStore(QueryMixin):
+    def __init__(self, config: BrokerConfig, clock_ms: Callable[[], int]):
+        self.config = config
+        self.clock_ms = clock_ms
+        self.root = config.store_path_root_dir
+        self.cq_root = os.path.join(self.root, "consumequeue")
+        self.config_dir = os.path.join(self.root, "config")
+        self.commit_log: CommitLog
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.checkpoint = StoreCheckpoint()
+        self.recovery: RecoveryReport | None = None
+        self.put_lock = threading.Lock()
+        self._listeners: list[DispatchListener] = []
+        self._last_store_ts = 0
+        self._lock_fd: int | None = None
+        self._group_commit: GroupCommitService | None = None
+        self._flusher: FlushRealTimeService | None = None
+        self._cq_flusher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.running = False
+        self.role: BrokerRole = config.broker_role  # changes at failover; config stays as read
+        self.dispatcher: Dispatcher
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, config: BrokerConfig, *, clock_ms: Callable[[], int] = time_ms) -> MessageStore:
+        """Lock the store directory, load every file and recover (normal or after a crash)."""
+        store = cls(config, clock_ms)
+        store._load()
+        return store
+
+    def _load(self) -> None:
+        os.makedirs(self.root, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise StoreError(f"{self.root} is in use by another process (lock held)") from exc
+        abort_path = os.path.join(self.root, "abort")
+        abnormal = os.path.exists(abort_path)
+        self.checkpoint = StoreCheckpoint.read(os.path.join(self.root, "checkpoint"))
+        self.commit_log = CommitLog.load(
+            self.config.store_path_commit_log,
+            self.config.mapped_file_size_commit_log,
+            self.config.store_host,
+        )
+        self._load_consume_queues()
+        self.dispatcher = Dispatcher(self.commit_log, self.consume_queue)
+        redispatch: list[msgfmt.Record] = []
+        self.recovery = self.commit_log.recover(
+            abnormal, self.checkpoint.min_timestamp, redispatch.append if abnormal else None
+        )
+        if abnormal:
+            log.warning(
+                "%s: recovered after a crash: scanned from %d, log ends at %d, dropped %d bytes",
+                self.root,
+                self.recovery.scanned_from,
+                self.recovery.valid_end,
+                self.recovery.dropped_bytes,
+            )
+        self._recover_consume_queues(redispatch)
+        self.consumer_offsets = ConsumerOffsetTable.load(self._cfg("consumerOffset.json"))
+        self.delay_offsets = DelayOffsetTable.load(self._cfg("delayOffset.json"))
+        self.topic_config = TableConfig.load(self._cfg("topics.json"), "topicConfigTable")
+        self.subscription_groups = TableConfig.load(
+            self._cfg("subscriptionGroup.json"), "subscriptionGroupTable"
+        )
+        with open(abort_path, "wb") as fh:
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _cfg(self, name: str) -> str:
+        return os.path.join(self.config_dir, name)
+
+    def _load_consume_queues(self) -> None:
+        if not os.path.isdir(self.cq_root):
+            return
+        for topic in sorted(os.listdir(self.cq_root)):
+            tdir = os.path.join(self.cq_root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qid in sorted(os.listdir(tdir)):
+                if qid.lstrip("-").isdigit():
+                    self.queues[(topic, int(qid))] = self._open_queue(topic, int(qid))
+
+    def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue.load(
+            self.cq_root, topic, queue_id, self.config.mapped_file_size_consume_queue
+        )
+
+    def _recover_consume_queues(self, redispatch: list[msgfmt.Record]) -> None:
+        end = self.commit_log.max_offset
+        for cq in self.queues.values():
+            cq.truncate_dirty(end)
+        try:
+            for rec in redispatch:
+                self.dispatcher.dispatch_record(rec)
+            start = max((cq.max_phy_offset for cq in self.queues.values()), default=0)
+            self.dispatcher.dispatched_offset = max(start, self.commit_log.min_offset)
+            self.dispatcher.dispatch_until(end)
+        except StoreError as exc:
+            log.warning("consume queues inconsistent with the commit log (%s); rebuilding", exc)
+            rebuild_consume_queues(self.commit_log, self.cq_root, self.queues, self._open_queue)
+            self.dispatcher.dispatched_offset = end
+        for key, cq in self.queues.items():
+            self.topic_queue_table[key] = cq.max_offset_in_queue
+
+    def rebuild_consume_queues(self) -> int:
+        with self.put_lock:
+            n = rebuild_consume_queues(self.commit_log, self.cq_root, self.queues, self._open_queue)
+            self.topic_queue_table = {k: cq.max_offset_in_queue for k, cq in self.queues.items()}
+            self.dispatcher.dispatched_offset = self.commit_log.max_offset
+            return n
+
+    def start(self) -> None:
+        """Start the flush services (threads)."""
+        cfg = self.config
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self._group_commit = GroupCommitService(
+                self._flush_commit_log, self._complete_flush, cfg.sync_flush_timeout_ms
+            )
+            self._group_commit.start()
+        else:
+            self._flusher = FlushRealTimeService(
+                self._flush_commit_log,
+                cfg.flush_interval_commit_log_ms,
+                cfg.flush_commit_log_least_pages,
+                cfg.flush_commit_log_thorough_interval_ms,
+            )
+            self._flusher.start()
+        self._cq_flusher = threading.Thread(target=self._cq_flush_loop, daemon=True)
+        self._cq_flusher.start()
+        self.running = True
+
+    def shutdown(self) -> None:
+        """Flush everything, persist configs and the checkpoint, release the store."""
+        self.running = False
+        self._stop.set()
+        if self._group_commit is not None:
+            self._group_commit.shutdown()
+        if self._flusher is not None:
+            self._flusher.shutdown()
+        if self._cq_flusher is not None:
+            self._cq_flusher.join(timeout=10)
+        self.flush_all()
+        for table in (
+            self.consumer_offsets,
+            self.delay_offsets,
+            self.topic_config,
+            self.subscription_groups,
+        ):
+            table.persist()
+        self.commit_log.queue.close()
+        for cq in self.queues.values():
+            cq.close()
+        try:
+            os.unlink(os.path.join(self.root, "abort"))
+        except FileNotFoundError:
+            pass
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def close_abruptly(self) -> None:
+        """Release files without flushing or removing ``abort`` (tests simulating a crash)."""
+        self._stop.set()
+        if self._group_commit is not None:
+            self._group_commit.shutdown()
+        if self._flusher is not None:
+            self._flusher._stop.set()
+        self.commit_log.queue.close()
+        for cq in self.queues.values():
+            cq.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- flushing ------------------------------------------------------------------------------
+
+    def _flush_commit_log(self, least_pages: int = 0) -> int:
+        ts = self._last_store_ts
+        flushed = self.commit_log.flush(least_pages)
+        if flushed >= self.commit_log.max_offset and ts:
+            self.checkpoint.physic_msg_timestamp = ts
+        return flushed
+
+    def _complete_flush(self, fut: Future, ok: bool) -> None:
+        if fut.done():
+            return
+        result: PutMessageResult = fut.pending_result  # type: ignore[attr-defined]
+        if not ok:
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        try:
+            fut.set_result(result)
+        except Exception:  # already completed by the other thread
+            pass
+
+    def _cq_flush_loop(self) -> None:
+        while not self._stop.wait(self.config.flush_interval_consume_queue_ms / 1000):
+            try:
+                self._flush_consume_queues()
+            except Exception:
+                log.exception("consume queue flush failed")
+
+    def _flush_consume_queues(self) -> None:
+        ts = self._last_store_ts
+        for cq in list(self.queues.values()):
+            cq.flush()
+        if ts:
+            self.checkpoint.logics_msg_timestamp = ts
+        self.checkpoint.write(os.path.join(self.root, "checkpoint"))
+
+    def flush_all(self) -> int:
+        flushed = self._flush_commit_log(0)
+        self._flush_consume_queues()
+        return flushed
+
+    flush_commit_log_all = flush_all
+
+    @property
+    def fsyncs(self) -> int:
+        return self.commit_log.queue.flush_count
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self.queues.get(key)
+        if cq is None:
+            cq = self.queues[key] = self._open_queue(topic, queue_id)
+        return cq
+
+    def add_dispatch_listener(self, listener: DispatchListener) -> None:
+        self._listeners.append(listener)
+
+    def _notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        for listener in self._listeners:
+            try:
+                listener(topic, queue_id, max_offset)
+            except Exception:
+                log.exception("dispatch listener failed")
+
+    def put_message(self, msg: msgfmt.Message, *, tags_code: int | None = None) -> PutFuture:
+        """Append ``msg``; the future completes after the flush (SYNC_FLUSH) or at once."""
+        fut: Future = Future()
+        try:
+            enc = msgfmt.encode_message(msg, self.config.store_host)
+        except ValueError as exc:
+            status = (
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                if "properties" in str(exc)
+                else PutMessageStatus.MESSAGE_ILLEGAL
+            )
+            fut.set_result(PutMessageResult(status, remark=str(exc)))
+            return fut
+        if len(enc) > self.config.max_message_size_bytes:
+            fut.set_result(
+                PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="message too large")
+            )
+            return fut
+        if tags_code is not None:
+            enc.tags_code = tags_code
+        return self.put_encoded(enc)
+
+    def put_encoded(self, enc: msgfmt.EncodedMessage) -> PutFuture:
+        fut: Future = Future()
+        key = (enc.topic, enc.queue_id)
+        with self.put_lock:
+            if self.role is BrokerRole.SLAVE:
+                fut.set_result(
+                    PutMessageResult(
+                        PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave takes no writes"
+                    )
+                )
+                return fut
+            qo = self.topic_queue_table.get(key, 0)
+            ts = max(self.clock_ms(), self._last_store_ts)
+            try:
+                app = self.commit_log.append(enc, qo, ts)
+            except StoreError as exc:
+                log.error("append failed: %s", exc)
+                fut.set_result(
+                    PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+                )
+                return fut
+            if enc.topic and (enc.queue_id >= 0):
+                self.consume_queue(*key).put(qo, app.wrote_offset, app.wrote_bytes, enc.tags_code)
+            self.topic_queue_table[key] = qo + 1
+            self._last_store_ts = ts
+            self.dispatcher.dispatched_offset = app.wrote_offset + app.wrote_bytes
+        host, port = self.config.store_host
+        result = PutMessageResult(
+            PutMessageStatus.PUT_OK,
+            app.wrote_offset,
+            app.wrote_bytes,
+            msgfmt.message_id(host, port, app.wrote_offset),
+            qo,
+            ts,
+        )
+        self._notify(enc.topic, enc.queue_id, qo + 1)
+        if self._group_commit is not None:
+            fut.pending_result = result  # type: ignore[attr-defined]
+            self._group_commit.submit(result.end_offset, fut)
+        else:
+            fut.set_result(result)
+        return fut
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> int:
+        """Slave side: append replicated bytes at exactly the log end and index what completed."""
+        with self.put_lock:
+            end = self.commit_log.append_raw(offset, data)
+            touched = self.dispatcher.dispatch_until(end)
+            for topic, qid, qo in touched:
+                self.topic_queue_table[(topic, qid)] = qo
+        for topic, qid, qo in touched:
+            self._notify(topic, qid, qo)
+        return end
+
+    def truncate_dirty(self, offset: int) -> None:
+        """Drop commit log and consume queue data at or above ``offset`` (failover rejoin)."""
+        with self.put_lock:
+            log.warning(
+                "%s: truncating the commit log [%d, %d)", self.root, offset, self.max_phy_offset
+            )
+            self.commit_log.truncate_dirty(offset)
+            for key, cq in self.queues.items():
+                cq.truncate_dirty(offset)
+                self.topic_queue_table[key] = cq.max_offset_in_queue
+            self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, offset)

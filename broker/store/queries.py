@@ -1,0 +1,125 @@
+"""Read side of the store façade: pulls, queue offsets, lookups (RocketMQ getMessage & co)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.errors import StoreError
+from broker.store import message as msgfmt
+from broker.store.results import GetMessageResult, GetMessageStatus
+
+if TYPE_CHECKING:
+    from broker.store.commit_log import CommitLog
+    from broker.store.consume_queue import ConsumeQueue
+
+_TS_OFFSET = msgfmt.OFFSET_BORNHOST  # store timestamp follows the born host
+
+
+class QueryMixin:
+    commit_log: CommitLog
+    queues: dict[tuple[str, int], ConsumeQueue]
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.commit_log.flushed_offset
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.max_offset_in_queue if cq else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.min_offset_in_queue if cq else 0
+
+    def queue_max_offsets(self) -> dict[str, dict[int, int]]:
+        out: dict[str, dict[int, int]] = {}
+        for (topic, qid), cq in list(self.queues.items()):
+            out.setdefault(topic, {})[qid] = cq.max_offset_in_queue
+        return out
+
+    def read_commit_log(self, offset: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` at ``offset``, never across a file end (HA transfer)."""
+        return self.commit_log.read(offset, max_bytes)
+
+    def look_message_by_offset(self, phy_offset: int) -> msgfmt.Record:
+        return self.commit_log.lookup(phy_offset)
+
+    def _store_timestamp(self, phy_offset: int) -> int:
+        rec = self.commit_log.lookup(phy_offset)
+        return rec.store_timestamp
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms``."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset_in_queue, cq.max_offset_in_queue
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = cq.get(mid)
+            if entry is None or entry[0] >= self.commit_log.max_offset:
+                hi = mid
+                continue
+            if self._store_timestamp(entry[0]) < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int,
+        tag_codes: set[int] | None = None,
+        max_bytes: int = 256 * 1024,
+    ) -> GetMessageResult:
+        """Up to ``max_msgs`` raw records of (topic, queue_id) from queue ``offset`` on.
+
+        ``tag_codes`` filters by the consume queue's tag hash (the caller checks the exact tag
+        afterwards, as RocketMQ's client does). Statuses and next offsets follow RocketMQ.
+        """
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset_in_queue, cq.max_offset_in_queue
+        if hi == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        records: list[bytes] = []
+        size_total = 0
+        next_offset = offset
+        max_pulled = -1
+        log_end = self.commit_log.max_offset
+        for qo, phy, size, tag_code in cq.iter_from(offset, max(max_msgs, 1) * 4 + 32):
+            if len(records) >= max_msgs or (records and size_total + size > max_bytes):
+                break
+            if phy + size > log_end:
+                break  # indexed but not (or no longer) in the log
+            next_offset = qo + 1
+            if tag_codes is not None and tag_code not in tag_codes:
+                continue
+            try:
+                records.append(self.commit_log.read_record(phy, size))
+            except StoreError:
+                break
+            size_total += size
+            max_pulled = phy + size
+        status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
+        result = GetMessageResult(status, next_offset, lo, hi, records)
+        result.max_phy_offset_pulled = max_pulled
+        return result
