@@ -73,19 +73,32 @@ class GroupCommitService:
                     self._cond.wait()
                 if self._stopped and not self._requests:
                     return
-                batch, self._requests = self._requests, []
+                stopping = self._stopped
+                batch = [(end, fut) for end, fut in self._requests if not fut.done()]
+                self._requests = []
+            if not batch:
+                continue
             try:
                 flushed = self._flush()
                 self.fsyncs += 1
             except Exception:  # a failing disk: the waiting appends time out, never lie
                 log.exception("group commit flush failed")
-                continue
+                flushed = -1
+            waiting = []
             for end, fut in batch:
                 if end <= flushed:
                     self._on_flushed(fut, True)
-                else:  # appended after the flush started: wait for the next round
-                    with self._cond:
-                        self._requests.append((end, fut))
+                else:  # appended after the flush started (or the flush failed): next round
+                    waiting.append((end, fut))
+            if stopping:
+                for _, fut in waiting:
+                    self._on_flushed(fut, False)
+                return
+            if waiting:
+                with self._cond:
+                    self._requests.extend(waiting)
+                    if flushed < 0:
+                        self._cond.wait(0.01)  # back off from a failing disk
 
     def _expire(self) -> None:
         while True:

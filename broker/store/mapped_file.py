@@ -114,8 +114,9 @@ class MappedFile:
                 return self.flushed_position
             if least_pages > 0 and self.dirty_pages() < least_pages and target < self.file_size:
                 return self.flushed_position
-            start = (self.flushed_position // PAGE_SIZE) * PAGE_SIZE
-            self._mm.flush(start, target - start)
+            # fdatasync writes back the pages dirtied through the shared mapping too (Linux),
+            # and unlike mmap.flush it releases the GIL, so appends go on during the fsync.
+            os.fdatasync(self._fd)
             self.flushed_position = target
             return target
 

@@ -30,6 +30,7 @@ A file that cannot hold the next record plus 8 bytes is closed by a BLANK record
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 import struct
@@ -89,6 +90,7 @@ _I16 = struct.Struct(">h")
 _U8 = struct.Struct(">B")
 _I64 = struct.Struct(">q")
 _STORE_TAIL = struct.Struct(">iq")  # RECONSUMETIMES i32 | PREPAREDTRANSACTIONOFFSET i64
+_ZERO8 = bytes(8)
 
 # offsets of fields every reader may patch or peek at
 OFFSET_QUEUEOFFSET = 20
@@ -116,6 +118,7 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=65536)
 def tags_hash_code(tags: str | None) -> int:
     """Tag code stored in a consume queue entry: 0 without tags, else ``String.hashCode``."""
     if not tags:
@@ -142,6 +145,7 @@ def _host_len(sysflag: int, v6_flag: int) -> int:
     return 20 if sysflag & v6_flag else 8
 
 
+@functools.lru_cache(maxsize=4096)
 def encode_host(host: str, port: int) -> tuple[bytes, bool]:
     """4-byte IPv4 (or 16-byte IPv6) + i32 port; returns (bytes, is_v6)."""
     ip = ipaddress.ip_address(host)
@@ -293,14 +297,12 @@ def encode_message(msg: Message, store_host: tuple[str, int]) -> EncodedMessage:
     sysflag = msg.sysflag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
     sysflag |= (SYSFLAG_BORNHOST_V6 if born_v6 else 0) | (SYSFLAG_STOREHOST_V6 if store_v6 else 0)
     v2 = len(topic_b) > MAX_TOPIC_LENGTH_V1
-    total = encoded_length(len(topic_b), len(msg.body), len(props_b), sysflag)
-    buf = bytearray(total)
-    _HEAD.pack_into(
-        buf,
-        0,
+    body = msg.body
+    total = encoded_length(len(topic_b), len(body), len(props_b), sysflag)
+    head = _HEAD.pack(
         total,
         MAGIC_V2 if v2 else MAGIC_V1,
-        body_crc(msg.body),
+        body_crc(body),
         msg.queue_id,
         msg.flag,
         0,  # QUEUEOFFSET: stamped at append
@@ -308,32 +310,26 @@ def encode_message(msg: Message, store_host: tuple[str, int]) -> EncodedMessage:
         sysflag,
         msg.born_timestamp,
     )
-    pos = _HEAD.size
-    buf[pos : pos + len(born_b)] = born_b
-    pos += len(born_b)
-    store_ts_pos = pos
-    pos += 8  # STORETIMESTAMP: stamped at append
-    buf[pos : pos + len(store_b)] = store_b
-    pos += len(store_b)
-    _STORE_TAIL.pack_into(buf, pos, msg.reconsume_times, msg.prepared_transaction_offset)
-    pos += _STORE_TAIL.size
-    _I32.pack_into(buf, pos, len(msg.body))
-    pos += 4
-    buf[pos : pos + len(msg.body)] = msg.body
-    pos += len(msg.body)
-    if v2:
-        _I16.pack_into(buf, pos, len(topic_b))
-        pos += 2
-    else:
-        _U8.pack_into(buf, pos, len(topic_b))
-        pos += 1
-    buf[pos : pos + len(topic_b)] = topic_b
-    pos += len(topic_b)
-    _I16.pack_into(buf, pos, len(props_b))
-    pos += 2
-    buf[pos : pos + len(props_b)] = props_b
-    pos += len(props_b)
-    assert pos == total, (pos, total)
+    store_ts_pos = _HEAD.size + len(born_b)
+    buf = bytearray(
+        b"".join(
+            (
+                head,
+                born_b,
+                _ZERO8,  # STORETIMESTAMP: stamped at append
+                store_b,
+                _STORE_TAIL.pack(msg.reconsume_times, msg.prepared_transaction_offset),
+                _I32.pack(len(body)),
+                body,
+                _I16.pack(len(topic_b)) if v2 else _U8.pack(len(topic_b)),
+                topic_b,
+                _I16.pack(len(props_b)),
+                props_b,
+            )
+        )
+    )
+    if len(buf) != total:
+        raise AssertionError(f"encoded {len(buf)} bytes, expected {total}")
     return EncodedMessage(buf, store_ts_pos, msg.topic, msg.queue_id, tags_hash_code(msg.tags))
 
 

@@ -289,10 +289,10 @@ class MessageStore(QueryMixin):
 
     def put_message(self, msg: msgfmt.Message, *, tags_code: int | None = None) -> PutFuture:
         """Append ``msg``; the future completes after the flush (SYNC_FLUSH) or at once."""
-        fut: Future = Future()
         try:
             enc = msgfmt.encode_message(msg, self.config.store_host)
         except ValueError as exc:
+            fut: Future = Future()
             status = (
                 PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
                 if "properties" in str(exc)
@@ -301,6 +301,7 @@ class MessageStore(QueryMixin):
             fut.set_result(PutMessageResult(status, remark=str(exc)))
             return fut
         if len(enc) > self.config.max_message_size_bytes:
+            fut = Future()
             fut.set_result(
                 PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="message too large")
             )

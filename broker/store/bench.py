@@ -1,0 +1,112 @@
+"""``haproof bench store``: in-process append throughput and latency, one JSON line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+from broker.config import BrokerConfig, FlushDiskType
+from broker.store.message import Message
+from broker.store.message_store import MessageStore
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("store", help="commit log append throughput and latency")
+    p.add_argument("--messages", type=int, default=200_000)
+    p.add_argument("--body-bytes", type=int, default=1024)
+    p.add_argument("--flush", choices=["SYNC_FLUSH", "ASYNC_FLUSH"], default="ASYNC_FLUSH")
+    p.add_argument("--writers", type=int, default=1, help="concurrent writer threads")
+    p.add_argument("--dir", default=None, help="store directory (default: a temp dir, removed)")
+    p.add_argument("--mapped-file-size", type=int, default=1 << 30)
+    p.set_defaults(func=run)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    i = min(len(sorted_values) - 1, int(q * len(sorted_values)))
+    return sorted_values[i]
+
+
+def run_bench(
+    messages: int, body_bytes: int, flush: str, writers: int, directory: str, file_size: int
+) -> dict:
+    cfg = BrokerConfig(
+        store_path_root_dir=directory,
+        flush_disk_type=FlushDiskType[flush],
+        mapped_file_size_commit_log=file_size,
+    )
+    store = MessageStore.open(cfg)
+    store.start()
+    body = os.urandom(body_bytes)
+    per_writer = messages // writers
+    latencies: list[list[float]] = [[] for _ in range(writers)]
+    failures = [0] * writers
+    barrier = threading.Barrier(writers + 1)
+
+    def writer(i: int) -> None:
+        lat = latencies[i]
+        msg = Message("BenchTopic", body, queue_id=i % 8, properties={"TAGS": "bench"})
+        put = store.put_message
+        clock = time.perf_counter
+        barrier.wait()
+        for _ in range(per_writer):
+            t0 = clock()
+            r = put(msg).result()
+            lat.append(clock() - t0)
+            if not r.status.ok:
+                failures[i] += 1
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    fsyncs_before = store.fsyncs
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    fsyncs = store.fsyncs - fsyncs_before
+    store.shutdown()
+    all_lat = sorted(x for lat in latencies for x in lat)
+    done = len(all_lat)
+    return {
+        "bench": "store",
+        "flush": flush,
+        "writers": writers,
+        "messages": done,
+        "body_bytes": body_bytes,
+        "failed": sum(failures),
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(done / elapsed, 1),
+        "mb_per_s": round(done * body_bytes / elapsed / 1e6, 2),
+        "p50_append_us": round(_percentile(all_lat, 0.50) * 1e6, 1),
+        "p99_append_us": round(_percentile(all_lat, 0.99) * 1e6, 1),
+        "fsyncs": fsyncs,
+        "cpus": os.cpu_count(),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.messages <= 0 or args.writers <= 0 or args.body_bytes < 0:
+        raise SystemExit("haproof bench store: --messages and --writers must be positive")
+    directory = args.dir or tempfile.mkdtemp(prefix="haproof-bench-store-")
+    try:
+        result = run_bench(
+            args.messages,
+            args.body_bytes,
+            args.flush,
+            args.writers,
+            directory,
+            args.mapped_file_size,
+        )
+    finally:
+        if args.dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+    print(json.dumps(result))
+    return 0 if result["failed"] == 0 else 1

@@ -1,0 +1,46 @@
+"""Shared test helpers: where the golden RocketMQ files are, polling with a deadline."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _find_shared() -> Path:
+    env = os.environ.get("HAPROOF_SHARED")
+    if env:
+        return Path(env)
+    for parent in REPO.parents:
+        candidate = parent / "shared" / "golden"
+        if candidate.is_dir():
+            return candidate.parent
+    return REPO.parent / "shared"
+
+
+SHARED = _find_shared()
+GOLDEN_STORES = SHARED / "golden" / "rocketmq-store"
+
+
+@pytest.fixture(scope="session")
+def golden_stores() -> Path:
+    if not GOLDEN_STORES.is_dir():
+        pytest.fail(f"golden RocketMQ stores not found at {GOLDEN_STORES} (set HAPROOF_SHARED)")
+    return GOLDEN_STORES
+
+
+def wait_until(cond: Callable[[], object], timeout_s: float = 10.0, what: str = "condition"):
+    """Poll ``cond`` until it returns something truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.01)

@@ -1,0 +1,111 @@
+"""Group commit (SYNC_FLUSH) and the periodic flusher (ASYNC_FLUSH)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+from broker.config import FlushDiskType
+from broker.store.flush import FlushRealTimeService, GroupCommitService
+from broker.store.message import Message
+from broker.store.results import PutMessageResult, PutMessageStatus
+
+
+def test_group_commit_shares_fsyncs_between_writers(open_store) -> None:
+    store = open_store(
+        flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20
+    )
+    store.start()
+    n_threads, per_thread = 16, 25
+    results: list[PutMessageResult] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        for _ in range(per_thread):
+            r = store.put_message(Message("t", b"z" * 64)).result(10)
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=writer) for _ in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == n_threads * per_thread
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    # every acknowledged record is below the flushed offset
+    assert max(r.end_offset for r in results) <= store.flushed_offset
+    # group commit: fewer flushes than appends
+    assert store._group_commit.fsyncs < len(results)
+
+
+def test_group_commit_times_out_when_the_flush_hangs() -> None:
+    release = threading.Event()
+    flushed = [0]
+
+    def hanging_flush() -> int:
+        release.wait(10)
+        return flushed[0]
+
+    outcomes: list[bool] = []
+
+    def on_flushed(fut: Future, ok: bool) -> None:
+        outcomes.append(ok)
+        if not fut.done():
+            fut.set_result(ok)
+
+    svc = GroupCommitService(hanging_flush, on_flushed, sync_flush_timeout_ms=50)
+    svc.start()
+    fut: Future = Future()
+    svc.submit(100, fut)
+    assert fut.result(5) is False  # FLUSH_DISK_TIMEOUT while the flush still hangs
+    release.set()
+    svc.shutdown()
+    assert outcomes[0] is False
+
+
+def test_store_reports_flush_disk_timeout(open_store, monkeypatch) -> None:
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=50)
+    gate = threading.Event()
+    real_flush = store.commit_log.flush
+
+    def slow_flush(least_pages: int = 0) -> int:
+        gate.wait(10)
+        return real_flush(least_pages)
+
+    monkeypatch.setattr(store.commit_log, "flush", slow_flush)
+    store.start()
+    r = store.put_message(Message("t", b"x")).result(5)
+    assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+    assert r.wrote_offset == 0  # the record was written, only its flush is unconfirmed
+    gate.set()
+
+
+def test_async_flusher_ticks_with_an_injected_clock() -> None:
+    calls: list[int] = []
+
+    def flush(least_pages: int) -> int:
+        calls.append(least_pages)
+        return 0
+
+    now = [0]
+    svc = FlushRealTimeService(
+        flush, interval_ms=500, least_pages=4, thorough_interval_ms=10_000, clock_ms=lambda: now[0]
+    )
+    for t in range(500, 10_000, 500):
+        svc.tick(t)
+    assert calls and set(calls) == {4}  # only flush when 4 pages are dirty
+    svc.tick(10_000)
+    assert calls[-1] == 0  # thorough flush: everything, whatever the dirty pages
+    svc.tick(10_500)
+    assert calls[-1] == 4
+
+
+def test_async_flush_respects_least_pages(open_store) -> None:
+    store = open_store(mapped_file_size_commit_log=1 << 20)
+    store.put_message(Message("t", b"a" * 100)).result()
+    assert store.flushed_offset == 0
+    assert store._flush_commit_log(4) == 0  # under 4 dirty pages: nothing flushed
+    for _ in range(200):
+        store.put_message(Message("t", b"a" * 100)).result()
+    assert store._flush_commit_log(4) == store.max_phy_offset

@@ -1,0 +1,134 @@
+"""Checkpoint and recovery: clean restarts, kill -9 of a real writer, torn tails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from broker.store import message as m
+from broker.store.checkpoint import StoreCheckpoint
+from broker.store.message_store import MessageStore
+
+
+def test_kill9_under_sync_flush_loses_no_acknowledged_message(tmp_path, make_config) -> None:
+    root = tmp_path / "store"
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(os.path.dirname(__file__), "crash_writer.py"), str(root)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    acks = []
+    try:
+        for line in proc.stdout:
+            acks.append(tuple(int(x) for x in line.split()))
+            if len(acks) >= 600:  # several 64 KiB files
+                break
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert len(acks) >= 600
+    assert os.path.exists(root / "abort")  # it crashed: no clean shutdown
+    cfg = make_config(
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log=64 * 1024,
+        mapped_file_size_consume_queue=20 * 100,
+    )
+    store = MessageStore.open(cfg)
+    try:
+        assert store.recovery.abnormal
+        for offset, size, w, i in acks:
+            rec = store.look_message_by_offset(offset)
+            assert rec.total_size == size and rec.crc_ok
+            assert rec.body == f"w{w}-m{i}".encode() * 20
+        # consume queues agree with the commit log, entry for entry
+        total = 0
+        for q in (0, 1):
+            got = store.get_message("crash", q, 0, 100_000, max_bytes=1 << 30)
+            qos = [m.decode_record(b).queue_offset for b in got.records]
+            assert qos == list(range(len(qos)))
+            total += len(qos)
+        assert total >= len(acks)
+        assert store.max_phy_offset >= max(o + s for o, s, _, _ in acks)
+    finally:
+        store.shutdown()
+
+
+def _crash(store: MessageStore) -> None:
+    store.flush_all()
+    store.close_abruptly()
+
+
+def test_torn_tail_is_truncated_and_reported(open_store, make_config) -> None:
+    store = open_store()
+    rs = [store.put_message(m.Message("t", b"q" * 200)).result() for _ in range(5)]
+    end = rs[-1].end_offset
+    # a half-written record after the end: a valid header whose body never made it
+    partial = bytes(m.encode_message(m.Message("t", b"w" * 500), ("127.0.0.1", 1)).data)[:100]
+    path = os.path.join(store.config.store_path_commit_log, "0" * 20)
+    _crash(store)
+    with open(path, "r+b") as fh:
+        fh.seek(end)
+        fh.write(partial)
+    store2 = MessageStore.open(make_config())
+    try:
+        rep = store2.recovery
+        assert rep.abnormal and rep.valid_end == end and rep.found_end == end + 100
+        assert rep.dropped_bytes == 100
+        with open(path, "rb") as fh:
+            assert fh.read()[end : end + 100] == bytes(100)  # the torn bytes are gone
+        assert store2.put_message(m.Message("t", b"n")).result().wrote_offset == end
+        assert store2.get_max_offset_in_queue("t", 0) == 6
+    finally:
+        store2.shutdown()
+
+
+def test_crc_mismatch_in_tail_truncates_there_after_a_crash(open_store, make_config) -> None:
+    store = open_store()
+    rs = [store.put_message(m.Message("t", b"q" * 200)).result() for _ in range(6)]
+    path = os.path.join(store.config.store_path_commit_log, "0" * 20)
+    _crash(store)
+    with open(path, "r+b") as fh:
+        fh.seek(rs[4].wrote_offset + rs[4].wrote_bytes - 50)  # inside the body of record 4
+        b = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    store2 = MessageStore.open(make_config())
+    try:
+        assert store2.recovery.valid_end == rs[4].wrote_offset
+        assert "CRC" in store2.recovery.reason
+        assert store2.get_max_offset_in_queue("t", 0) == 4
+    finally:
+        store2.shutdown()
+
+
+def test_clean_restart_is_normal_and_keeps_everything(open_store, make_config) -> None:
+    store = open_store()
+    for i in range(30):
+        store.put_message(m.Message("t", bytes([i]) * 300, queue_id=i % 3)).result()
+    end = store.max_phy_offset
+    store.shutdown()
+    assert not os.path.exists(os.path.join(make_config().store_path_root_dir, "abort"))
+    cp = StoreCheckpoint.read(os.path.join(make_config().store_path_root_dir, "checkpoint"))
+    assert cp.physic_msg_timestamp > 0 and cp.logics_msg_timestamp > 0
+    store2 = open_store()
+    assert not store2.recovery.abnormal
+    assert store2.max_phy_offset == end
+    assert [store2.get_max_offset_in_queue("t", q) for q in range(3)] == [10, 10, 10]
+
+
+def test_second_process_cannot_open_a_locked_store(open_store, make_config) -> None:
+    import pytest
+
+    from broker.errors import StoreError
+
+    open_store()
+    with pytest.raises(StoreError, match="in use"):
+        MessageStore.open(make_config())
+
+
+def test_golden_checkpoint_reads(golden_stores) -> None:
+    cp = StoreCheckpoint.read(str(golden_stores / "Shaoxubao_rocketmq-study" / "store_checkpoint"))
+    assert cp.physic_msg_timestamp == 0x0169_4421_7872 == cp.logics_msg_timestamp
+    assert cp.index_msg_timestamp == 0
