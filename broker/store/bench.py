@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -20,7 +21,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--messages", type=int, default=200_000)
     p.add_argument("--body-bytes", type=int, default=1024)
     p.add_argument("--flush", choices=["SYNC_FLUSH", "ASYNC_FLUSH"], default="ASYNC_FLUSH")
-    p.add_argument("--writers", type=int, default=1, help="concurrent writer threads")
+    p.add_argument("--writers", type=int, default=1, help="concurrent writers")
+    p.add_argument(
+        "--mode",
+        choices=["asyncio", "threads"],
+        default="asyncio",
+        help="writers as asyncio tasks on one loop (as the broker node runs) or as threads",
+    )
     p.add_argument("--dir", default=None, help="store directory (default: a temp dir, removed)")
     p.add_argument("--mapped-file-size", type=int, default=1 << 30)
     p.set_defaults(func=run)
@@ -34,7 +41,13 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 def run_bench(
-    messages: int, body_bytes: int, flush: str, writers: int, directory: str, file_size: int
+    messages: int,
+    body_bytes: int,
+    flush: str,
+    writers: int,
+    directory: str,
+    file_size: int,
+    mode: str = "asyncio",
 ) -> dict:
     cfg = BrokerConfig(
         store_path_root_dir=directory,
@@ -62,15 +75,18 @@ def run_bench(
             if not r.status.ok:
                 failures[i] += 1
 
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
-    for t in threads:
-        t.start()
     fsyncs_before = store.fsyncs
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - t0
+    if mode == "threads":
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+        for t in threads:
+            t.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - t0
+    else:
+        elapsed = asyncio.run(_async_writers(store, body, writers, per_writer, latencies, failures))
     fsyncs = store.fsyncs - fsyncs_before
     store.shutdown()
     all_lat = sorted(x for lat in latencies for x in lat)
@@ -79,6 +95,7 @@ def run_bench(
         "bench": "store",
         "flush": flush,
         "writers": writers,
+        "mode": mode,
         "messages": done,
         "body_bytes": body_bytes,
         "failed": sum(failures),
@@ -90,6 +107,31 @@ def run_bench(
         "fsyncs": fsyncs,
         "cpus": os.cpu_count(),
     }
+
+
+async def _async_writers(
+    store: MessageStore,
+    body: bytes,
+    writers: int,
+    per_writer: int,
+    latencies: list[list[float]],
+    failures: list[int],
+) -> float:
+    async def writer(i: int) -> None:
+        lat = latencies[i]
+        msg = Message("BenchTopic", body, queue_id=i % 8, properties={"TAGS": "bench"})
+        put = store.put_message_async
+        clock = time.perf_counter
+        for _ in range(per_writer):
+            t0 = clock()
+            r = await put(msg)
+            lat.append(clock() - t0)
+            if not r.status.ok:
+                failures[i] += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(writer(i) for i in range(writers)))
+    return time.perf_counter() - t0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
             args.writers,
             directory,
             args.mapped_file_size,
+            args.mode,
         )
     finally:
         if args.dir is None:

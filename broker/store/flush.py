@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +33,19 @@ class GroupCommitService:
     def __init__(
         self,
         flush: Callable[[], int],
-        on_flushed: Callable[[Future, bool], None],
+        on_flushed: Callable[[list[tuple[Any, bool]]], None],
         sync_flush_timeout_ms: int,
         clock_ms: Callable[[], int] = monotonic_ms,
     ):
         self._flush = flush
-        self._on_flushed = on_flushed  # (future, flushed_ok) -> completes the put future
+        # on_flushed([(waiter, flushed_ok), ...]) completes a whole batch of waiters at once;
+        # a waiter is anything with done() (the store wraps its put futures)
+        self._on_flushed = on_flushed
         self._timeout_ms = sync_flush_timeout_ms
         self._clock_ms = clock_ms
         self._cond = threading.Condition()
-        self._requests: list[tuple[int, Future]] = []
-        self._deadlines: list[tuple[int, int, Future]] = []
+        self._requests: list[tuple[int, Any]] = []
+        self._deadlines: list[tuple[int, int, Any]] = []
         self._seq = itertools.count()
         self._stopped = False
         self._threads: list[threading.Thread] = []
@@ -55,10 +57,10 @@ class GroupCommitService:
             t.start()
             self._threads.append(t)
 
-    def submit(self, end_offset: int, future: Future) -> None:
+    def submit(self, end_offset: int, future: Any) -> None:
         with self._cond:
             if self._stopped:
-                self._on_flushed(future, False)
+                self._on_flushed([(future, False)])
                 return
             self._requests.append((end_offset, future))
             heapq.heappush(
@@ -85,14 +87,16 @@ class GroupCommitService:
                 log.exception("group commit flush failed")
                 flushed = -1
             waiting = []
+            done = []
             for end, fut in batch:
                 if end <= flushed:
-                    self._on_flushed(fut, True)
+                    done.append((fut, True))
                 else:  # appended after the flush started (or the flush failed): next round
                     waiting.append((end, fut))
+            if done:
+                self._on_flushed(done)
             if stopping:
-                for _, fut in waiting:
-                    self._on_flushed(fut, False)
+                self._on_flushed([(fut, False) for _, fut in waiting])
                 return
             if waiting:
                 with self._cond:
@@ -106,12 +110,15 @@ class GroupCommitService:
                 if self._stopped:
                     return
                 now = self._clock_ms()
+                expired = []
                 while self._deadlines and (
                     self._deadlines[0][2].done() or self._deadlines[0][0] <= now
                 ):
                     _, _, fut = heapq.heappop(self._deadlines)
                     if not fut.done():
-                        self._on_flushed(fut, False)
+                        expired.append((fut, False))
+                if expired:
+                    self._on_flushed(expired)
                 wait_s = (self._deadlines[0][0] - now) / 1000 if self._deadlines else None
                 self._cond.wait(wait_s)
 
@@ -124,8 +131,8 @@ class GroupCommitService:
             t.join(timeout=10)
         with self._cond:
             leftover, self._requests = self._requests, []
-        for _, fut in leftover:
-            self._on_flushed(fut, False)
+        if leftover:
+            self._on_flushed([(fut, False) for _, fut in leftover])
 
 
 class FlushRealTimeService:

@@ -7,6 +7,7 @@ the last run crashed) and ``lock`` (one process per store).
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
@@ -35,6 +36,41 @@ log = logging.getLogger(__name__)
 
 PutFuture = Future  # Future[PutMessageResult]
 DispatchListener = Callable[[str, int, int], None]  # (topic, queue_id, new max queue offset)
+
+
+_DONE_LOCK = threading.Condition()
+
+
+class _CompletedFuture(Future):
+    """A future born completed (ASYNC_FLUSH puts): skips creating a Condition per append."""
+
+    def __init__(self, result: PutMessageResult):  # noqa: D107 - deliberately no super().__init__
+        self._condition = _DONE_LOCK
+        self._state = "FINISHED"
+        self._result = result
+        self._exception = None
+        self._waiters = []
+        self._done_callbacks = []
+
+
+class _Waiter:
+    """A put waiting for its flush: the future to complete, its result, and its event loop."""
+
+    __slots__ = ("future", "result", "loop")
+
+    def __init__(self, future, result: PutMessageResult, loop=None):
+        self.future = future
+        self.result = result
+        self.loop = loop
+
+    def done(self) -> bool:
+        return self.future.done()
+
+
+def _settle_async(items: list[tuple[_Waiter, bool]]) -> None:
+    for waiter, _ in items:
+        if not waiter.future.done():
+            waiter.future.set_result(waiter.result)
 
 
 def time_ms() -> int:
@@ -231,16 +267,26 @@ class MessageStore(QueryMixin):
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
 
-    def _complete_flush(self, fut: Future, ok: bool) -> None:
-        if fut.done():
-            return
-        result: PutMessageResult = fut.pending_result  # type: ignore[attr-defined]
-        if not ok:
-            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-        try:
-            fut.set_result(result)
-        except Exception:  # already completed by the other thread
-            pass
+    def _complete_flush(self, batch: list[tuple[_Waiter, bool]]) -> None:
+        """Complete a batch of put waiters: thread futures directly, asyncio futures with one
+        call into each event loop (not one wake-up per append)."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Waiter, bool]]] = {}
+        for waiter, ok in batch:
+            if not ok:
+                waiter.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            if waiter.loop is None:
+                if not waiter.future.done():
+                    try:
+                        waiter.future.set_result(waiter.result)
+                    except Exception:  # completed by the other service thread meanwhile
+                        pass
+            else:
+                by_loop.setdefault(waiter.loop, []).append((waiter, ok))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle_async, items)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
 
     def _cq_flush_loop(self) -> None:
         while not self._stop.wait(self.config.flush_interval_consume_queue_ms / 1000):
@@ -310,27 +356,42 @@ class MessageStore(QueryMixin):
             enc.tags_code = tags_code
         return self.put_encoded(enc)
 
-    def put_encoded(self, enc: msgfmt.EncodedMessage) -> PutFuture:
-        fut: Future = Future()
+    async def put_message_async(
+        self, msg: msgfmt.Message, *, tags_code: int | None = None
+    ) -> PutMessageResult:
+        """``put_message`` for asyncio callers: flush completions arrive in batches."""
+        try:
+            enc = msgfmt.encode_message(msg, self.config.store_host)
+        except ValueError:
+            return self.put_message(msg).result()
+        if len(enc) > self.config.max_message_size_bytes:
+            return self.put_message(msg).result()
+        if tags_code is not None:
+            enc.tags_code = tags_code
+        fut = self.put_encoded(enc, loop=asyncio.get_running_loop())
+        if isinstance(fut, Future):
+            return fut.result()
+        return await fut
+
+    def put_encoded(self, enc: msgfmt.EncodedMessage, loop=None) -> PutFuture:
+        """Append; ``loop`` given: under SYNC_FLUSH the answer is an asyncio future of it."""
         key = (enc.topic, enc.queue_id)
         with self.put_lock:
             if self.role is BrokerRole.SLAVE:
-                fut.set_result(
+                return _CompletedFuture(
                     PutMessageResult(
                         PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave takes no writes"
                     )
                 )
-                return fut
             qo = self.topic_queue_table.get(key, 0)
             ts = max(self.clock_ms(), self._last_store_ts)
             try:
                 app = self.commit_log.append(enc, qo, ts)
             except StoreError as exc:
                 log.error("append failed: %s", exc)
-                fut.set_result(
+                return _CompletedFuture(
                     PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
                 )
-                return fut
             if enc.topic and (enc.queue_id >= 0):
                 self.consume_queue(*key).put(qo, app.wrote_offset, app.wrote_bytes, enc.tags_code)
             self.topic_queue_table[key] = qo + 1
@@ -346,11 +407,10 @@ class MessageStore(QueryMixin):
             ts,
         )
         self._notify(enc.topic, enc.queue_id, qo + 1)
-        if self._group_commit is not None:
-            fut.pending_result = result  # type: ignore[attr-defined]
-            self._group_commit.submit(result.end_offset, fut)
-        else:
-            fut.set_result(result)
+        if self._group_commit is None:
+            return _CompletedFuture(result)
+        fut = Future() if loop is None else loop.create_future()
+        self._group_commit.submit(result.end_offset, _Waiter(fut, result, loop))
         return fut
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:

@@ -49,10 +49,11 @@ def test_group_commit_times_out_when_the_flush_hangs() -> None:
 
     outcomes: list[bool] = []
 
-    def on_flushed(fut: Future, ok: bool) -> None:
-        outcomes.append(ok)
-        if not fut.done():
-            fut.set_result(ok)
+    def on_flushed(batch: list[tuple[Future, bool]]) -> None:
+        for fut, ok in batch:
+            outcomes.append(ok)
+            if not fut.done():
+                fut.set_result(ok)
 
     svc = GroupCommitService(hanging_flush, on_flushed, sync_flush_timeout_ms=50)
     svc.start()
