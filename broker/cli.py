@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # third-party debug output carries request headers (the access key id): keep it quiet
+    for noisy in ("botocore", "boto3", "urllib3", "s3transfer", "py4j"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -56,3 +56,7 @@ class ArchiveConflictError(ArchiveError):
 
 class AuditInputError(HaproofError):
     """The audit cannot read its input (unreadable root, unknown cluster, bad window)."""
+
+
+class ObjectNotFoundError(ArchiveError):
+    """The object (or range) asked for is not in the archive."""

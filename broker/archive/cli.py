@@ -1,0 +1,164 @@
+"""``haproof archive``: ship a store directory (ours or a real RocketMQ broker's) to the archive.
+
+Once, or ``--follow`` to keep shipping as the log grows. Each run also writes a snapshot built
+from the store's ``config/`` (consumer and delay offsets) and the queue max offsets it saw, and a
+``started`` event the first time a node is shipped. Exit 0 on success, 1 when the log is corrupt
+(what was before the corruption is shipped), 2 on a usage or storage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from broker.archive import layout
+from broker.archive.object_store import open_store
+from broker.archive.shipper import NodeIdentity, Shipper, ShipResult, StoreDirSource
+from broker.errors import ArchiveError
+from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "archive",
+        help="ship a store directory to object storage",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--store-dir", required=True, help="store root (with commitlog/ and config/)")
+    p.add_argument("--root", required=True, help="archive root: s3://bucket/prefix or file:///dir")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--broker-name", required=True)
+    p.add_argument("--node", required=True, help="stable node name")
+    p.add_argument("--broker-id", type=int, default=0)
+    p.add_argument("--role", default="ASYNC_MASTER", choices=list(layout.ROLES))
+    p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--mapped-file-size", type=int, default=None, help="default: from the files")
+    p.add_argument("--chunk-max-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, moto, ...)")
+    p.add_argument("--follow", action="store_true", help="keep shipping as the log grows")
+    p.add_argument("--interval-ms", type=int, default=10_000, help="--follow cadence")
+    p.set_defaults(func=run)
+
+
+def build_snapshot(
+    store_dir: str, identity: NodeIdentity, end: int, qmax: dict, fsize: int, previous
+) -> layout.Snapshot:
+    cfg = os.path.join(store_dir, "config")
+    offsets = ConsumerOffsetTable.load(os.path.join(cfg, "consumerOffset.json"))
+    delays = DelayOffsetTable.load(os.path.join(cfg, "delayOffset.json"))
+    merged: dict[str, dict[str, int]] = {}
+    if previous is not None:
+        for t, qs in previous.queueMaxOffsets.items():
+            merged[t] = dict(qs)
+    for t, qs in qmax.items():
+        for q, o in qs.items():
+            merged.setdefault(t, {})[q] = max(merged.get(t, {}).get(q, 0), o)
+    return layout.Snapshot(
+        node=identity.node,
+        brokerName=identity.broker_name,
+        brokerId=identity.broker_id,
+        role=identity.role,
+        epoch=identity.epoch,
+        takenAt=time.time_ns() // 1_000_000,
+        maxPhyOffset=end,
+        flushedOffset=end,
+        confirmOffset=end,
+        slaves={},
+        consumerOffsets={k: {str(q): o for q, o in v.items()} for k, v in offsets.table.items()},
+        queueMaxOffsets=merged,
+        delayOffsets={str(k): v for k, v in delays.table.items()},
+        dataVersion=offsets.data_version,
+        mappedFileSize=fsize,
+    )
+
+
+def _human(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _progress(done: int, total: int) -> None:
+    pct = 100.0 * done / total if total else 100.0
+    print(
+        f"\rhaproof archive: shipped {_human(done)} of {_human(total)} ({pct:.0f}%)",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def ship_once(shipper: Shipper, source: StoreDirSource, store_dir: str, first: bool) -> ShipResult:
+    result = shipper.ship(source)
+    if result.chunks:
+        print(file=sys.stderr)
+    if first:
+        shipper.put_event("started")
+    snap = build_snapshot(
+        store_dir,
+        shipper.id,
+        result.end,
+        result.queue_max_offsets,
+        source.mapped_file_size,
+        shipper.latest_snapshot(),
+    )
+    shipper.put_snapshot(snap)
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    source = StoreDirSource.open(args.store_dir, args.mapped_file_size)
+    store = open_store(args.root, endpoint_url=args.endpoint_url)
+    identity = NodeIdentity(
+        args.cluster, args.broker_name, args.node, args.broker_id, args.role, args.epoch
+    )
+    for what, value in (("cluster", identity.cluster), ("brokerName", identity.broker_name)):
+        layout.check_name(what, value)
+    layout.check_name("node", identity.node)
+    shipper = Shipper(store, identity, args.chunk_max_bytes, progress=_progress)
+    first = shipper.archived_end() is None
+    stop = threading.Event()
+    if args.follow:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    code = 0
+    while True:
+        try:
+            result = ship_once(shipper, source, args.store_dir, first)
+        except ArchiveError as exc:
+            if not args.follow:
+                raise
+            log.error("archive round failed (retrying): %s", exc)
+            result = None
+        first = False
+        if result is not None:
+            print(
+                f"haproof archive: node {identity.node}: {len(result.chunks)} new chunk(s), "
+                f"{result.bytes_shipped} bytes, archive now ends at {result.end}"
+                + (
+                    f"; {len(result.crc_failures)} record(s) fail their CRC"
+                    if result.crc_failures
+                    else ""
+                ),
+                file=sys.stderr,
+            )
+            if result.stopped_by is not None:
+                print(
+                    f"haproof archive: stopped at corrupt data: {result.stopped_by}",
+                    file=sys.stderr,
+                )
+                code = 1
+        if not args.follow or stop.wait(args.interval_ms / 1000):
+            break
+        source.refresh()
+    source.close()
+    return code

@@ -1,0 +1,395 @@
+"""Object storage behind one small interface: S3 (boto3: AWS, MinIO, moto's server) and file://.
+
+Keys are relative to the ROOT (``s3://bucket/prefix`` or ``file:///path``); the archive layout
+(``layout.py``) builds them. Immutable objects go through :meth:`put`, which never overwrites:
+identical content is a no-op, different content an :class:`ArchiveConflictError`.
+
+Credentials come from boto3's standard chain unless given; they never appear in a repr, a log
+line or an error message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlparse
+
+from broker.errors import (
+    ArchiveConflictError,
+    ArchiveError,
+    ObjectNotFoundError,
+    TransientArchiveError,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_PART_SIZE = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    key: str
+    size: int
+
+
+class ObjectStore(Protocol):
+    root: str
+
+    def put(self, key: str, data: bytes) -> bool: ...
+    def put_mutable(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def get_range(self, key: str, start: int, end: int) -> bytes: ...
+    def list(self, prefix: str) -> Iterator[ObjectInfo]: ...
+    def exists(self, key: str) -> bool: ...
+    def delete(self, key: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """Everything needed to (re)open a store, picklable for Spark executors; no secret in repr."""
+
+    root: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    retries: int = 5
+    part_size: int = DEFAULT_PART_SIZE
+
+    def open(self) -> ObjectStore:
+        return open_store(
+            self.root,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            retries=self.retries,
+            part_size=self.part_size,
+        )
+
+
+def open_store(
+    root: str,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    retries: int = 5,
+    part_size: int = DEFAULT_PART_SIZE,
+) -> ObjectStore:
+    """Open ``s3://bucket[/prefix]`` or ``file:///path`` (a bare path means file://)."""
+    parsed = urlparse(root)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise ArchiveError(f"archive root {root!r} names no bucket (s3://bucket/prefix)")
+        return S3ObjectStore(
+            root,
+            parsed.netloc,
+            parsed.path.strip("/"),
+            endpoint_url=endpoint_url
+            or os.environ.get("HAPROOF_S3_ENDPOINT")
+            or os.environ.get("AWS_ENDPOINT_URL"),
+            region=region,
+            access_key=access_key,
+            secret_key=secret_key,
+            retries=retries,
+            part_size=part_size,
+        )
+    if parsed.scheme in ("file", ""):
+        path = parsed.path if parsed.scheme == "file" else root
+        if not path:
+            raise ArchiveError(f"archive root {root!r} names no directory")
+        return FileObjectStore(f"file://{os.path.abspath(path)}", os.path.abspath(path))
+    raise ArchiveError(f"archive root {root!r}: unsupported scheme {parsed.scheme!r} (s3, file)")
+
+
+def _check_key(key: str) -> str:
+    if not key or key.startswith("/") or ".." in key.split("/"):
+        raise ArchiveError(f"invalid object key {key!r}")
+    return key
+
+
+class FileObjectStore:
+    """``file://`` backend: a key is a path under the root; writes are temp + fsync + rename."""
+
+    def __init__(self, root: str, path: str):
+        self.root = root
+        self.path = path
+
+    def _p(self, key: str) -> str:
+        return os.path.join(self.path, _check_key(key))
+
+    def _write(self, path: str, data: bytes) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise ArchiveError(f"cannot write {path}: {exc.strerror}") from exc
+
+    def put(self, key: str, data: bytes) -> bool:
+        path = self._p(key)
+        if os.path.exists(path):
+            if self.get(key) == data:
+                return False
+            raise ArchiveConflictError(f"{self.root}/{key} already holds different content")
+        self._write(path, data)
+        return True
+
+    def put_mutable(self, key: str, data: bytes) -> None:
+        self._write(self._p(key), data)
+
+    def get(self, key: str) -> bytes:
+        try:
+            with open(self._p(key), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{self.root}/{key} does not exist") from exc
+        except OSError as exc:
+            raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        try:
+            with open(self._p(key), "rb") as fh:
+                fh.seek(start)
+                return fh.read(max(0, end - start))
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{self.root}/{key} does not exist") from exc
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        base = self.path
+        start_dir = os.path.join(base, os.path.dirname(prefix))
+        if not os.path.isdir(start_dir):
+            return
+        found: list[ObjectInfo] = []
+        for dirpath, _, files in os.walk(start_dir):
+            for name in files:
+                if ".tmp-" in name:
+                    continue  # a write in progress (or killed): not an object
+                full = os.path.join(dirpath, name)
+                key = os.path.relpath(full, base).replace(os.sep, "/")
+                if key.startswith(prefix):
+                    found.append(ObjectInfo(key, os.path.getsize(full)))
+        yield from sorted(found, key=lambda o: o.key)
+
+    def exists(self, key: str) -> bool:
+        return os.path.exists(self._p(key))
+
+    def delete(self, key: str) -> None:
+        try:
+            os.unlink(self._p(key))
+        except FileNotFoundError:
+            pass
+
+
+_PERMANENT = {
+    "NoSuchBucket": "bucket {bucket} does not exist",
+    "AccessDenied": "access denied to {bucket}",
+    "InvalidAccessKeyId": "the access key is not valid for {bucket}",
+    "SignatureDoesNotMatch": "the secret key does not match for {bucket}",
+    "AllAccessDisabled": "access to {bucket} is disabled",
+}
+
+
+class S3ObjectStore:
+    """S3 backend over boto3; bounded retries with backoff and jitter on transient errors."""
+
+    def __init__(
+        self,
+        root: str,
+        bucket: str,
+        prefix: str,
+        *,
+        endpoint_url: str | None,
+        region: str | None,
+        access_key: str | None,
+        secret_key: str | None,
+        retries: int,
+        part_size: int,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        import boto3
+        from botocore.config import Config
+
+        self.root = root
+        self.bucket = bucket
+        self.prefix = f"{prefix}/" if prefix else ""
+        self.endpoint_url = endpoint_url
+        self.retries = retries
+        self.part_size = max(5 * 1024 * 1024, part_size)
+        self._sleep = sleep
+        session = boto3.session.Session(
+            aws_access_key_id=access_key,
+            aws_secret_access_key=secret_key,
+            region_name=region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        )
+        self._client = session.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            config=Config(
+                retries={"max_attempts": 1, "mode": "standard"},
+                connect_timeout=5,
+                read_timeout=60,
+                s3={"addressing_style": "path"},
+            ),
+        )
+
+    def __repr__(self) -> str:
+        return f"S3ObjectStore({self.root!r}, endpoint={self.endpoint_url!r})"
+
+    def _k(self, key: str) -> str:
+        return self.prefix + _check_key(key)
+
+    def _call(self, what: str, key: str, fn: Callable[[], T]) -> T:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        where = f"{self.root}/{key}" if key else self.root
+        for attempt in range(self.retries + 1):
+            try:
+                return fn()
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+                if code in ("NoSuchKey", "404", "NotFound"):
+                    raise ObjectNotFoundError(f"{where} does not exist") from None
+                if code in _PERMANENT:
+                    raise ArchiveError(
+                        f"{what} {where}: " + _PERMANENT[code].format(bucket=self.bucket)
+                    ) from None
+                if status and status < 500 and code not in ("SlowDown", "RequestTimeout"):
+                    raise ArchiveError(f"{what} {where} failed: {code} (HTTP {status})") from None
+                reason = f"{code} (HTTP {status})"
+            except BotoCoreError as exc:
+                reason = type(exc).__name__
+            if attempt < self.retries:
+                delay = min(5.0, 0.1 * (2**attempt)) * (0.5 + random.random())
+                log.warning("%s %s: %s; retry %d in %.2fs", what, where, reason, attempt + 1, delay)
+                self._sleep(delay)
+        raise TransientArchiveError(
+            f"{what} {where} failed after {self.retries + 1} attempts: {reason}"
+            + (f" (endpoint {self.endpoint_url})" if self.endpoint_url else "")
+        )
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        try:
+            return self._call(
+                "head", key, lambda: self._client.head_object(Bucket=self.bucket, Key=self._k(key))
+            )
+        except ObjectNotFoundError:
+            return None
+
+    def put(self, key: str, data: bytes) -> bool:
+        digest = hashlib.sha256(data).hexdigest()
+        head = self._head(key)
+        if head is not None:
+            existing = head.get("Metadata", {}).get("sha256")
+            if existing is None:
+                existing = hashlib.sha256(self.get(key)).hexdigest()
+            if existing == digest:
+                return False
+            raise ArchiveConflictError(f"{self.root}/{key} already holds different content")
+        self._upload(key, data, digest)
+        return True
+
+    def put_mutable(self, key: str, data: bytes) -> None:
+        self._upload(key, data, hashlib.sha256(data).hexdigest())
+
+    def _upload(self, key: str, data: bytes, digest: str) -> None:
+        k = self._k(key)
+        meta = {"sha256": digest}
+        if len(data) <= self.part_size:
+            self._call(
+                "put",
+                key,
+                lambda: self._client.put_object(
+                    Bucket=self.bucket, Key=k, Body=data, Metadata=meta
+                ),
+            )
+            return
+        # multipart: nothing is visible under the key until CompleteMultipartUpload
+        up = self._call(
+            "create multipart",
+            key,
+            lambda: self._client.create_multipart_upload(Bucket=self.bucket, Key=k, Metadata=meta),
+        )
+        upload_id = up["UploadId"]
+        try:
+            parts = []
+            for n, pos in enumerate(range(0, len(data), self.part_size), 1):
+                body = data[pos : pos + self.part_size]
+                res = self._call(
+                    f"upload part {n}",
+                    key,
+                    lambda body=body, n=n: self._client.upload_part(
+                        Bucket=self.bucket, Key=k, UploadId=upload_id, PartNumber=n, Body=body
+                    ),
+                )
+                parts.append({"PartNumber": n, "ETag": res["ETag"]})
+            self._call(
+                "complete multipart",
+                key,
+                lambda: self._client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=k, UploadId=upload_id, MultipartUpload={"Parts": parts}
+                ),
+            )
+        except BaseException:
+            try:
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=k, UploadId=upload_id)
+            except Exception:  # best effort: the bucket's lifecycle rule cleans up leftovers
+                log.warning("could not abort multipart upload of %s/%s", self.root, key)
+            raise
+
+    def get(self, key: str) -> bytes:
+        return self._call(
+            "get",
+            key,
+            lambda: self._client.get_object(Bucket=self.bucket, Key=self._k(key))["Body"].read(),
+        )
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        if end <= start:
+            return b""
+        return self._call(
+            "get range",
+            key,
+            lambda: self._client.get_object(
+                Bucket=self.bucket, Key=self._k(key), Range=f"bytes={start}-{end - 1}"
+            )["Body"].read(),
+        )
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self._call("list", prefix, lambda kw=kwargs: self._client.list_objects_v2(**kw))
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(obj["Key"][len(self.prefix) :], obj["Size"])
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+    def exists(self, key: str) -> bool:
+        return self._head(key) is not None
+
+    def delete(self, key: str) -> None:
+        self._call(
+            "delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._k(key))
+        )

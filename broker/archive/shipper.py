@@ -1,0 +1,303 @@
+"""Ship commit log bytes to the archive as record-aligned, immutable chunks with manifests.
+
+A chunk is written as ``.log`` first and its manifest ``.json`` last: the manifest is the commit
+point. A ``.log`` without a manifest (a crash between the two puts) is ignored by readers and the
+range is shipped again; because ``put`` never overwrites, re-shipping identical bytes is a no-op
+and different bytes under the same key are an :class:`ArchiveConflictError`.
+
+The shipper only reads through a :class:`CommitLogSource`, so it serves a live node (flushed
+bytes of its store) and a store directory on disk (ours or a real RocketMQ broker's) alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import mmap
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from broker.archive import layout
+from broker.archive.object_store import ObjectStore
+from broker.errors import ArchiveError, CorruptRecordError, StoreError
+from broker.store import message as msgfmt
+
+log = logging.getLogger(__name__)
+
+
+class CommitLogSource(Protocol):
+    mapped_file_size: int
+
+    def min_offset(self) -> int: ...
+    def shippable_end(self) -> int: ...  # bytes below this are flushed and may be shipped
+    def file_view(self, file_start: int) -> memoryview | bytes: ...  # a whole file's bytes
+
+
+class StoreDirSource:
+    """The commit log files of a store directory (``commitlog/`` or the directory itself)."""
+
+    def __init__(self, directory: str, mapped_file_size: int, files: list[tuple[int, str]]):
+        self.directory = directory
+        self.mapped_file_size = mapped_file_size
+        self.files = files  # (start offset, path), sorted
+        self._maps: dict[int, mmap.mmap] = {}
+
+    @classmethod
+    def open(cls, store_dir: str, mapped_file_size: int | None = None) -> StoreDirSource:
+        cl = os.path.join(store_dir, "commitlog")
+        directory = cl if os.path.isdir(cl) else store_dir
+        if not os.path.isdir(directory):
+            raise StoreError(f"{store_dir}: no such store directory")
+        names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
+        if not names:
+            raise StoreError(f"{directory}: no commit log files (20-digit names)")
+        sizes = {os.path.getsize(os.path.join(directory, n)) for n in names} - {0}
+        if mapped_file_size is None:
+            if len(sizes) != 1:
+                raise StoreError(
+                    f"{directory}: commit log files have sizes {sorted(sizes)}; "
+                    "give the mapped file size explicitly"
+                )
+            mapped_file_size = sizes.pop()
+        files = [(int(n), os.path.join(directory, n)) for n in names]
+        for start, path in files:
+            if start % mapped_file_size:
+                raise StoreError(f"{path}: start offset is not a multiple of {mapped_file_size}")
+        return cls(directory, mapped_file_size, files)
+
+    def min_offset(self) -> int:
+        return self.files[0][0]
+
+    def shippable_end(self) -> int:
+        """A stopped store: everything written (the cutter stops at the end of the records)."""
+        start, path = self.files[-1]
+        return start + os.path.getsize(path)
+
+    def file_view(self, file_start: int) -> memoryview | bytes:
+        for start, path in self.files:
+            if start == file_start:
+                if start not in self._maps:
+                    if os.path.getsize(path) == 0:
+                        return b""
+                    with open(path, "rb") as fh:
+                        self._maps[start] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                return memoryview(self._maps[start])
+        return b""
+
+    def refresh(self) -> None:
+        """Pick up files created since open (``--follow``)."""
+        known = {s for s, _ in self.files}
+        for n in sorted(os.listdir(self.directory)):
+            if len(n) == 20 and n.isdigit() and int(n) not in known:
+                self.files.append((int(n), os.path.join(self.directory, n)))
+        self.files.sort()
+        # a growing last file: re-map it next time
+        last = self.files[-1][0]
+        m = self._maps.pop(last, None)
+        if m is not None:
+            m.close()
+
+    def close(self) -> None:
+        for m in self._maps.values():
+            m.close()
+        self._maps.clear()
+
+
+@dataclass
+class NodeIdentity:
+    cluster: str
+    broker_name: str
+    node: str
+    broker_id: int = 0
+    role: str = "ASYNC_MASTER"
+    epoch: int = 0
+
+
+@dataclass
+class ShipResult:
+    chunks: list[layout.ChunkManifest] = field(default_factory=list)
+    start: int = 0
+    end: int = 0
+    crc_failures: list[int] = field(default_factory=list)
+    stopped_by: CorruptRecordError | None = None
+    queue_max_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def bytes_shipped(self) -> int:
+        return sum(c.end - c.start for c in self.chunks)
+
+
+class Shipper:
+    def __init__(
+        self,
+        store: ObjectStore,
+        identity: NodeIdentity,
+        chunk_max_bytes: int = 64 * 1024 * 1024,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        progress: Callable[[int, int], None] | None = None,
+    ):
+        if identity.role not in layout.ROLES:
+            raise ArchiveError(f"role {identity.role!r} is not one of {', '.join(layout.ROLES)}")
+        self.store = store
+        self.id = identity
+        self.chunk_max_bytes = chunk_max_bytes
+        self.clock_ms = clock_ms
+        self.progress = progress
+
+    # -- what the archive already holds ----------------------------------------------------------
+
+    def manifests(self) -> list[layout.ChunkManifest]:
+        prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
+        out = []
+        for info in self.store.list(prefix + "commitlog/"):
+            parsed = layout.parse_key(info.key)
+            if parsed is None or parsed.kind != "manifest":
+                continue
+            out.append(layout.ChunkManifest.from_json(self.store.get(info.key), what=info.key))
+        return sorted(out, key=lambda m: (m.start, m.epoch))
+
+    def archived_end(self) -> int | None:
+        """End of the node's archived log (None when nothing was shipped yet)."""
+        mans = self.manifests()
+        return max((m.end for m in mans), default=None)
+
+    # -- shipping ---------------------------------------------------------------------------------
+
+    def ship(self, source: CommitLogSource, start: int | None = None) -> ShipResult:
+        """Ship every complete record from ``start`` (default: where the archive ends)."""
+        if start is None:
+            archived = self.archived_end()
+            start = source.min_offset() if archived is None else archived
+        end_limit = source.shippable_end()
+        result = ShipResult(start=start, end=start)
+        if start > end_limit:
+            raise ArchiveError(
+                f"node {self.id.node}: the archive holds its log up to {start} but the store ends "
+                f"at {end_limit}; a truncated log is shipped under a new epoch after a "
+                "'truncated' event"
+            )
+        fsize = source.mapped_file_size
+        pending: list[bytes | memoryview] = []
+        chunk_start = start
+        chunk_len = 0
+        records = 0
+        first_ts = last_ts = 0
+        offset = start
+        qmax = result.queue_max_offsets
+
+        def flush_chunk() -> None:
+            nonlocal pending, chunk_start, chunk_len, records, first_ts, last_ts
+            if not chunk_len:
+                return
+            result.chunks.append(
+                self._put_chunk(b"".join(pending), chunk_start, records, first_ts, last_ts, fsize)
+            )
+            chunk_start += chunk_len
+            result.end = chunk_start
+            pending, chunk_len, records, first_ts, last_ts = [], 0, 0, 0, 0
+            if self.progress:
+                self.progress(result.end - start, end_limit - start)
+
+        while offset < end_limit:
+            file_start = offset - offset % fsize
+            view = source.file_view(file_start)
+            limit = min(len(view), end_limit - file_start)
+            rel = offset - file_start
+            closed = False
+            try:
+                for rec in msgfmt.scan_records(
+                    view, base_offset=file_start, start=rel, limit=limit, source=_name(source)
+                ):
+                    if chunk_len and chunk_len + rec.total_size > self.chunk_max_bytes:
+                        flush_chunk()
+                    pos = rec.physical_offset - file_start
+                    pending.append(bytes(view[pos : pos + rec.total_size]))
+                    chunk_len += rec.total_size
+                    records += 1
+                    offset = rec.end
+                    if rec.is_blank:
+                        closed = True
+                        continue
+                    if not rec.crc_ok:
+                        log.warning("body CRC mismatch at %d: shipped as is", rec.physical_offset)
+                        result.crc_failures.append(rec.physical_offset)
+                    first_ts = first_ts or rec.store_timestamp
+                    last_ts = rec.store_timestamp
+                    q = qmax.setdefault(rec.topic, {})
+                    q[str(rec.queue_id)] = max(q.get(str(rec.queue_id), 0), rec.queue_offset + 1)
+            except CorruptRecordError as exc:
+                result.stopped_by = exc
+                break
+            if not closed:
+                break  # the written log ends inside this file
+        flush_chunk()
+        return result
+
+    def _put_chunk(
+        self, data: bytes, start: int, records: int, first_ts: int, last_ts: int, fsize: int
+    ) -> layout.ChunkManifest:
+        end = start + len(data)
+        key = layout.chunk_key(
+            self.id.cluster, self.id.broker_name, self.id.node, start, end, self.id.epoch
+        )
+        self.store.put(key, data)
+        man = layout.ChunkManifest(
+            start=start,
+            end=end,
+            records=records,
+            firstStoreTs=first_ts,
+            lastStoreTs=last_ts,
+            sha256=hashlib.sha256(data).hexdigest(),
+            node=self.id.node,
+            brokerId=self.id.broker_id,
+            role=self.id.role,
+            epoch=self.id.epoch,
+            uploadedAt=self.clock_ms(),
+            mappedFileSize=fsize,
+        )
+        mkey = layout.manifest_key(key)
+        if self.store.exists(mkey):
+            # re-ship after a crash: the earlier manifest stands (uploadedAt differs)
+            old = layout.ChunkManifest.from_json(self.store.get(mkey), what=mkey)
+            if old.sha256 != man.sha256:
+                raise ArchiveError(f"{mkey}: archived chunk differs from the log (conflict)")
+            return old
+        self.store.put(mkey, man.to_json())
+        return man
+
+    # -- snapshots and events -------------------------------------------------------------------
+
+    def put_event(self, kind: str, **fields) -> str:
+        at = self.clock_ms()
+        key = layout.event_key(self.id.cluster, self.id.broker_name, self.id.node, at, kind)
+        doc = layout.make_event(
+            kind, self.id.node, self.id.cluster, self.id.broker_name, at, self.id.epoch, **fields
+        )
+        layout.parse_event(doc)
+        self.store.put(key, _json(doc))
+        return key
+
+    def latest_snapshot(self) -> layout.Snapshot | None:
+        prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
+        keys = [i.key for i in self.store.list(prefix + "snapshots/")]
+        if not keys:
+            return None
+        return layout.Snapshot.from_json(self.store.get(keys[-1]), what=keys[-1])
+
+    def put_snapshot(self, snap: layout.Snapshot) -> str:
+        key = layout.snapshot_key(self.id.cluster, self.id.broker_name, self.id.node, snap.takenAt)
+        self.store.put(key, snap.to_json())
+        return key
+
+
+def _json(doc: dict) -> bytes:
+    import json
+
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def _name(source: CommitLogSource) -> str:
+    return getattr(source, "directory", type(source).__name__)

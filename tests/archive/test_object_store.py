@@ -1,0 +1,121 @@
+"""The same contract for both backends: file:// and S3 over HTTP to moto's server."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from broker.archive.object_store import StoreSpec, open_store
+from broker.archive.s3server import S3Server
+from broker.errors import (
+    ArchiveConflictError,
+    ArchiveError,
+    ObjectNotFoundError,
+    TransientArchiveError,
+)
+
+
+def test_put_is_immutable_and_idempotent(object_store) -> None:
+    assert object_store.put("v1/c/b/n/commitlog/x.log", b"abc") is True
+    assert object_store.put("v1/c/b/n/commitlog/x.log", b"abc") is False
+    with pytest.raises(ArchiveConflictError, match="different content"):
+        object_store.put("v1/c/b/n/commitlog/x.log", b"abd")
+    assert object_store.get("v1/c/b/n/commitlog/x.log") == b"abc"
+
+
+def test_mutable_put_overwrites(object_store) -> None:
+    object_store.put_mutable("v1/c/b/_audit/state.json", b"1")
+    object_store.put_mutable("v1/c/b/_audit/state.json", b"2")
+    assert object_store.get("v1/c/b/_audit/state.json") == b"2"
+
+
+def test_list_is_sorted_and_prefixed(object_store) -> None:
+    for k in ("v1/c/b/n/b.json", "v1/c/b/n/a.json", "v1/c/x/n/a.json", "other/z"):
+        object_store.put(k, k.encode())
+    keys = [o.key for o in object_store.list("v1/c/b/")]
+    assert keys == ["v1/c/b/n/a.json", "v1/c/b/n/b.json"]
+    sizes = {o.key: o.size for o in object_store.list("v1/")}
+    assert sizes["v1/c/x/n/a.json"] == len(b"v1/c/x/n/a.json")
+
+
+def test_range_reads(object_store) -> None:
+    object_store.put("k/data", bytes(range(256)))
+    assert object_store.get_range("k/data", 10, 20) == bytes(range(10, 20))
+    assert object_store.get_range("k/data", 5, 5) == b""
+
+
+def test_missing_object(object_store) -> None:
+    with pytest.raises(ObjectNotFoundError, match="does not exist"):
+        object_store.get("no/such/key")
+    assert not object_store.exists("no/such/key")
+
+
+def test_bad_keys_are_refused(object_store) -> None:
+    for bad in ("", "/abs", "a/../b"):
+        with pytest.raises(ArchiveError, match="invalid object key"):
+            object_store.put(bad, b"x")
+
+
+def test_multipart_upload_of_a_large_chunk(s3_server, s3_root) -> None:
+    store = open_store(s3_root, part_size=5 * 1024 * 1024, **s3_server.store_options())
+    data = os.urandom(12 * 1024 * 1024)
+    assert store.put("v1/big.log", data)
+    assert store.get("v1/big.log") == data
+    parts = s3_server.client().head_object(
+        Bucket=s3_root[5:].split("/")[0], Key="archive/v1/big.log"
+    )
+    assert "-3" in parts["ETag"]  # a 3-part multipart object
+    assert store.put("v1/big.log", data) is False  # idempotent without re-reading the bytes
+
+
+def test_missing_bucket_is_a_clear_permanent_error(s3_server) -> None:
+    store = open_store("s3://no-such-bucket-here", **s3_server.store_options())
+    with pytest.raises(ArchiveError, match="bucket no-such-bucket-here does not exist"):
+        store.put("k", b"x")
+
+
+def test_unreachable_endpoint_retries_boundedly_without_leaking_secrets(caplog) -> None:
+    store = open_store(
+        "s3://bucket",
+        endpoint_url="http://127.0.0.1:9",
+        access_key="AKIAEXAMPLEKEY",
+        secret_key="VERY-SECRET-VALUE",
+        retries=2,
+    )
+    store._sleep = lambda s: None
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(TransientArchiveError) as exc:
+        store.get("k")
+    assert "after 3 attempts" in str(exc.value) and "127.0.0.1:9" in str(exc.value)
+    ours = "".join(r.getMessage() for r in caplog.records if r.name.startswith("broker"))
+    assert "retry 1" in ours
+    text = str(exc.value) + ours + repr(store)
+    assert "VERY-SECRET-VALUE" not in text and "AKIAEXAMPLEKEY" not in text
+    assert "VERY-SECRET-VALUE" not in caplog.text  # not even in botocore's debug output
+    spec = StoreSpec("s3://bucket", access_key="AKIAEXAMPLEKEY", secret_key="VERY-SECRET-VALUE")
+    assert "VERY-SECRET" not in repr(spec) and "AKIAEXAMPLE" not in repr(spec)
+
+
+def test_storage_that_comes_back_catches_up(tmp_path) -> None:
+    server = S3Server.start()
+    port = server.port
+    server.create_bucket("back")
+    store = open_store("s3://back", **server.store_options(), retries=1)
+    store._sleep = lambda s: None
+    store.put("a", b"1")
+    server.stop()
+    with pytest.raises(TransientArchiveError):
+        store.put("b", b"2")
+    server = S3Server.start(port=port)  # same endpoint, fresh (empty) server
+    try:
+        server.create_bucket("back")
+        assert store.put("b", b"2") is True
+    finally:
+        server.stop()
+
+
+def test_unsupported_scheme() -> None:
+    with pytest.raises(ArchiveError, match="unsupported scheme"):
+        open_store("gs://x/y")
