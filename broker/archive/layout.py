@@ -269,3 +269,8 @@ def parse_event(data: bytes | str | dict, what: str = "event") -> dict[str, Any]
         if name not in doc:
             raise LayoutError(f"{what}: {doc['kind']} event without {name!r}")
     return doc
+
+
+def json_bytes(doc: dict[str, Any]) -> bytes:
+    """Strict, key-sorted JSON bytes as every archive document is written."""
+    return json.dumps(doc, sort_keys=True).encode()

@@ -1,0 +1,123 @@
+"""Reading the archive: the driver lists keys and small JSON; executors read byte ranges.
+
+The driver never downloads commit log bytes: it builds a table of chunks (key, node, range,
+epoch) and hands it to Spark tasks, which re-open the store from a picklable ``StoreSpec`` and
+read their ranges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.archive import layout
+from broker.archive.object_store import ObjectStore, StoreSpec
+from broker.errors import AuditInputError, ObjectNotFoundError
+
+
+@dataclass
+class NodeArchive:
+    node: str
+    chunks: list[dict] = field(default_factory=list)  # manifest fields + "key"
+    orphans: list[str] = field(default_factory=list)  # .log keys without a manifest
+    snapshots: list[layout.Snapshot] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return max((c["end"] for c in self.chunks), default=0)
+
+    @property
+    def start(self) -> int:
+        return min((c["start"] for c in self.chunks), default=0)
+
+    def role_at_end(self) -> str | None:
+        if self.snapshots:
+            return self.snapshots[-1].role
+        if self.chunks:
+            return self.chunks[-1]["role"]
+        return None
+
+    @property
+    def mapped_file_size(self) -> int:
+        for c in self.chunks:
+            return c["mappedFileSize"]
+        for s in self.snapshots:
+            return s.mappedFileSize
+        return 1 << 30
+
+
+@dataclass
+class GroupArchive:
+    cluster: str
+    broker_name: str
+    nodes: dict[str, NodeArchive]
+
+
+def list_broker_names(store: ObjectStore, cluster: str) -> list[str]:
+    prefix = layout.cluster_prefix(cluster)
+    names = sorted({o.key[len(prefix) :].split("/", 1)[0] for o in store.list(prefix)})
+    if not names:
+        raise AuditInputError(f"no archive for cluster {cluster!r} under {store.root}")
+    return names
+
+
+def load_group(store: ObjectStore, cluster: str, broker_name: str) -> GroupArchive:
+    prefix = layout.group_prefix(cluster, broker_name)
+    nodes: dict[str, NodeArchive] = {}
+    logs: dict[str, str] = {}
+    for info in store.list(prefix):
+        parsed = layout.parse_key(info.key)
+        if parsed is None or parsed.kind == "audit_state":
+            continue
+        na = nodes.setdefault(parsed.node, NodeArchive(parsed.node))
+        if parsed.kind == "chunk":
+            logs[info.key] = parsed.node
+        elif parsed.kind == "manifest":
+            try:
+                man = layout.ChunkManifest.from_json(store.get(info.key), what=info.key)
+            except (layout.LayoutError, ValueError) as exc:
+                raise AuditInputError(f"unreadable manifest {info.key}: {exc}") from exc
+            doc = {f: getattr(man, f) for f in man.__dataclass_fields__}
+            doc["key"] = layout.chunk_key(
+                cluster, broker_name, parsed.node, man.start, man.end, man.epoch
+            )
+            na.chunks.append(doc)
+        elif parsed.kind == "snapshot":
+            na.snapshots.append(layout.Snapshot.from_json(store.get(info.key), what=info.key))
+        elif parsed.kind == "event":
+            na.events.append(layout.parse_event(store.get(info.key), what=info.key))
+    if not nodes:
+        raise AuditInputError(f"no archive for {cluster}/{broker_name} under {store.root}")
+    for na in nodes.values():
+        keys = {c["key"] for c in na.chunks}
+        na.orphans = sorted(k for k, n in logs.items() if n == na.node and k not in keys)
+        na.chunks.sort(key=lambda c: (c["start"], c["epoch"]))
+        na.snapshots.sort(key=lambda s: s.takenAt)
+        na.events.sort(key=lambda e: e["at"])
+    return GroupArchive(cluster, broker_name, nodes)
+
+
+def read_log_range(store: ObjectStore, chunks: list[dict], start: int, end: int) -> bytes | None:
+    """Bytes [start, end) of one node's log from its chunks (range reads); None if not covered."""
+    out = []
+    pos = start
+    for c in chunks:
+        if c["end"] <= pos or c["start"] >= end:
+            continue
+        if c["start"] > pos:
+            return None  # a hole
+        hi = min(end, c["end"])
+        try:
+            out.append(store.get_range(c["key"], pos - c["start"], hi - c["start"]))
+        except ObjectNotFoundError:
+            return None
+        pos = hi
+        if pos >= end:
+            break
+    if pos < end:
+        return None
+    return b"".join(out)
+
+
+def spec_of(store: ObjectStore, spec: StoreSpec | None) -> StoreSpec:
+    return spec if spec is not None else StoreSpec(store.root)

@@ -1,0 +1,102 @@
+"""Build archives with known faults from real broker code (store + shipper)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from broker.archive import layout
+from broker.archive.object_store import StoreSpec, open_store
+from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.config import BrokerConfig
+from broker.store import message as m
+from broker.store.message_store import MessageStore
+
+CLUSTER, GROUP = "c1", "broker-a"
+FILE_SIZE = 4096
+
+
+def make_store(path: Path, n: int, *, queues: int = 2, gap_after: int | None = None) -> list:
+    """A commit log of ``n`` messages; returns the put results (offsets known exactly).
+
+    ``gap_after=i`` (one queue) rewrites the QUEUEOFFSET field of record i and later ones on disk
+    (+1: the body CRC does not cover it), leaving a queue-offset gap before record i.
+    """
+    results = _make_store(path, n, queues)
+    if gap_after is not None:
+        for r in results[gap_after:]:
+            f = path / "commitlog" / f"{r.wrote_offset - r.wrote_offset % FILE_SIZE:020d}"
+            data = bytearray(f.read_bytes())
+            pos = r.wrote_offset % FILE_SIZE + m.OFFSET_QUEUEOFFSET
+            data[pos : pos + 8] = (r.queue_offset + 1).to_bytes(8, "big")
+            f.write_bytes(bytes(data))
+    return results
+
+
+def _make_store(path: Path, n: int, queues: int) -> list:
+    cfg = BrokerConfig(
+        store_path_root_dir=str(path),
+        mapped_file_size_commit_log=FILE_SIZE,
+        mapped_file_size_consume_queue=20 * 100,
+    )
+    store = MessageStore.open(cfg, clock_ms=iter(range(1_000_000, 10_000_000, 10)).__next__)
+    results = []
+    for i in range(n):
+        r = store.put_message(
+            m.Message("orders", f"msg-{i}".encode() * 10, queue_id=i % queues,
+                      properties={"TAGS": "t"})
+        ).result()  # fmt: skip
+        results.append(r)
+    store.shutdown()
+    return results
+
+
+def copy_store(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def flip(store_dir: Path, offset: int) -> None:
+    f = store_dir / "commitlog" / f"{offset - offset % FILE_SIZE:020d}"
+    data = bytearray(f.read_bytes())
+    data[offset % FILE_SIZE] ^= 0x01
+    f.write_bytes(bytes(data))
+
+
+def truncate_log(store_dir: Path, end: int) -> None:
+    """Keep only [0, end) of a stopped store's commit log (a slave that lags)."""
+    for f in sorted((store_dir / "commitlog").iterdir()):
+        start = int(f.name)
+        if start >= end:
+            f.unlink()
+        elif start + FILE_SIZE > end:
+            data = bytearray(f.read_bytes())
+            data[end - start :] = bytes(FILE_SIZE - (end - start))
+            f.write_bytes(bytes(data))
+
+
+class Archive:
+    def __init__(self, root: Path):
+        self.root = f"file://{root}"
+        self.store = open_store(self.root)
+        self.spec = StoreSpec(self.root)
+
+    def ship(self, store_dir: Path, node: str, role: str, broker_id: int, chunk: int, epoch=0):
+        ident = NodeIdentity(CLUSTER, GROUP, node, broker_id, role, epoch)
+        return Shipper(self.store, ident, chunk_max_bytes=chunk).ship(
+            StoreDirSource.open(str(store_dir))
+        )
+
+    def snapshot(self, node: str, role: str, taken_at: int, **fields) -> None:
+        doc = dict(
+            node=node, brokerName=GROUP, brokerId=0 if role != "SLAVE" else 1, role=role,
+            epoch=0, takenAt=taken_at, maxPhyOffset=0, flushedOffset=0, confirmOffset=0,
+            slaves={}, consumerOffsets={}, queueMaxOffsets={}, mappedFileSize=FILE_SIZE,
+        )  # fmt: skip
+        doc.update(fields)
+        snap = layout.Snapshot(**doc)
+        self.store.put(layout.snapshot_key(CLUSTER, GROUP, node, taken_at), snap.to_json())
+
+    def event(self, node: str, kind: str, at: int, epoch: int = 0, **fields) -> None:
+        doc = layout.make_event(kind, node, CLUSTER, GROUP, at, epoch, **fields)
+        self.store.put(layout.event_key(CLUSTER, GROUP, node, at, kind), layout.json_bytes(doc))

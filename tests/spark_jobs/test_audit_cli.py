@@ -1,0 +1,61 @@
+"""``haproof archive`` then ``haproof audit`` on real RocketMQ files, as separate processes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+from broker.store import message as m
+
+ERIC = "EricPanGopher_rocketmq_unit_test_store"
+
+
+def haproof(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def ship(store_dir, root: str) -> None:
+    res = haproof("archive", "--store-dir", str(store_dir), "--root", root, "--cluster", "rmq",
+                  "--broker-name", "broker-a", "--node", "broker-a-0", "--chunk-max-bytes", "9000")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+
+
+def test_golden_store_audits_clean_and_a_flipped_byte_fails_there(tmp_path, golden_stores):
+    clean_root = f"file://{tmp_path}/clean"
+    ship(golden_stores / ERIC, clean_root)
+    res = haproof("audit", "--root", clean_root, "--cluster", "rmq", "--run-id", "r1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "PASS  log_integrity" in res.stdout and "PASSED" in res.stdout
+    verdict = json.loads((tmp_path / "clean" / "audits" / "r1" / "verdict.json").read_text())
+    assert verdict["passed"] and verdict["recordsChecked"] == 179 + 3
+
+    bad = tmp_path / "bad"
+    shutil.copytree(golden_stores / ERIC, bad)
+    for p in bad.rglob("*"):
+        p.chmod(0o644 if p.is_file() else 0o755)
+    f = bad / "commitlog" / "00000000000000016384"
+    data = bytearray(f.read_bytes())
+    rec = m.decode_record(bytes(data), 172 * 5, base_offset=16384)
+    body_at = 172 * 5 + data[172 * 5 :].index(b"Once, there")
+    data[body_at] ^= 0x04
+    f.write_bytes(bytes(data))
+    bad_root = f"file://{tmp_path}/badarchive"
+    ship(bad, bad_root)
+    res = haproof("audit", "--root", bad_root, "--cluster", "rmq", "--run-id", "r2")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "FAIL  log_integrity" in res.stdout
+    verdict = json.loads((tmp_path / "badarchive" / "audits" / "r2" / "verdict.json").read_text())
+    issues = verdict["findings"]["records_issues"]
+    assert [(i["offset"], i["check"]) for i in issues] == [(rec.physical_offset, "crc_mismatch")]
+    assert rec.physical_offset == 16384 + 172 * 5
+
+
+def test_unknown_cluster_is_an_input_error(tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    res = haproof("audit", "--root", f"file://{tmp_path}/empty", "--cluster", "nope")
+    assert res.returncode == 2
+    assert "no archive for cluster 'nope'" in res.stderr
