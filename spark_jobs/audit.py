@@ -28,6 +28,7 @@ from typing import Any
 from broker.archive import layout
 from broker.archive.object_store import StoreSpec
 from broker.errors import AuditInputError
+from spark_jobs import incremental as inc
 from spark_jobs.archive_reader import GroupArchive, list_broker_names, load_group
 from spark_jobs.log_integrity import run_log_integrity
 from spark_jobs.offset_monotonicity import run_offset_monotonicity
@@ -47,6 +48,7 @@ class AuditOptions:
     run_id: str | None = None
     max_lag_bytes: int = DEFAULT_MAX_LAG_BYTES
     window_bytes: int = 8 * 1024 * 1024
+    incremental: bool = False
 
 
 def _progress(msg: str) -> None:
@@ -77,11 +79,17 @@ def _in_window(c: dict, since: int | None, until: int | None) -> bool:
     return True
 
 
-def acked_durability(ga: GroupArchive, master: str, ranges: list[dict]) -> list[dict]:
+def acked_durability(
+    ga: GroupArchive,
+    master: str,
+    ranges: list[dict],
+    since_snapshot_at: int = -1,
+    prior_promise: tuple[int, int, str] | None = None,
+) -> list[dict]:
     findings = []
     for na in ga.nodes.values():
         for snap in na.snapshots:
-            if snap.role == "SLAVE":
+            if snap.role == "SLAVE" or snap.takenAt <= since_snapshot_at:
                 continue
             for slave, ack in snap.slaves.items():
                 pair = f"{master}->{slave}"
@@ -102,6 +110,8 @@ def acked_durability(ga: GroupArchive, master: str, ranges: list[dict]) -> list[
                         }
                     )
     promised: list[tuple[int, int, str]] = []  # (acknowledged offset, at, snapshot)
+    if prior_promise and prior_promise[0] > 0:
+        promised.append(tuple(prior_promise))
     for na in ga.nodes.values():
         for snap in na.snapshots:
             if snap.role != "SLAVE":
@@ -113,6 +123,8 @@ def acked_durability(ga: GroupArchive, master: str, ranges: list[dict]) -> list[
         for ev in na.events:
             if ev["kind"] != "truncated":
                 continue
+            if ev["at"] <= since_snapshot_at:
+                continue  # judged by an earlier passing run
             for ack, at, snap in promised:
                 if at <= ev["at"] and ack > ev["to"]:
                     findings.append(
@@ -132,11 +144,19 @@ def acked_durability(ga: GroupArchive, master: str, ranges: list[dict]) -> list[
 def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str) -> dict:
     ga = load_group(store, opts.cluster, broker_name)
     master = pick_master(ga)
-    _progress(f"{broker_name}: {len(ga.nodes)} node(s), master {master}")
-    all_chunks = [
-        c for na in ga.nodes.values() for c in na.chunks
-        if _in_window(c, opts.since_ms, opts.until_ms)
-    ]  # fmt: skip
+    state = inc.load_state(store, opts.cluster, broker_name)
+    mode = f"incremental from run {state.run_id or '(none)'}" if opts.incremental else "full"
+    _progress(f"{broker_name}: {len(ga.nodes)} node(s), master {master}, {mode}")
+    if not opts.incremental:
+        state_in = inc.AuditState()
+    else:
+        state_in = state
+    all_chunks = []
+    for na in ga.nodes.values():
+        mine = [c for c in na.chunks if _in_window(c, opts.since_ms, opts.until_ms)]
+        if opts.incremental:
+            mine = inc.chunks_to_check(mine, state_in.verified.get(na.node, -1))
+        all_chunks += mine
     t0 = time.monotonic()
     issues_df, records = run_log_integrity(spark, opts.spec, all_chunks)
     issues = [r.asDict() for r in issues_df.collect()]
@@ -147,19 +167,34 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         if n != master
     }
     m_chunks = [c for c in ga.nodes[master].chunks if _in_window(c, opts.since_ms, opts.until_ms)]
+    start_at = {
+        f"{master}->{n}": min(state_in.verified.get(master, 0), state_in.verified.get(n, 0))
+        for n in slaves
+    }
     ranges = run_replica_consistency(
-        spark, opts.spec, m_chunks, slaves, master, opts.max_lag_bytes, opts.window_bytes
+        spark,
+        opts.spec,
+        m_chunks,
+        slaves,
+        master,
+        opts.max_lag_bytes,
+        opts.window_bytes,
+        start_at=start_at,
     )
     _progress(f"{broker_name}: replica consistency: {len(ranges)} range(s)")
-    durability = acked_durability(ga, master, ranges)
+    durability = acked_durability(
+        ga, master, ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)
+    )
     snapshots = [s for na in ga.nodes.values() for s in na.snapshots]
     snapshots = [
         s for s in snapshots
         if (opts.since_ms is None or s.takenAt >= opts.since_ms)
         and (opts.until_ms is None or s.takenAt <= opts.until_ms)
+        and s.takenAt > state_in.last_snapshot_at
     ]  # fmt: skip
     events = [e for na in ga.nodes.values() for e in na.events]
-    timeline_df, violations_df = run_offset_monotonicity(spark, snapshots, events)
+    seeds = inc.seed_snapshots(state_in, broker_name)
+    timeline_df, violations_df = run_offset_monotonicity(spark, seeds + snapshots, events)
     timeline = [r.asDict() for r in timeline_df.collect()]
     violations = [r.asDict() for r in violations_df.collect()]
     _progress(f"{broker_name}: offsets: {len(timeline)} points, {len(violations)} violation(s)")
@@ -211,6 +246,21 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     _write_parquet(store, prefix + "offset_timeline.parquet", timeline, None)
     _write_parquet(store, prefix + "offset_violations.parquet", violations, None)
     store.put_mutable(prefix + "verdict.json", json.dumps(verdict, indent=2, default=str).encode())
+    if verdict["passed"]:
+        promises = [
+            (max([s.confirmOffset, *s.slaves.values()]), s.takenAt,
+             f"{s.node}/snapshots/{s.takenAt:013d}.json")
+            for s in snapshots if s.role != "SLAVE"
+        ]  # fmt: skip
+        new_state = inc.next_state(
+            state_in if opts.incremental else state,
+            run_id,
+            {n: na.end for n, na in ga.nodes.items()},
+            timeline,
+            snapshots,
+            max(promises) if promises else None,
+        )
+        inc.save_state(store, opts.cluster, broker_name, new_state)
     return verdict
 
 

@@ -207,7 +207,10 @@ def run_replica_consistency(
     master_name: str,
     max_lag_bytes: int,
     window_bytes: int = DEFAULT_WINDOW_BYTES,
+    start_at: dict[str, int] | None = None,
 ) -> list[dict]:
+    """Compare (master, each slave) over the union of their logs, from ``start_at[pair]`` on
+    (an incremental run's verified watermark) when given."""
     m_view = node_view(master_chunks)
     pairs, windows, ends = {}, [], {}
     for slave_name, chunks in sorted(slaves.items()):
@@ -217,8 +220,10 @@ def run_replica_consistency(
         views = m_view + s_view
         if not views:
             continue
-        lo = min(s["start"] for s in views)
+        lo = max(min(s["start"] for s in views), (start_at or {}).get(pair, 0))
         hi = max(s["end"] for s in views)
+        if lo >= hi:
+            continue
         ends[pair] = (
             max((s["end"] for s in m_view), default=0),
             max((s["end"] for s in s_view), default=0),

@@ -44,3 +44,13 @@ def wait_until(cond: Callable[[], object], timeout_s: float = 10.0, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.01)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """The embedded S3 API server (moto) as a real subprocess on 127.0.0.1."""
+    from broker.archive.s3server import S3Server
+
+    server = S3Server.start()
+    yield server
+    server.stop()

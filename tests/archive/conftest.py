@@ -5,14 +5,6 @@ import uuid
 import pytest
 
 from broker.archive.object_store import open_store
-from broker.archive.s3server import S3Server
-
-
-@pytest.fixture(scope="session")
-def s3_server():
-    server = S3Server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

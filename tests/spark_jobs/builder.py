@@ -33,7 +33,7 @@ def make_store(path: Path, n: int, *, queues: int = 2, gap_after: int | None = N
     return results
 
 
-def _make_store(path: Path, n: int, queues: int) -> list:
+def _make_store(path: Path, n: int, queues: int, first: int = 0) -> list:
     cfg = BrokerConfig(
         store_path_root_dir=str(path),
         mapped_file_size_commit_log=FILE_SIZE,
@@ -41,7 +41,7 @@ def _make_store(path: Path, n: int, queues: int) -> list:
     )
     store = MessageStore.open(cfg, clock_ms=iter(range(1_000_000, 10_000_000, 10)).__next__)
     results = []
-    for i in range(n):
+    for i in range(first, first + n):
         r = store.put_message(
             m.Message("orders", f"msg-{i}".encode() * 10, queue_id=i % queues,
                       properties={"TAGS": "t"})
@@ -100,3 +100,8 @@ class Archive:
     def event(self, node: str, kind: str, at: int, epoch: int = 0, **fields) -> None:
         doc = layout.make_event(kind, node, CLUSTER, GROUP, at, epoch, **fields)
         self.store.put(layout.event_key(CLUSTER, GROUP, node, at, kind), layout.json_bytes(doc))
+
+
+def grow_store(path: Path, n: int, already: int, queues: int = 2) -> list:
+    """Append ``n`` more messages to a stopped store made by :func:`make_store`."""
+    return _make_store(path, n, queues, first=already)

@@ -207,3 +207,30 @@ def test_queue_offset_gap_across_chunks(spark, tmp_path) -> None:
     archive.ship(tmp_path / "gap", "a-0", "SYNC_MASTER", 0, chunk=results[13].wrote_offset)
     v = audit(spark, archive)
     assert [i["check"] for i in v["findings"]["records_issues"]] == ["queue_offset_gap"]
+
+
+def test_audit_reads_s3_over_http_with_credentials_kept_out_of_the_verdict(
+    spark, tmp_path, master_store, s3_server
+) -> None:
+    from broker.archive.object_store import StoreSpec, open_store
+    from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+
+    path, results = master_store
+    s3_server.create_bucket("audit-s3")
+    opts = s3_server.store_options()
+    store = open_store("s3://audit-s3/x", **opts)
+    for node, role, bid, chunk in (("a-0", "SYNC_MASTER", 0, 3000), ("a-1", "SLAVE", 1, 7000)):
+        Shipper(store, NodeIdentity("c1", "broker-a", node, bid, role), chunk).ship(
+            StoreDirSource.open(str(path))
+        )
+    spec = StoreSpec("s3://audit-s3/x", **opts)
+    summary = run_audit(spark, AuditOptions(spec=spec, cluster="c1", run_id="s3run"))
+    assert summary["passed"] and summary["counts"] == {"match": 1}
+    raw = store.get("audits/s3run/verdict.json").decode()
+    assert opts["secret_key"] not in raw and opts["access_key"] not in raw
+    import io
+
+    ranges = pd.read_parquet(io.BytesIO(store.get("audits/s3run/broker-a/ranges.parquet")))
+    assert list(ranges.itertuples(index=False, name=None)) == [
+        ("a-0->a-1", 0, results[-1].end_offset, "match", "")
+    ]
