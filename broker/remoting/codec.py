@@ -1,0 +1,241 @@
+"""Remoting frame codec: a builder (encode_frame) and a reader (FrameReader) kept apart.
+
+Frame: ``[i32 length][i32 serializeType<<24 | headerLength][header][body]``; ``length`` counts
+everything after itself. Header is JSON (serialize type 0) or RocketMQ's binary layout (type 1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+
+from broker.remoting.codes import SerializeType
+from broker.remoting.command import FrameError, RemotingCommand
+
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+
+FRAME_PREFIX = struct.Struct(
+    ">i"  # length: bytes after this field (header-length word + header + body)
+    "i"  # serializeType << 24 | headerLength
+)
+
+# Binary (ROCKETMQ) header, fixed part.
+BIN_HEADER = struct.Struct(
+    ">h"  # code
+    "B"  # language (LanguageCode ordinal)
+    "h"  # version
+    "i"  # opaque
+    "i"  # flag
+)
+I32 = struct.Struct(">i")  # remark length, extFields total length, value lengths
+I16 = struct.Struct(">h")  # extFields key length
+
+LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO"]
+
+
+def _language_code(name: str) -> int:
+    try:
+        return LANGUAGES.index(name)
+    except ValueError:
+        return LANGUAGES.index("OTHER")
+
+
+def _ext_str(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return str(value)
+
+
+# ---------------------------------------------------------------- builder
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        parts = [
+            BIN_HEADER.pack(
+                cmd.code, _language_code(cmd.language), cmd.version, cmd.opaque, cmd.flag
+            )
+        ]
+        remark = (cmd.remark or "").encode()
+        parts.append(I32.pack(len(remark)) + remark)
+        ext = bytearray()
+        for key, value in cmd.ext_fields.items():
+            k, v = key.encode(), _ext_str(value).encode()
+            ext += I16.pack(len(k)) + k + I32.pack(len(v)) + v
+        parts.append(I32.pack(len(ext)) + bytes(ext))
+        return b"".join(parts)
+    doc: dict = {
+        "code": cmd.code,
+        "language": cmd.language,
+        "version": cmd.version,
+        "opaque": cmd.opaque,
+        "flag": cmd.flag,
+        "serializeTypeCurrentRPC": "JSON",
+    }
+    if cmd.remark is not None:
+        doc["remark"] = cmd.remark
+    doc["extFields"] = {k: _ext_str(v) for k, v in cmd.ext_fields.items()}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def encode_frame(cmd: RemotingCommand) -> bytes:
+    header = encode_header(cmd)
+    length = 4 + len(header) + len(cmd.body)
+    if length + 4 > MAX_FRAME_BYTES:
+        raise FrameError("local", 0, f"frame of {length + 4} bytes exceeds {MAX_FRAME_BYTES}")
+    return (
+        FRAME_PREFIX.pack(length, (int(cmd.serialize_type) << 24) | len(header)) + header + cmd.body
+    )
+
+
+# ---------------------------------------------------------------- reader
+
+
+def decode_header(data: bytes, serialize_type: int, where: str, offset: int) -> RemotingCommand:
+    if serialize_type == SerializeType.JSON:
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise FrameError(where, offset, f"JSON header does not parse: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise FrameError(where, offset, "JSON header is not an object")
+        try:
+            code = int(doc["code"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FrameError(where, offset, "JSON header lacks an integer 'code'") from exc
+        ext = doc.get("extFields") or {}
+        if not isinstance(ext, dict):
+            raise FrameError(where, offset, "JSON header 'extFields' is not an object")
+        try:
+            return RemotingCommand(
+                code=code,
+                language=str(doc.get("language", "JAVA")),
+                version=int(doc.get("version", 0) or 0),
+                opaque=int(doc.get("opaque", 0) or 0),
+                flag=int(doc.get("flag", 0) or 0),
+                remark=doc.get("remark"),
+                ext_fields={str(k): _ext_str(v) for k, v in ext.items()},
+                serialize_type=SerializeType.JSON,
+            )
+        except (TypeError, ValueError) as exc:
+            raise FrameError(where, offset, f"JSON header field of the wrong type: {exc}") from exc
+    if serialize_type == SerializeType.ROCKETMQ:
+        return _decode_binary_header(data, where, offset)
+    raise FrameError(where, offset, f"unknown serialize type {serialize_type}")
+
+
+def _decode_binary_header(data: bytes, where: str, offset: int) -> RemotingCommand:
+    try:
+        code, lang, version, opaque, flag = BIN_HEADER.unpack_from(data, 0)
+        pos = BIN_HEADER.size
+        (remark_len,) = I32.unpack_from(data, pos)
+        pos += 4
+        if remark_len < 0 or pos + remark_len > len(data):
+            raise FrameError(where, offset, f"binary header remark length {remark_len} invalid")
+        remark = data[pos : pos + remark_len].decode() if remark_len else None
+        pos += remark_len
+        (ext_len,) = I32.unpack_from(data, pos)
+        pos += 4
+        end = pos + ext_len
+        if ext_len < 0 or end > len(data):
+            raise FrameError(where, offset, f"binary header extFields length {ext_len} invalid")
+        ext: dict[str, str] = {}
+        while pos < end:
+            (klen,) = I16.unpack_from(data, pos)
+            pos += 2
+            key = data[pos : pos + klen].decode()
+            pos += klen
+            (vlen,) = I32.unpack_from(data, pos)
+            pos += 4
+            if klen < 0 or vlen < 0 or pos + vlen > end:
+                raise FrameError(where, offset, "binary header extFields entry overruns")
+            ext[key] = data[pos : pos + vlen].decode()
+            pos += vlen
+    except struct.error as exc:
+        raise FrameError(where, offset, f"binary header truncated: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise FrameError(where, offset, f"binary header text is not UTF-8: {exc}") from exc
+    language = LANGUAGES[lang] if lang < len(LANGUAGES) else "OTHER"
+    return RemotingCommand(
+        code, language, version, opaque, flag, remark, ext, serialize_type=SerializeType.ROCKETMQ
+    )
+
+
+class FrameReader:
+    """Incremental reader: feed() bytes as they arrive, iterate complete commands.
+
+    Raises FrameError (naming the peer and stream offset) on an oversized or malformed frame;
+    the caller must then drop the connection.
+    """
+
+    def __init__(self, peer: str = "peer", max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.peer = peer
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._consumed = 0  # stream offset of _buf[0]
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        self._buf += data
+        out = []
+        while True:
+            cmd = self._next()
+            if cmd is None:
+                return out
+            out.append(cmd)
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._buf)
+
+    def _next(self) -> RemotingCommand | None:
+        if len(self._buf) < 4:
+            return None
+        (length,) = I32.unpack_from(self._buf, 0)
+        at = self._consumed
+        if length < 4:
+            raise FrameError(self.peer, at, f"frame length {length} is below the minimum 4")
+        if length + 4 > self.max_frame_bytes:
+            raise FrameError(
+                self.peer, at, f"frame length {length + 4} exceeds {self.max_frame_bytes} bytes"
+            )
+        if len(self._buf) < 4 + length:
+            return None
+        (word,) = I32.unpack_from(self._buf, 4)
+        stype, hlen = (word >> 24) & 0xFF, word & 0xFFFFFF
+        if hlen > length - 4:
+            raise FrameError(self.peer, at, f"header length {hlen} exceeds frame length {length}")
+        header = bytes(self._buf[8 : 8 + hlen])
+        body = bytes(self._buf[8 + hlen : 4 + length])
+        cmd = decode_header(header, stype, self.peer, at)
+        cmd.body = body
+        del self._buf[: 4 + length]
+        self._consumed += 4 + length
+        return cmd
+
+
+def decode_frame(frame: bytes) -> RemotingCommand:
+    """Decode exactly one whole frame (tests, tools)."""
+    reader = FrameReader("frame")
+    cmds = reader.feed(frame)
+    if len(cmds) != 1 or reader.pending_bytes:
+        raise FrameError(
+            "frame",
+            0,
+            f"expected one whole frame, got {len(cmds)} + {reader.pending_bytes} spare bytes",
+        )
+    return cmds[0]
+
+
+_UNQUOTED_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
+
+
+def loads_fastjson(data: bytes | str):
+    """json.loads that also accepts fastjson's unquoted integer map keys ({0:"addr"})."""
+    text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+    try:
+        return json.loads(text)
+    except ValueError:
+        return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2"\3', text))
