@@ -1,0 +1,72 @@
+"""asyncio remoting client: one Connection per address, created by a factory coroutine."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.remoting.command import RemotingCommand
+from broker.remoting.connection import Connection, ConnectionClosedError, Handler
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host, int(port)
+
+
+async def connect(
+    addr: str, processors: dict[int, Handler] | None = None, timeout_ms: int = 3000
+) -> Connection:
+    """Open a connection to ``host:port``; processors answer server -> client requests."""
+    host, port = split_addr(addr)
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port), timeout_ms / 1000
+        )
+    except (OSError, TimeoutError) as exc:
+        raise ConnectionClosedError(f"{addr}: cannot connect: {exc!r}") from exc
+    return Connection.start(reader, writer, processors)
+
+
+class RemotingClient:
+    """Connections pooled by address. ``RemotingClient()`` does no I/O; connections open lazily."""
+
+    def __init__(self, processors: dict[int, Handler] | None = None) -> None:
+        self.processors = dict(processors or {})
+        self._conns: dict[str, Connection] = {}
+        self._lock = asyncio.Lock()
+
+    async def connection(self, addr: str) -> Connection:
+        async with self._lock:
+            conn = self._conns.get(addr)
+            if conn is None or conn.closed.is_set():
+                conn = await connect(addr, self.processors)
+                self._conns[addr] = conn
+            return conn
+
+    async def invoke(
+        self, addr: str, request: RemotingCommand, timeout_ms: int = 3000
+    ) -> RemotingCommand:
+        conn = await self.connection(addr)
+        return await conn.invoke(request, timeout_ms)
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        conn = await self.connection(addr)
+        await conn.invoke_oneway(request)
+
+    async def close(self) -> None:
+        for conn in list(self._conns.values()):
+            await conn.close()
+        self._conns.clear()
+
+
+def invoke_sync(addr: str, request: RemotingCommand, timeout_ms: int = 3000) -> RemotingCommand:
+    """One request from synchronous code (CLI tools)."""
+
+    async def run() -> RemotingCommand:
+        conn = await connect(addr, timeout_ms=timeout_ms)
+        try:
+            return await conn.invoke(request, timeout_ms)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
