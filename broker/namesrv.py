@@ -1,0 +1,152 @@
+"""The name server: brokers register routes, clients look them up. ``haproof namesrv``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import zlib
+
+from broker.errors import RemotingError
+from broker.namesrv_routes import RouteInfoManager
+from broker.remoting.codec import loads_fastjson
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+SCAN_INTERVAL_MS = 10_000
+
+
+def _decode_register_body(req: RemotingCommand) -> dict:
+    if not req.body:
+        return {}
+    body = req.body
+    if req.opt_field("compressed", "false").lower() == "true":
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise RemotingError(
+                f"REGISTER_BROKER from {req.opt_field('brokerAddr')}: "
+                f"compressed body does not inflate: {exc}"
+            ) from exc
+    try:
+        doc = loads_fastjson(body)
+    except ValueError as exc:
+        raise RemotingError(
+            f"REGISTER_BROKER from {req.opt_field('brokerAddr')}: "
+            f"body is not RegisterBrokerBody JSON: {exc}"
+        ) from exc
+    if not isinstance(doc, dict):
+        raise RemotingError("REGISTER_BROKER: body is not a JSON object")
+    return doc
+
+
+class NameServer:
+    def __init__(self, routes: RouteInfoManager | None = None) -> None:
+        self.routes = routes or RouteInfoManager()
+        self.server = RemotingServer(
+            {
+                RequestCode.REGISTER_BROKER: self._register,
+                RequestCode.UNREGISTER_BROKER: self._unregister,
+                RequestCode.GET_ROUTEINFO_BY_TOPIC: self._route,
+                RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
+                RequestCode.GET_KV_CONFIG: self._kv_config,
+                RequestCode.QUERY_DATA_VERSION: self._query_data_version,
+            }
+        )
+
+    async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
+        body = _decode_register_body(req)
+        result = self.routes.register_broker(
+            cluster=req.field("clusterName"),
+            broker_addr=req.field("brokerAddr"),
+            broker_name=req.field("brokerName"),
+            broker_id=req.int_field("brokerId"),
+            ha_server_addr=req.opt_field("haServerAddr", "") or "",
+            topic_config_wrapper=body.get("topicConfigSerializeWrapper"),
+        )
+        return req.make_response(
+            ResponseCode.SUCCESS,
+            ext_fields={"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr},
+        )
+
+    async def _unregister(self, conn, req: RemotingCommand) -> RemotingCommand:
+        self.routes.unregister_broker(
+            req.field("clusterName"),
+            req.field("brokerAddr"),
+            req.field("brokerName"),
+            req.int_field("brokerId"),
+        )
+        return req.make_response(ResponseCode.SUCCESS)
+
+    async def _route(self, conn, req: RemotingCommand) -> RemotingCommand:
+        topic = req.field("topic")
+        route = self.routes.topic_route(topic)
+        if route is None:
+            return req.make_response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                remark=f"No topic route info in name server for the topic: {topic}",
+            )
+        return req.make_response(ResponseCode.SUCCESS, body=json.dumps(route).encode())
+
+    async def _cluster_info(self, conn, req: RemotingCommand) -> RemotingCommand:
+        body = json.dumps(self.routes.cluster_info()).encode()
+        return req.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def _kv_config(self, conn, req: RemotingCommand) -> RemotingCommand:
+        return req.make_response(
+            ResponseCode.QUERY_NOT_FOUND,
+            remark=f"No config item, Namespace: {req.opt_field('namespace')} "
+            f"Key: {req.opt_field('key')}",
+        )
+
+    async def _query_data_version(self, conn, req: RemotingCommand) -> RemotingCommand:
+        live = self.routes.live_table.get(req.field("brokerAddr"))
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"changed": live is None})
+
+    async def scan_forever(self, interval_ms: int = SCAN_INTERVAL_MS) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            for addr in self.routes.scan_not_active():
+                log.warning(
+                    "broker %s expired: no registration within %d ms", addr, self.routes.expire_ms
+                )
+
+
+async def serve(host: str, port: int) -> None:
+    ns = NameServer()
+    await ns.server.start(host, port)
+    log.info("namesrv listening on %s:%d", host, ns.server.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    scanner = loop.create_task(ns.scan_forever())
+    await stop.wait()
+    log.info("namesrv shutting down")
+    scanner.cancel()
+    await ns.server.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    asyncio.run(serve(args.host, args.listen_port))
+    return 0
+
+
+def register_cli(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("namesrv", help="run a name server (foreground)")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--listen-port", type=int, default=9876, help="TCP port (default 9876)")
+    p.set_defaults(func=run)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from broker.cli import main
+
+    sys.exit(main(["namesrv", *sys.argv[1:]]))

@@ -1,0 +1,162 @@
+"""The name server's route tables (RocketMQ's RouteInfoManager), clock injected for expiry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+BROKER_CHANNEL_EXPIRED_MS = 120_000  # a broker not heard from for 2 minutes is dropped
+MASTER_ID = 0
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class BrokerLive:
+    last_update_ms: int
+    ha_server_addr: str
+    data_version: dict
+    cluster: str
+    broker_name: str
+    broker_id: int
+
+
+@dataclass
+class RegisterResult:
+    master_addr: str | None
+    ha_server_addr: str | None
+
+
+@dataclass
+class RouteInfoManager:
+    clock_ms: Callable[[], int] = wall_clock_ms
+    expire_ms: int = BROKER_CHANNEL_EXPIRED_MS
+    # brokerName -> {"cluster", "brokerName", "brokerAddrs": {id: addr}}
+    broker_addr_table: dict[str, dict] = field(default_factory=dict)
+    # topic -> brokerName -> QueueData
+    topic_queue_table: dict[str, dict[str, dict]] = field(default_factory=dict)
+    cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
+    live_table: dict[str, BrokerLive] = field(default_factory=dict)
+
+    def register_broker(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        topic_config_wrapper: dict | None,
+    ) -> RegisterResult:
+        self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
+        data = self.broker_addr_table.setdefault(
+            broker_name, {"cluster": cluster, "brokerName": broker_name, "brokerAddrs": {}}
+        )
+        data["cluster"] = cluster
+        addrs: dict[int, str] = data["brokerAddrs"]
+        # one address holds one role: a slave promoted to master drops its old id
+        for old_id, old_addr in list(addrs.items()):
+            if old_addr == broker_addr and old_id != broker_id:
+                del addrs[old_id]
+        replaced = addrs.get(broker_id)
+        if replaced is not None and replaced != broker_addr:
+            self.live_table.pop(replaced, None)
+        addrs[broker_id] = broker_addr
+        wrapper = topic_config_wrapper or {}
+        self.live_table[broker_addr] = BrokerLive(
+            self.clock_ms(),
+            ha_server_addr,
+            wrapper.get("dataVersion") or {},
+            cluster,
+            broker_name,
+            broker_id,
+        )
+        if broker_id == MASTER_ID:
+            for topic, cfg in (wrapper.get("topicConfigTable") or {}).items():
+                self.topic_queue_table.setdefault(topic, {})[broker_name] = {
+                    "brokerName": broker_name,
+                    "readQueueNums": int(cfg.get("readQueueNums", 0)),
+                    "writeQueueNums": int(cfg.get("writeQueueNums", 0)),
+                    "perm": int(cfg.get("perm", 6)),
+                    "topicSysFlag": int(cfg.get("topicSysFlag", 0)),
+                }
+            return RegisterResult(None, None)
+        master_addr = addrs.get(MASTER_ID)
+        master = self.live_table.get(master_addr) if master_addr else None
+        return RegisterResult(master_addr, master.ha_server_addr if master else None)
+
+    def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int):
+        self.live_table.pop(broker_addr, None)
+        data = self.broker_addr_table.get(broker_name)
+        if data is not None and data["brokerAddrs"].get(broker_id) == broker_addr:
+            del data["brokerAddrs"][broker_id]
+        self._drop_empty(broker_name, cluster)
+
+    def _drop_empty(self, broker_name: str, cluster: str | None) -> None:
+        data = self.broker_addr_table.get(broker_name)
+        if data is not None and data["brokerAddrs"]:
+            return
+        self.broker_addr_table.pop(broker_name, None)
+        for name in [cluster] if cluster else list(self.cluster_addr_table):
+            names = self.cluster_addr_table.get(name)
+            if names is not None:
+                names.discard(broker_name)
+                if not names:
+                    del self.cluster_addr_table[name]
+        for topic in list(self.topic_queue_table):
+            queues = self.topic_queue_table[topic]
+            queues.pop(broker_name, None)
+            if not queues:
+                del self.topic_queue_table[topic]
+
+    def scan_not_active(self) -> list[str]:
+        """Drop brokers silent for more than expire_ms; returns the dropped addresses."""
+        now = self.clock_ms()
+        dropped = [
+            a for a, live in self.live_table.items() if live.last_update_ms + self.expire_ms < now
+        ]
+        for addr in dropped:
+            live = self.live_table.pop(addr)
+            data = self.broker_addr_table.get(live.broker_name)
+            if data is not None:
+                for bid, a in list(data["brokerAddrs"].items()):
+                    if a == addr:
+                        del data["brokerAddrs"][bid]
+            self._drop_empty(live.broker_name, live.cluster)
+        return dropped
+
+    def topic_route(self, topic: str) -> dict | None:
+        queues = self.topic_queue_table.get(topic)
+        if not queues:
+            return None
+        broker_datas = []
+        for name in sorted(queues):
+            data = self.broker_addr_table.get(name)
+            if data is not None:
+                broker_datas.append(_broker_data_json(data))
+        if not broker_datas:
+            return None
+        return {
+            "queueDatas": [queues[n] for n in sorted(queues)],
+            "brokerDatas": broker_datas,
+            "filterServerTable": {},
+        }
+
+    def cluster_info(self) -> dict:
+        return {
+            "brokerAddrTable": {
+                n: _broker_data_json(d) for n, d in sorted(self.broker_addr_table.items())
+            },
+            "clusterAddrTable": {c: sorted(n) for c, n in sorted(self.cluster_addr_table.items())},
+        }
+
+
+def _broker_data_json(data: dict) -> dict:
+    # integer broker ids become quoted keys: strict JSON, which fastjson and jsoncpp both read
+    return {
+        "cluster": data["cluster"],
+        "brokerName": data["brokerName"],
+        "brokerAddrs": {str(i): a for i, a in sorted(data["brokerAddrs"].items())},
+    }

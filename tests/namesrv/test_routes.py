@@ -1,0 +1,77 @@
+from broker.namesrv_routes import RouteInfoManager
+
+WRAPPER = {
+    "topicConfigTable": {"T": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6}},
+    "dataVersion": {"counter": 1, "timestamp": 0},
+}
+
+
+class Clock:
+    def __init__(self):
+        self.now_ms = 1_000_000
+
+    def __call__(self):
+        return self.now_ms
+
+
+def _group(r):
+    r.register_broker("C", "10.0.0.1:10911", "b", 0, "10.0.0.1:10912", WRAPPER)
+    return r.register_broker("C", "10.0.0.2:10911", "b", 1, "10.0.0.2:10912", WRAPPER)
+
+
+def test_master_and_slave_in_one_route_and_slave_learns_master():
+    r = RouteInfoManager(clock_ms=Clock())
+    res = _group(r)
+    assert res.master_addr == "10.0.0.1:10911" and res.ha_server_addr == "10.0.0.1:10912"
+    route = r.topic_route("T")
+    assert route["queueDatas"] == [
+        {"brokerName": "b", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
+    ]
+    assert route["brokerDatas"] == [
+        {
+            "cluster": "C",
+            "brokerName": "b",
+            "brokerAddrs": {"0": "10.0.0.1:10911", "1": "10.0.0.2:10911"},
+        }
+    ]
+    assert r.topic_route("nope") is None
+
+
+def test_expiry_after_120s_without_registration():
+    clock = Clock()
+    r = RouteInfoManager(clock_ms=clock)
+    _group(r)
+    clock.now_ms += 60_000
+    r.register_broker("C", "10.0.0.2:10911", "b", 1, "10.0.0.2:10912", WRAPPER)  # slave keeps up
+    clock.now_ms += 60_001  # master silent 120.001 s
+    assert r.scan_not_active() == ["10.0.0.1:10911"]
+    assert r.topic_route("T")["brokerDatas"][0]["brokerAddrs"] == {"1": "10.0.0.2:10911"}
+    clock.now_ms += 59_999
+    assert r.scan_not_active() == []  # slave heard 120.000 s ago: not yet
+    clock.now_ms += 1
+    assert r.scan_not_active() == ["10.0.0.2:10911"]
+    assert r.topic_route("T") is None and r.cluster_info()["clusterAddrTable"] == {}
+
+
+def test_failover_promoted_slave_registers_as_master():
+    r = RouteInfoManager(clock_ms=Clock())
+    _group(r)
+    r.register_broker("C", "10.0.0.2:10911", "b", 0, "10.0.0.2:10912", WRAPPER)
+    addrs = r.topic_route("T")["brokerDatas"][0]["brokerAddrs"]
+    assert addrs == {"0": "10.0.0.2:10911"}
+    # the old master comes back as a slave of the new one
+    res = r.register_broker("C", "10.0.0.1:10911", "b", 1, "10.0.0.1:10912", WRAPPER)
+    assert res.master_addr == "10.0.0.2:10911" and res.ha_server_addr == "10.0.0.2:10912"
+    assert r.topic_route("T")["brokerDatas"][0]["brokerAddrs"] == {
+        "0": "10.0.0.2:10911",
+        "1": "10.0.0.1:10911",
+    }
+
+
+def test_unregister_last_broker_drops_routes():
+    r = RouteInfoManager(clock_ms=Clock())
+    _group(r)
+    r.unregister_broker("C", "10.0.0.2:10911", "b", 1)
+    assert r.topic_route("T")["brokerDatas"][0]["brokerAddrs"] == {"0": "10.0.0.1:10911"}
+    r.unregister_broker("C", "10.0.0.1:10911", "b", 0)
+    assert r.topic_route("T") is None
