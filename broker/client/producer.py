@@ -1,0 +1,162 @@
+"""asyncio producer: routes from the name server, round-robin queues, SEND_MESSAGE_V2, retry."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from broker.client.routes import (
+    PERM_WRITE,
+    MessageQueue,
+    TopicNotExistError,
+    TopicRoute,
+    fetch_route,
+)
+from broker.errors import RemotingError
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.store.message import PROPERTY_UNIQ_KEY, properties_to_string
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC = "TBW102"  # the auto-create template topic
+DEFAULT_TOPIC_QUEUE_NUMS = 4
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+class SendFailedError(RemotingError):
+    """Every attempt failed; the last cause is chained."""
+
+
+@dataclass(frozen=True)
+class SendResult:
+    status: SendStatus
+    msg_id: str  # the client's UNIQ_KEY
+    offset_msg_id: str  # store host + physical offset, from the broker
+    queue: MessageQueue
+    queue_offset: int
+
+
+class Producer:
+    """No I/O here; connections open on first send. Call ``await close()`` when done."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addrs: list[str],
+        send_timeout_ms: int = 3000,
+        retry_times: int = 2,
+    ) -> None:
+        self.group = group
+        self.namesrv_addrs = list(namesrv_addrs)
+        self.send_timeout_ms = send_timeout_ms
+        self.retry_times = retry_times
+        self.client = RemotingClient()
+        self._routes: dict[str, TopicRoute] = {}
+        self._rr = itertools.count()
+
+    async def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        if refresh or topic not in self._routes:
+            try:
+                self._routes[topic] = await fetch_route(self.client, self.namesrv_addrs, topic)
+            except TopicNotExistError:
+                tmpl = await fetch_route(self.client, self.namesrv_addrs, DEFAULT_TOPIC)
+                self._routes[topic] = TopicRoute(topic, tmpl.queue_datas, tmpl.broker_addrs)
+        return self._routes[topic]
+
+    def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
+        for _ in range(len(queues)):
+            mq = queues[next(self._rr) % len(queues)]
+            if mq.broker_name != avoid:
+                return mq
+        return queues[next(self._rr) % len(queues)]
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | None = None,
+        properties: dict[str, str] | None = None,
+        flag: int = 0,
+    ) -> SendResult:
+        props = dict(properties or {})
+        if tags:
+            props["TAGS"] = tags
+        if keys:
+            props["KEYS"] = keys
+        props.setdefault(PROPERTY_UNIQ_KEY, uuid.uuid4().hex.upper())
+        props.setdefault("WAIT", "true")
+        last: Exception | None = None
+        avoid: str | None = None
+        for attempt in range(1 + self.retry_times):
+            route = await self.route(topic, refresh=attempt > 0)
+            queues = route.queues(PERM_WRITE)
+            if not queues:
+                raise SendFailedError(f"topic {topic!r}: no writable queue in its route")
+            mq = self._pick(queues, avoid)
+            addr = route.master_addr(mq.broker_name)
+            if addr is None:
+                avoid, last = mq.broker_name, RemotingError(f"{mq.broker_name}: no master")
+                continue
+            try:
+                return await self._send_once(addr, mq, body, props, flag)
+            except RemotingError as exc:
+                log.info("send to %s (%s) failed, attempt %d: %s", addr, mq, attempt + 1, exc)
+                avoid, last = mq.broker_name, exc
+        raise SendFailedError(
+            f"topic {topic!r}: send failed after {1 + self.retry_times} attempts: {last}"
+        ) from last
+
+    async def _send_once(self, addr, mq: MessageQueue, body, props, flag) -> SendResult:
+        header = {
+            "a": self.group,  # producerGroup
+            "b": mq.topic,  # topic
+            "c": DEFAULT_TOPIC,  # defaultTopic
+            "d": DEFAULT_TOPIC_QUEUE_NUMS,  # defaultTopicQueueNums
+            "e": mq.queue_id,  # queueId
+            "f": 0,  # sysFlag
+            "g": int(time.time() * 1000),  # bornTimestamp
+            "h": flag,  # flag
+            "i": properties_to_string(props),  # properties
+            "j": 0,  # reconsumeTimes
+            "k": False,  # unitMode
+            "m": False,  # batch
+        }
+        req = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, body)
+        resp = await self.client.invoke(addr, req, self.send_timeout_ms)
+        status = _STATUS.get(resp.code)
+        if status is None:
+            raise RemotingError(f"{addr}: send refused: code {resp.code} {resp.remark}")
+        try:
+            return SendResult(
+                status,
+                props[PROPERTY_UNIQ_KEY],
+                resp.field("msgId"),
+                MessageQueue(mq.topic, mq.broker_name, resp.int_field("queueId")),
+                resp.int_field("queueOffset"),
+            )
+        except RemotingError as exc:
+            raise RemotingError(f"{addr}: malformed send response: {exc}") from exc
+
+    async def close(self) -> None:
+        await self.client.close()
