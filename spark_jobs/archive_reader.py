@@ -97,18 +97,23 @@ def load_group(store: ObjectStore, cluster: str, broker_name: str) -> GroupArchi
     return GroupArchive(cluster, broker_name, nodes)
 
 
-def read_log_range(store: ObjectStore, chunks: list[dict], start: int, end: int) -> bytes | None:
-    """Bytes [start, end) of one node's log from its chunks (range reads); None if not covered."""
+def read_log_range(store: ObjectStore, segments: list[dict], start: int, end: int) -> bytes | None:
+    """Bytes [start, end) of one node's log by range reads; None where the segments leave a hole.
+
+    A segment is ``{"start", "end", "key"}`` plus ``"kstart"``, the log offset of the object's
+    first byte when the segment is only part of its chunk (default: ``start``).
+    """
     out = []
     pos = start
-    for c in chunks:
-        if c["end"] <= pos or c["start"] >= end:
+    for s in segments:
+        if s["end"] <= pos or s["start"] >= end:
             continue
-        if c["start"] > pos:
+        if s["start"] > pos:
             return None  # a hole
-        hi = min(end, c["end"])
+        base = s.get("kstart", s["start"])
+        hi = min(end, s["end"])
         try:
-            out.append(store.get_range(c["key"], pos - c["start"], hi - c["start"]))
+            out.append(store.get_range(s["key"], pos - base, hi - base))
         except ObjectNotFoundError:
             return None
         pos = hi

@@ -8,6 +8,7 @@ continuity across chunk boundaries; write: the ``records_issues`` rows.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 
 import pandas as pd
@@ -15,6 +16,7 @@ import pandas as pd
 from broker.archive.object_store import StoreSpec
 from broker.errors import CorruptRecordError
 from broker.store import message as msgfmt
+from spark_jobs.session import default_parallelism, rows_frame
 
 ISSUE_SCHEMA = (
     "kind string, node string, offset long, check string, detail string, topic string, "
@@ -23,8 +25,78 @@ ISSUE_SCHEMA = (
 CHUNK_COLUMNS = ["node", "key", "start", "end", "mappedFileSize", "epoch"]
 
 
+_HEAD = msgfmt._HEAD  # TOTALSIZE .. BORNTIMESTAMP, one unpack per record
+_I32 = msgfmt._I32
+_V1, _V2, _BLANK = msgfmt.MAGIC_V1, msgfmt.MAGIC_V2, msgfmt.MAGIC_BLANK
+_BORN6, _STORE6 = msgfmt.SYSFLAG_BORNHOST_V6, msgfmt.SYSFLAG_STOREHOST_V6
+
+
 def check_chunk(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
-    """Walk one chunk's records; returns (issues, {(topic, qid): [first, last]}, records)."""
+    """Walk one chunk's records; returns (issues, {(topic, qid): [first, last]}, records).
+
+    The fast path reads only what the checks need (one header unpack, the body CRC over a
+    memoryview, the topic bytes); anything unusual is decoded in full by ``_check_slow``.
+    """
+    view = memoryview(data)
+    size = len(data)
+    queues: dict = {}
+    head = _HEAD.unpack_from
+    i32 = _I32.unpack_from
+    crc32 = zlib.crc32
+    pos = 0
+    n = 0
+    try:
+        while pos < size:
+            if size - pos < _HEAD.size:
+                break
+            total, magic, crc, qid, _flag, qo, phys, sysflag, _born = head(data, pos)
+            end = pos + total
+            off = start + pos
+            if magic == _BLANK and total >= 8 and end <= size and (off + total) % file_size == 0:
+                n += 1
+                pos = end
+                continue
+            if magic not in (_V1, _V2) or total <= 0 or end > size:
+                break
+            p = pos + 48 + (20 if sysflag & _BORN6 else 8) + 8 + (20 if sysflag & _STORE6 else 8)
+            p += 12
+            (blen,) = i32(data, p)
+            p += 4
+            if blen < 0 or p + blen > end or phys != off:
+                break
+            if crc32(view[p : p + blen]) & 0x7FFFFFFF != crc:
+                break
+            p += blen
+            if magic == _V1:
+                tlen = data[p]
+                p += 1
+            else:
+                tlen = int.from_bytes(data[p : p + 2], "big")
+                p += 2
+            if off // file_size != (end - 1) // file_size:
+                break
+            key = (data[p : p + tlen], qid)
+            p += tlen
+            if p + 2 + int.from_bytes(data[p : p + 2], "big") != end:
+                break  # the properties must end exactly where TOTALSIZE says
+            q = queues.get(key)
+            if q is None:
+                queues[key] = [qo, qo]
+            elif qo != q[1] + 1:
+                break
+            else:
+                q[1] = qo
+            n += 1
+            pos = end
+    except (IndexError, ValueError):
+        pass
+    if pos >= size:
+        return [], {(t.decode("utf-8", "replace"), q): v for (t, q), v in queues.items()}, n
+    # something unusual at ``pos``: the full decoder takes over from the chunk start
+    return _check_slow(data, start, file_size, node)
+
+
+def _check_slow(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
     issues: list[tuple] = []
     queues: dict[tuple[str, int], list[int]] = {}
     pos = 0
@@ -124,14 +196,22 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]):
         empty = spark.createDataFrame([], "node string, offset long, check string, detail string")
         return empty, 0
     rows = [tuple(c[k] for k in CHUNK_COLUMNS) for c in chunks]
-    df = spark.createDataFrame(
+    n_parts = max(1, min(len(rows), default_parallelism(spark) * 4))
+    df = rows_frame(
+        spark,
         rows,
         "node string, key string, start long, end long, mappedFileSize long, epoch long",
+        n_parts,
     )
-    n_parts = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4))
-    out = df.repartition(n_parts).mapInPandas(_check_partition(spec), ISSUE_SCHEMA).cache()
-    records = out.where("kind = 'count'").agg(F.sum("records")).collect()[0][0] or 0
+    # read every chunk once; the small per-chunk results are kept for the transforms below
+    out = df.mapInPandas(_check_partition(spec), ISSUE_SCHEMA).localCheckpoint(eager=True)
     issues = out.where("kind = 'issue'").select("node", "offset", "check", "detail")
+    counts = out.where("kind = 'count'").select(
+        "node",
+        F.col("records").alias("offset"),
+        F.lit("__records__").alias("check"),
+        F.lit("").alias("detail"),
+    )
     # queue offsets continue across chunk boundaries
     w = Window.partitionBy("node", "topic", "queue_id").orderBy("chunk_start")
     gaps = (
@@ -149,4 +229,8 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]):
             ).alias("detail"),
         )
     )  # fmt: skip
-    return issues.unionByName(gaps), int(records)
+    rows = issues.unionByName(gaps).unionByName(counts).collect()
+    records = sum(r["offset"] for r in rows if r["check"] == "__records__")
+    found = [r for r in rows if r["check"] != "__records__"]
+    schema = "node string, offset long, check string, detail string"
+    return spark.createDataFrame(found, schema), int(records)

@@ -87,34 +87,32 @@ def run_offset_monotonicity(spark, snapshots: list[Snapshot], events: list[dict]
             "failover"
         )
     )
-    regress = regress_rows.select(
-        F.lit("regression").alias("kind"),
-        "group_name", "topic", "queue_id",
-        F.col("prev_committed").alias("before"),
-        F.col("committed").alias("after"),
-        F.col("prev_node").alias("node_before"),
-        F.col("node").alias("node_after"),
-        F.col("prev_epoch").alias("epoch_before"),
-        F.col("epoch").alias("epoch_after"),
-        F.col("prev_at").alias("at_before"),
-        F.col("taken_at").alias("at_after"),
-        "failover",
-        (F.col("prev_committed") - F.col("committed")).alias("reconsumed_messages"),
-    )  # fmt: skip
-    beyond = timeline.where(
-        F.col("queue_max").isNotNull() & (F.col("committed") > F.col("queue_max"))
-    ).select(
-        F.lit("beyond_queue_max").alias("kind"),
-        "group_name", "topic", "queue_id",
-        F.col("queue_max").alias("before"),
-        F.col("committed").alias("after"),
-        F.col("node").alias("node_before"),
-        F.col("node").alias("node_after"),
-        F.col("epoch").alias("epoch_before"),
-        F.col("epoch").alias("epoch_after"),
-        F.col("taken_at").alias("at_before"),
-        F.col("taken_at").alias("at_after"),
-        F.lit("").alias("failover"),
-        F.lit(0).cast("long").alias("reconsumed_messages"),
-    )  # fmt: skip
+    regress = _violations(
+        regress_rows,
+        "regression",
+        before=("prev_committed", "prev_node", "prev_epoch", "prev_at"),
+        after=("committed", "node", "epoch", "taken_at"),
+        failover=F.col("failover"),
+        reconsumed=F.col("prev_committed") - F.col("committed"),
+    )
+    beyond = _violations(
+        timeline.where(F.col("queue_max").isNotNull() & (F.col("committed") > F.col("queue_max"))),
+        "beyond_queue_max",
+        before=("queue_max", "node", "epoch", "taken_at"),
+        after=("committed", "node", "epoch", "taken_at"),
+        failover=F.lit(""),
+        reconsumed=F.lit(0).cast("long"),
+    )
     return timeline, regress.unionByName(beyond)
+
+
+def _violations(df, kind: str, before: tuple, after: tuple, failover, reconsumed):
+    """The ``offset_violations`` columns from (value, node, epoch, time) before and after."""
+    from pyspark.sql import functions as F
+
+    names = ("", "node_", "epoch_", "at_")
+    cols = [F.lit(kind).alias("kind"), "group_name", "topic", "queue_id"]
+    for side, fields in (("before", before), ("after", after)):
+        cols += [F.col(f).alias(f"{n}{side}") for n, f in zip(names, fields, strict=True)]
+    cols += [failover.alias("failover"), reconsumed.alias("reconsumed_messages")]
+    return df.select(*cols)

@@ -23,6 +23,7 @@ from broker.archive.object_store import StoreSpec
 from broker.errors import CorruptRecordError
 from broker.store import message as msgfmt
 from spark_jobs.archive_reader import read_log_range
+from spark_jobs.session import default_parallelism, rows_frame
 
 RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string"
 DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
@@ -60,29 +61,6 @@ def _covered(segs: list[dict], a: int, b: int) -> bool:
         if pos >= b:
             return True
     return pos >= b
-
-
-def _reader_chunks(segs: list[dict]) -> list[dict]:
-    # read_log_range wants objects addressed from their own start
-    return [
-        {"start": s["start"], "end": s["end"], "key": s["key"], "kstart": s["kstart"]} for s in segs
-    ]
-
-
-def _read(store, segs: list[dict], a: int, b: int) -> bytes | None:
-    out = []
-    pos = a
-    for s in segs:
-        if s["end"] <= pos or s["start"] >= b:
-            continue
-        if s["start"] > pos:
-            return None
-        hi = min(b, s["end"])
-        out.append(store.get_range(s["key"], pos - s["kstart"], hi - s["kstart"]))
-        pos = hi
-        if pos >= b:
-            break
-    return b"".join(out) if pos >= b else None
 
 
 def record_at(store, segs: list[dict], offset: int) -> dict:
@@ -123,7 +101,7 @@ def compare_window(store, pair: str, master: list, slave: list, ws: int, we: int
     for a, b in zip(bounds, bounds[1:], strict=False):
         m_has, s_has = _covered(master, a, b), _covered(slave, a, b)
         if m_has and s_has:
-            mb, sb = _read(store, master, a, b), _read(store, slave, a, b)
+            mb, sb = read_log_range(store, master, a, b), read_log_range(store, slave, a, b)
             if mb is None or sb is None:
                 rows.append((pair, a, b, "unverifiable", "a chunk could not be read"))
             elif mb == sb:
@@ -233,18 +211,12 @@ def run_replica_consistency(
             windows.append((pair, max(ws, lo), min(ws + window_bytes, hi)))
     if not windows:
         return []
-    df = spark.createDataFrame(windows, "pair string, start long, end long")
-    n = max(1, min(len(windows), spark.sparkContext.defaultParallelism * 4))
+    n = max(1, min(len(windows), default_parallelism(spark) * 4))
+    df = rows_frame(spark, windows, "pair string, start long, end long", n)
     rows = [
-        tuple(r)
-        for r in df.repartition(n)
-        .mapInPandas(_compare_partition(spec, pairs), RANGE_SCHEMA)
-        .collect()
+        tuple(r) for r in df.mapInPandas(_compare_partition(spec, pairs), RANGE_SCHEMA).collect()
     ]
     out = []
     for pair, (m_end, s_end) in ends.items():
         out += classify([r for r in rows if r[0] == pair], m_end, s_end, max_lag_bytes)
     return out
-
-
-__all__ = ["run_replica_consistency", "node_view", "classify", "read_log_range"]

@@ -31,3 +31,21 @@ def get_spark(app_name: str = "haproof-audit", master: str | None = None, conf: 
     if not master.startswith("sc://"):
         spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def default_parallelism(spark) -> int:
+    """Task slots of the session (Spark Connect has no SparkContext: assume 2 per core here)."""
+    try:
+        return spark.sparkContext.defaultParallelism
+    except Exception:  # Spark Connect: no sparkContext
+        return max(2, os.cpu_count() or 2)
+
+
+def rows_frame(spark, rows: list[tuple], schema: str, partitions: int):
+    """A DataFrame of small driver-side rows spread over ``partitions`` tasks without a shuffle
+    where a SparkContext exists; on Spark Connect (no RDDs) by ``repartition``."""
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect
+        return spark.createDataFrame(rows, schema).repartition(partitions)
+    return spark.createDataFrame(sc.parallelize(rows, partitions), schema)
