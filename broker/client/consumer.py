@@ -1,0 +1,215 @@
+"""asyncio pull consumer: clustering (rebalance + broker offsets) or broadcasting (local file)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+
+from broker.client.offsets import (
+    LocalFileOffsetStore,
+    OffsetTable,
+    RemoteOffsetSchedule,
+    allocate_averagely,
+)
+from broker.client.routes import PERM_READ, MessageQueue, TopicRoute, fetch_route
+from broker.errors import RemotingError
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.store.message import Record, decode_record
+
+log = logging.getLogger(__name__)
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+PULL_FLAG_CLASS_FILTER = 0x8
+
+CLUSTERING = "CLUSTERING"
+BROADCASTING = "BROADCASTING"
+
+
+def decode_pull_body(body: bytes, source: str) -> list[Record]:
+    records, pos = [], 0
+    while pos < len(body):
+        rec = decode_record(body, pos, source=source)
+        records.append(rec)
+        pos += rec.total_size
+    return records
+
+
+class Consumer:
+    """No I/O here. ``await poll()`` rebalances when needed, pulls every owned queue once."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addrs: list[str],
+        topic: str,
+        sub_expression: str = "*",
+        mode: str = CLUSTERING,
+        client_id: str | None = None,
+        persist_interval_ms: int = 5000,
+        offset_file: str | None = None,
+        max_msg_nums: int = 32,
+        timeout_ms: int = 3000,
+        clock_ms=lambda: int(time.time() * 1000),
+    ) -> None:
+        self.group, self.topic, self.sub_expression, self.mode = group, topic, sub_expression, mode
+        self.namesrv_addrs = list(namesrv_addrs)
+        self.client_id = client_id or f"127.0.0.1@{os.getpid()}@{uuid.uuid4().hex[:8]}"
+        self.max_msg_nums, self.timeout_ms = max_msg_nums, timeout_ms
+        self.sub_version = clock_ms()
+        self.client = RemotingClient({RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_notify})
+        self.schedule = RemoteOffsetSchedule(persist_interval_ms, clock_ms)
+        if mode == BROADCASTING:
+            if offset_file is None:
+                raise ValueError("broadcasting mode needs offset_file")
+            self.offsets: OffsetTable = LocalFileOffsetStore(offset_file)
+        else:
+            self.offsets = OffsetTable()
+        self.route: TopicRoute | None = None
+        self.assigned: list[MessageQueue] = []
+        self.rebalance_needed = True
+
+    async def _on_notify(self, conn, req: RemotingCommand) -> None:
+        self.rebalance_needed = True
+        return None
+
+    def _heartbeat_body(self) -> bytes:
+        sub = {
+            "classFilterMode": False,
+            "topic": self.topic,
+            "subString": self.sub_expression,
+            "tagsSet": [] if self.sub_expression == "*" else self.sub_expression.split("||"),
+            "codeSet": [],
+            "subVersion": self.sub_version,
+            "expressionType": "TAG",
+        }
+        data = {
+            "groupName": self.group,
+            "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": self.mode,
+            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+            "subscriptionDataSet": [sub],
+            "unitMode": False,
+        }
+        return json.dumps(
+            {"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": [data]}
+        ).encode()
+
+    async def heartbeat(self) -> None:
+        self.route = await fetch_route(self.client, self.namesrv_addrs, self.topic)
+        for name in sorted(self.route.broker_addrs):
+            addr = self.route.master_addr(name)
+            if addr is None:
+                continue
+            req = RemotingCommand.request(RequestCode.HEART_BEAT, body=self._heartbeat_body())
+            resp = await self.client.invoke(addr, req, self.timeout_ms)
+            if resp.code != ResponseCode.SUCCESS:
+                raise RemotingError(f"{addr}: heartbeat refused: {resp.code} {resp.remark}")
+
+    async def rebalance(self) -> list[MessageQueue]:
+        await self.heartbeat()
+        queues = self.route.queues(PERM_READ)
+        if self.mode == BROADCASTING:
+            self.assigned = sorted(queues)
+        else:
+            addr = self.route.any_addr(sorted(self.route.broker_addrs)[0])
+            req = RemotingCommand.request(
+                RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
+            )
+            resp = await self.client.invoke(addr, req, self.timeout_ms)
+            if resp.code != ResponseCode.SUCCESS:
+                raise RemotingError(f"{addr}: consumer list refused: {resp.code} {resp.remark}")
+            cids = json.loads(resp.body).get("consumerIdList") or []
+            self.assigned = allocate_averagely(queues, cids, self.client_id)
+        self.rebalance_needed = False
+        return self.assigned
+
+    async def _initial_offset(self, mq: MessageQueue, addr: str) -> int:
+        if self.mode == BROADCASTING:
+            return 0
+        req = RemotingCommand.request(
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id},
+        )
+        resp = await self.client.invoke(addr, req, self.timeout_ms)
+        if resp.code == ResponseCode.SUCCESS:
+            return resp.int_field("offset")
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return 0
+        raise RemotingError(f"{addr}: offset query refused: {resp.code} {resp.remark}")
+
+    async def pull(self, mq: MessageQueue) -> list[Record]:
+        addr = self.route.master_addr(mq.broker_name) or self.route.any_addr(mq.broker_name)
+        offset = self.offsets.read(mq)
+        if offset is None:
+            offset = await self._initial_offset(mq, addr)
+            self.offsets.update(mq, offset)
+        commit = self.offsets.read(mq) if self.mode == CLUSTERING else 0
+        sys_flag = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit else 0)
+        header = {
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": self.max_msg_nums,
+            "sysFlag": sys_flag,
+            "commitOffset": commit,
+            "suspendTimeoutMillis": 0,
+            "subscription": self.sub_expression,
+            "subVersion": self.sub_version,
+            "expressionType": "TAG",
+        }
+        req = RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
+        resp = await self.client.invoke(addr, req, self.timeout_ms)
+        if resp.code == ResponseCode.SUCCESS:
+            records = decode_pull_body(resp.body, f"pull {addr} {mq}")
+            self.offsets.update(mq, resp.int_field("nextBeginOffset"))
+            return records
+        if resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+            self.offsets.update(mq, resp.int_field("nextBeginOffset"))
+            return []
+        if resp.code == ResponseCode.PULL_OFFSET_MOVED:
+            self.offsets.update(mq, resp.int_field("nextBeginOffset"), increase_only=False)
+            return []
+        raise RemotingError(f"{addr}: pull {mq} refused: {resp.code} {resp.remark}")
+
+    async def poll(self) -> list[Record]:
+        if self.rebalance_needed:
+            await self.rebalance()
+        records: list[Record] = []
+        for mq in self.assigned:
+            records += await self.pull(mq)
+        if self.schedule.due():
+            await self.persist()
+        return records
+
+    async def persist(self) -> None:
+        if isinstance(self.offsets, LocalFileOffsetStore):
+            self.offsets.persist()
+            return
+        for mq, offset in sorted(self.offsets.offsets.items()):
+            if mq not in self.assigned:
+                continue
+            addr = self.route.master_addr(mq.broker_name)
+            if addr is None:
+                continue
+            header = {
+                "consumerGroup": self.group,
+                "topic": mq.topic,
+                "queueId": mq.queue_id,
+                "commitOffset": offset,
+            }
+            req = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
+            await self.client.invoke_oneway(addr, req)
+
+    async def close(self) -> None:
+        try:
+            await self.persist()
+        finally:
+            await self.client.close()
