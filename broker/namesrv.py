@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import signal
+import struct
 import zlib
 
 from broker.errors import RemotingError
@@ -33,6 +34,10 @@ def _decode_register_body(req: RemotingCommand) -> dict:
                 f"REGISTER_BROKER from {req.opt_field('brokerAddr')}: "
                 f"compressed body does not inflate: {exc}"
             ) from exc
+    if req.opt_field("compressed", "false").lower() == "true" and not body.lstrip().startswith(
+        b"{"
+    ):
+        return _decode_java_compressed(body, req.opt_field("brokerAddr"))
     try:
         doc = loads_fastjson(body)
     except ValueError as exc:
@@ -43,6 +48,50 @@ def _decode_register_body(req: RemotingCommand) -> dict:
     if not isinstance(doc, dict):
         raise RemotingError("REGISTER_BROKER: body is not a JSON object")
     return doc
+
+
+_I32 = struct.Struct(">i")  # length / count prefix in the compressed RegisterBrokerBody
+
+
+def _decode_java_compressed(data: bytes, broker_addr: str | None) -> dict:
+    """RocketMQ's compressed RegisterBrokerBody, after inflating: [i32 len][DataVersion JSON]
+    [i32 n] n x ([i32 len]["topicName read write perm filterType"]) [i32 len][filter list JSON]
+    (5.x may append queue mappings: ignored)."""
+    where = f"REGISTER_BROKER from {broker_addr}: compressed body"
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if n < 0 or pos + n > len(data):
+            raise RemotingError(f"{where}: truncated at byte {pos} (wanted {n} bytes)")
+        out = data[pos : pos + n]
+        pos += n
+        return out
+
+    def take_i32() -> int:
+        return _I32.unpack(take(4))[0]
+
+    try:
+        version = loads_fastjson(take(take_i32()))
+        table = {}
+        for _ in range(take_i32()):
+            fields = take(take_i32()).decode().split(" ")
+            if len(fields) != 5:
+                raise RemotingError(f"{where}: topic config {' '.join(fields)!r} is not 5 fields")
+            name, read, write, perm = fields[0], *map(int, fields[1:4])
+            table[name] = {
+                "topicName": name,
+                "readQueueNums": read,
+                "writeQueueNums": write,
+                "perm": perm,
+            }
+        filters = loads_fastjson(take(take_i32()))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RemotingError(f"{where}: unreadable at byte {pos}: {exc}") from exc
+    return {
+        "topicConfigSerializeWrapper": {"topicConfigTable": table, "dataVersion": version},
+        "filterServerList": filters,
+    }
 
 
 class NameServer:

@@ -75,3 +75,41 @@ def test_unregister_last_broker_drops_routes():
     assert r.topic_route("T")["brokerDatas"][0]["brokerAddrs"] == {"0": "10.0.0.1:10911"}
     r.unregister_broker("C", "10.0.0.1:10911", "b", 0)
     assert r.topic_route("T") is None
+
+
+def test_java_compressed_register_body_layout():
+    import json
+    import struct
+    import zlib
+
+    from broker.namesrv import _decode_register_body
+    from broker.remoting.command import RemotingCommand
+
+    def chunk(b: bytes) -> bytes:
+        return struct.pack(">i", len(b)) + b
+
+    raw = (
+        chunk(b'{"counter":7,"timestamp":1}')
+        + struct.pack(">i", 2)
+        + chunk(b"TopicA 8 8 6 SINGLE_TAG")
+        + chunk(b"TBW102 8 8 7 SINGLE_TAG")
+        + chunk(b"[]")
+    )
+    req = RemotingCommand.request(
+        103, {"compressed": True, "brokerAddr": "x:1"}, zlib.compress(raw, 9)
+    )
+    doc = _decode_register_body(req)
+    table = doc["topicConfigSerializeWrapper"]["topicConfigTable"]
+    assert table["TopicA"]["writeQueueNums"] == 8 and table["TBW102"]["perm"] == 7
+    assert doc["topicConfigSerializeWrapper"]["dataVersion"]["counter"] == 7
+    # our own zlib(JSON) form is accepted too
+    body = {"topicConfigSerializeWrapper": {"topicConfigTable": {}}}
+    req.body = zlib.compress(json.dumps(body).encode())
+    assert _decode_register_body(req) == body
+    req.body = zlib.compress(raw[:-3])
+    import pytest
+
+    from broker.errors import RemotingError
+
+    with pytest.raises(RemotingError, match="truncated"):
+        _decode_register_body(req)
