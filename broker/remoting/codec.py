@@ -31,7 +31,21 @@ BIN_HEADER = struct.Struct(
 I32 = struct.Struct(">i")  # remark length, extFields total length, value lengths
 I16 = struct.Struct(">h")  # extFields key length
 
-LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO"]
+LANGUAGES = [
+    "JAVA",
+    "CPP",
+    "DOTNET",
+    "PYTHON",
+    "DELPHI",
+    "ERLANG",
+    "RUBY",
+    "OTHER",
+    "HTTP",
+    "GO",
+    "PHP",
+    "OMS",
+    "RUST",
+]  # LanguageCode ordinals
 
 
 def _language_code(name: str) -> int:
