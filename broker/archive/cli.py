@@ -2,8 +2,13 @@
 
 Once, or ``--follow`` to keep shipping as the log grows. Each run also writes a snapshot built
 from the store's ``config/`` (consumer and delay offsets) and the queue max offsets it saw, and a
-``started`` event the first time a node is shipped. Exit 0 on success, 1 when the log is corrupt
-(what was before the corruption is shipped), 2 on a usage or storage error.
+``started`` event the first time a node is shipped. Exit 0 on success; 1 when the log is corrupt
+(what was before the corruption is shipped) or the archive fails (missing bucket, denied access,
+unreachable endpoint after bounded retries, a conflicting object); 2 on a usage error (bad
+arguments, no such store directory, unsupported root).
+
+A body CRC mismatch is record-aligned, so it is shipped as is with a warning (the audit flags it
+at its exact offset); structural corruption (bad magic, size chaining) stops the ship before it.
 """
 
 from __future__ import annotations
@@ -125,6 +130,17 @@ def run(args: argparse.Namespace) -> int:
         layout.check_name(what, value)
     layout.check_name("node", identity.node)
     shipper = Shipper(store, identity, args.chunk_max_bytes, progress=_progress)
+    try:
+        return _ship(args, shipper, source)
+    except ArchiveError as exc:
+        print(f"haproof archive: failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        source.close()
+
+
+def _ship(args: argparse.Namespace, shipper: Shipper, source: StoreDirSource) -> int:
+    identity = shipper.id
     first = shipper.archived_end() is None
     stop = threading.Event()
     if args.follow:
@@ -160,5 +176,4 @@ def run(args: argparse.Namespace) -> int:
         if not args.follow or stop.wait(args.interval_ms / 1000):
             break
         source.refresh()
-    source.close()
     return code

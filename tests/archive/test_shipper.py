@@ -263,3 +263,24 @@ def test_kill9_mid_ship_then_rerun_leaves_a_consistent_archive(
         for o in range(0, end, 1 << 20)
     )
     assert data == disk[:end]
+
+
+def test_cli_missing_bucket_exits_1_without_leaking_credentials(
+    tmp_path, golden_stores, s3_server
+) -> None:
+    import os
+
+    store_dir = copy_golden(golden_stores, tmp_path)
+    env = dict(os.environ)
+    env.update(AWS_ACCESS_KEY_ID="AKIACLIKEY", AWS_SECRET_ACCESS_KEY="CLI-VERY-SECRET")
+    env["AWS_DEFAULT_REGION"] = "us-east-1"
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "archive", "--store-dir", str(store_dir),
+         "--root", "s3://no-such-bucket-cli/x", "--endpoint-url", s3_server.endpoint_url,
+         "--cluster", "c", "--broker-name", "b", "--node", "n"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    assert "bucket no-such-bucket-cli does not exist" in res.stderr
+    out = res.stdout + res.stderr
+    assert "CLI-VERY-SECRET" not in out and "AKIACLIKEY" not in out
