@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from broker.errors import StoreError
@@ -11,6 +12,7 @@ from broker.store.results import GetMessageResult, GetMessageStatus
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
     from broker.store.consume_queue import ConsumeQueue
+    from broker.store.dispatcher import Dispatcher
 
 _TS_OFFSET = msgfmt.OFFSET_BORNHOST  # store timestamp follows the born host
 
@@ -18,6 +20,8 @@ _TS_OFFSET = msgfmt.OFFSET_BORNHOST  # store timestamp follows the born host
 class QueryMixin:
     commit_log: CommitLog
     queues: dict[tuple[str, int], ConsumeQueue]
+    dispatcher: Dispatcher
+    put_lock: threading.Lock
 
     @property
     def max_phy_offset(self) -> int:
@@ -30,6 +34,21 @@ class QueryMixin:
     @property
     def flushed_offset(self) -> int:
         return self.commit_log.flushed_offset
+
+    @property
+    def dispatched_offset(self) -> int:
+        """Commit log offset up to which every complete record is in its consume queue."""
+        return self.dispatcher.dispatched_offset
+
+    def is_dispatched(self, phy_offset: int) -> bool:
+        """True when every record ending at or before ``phy_offset`` is in its consume queue.
+
+        Dispatch runs inside the append (local puts and ``append_raw`` alike) under
+        ``put_lock``, so taking the lock waits out an append in progress; an offset the log has
+        not reached yet stays False until later appends (poll with a deadline, or use a
+        dispatch listener to be told)."""
+        with self.put_lock:
+            return self.dispatcher.dispatched_offset >= phy_offset
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get((topic, queue_id))

@@ -160,11 +160,16 @@ def test_slave_append_raw_dispatches_only_complete_records(open_store, tmp_path)
         chunk = chunk[:room]
         slave.append_raw(pos, chunk)
         pos += len(chunk)
+        if step == 100:  # a partly received record is in the log, not yet in a consume queue
+            assert slave.max_phy_offset == 100 and slave.dispatched_offset == 0
+            assert not slave.is_dispatched(100)
     while pos < len(raw):
         chunk = raw[pos : pos + 4096 - (pos % 4096)]
         slave.append_raw(pos, chunk)
         pos += len(chunk)
     assert slave.max_phy_offset == master.max_phy_offset
+    assert slave.dispatched_offset == slave.max_phy_offset and slave.is_dispatched(pos)
+    assert not slave.is_dispatched(pos + 1)
     for q in range(2):
         assert (
             slave.get_message("abc", q, 0, 100).records
