@@ -160,9 +160,41 @@ class Shipper:
         return sorted(out, key=lambda m: (m.start, m.epoch))
 
     def archived_end(self) -> int | None:
-        """End of the node's archived log (None when nothing was shipped yet)."""
+        """End of the node's archived log (None when nothing was shipped yet).
+
+        After a ``truncated`` event only chunks of its epoch or later count: the log continues
+        from the truncation point (older chunks stay, immutable).
+        """
         mans = self.manifests()
-        return max((m.end for m in mans), default=None)
+        trunc = self._latest_truncation()
+        if trunc is None:
+            return max((m.end for m in mans), default=None)
+        epoch, to = trunc
+        return max((m.end for m in mans if m.epoch >= epoch), default=to)
+
+    def _latest_truncation(self) -> tuple[int, int] | None:
+        prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
+        keys = [i.key for i in self.store.list(prefix + "events/")]
+        for key in reversed(keys):
+            if key.endswith("-truncated.json"):
+                doc = layout.parse_event(self.store.get(key), what=key)
+                return int(doc["epoch"]), int(doc["to"])
+        return None
+
+    def record_truncation(self, to_offset: int, new_epoch: int) -> str:
+        """The log was cut back to ``to_offset``: write the ``truncated`` event (bytes
+        [to_offset, archived end) left the log) and ship what follows under ``new_epoch``."""
+        end = self.archived_end()
+        if end is None or to_offset >= end:
+            raise ArchiveError(
+                f"node {self.id.node}: truncation to {to_offset} but the archive ends at {end}"
+            )
+        if new_epoch <= self.id.epoch:
+            raise ArchiveError(
+                f"node {self.id.node}: a truncation needs a new epoch above {self.id.epoch}"
+            )
+        self.id.epoch = new_epoch
+        return self.put_event("truncated", **{"from": end, "to": to_offset})
 
     # -- shipping ---------------------------------------------------------------------------------
 

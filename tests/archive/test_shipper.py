@@ -284,3 +284,30 @@ def test_cli_missing_bucket_exits_1_without_leaking_credentials(
     assert "bucket no-such-bucket-cli does not exist" in res.stderr
     out = res.stdout + res.stderr
     assert "CLI-VERY-SECRET" not in out and "AKIACLIKEY" not in out
+
+
+def test_truncation_keeps_old_chunks_and_continues_under_the_new_epoch(
+    tmp_path, golden_stores
+) -> None:
+    archive = open_store(f"file://{tmp_path}/a")
+    first = Shipper(archive, ident()).ship(StoreDirSource.open(str(golden_stores / ERIC)))
+    assert first.end == 31112
+    old_keys = [i.key for i in archive.list("")]
+    store_dir = copy_golden(golden_stores, tmp_path)
+    last = store_dir / "commitlog" / "00000000000000024576"
+    kept = last.read_bytes()
+    last.unlink()
+    (store_dir / "commitlog" / "00000000000000032768").unlink()
+    shipper = Shipper(archive, ident())
+    with pytest.raises(ArchiveError, match="new epoch above 0"):
+        shipper.record_truncation(24576, 0)
+    key = shipper.record_truncation(24576, 1)
+    doc = json.loads(archive.get(key))
+    assert (doc["kind"], doc["from"], doc["to"], doc["epoch"]) == ("truncated", 31112, 24576, 1)
+    assert Shipper(archive, ident(epoch=1)).archived_end() == 24576
+    last.write_bytes(kept)  # the log grows again from the truncation point
+    res = Shipper(archive, ident(epoch=1)).ship(StoreDirSource.open(str(store_dir)))
+    assert (res.start, res.end) == (24576, 31112)
+    assert all(c.epoch == 1 for c in res.chunks)
+    assert set(old_keys) <= {i.key for i in archive.list("")}  # history stays immutable
+    assert Shipper(archive, ident(epoch=1)).ship(StoreDirSource.open(str(store_dir))).chunks == []
