@@ -1,0 +1,239 @@
+"""The broker node process: store + remoting server + name server registration.
+``haproof broker -c broker.conf`` runs one in the foreground until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+
+from broker.config import BrokerConfig
+from broker.errors import RemotingError
+from broker.processors.admin import AdminProcessor, ConsumerManager
+from broker.processors.pull import LongPollWaiters, PullProcessor
+from broker.processors.send import SendProcessor
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.remoting.server import RemotingServer
+from broker.store.config_store import topic_config
+from broker.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC = "TBW102"
+PERM_INHERIT = 0x1  # RocketMQ PermName.PERM_INHERIT
+PERM_RW_INHERIT = 0x7  # read | write | inherit: TBW102's permission
+REGISTER_INTERVAL_MS = 30_000
+REGISTER_TIMEOUT_MS = 3000
+
+
+class BrokerNode:
+    """Build with ``await BrokerNode.start(config)``; stop with ``await node.stop()``."""
+
+    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+        self.config = config
+        self.store = store
+        self.running = False
+        self.consumers = ConsumerManager()
+        self.long_poll: LongPollWaiters
+        self.server: RemotingServer
+        self.ns_client = RemotingClient()
+        self._tasks: list[asyncio.Task] = []
+        self._register_now = asyncio.Event()
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        raw = self.config.namesrv_addr or ""
+        return [a.strip() for a in raw.split(";") if a.strip()]
+
+    @classmethod
+    async def start(cls, config: BrokerConfig, host: str = "0.0.0.0") -> BrokerNode:
+        store = MessageStore.open(config)
+        node = cls(config, store)
+        try:
+            await node._start(host)
+        except BaseException:
+            store.shutdown()
+            raise
+        return node
+
+    async def _start(self, host: str) -> None:
+        loop = asyncio.get_running_loop()
+        self.long_poll = LongPollWaiters(loop)
+        self.store.add_dispatch_listener(self.long_poll.on_dispatch)
+        if (
+            self.config.auto_create_topic_enable
+            and DEFAULT_TOPIC not in self.store.topic_config.table
+        ):
+            tc = topic_config(DEFAULT_TOPIC, self.config.default_topic_queue_nums, PERM_RW_INHERIT)
+            self.store.topic_config.put(DEFAULT_TOPIC, tc)
+            self.store.topic_config.persist()
+        self.store.start()
+        send, pull, admin = SendProcessor(self), PullProcessor(self), AdminProcessor(self)
+        processors = {
+            RequestCode.SEND_MESSAGE: send.send_v1,
+            RequestCode.SEND_MESSAGE_V2: send.send_v2,
+            RequestCode.PULL_MESSAGE: pull.pull,
+            **admin.handlers(),
+        }
+        self.server = RemotingServer(processors)
+        await self.server.start(host, self.config.listen_port)
+        self.running = True
+        self._tasks = [
+            loop.create_task(self._register_loop()),
+            loop.create_task(self._persist_offsets_loop()),
+        ]
+        log.info(
+            "broker %s (id %d, %s) serving on %s",
+            self.config.broker_name,
+            self.config.broker_id,
+            self.store.role.value,
+            self.config.broker_addr,
+        )
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def ensure_topic(self, topic: str, default_topic: str | None, queue_nums: int) -> dict | None:
+        """The topic's config; created from the default topic (auto-create) when allowed."""
+        table = self.store.topic_config.table
+        tc = table.get(topic)
+        if tc is not None:
+            return tc
+        template = table.get(default_topic or DEFAULT_TOPIC)
+        if not self.config.auto_create_topic_enable or template is None:
+            return None
+        if not int(template.get("perm", 0)) & PERM_INHERIT:
+            return None
+        nums = max(1, min(queue_nums, int(template.get("writeQueueNums", queue_nums))))
+        tc = topic_config(topic, nums, int(template["perm"]) & ~PERM_INHERIT)
+        self.store.topic_config.put(topic, tc)
+        self.store.topic_config.persist()
+        log.info("auto-created topic %s with %d queues", topic, nums)
+        self._register_now.set()
+        return tc
+
+    # -- name server registration ---------------------------------------------------------------
+
+    def _register_request(self) -> RemotingCommand:
+        body = {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": self.store.topic_config.table,
+                "dataVersion": self.store.topic_config.data_version,
+            },
+            "filterServerList": [],
+        }
+        return RemotingCommand.request(
+            RequestCode.REGISTER_BROKER,
+            {
+                "brokerName": self.config.broker_name,
+                "brokerAddr": self.config.broker_addr,
+                "clusterName": self.config.broker_cluster_name,
+                "haServerAddr": self.config.ha_server_addr,
+                "brokerId": self.config.broker_id,
+                "compressed": False,
+            },
+            json.dumps(body).encode(),
+        )
+
+    async def register_all(self) -> int:
+        """Register with every name server; returns how many accepted."""
+        ok = 0
+        for addr in self.namesrv_addrs:
+            try:
+                resp = await self.ns_client.invoke(
+                    addr, self._register_request(), REGISTER_TIMEOUT_MS
+                )
+            except RemotingError as exc:
+                log.warning("register with name server %s failed: %s", addr, exc)
+                continue
+            if resp.code == ResponseCode.SUCCESS:
+                ok += 1
+            else:
+                log.warning("name server %s refused registration: %s", addr, resp.remark)
+        return ok
+
+    async def _register_loop(self) -> None:
+        while True:
+            self._register_now.clear()
+            await self.register_all()
+            try:
+                await asyncio.wait_for(self._register_now.wait(), REGISTER_INTERVAL_MS / 1000)
+            except TimeoutError:
+                pass
+
+    async def _unregister_all(self) -> None:
+        for addr in self.namesrv_addrs:
+            req = RemotingCommand.request(
+                RequestCode.UNREGISTER_BROKER,
+                {
+                    "brokerName": self.config.broker_name,
+                    "brokerAddr": self.config.broker_addr,
+                    "clusterName": self.config.broker_cluster_name,
+                    "brokerId": self.config.broker_id,
+                },
+            )
+            try:
+                await self.ns_client.invoke(addr, req, REGISTER_TIMEOUT_MS)
+            except RemotingError as exc:
+                log.info("unregister from name server %s failed: %s", addr, exc)
+
+    # -- periodic persistence -------------------------------------------------------------------
+
+    async def _persist_offsets_loop(self) -> None:
+        interval_s = self.config.flush_consumer_offset_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await asyncio.to_thread(self.store.consumer_offsets.persist)
+            except Exception:
+                log.exception("persisting consumerOffset.json failed")
+
+    # -- shutdown -------------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        self.running = False
+        self.long_poll.wake_all()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.consumers.cancel()
+        await self._unregister_all()
+        await self.ns_client.close()
+        await self.server.stop()
+        self.store.shutdown()
+        log.info("broker %s stopped", self.config.broker_name)
+
+
+async def serve(config: BrokerConfig, host: str) -> None:
+    node = await BrokerNode.start(config, host)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("broker shutting down")
+    await node.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    config = BrokerConfig.from_file(args.config)
+    asyncio.run(serve(config, args.host))
+    return 0
+
+
+def register_cli(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("broker", help="run a broker node (foreground)")
+    p.add_argument("-c", "--config", required=True, help="broker.conf (RocketMQ property names)")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.set_defaults(func=run)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from broker.cli import main
+
+    sys.exit(main(["broker", *sys.argv[1:]]))

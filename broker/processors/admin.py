@@ -1,0 +1,194 @@
+"""Consumer bookkeeping and offset/config requests: QUERY/UPDATE_CONSUMER_OFFSET, GET_MAX/MIN,
+SEARCH_OFFSET_BY_TIMESTAMP, HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, GET_ALL_*."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from broker.errors import RemotingError
+from broker.remoting.codec import loads_fastjson
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClientInfo:
+    client_id: str
+    conn: object
+    last_heartbeat_ms: int
+    subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
+
+
+class ConsumerManager:
+    """group → {clientID: ClientInfo}, from heartbeats; members leave on unregister or when
+    their connection closes. Membership changes notify the group (NOTIFY_CONSUMER_IDS_CHANGED)."""
+
+    def __init__(self, clock_ms=lambda: int(time.time() * 1000)) -> None:
+        self.groups: dict[str, dict[str, ClientInfo]] = {}
+        self.clock_ms = clock_ms
+        self._watched: set[int] = set()
+        self._tasks: set[asyncio.Task] = set()
+
+    def heartbeat(self, conn, client_id: str, group: str, subs: dict[str, str]) -> bool:
+        members = self.groups.setdefault(group, {})
+        new = client_id not in members
+        members[client_id] = ClientInfo(client_id, conn, self.clock_ms(), subs)
+        if id(conn) not in self._watched:
+            self._watched.add(id(conn))
+            self._spawn(self._on_close(conn))
+        if new:
+            self._notify(group)
+        return new
+
+    def unregister(self, client_id: str, group: str) -> None:
+        members = self.groups.get(group, {})
+        if members.pop(client_id, None) is not None:
+            self._notify(group)
+        if not members:
+            self.groups.pop(group, None)
+
+    def ids(self, group: str) -> list[str]:
+        return sorted(self.groups.get(group, {}))
+
+    def subscription(self, group: str, topic: str) -> str | None:
+        for info in self.groups.get(group, {}).values():
+            if topic in info.subscriptions:
+                return info.subscriptions[topic]
+        return None
+
+    async def _on_close(self, conn) -> None:
+        await conn.closed.wait()
+        self._watched.discard(id(conn))
+        for group, members in list(self.groups.items()):
+            for cid in [c for c, info in members.items() if info.conn is conn]:
+                log.info("consumer %s of %s left (connection closed)", cid, group)
+                self.unregister(cid, group)
+
+    def _notify(self, group: str) -> None:
+        for info in list(self.groups.get(group, {}).values()):
+            if info.conn.closed.is_set():
+                continue
+            req = RemotingCommand.request(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
+            )
+            self._spawn(self._send_quietly(info.conn, req))
+
+    @staticmethod
+    async def _send_quietly(conn, req: RemotingCommand) -> None:
+        try:
+            await conn.invoke_oneway(req)
+        except RemotingError as exc:
+            log.info("consumer notification to %s failed: %s", conn.peer, exc)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def cancel(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+
+class AdminProcessor:
+    """Needs ``node`` with ``store`` and ``consumers`` (a ConsumerManager)."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    def handlers(self) -> dict[int, object]:
+        return {
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
+            RequestCode.GET_MAX_OFFSET: self.max_offset,
+            RequestCode.GET_MIN_OFFSET: self.min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_by_time,
+            RequestCode.HEART_BEAT: self.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self._dump(lambda s: s.topic_config.to_json()),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self._dump(lambda s: s.consumer_offsets.to_json()),
+            RequestCode.GET_ALL_DELAY_OFFSET: self._dump(lambda s: s.delay_offsets.to_json()),
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self._dump(
+                lambda s: s.subscription_groups.to_json()
+            ),
+        }
+
+    async def query_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
+        store = self.node.store
+        group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
+        offset = store.consumer_offsets.query(group, topic, qid)
+        if offset >= 0:
+            return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+        # RocketMQ: no committed offset and the queue still starts at 0 → consume from 0.
+        if store.get_min_offset_in_queue(topic, qid) <= 0:
+            return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": 0})
+        return req.make_response(
+            ResponseCode.QUERY_NOT_FOUND, remark=f"no committed offset for {group} on {topic}/{qid}"
+        )
+
+    async def update_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
+        store = self.node.store
+        group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
+        store.consumer_offsets.commit(group, topic, qid, req.int_field("commitOffset"))
+        return req.make_response(ResponseCode.SUCCESS)
+
+    async def max_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
+        off = self.node.store.get_max_offset_in_queue(req.field("topic"), req.int_field("queueId"))
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": off})
+
+    async def min_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
+        off = self.node.store.get_min_offset_in_queue(req.field("topic"), req.int_field("queueId"))
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": off})
+
+    async def search_by_time(self, conn, req: RemotingCommand) -> RemotingCommand:
+        off = self.node.store.get_offset_in_queue_by_time(
+            req.field("topic"), req.int_field("queueId"), req.int_field("timestamp")
+        )
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": off})
+
+    async def heartbeat(self, conn, req: RemotingCommand) -> RemotingCommand:
+        try:
+            doc = loads_fastjson(req.body)
+            client_id = doc["clientID"]
+            for data in doc.get("consumerDataSet") or []:
+                subs = {
+                    s["topic"]: s.get("subString") or "*"
+                    for s in data.get("subscriptionDataSet") or []
+                }
+                self.node.consumers.heartbeat(conn, client_id, data["groupName"], subs)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise RemotingError(
+                f"HEART_BEAT from {conn.peer}: body is not HeartbeatData: {exc!r}"
+            ) from exc
+        return req.make_response(ResponseCode.SUCCESS)
+
+    async def unregister(self, conn, req: RemotingCommand) -> RemotingCommand:
+        group = req.opt_field("consumerGroup")
+        if group:
+            self.node.consumers.unregister(req.field("clientID"), group)
+        return req.make_response(ResponseCode.SUCCESS)
+
+    async def consumer_list(self, conn, req: RemotingCommand) -> RemotingCommand:
+        group = req.field("consumerGroup")
+        ids = self.node.consumers.ids(group)
+        if not ids:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"no consumer of group {group} is online"
+            )
+        return req.make_response(
+            ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": ids}).encode()
+        )
+
+    def _dump(self, doc_of):
+        async def handler(conn, req: RemotingCommand) -> RemotingCommand:
+            body = json.dumps(doc_of(self.node.store)).encode()
+            return req.make_response(ResponseCode.SUCCESS, body=body)
+
+        return handler

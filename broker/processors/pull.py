@@ -1,0 +1,161 @@
+"""PULL_MESSAGE (11): records from a consume queue, tag filtering, long polling, and the
+commit-offset flag (honoured on a master only)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.remoting.codes import ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.store.message import tags_hash_code
+from broker.store.results import GetMessageResult, GetMessageStatus
+
+log = logging.getLogger(__name__)
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+
+MAX_SUSPEND_MS = 60_000
+
+
+def parse_tag_codes(expression: str | None) -> set[int] | None:
+    """Subscription "a || b" → tag hash codes; "*" or empty → None (everything)."""
+    if expression is None:
+        return None
+    tags = [t.strip() for t in expression.split("||")]
+    tags = [t for t in tags if t]
+    if not tags or "*" in tags:
+        return None
+    return {tags_hash_code(t) for t in tags}
+
+
+def pull_code(status: GetMessageStatus, offset: int, is_master: bool) -> ResponseCode:
+    """GetMessageStatus → the response code RocketMQ's PullMessageProcessor answers."""
+    if status is GetMessageStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if status in (GetMessageStatus.MESSAGE_WAS_REMOVING, GetMessageStatus.NO_MATCHED_MESSAGE):
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+    if status in (GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.OFFSET_OVERFLOW_ONE):
+        return ResponseCode.PULL_NOT_FOUND
+    if status is GetMessageStatus.OFFSET_OVERFLOW_BADLY:
+        return ResponseCode.PULL_OFFSET_MOVED if is_master else ResponseCode.PULL_RETRY_IMMEDIATELY
+    return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_TOO_SMALL
+
+
+class LongPollWaiters:
+    """Pull requests parked until their queue grows. ``on_dispatch`` runs on any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
+
+    def on_dispatch(self, topic: str, queue_id: int, max_offset: int) -> None:
+        if (topic, queue_id) in self._waiters:  # cheap check first: most appends have no waiter
+            try:
+                self.loop.call_soon_threadsafe(self._wake, (topic, queue_id))
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    def _wake(self, key: tuple[str, int]) -> None:
+        for event in self._waiters.pop(key, ()):
+            event.set()
+
+    async def wait(self, key: tuple[str, int], grown, timeout_ms: int) -> None:
+        """Park until ``grown()`` holds (checked after registering: no lost wake-up)."""
+        deadline = self.loop.time() + timeout_ms / 1000
+        while not grown():
+            remaining = deadline - self.loop.time()
+            if remaining <= 0:
+                return
+            event = asyncio.Event()
+            self._waiters.setdefault(key, set()).add(event)
+            try:
+                if grown():
+                    return
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    return
+            finally:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._waiters[key]
+
+    def wake_all(self) -> None:
+        for key in list(self._waiters):
+            self._wake(key)
+
+
+class PullProcessor:
+    """Needs ``node`` with ``store``, ``consumers`` (subscriptions) and ``long_poll``."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    async def pull(self, conn, req: RemotingCommand) -> RemotingCommand:
+        store = self.node.store
+        group = req.field("consumerGroup")
+        topic = req.field("topic")
+        queue_id = req.int_field("queueId")
+        offset = req.int_field("queueOffset")
+        max_msgs = max(1, min(req.int_field("maxMsgNums"), 1024))
+        sys_flag = int(req.opt_field("sysFlag", "0") or 0)
+        suspend_ms = min(int(req.opt_field("suspendTimeoutMillis", "0") or 0), MAX_SUSPEND_MS)
+        if topic not in store.topic_config.table:
+            return req.make_response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                remark=f"topic[{topic}] not exist, apply first please!",
+            )
+        if sys_flag & PULL_FLAG_SUBSCRIPTION or req.opt_field("subscription") is not None:
+            expression = req.opt_field("subscription", "*")
+        else:
+            expression = self.node.consumers.subscription(group, topic)
+        tag_codes = parse_tag_codes(expression)
+        is_master = store.role.is_master
+
+        result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
+        code = pull_code(result.status, offset, is_master)
+        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_FLAG_SUSPEND and suspend_ms > 0:
+            await self.node.long_poll.wait(
+                (topic, queue_id),
+                lambda: (
+                    store.get_max_offset_in_queue(topic, queue_id) > offset or not self.node.running
+                ),
+                suspend_ms,
+            )
+            result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
+            code = pull_code(result.status, offset, is_master)
+        if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
+            commit = req.opt_field("commitOffset")
+            if commit is not None and int(commit) >= 0:
+                store.consumer_offsets.commit(group, topic, queue_id, int(commit))
+        return self._response(req, code, result, offset)
+
+    @staticmethod
+    def _response(
+        req: RemotingCommand, code: ResponseCode, result: GetMessageResult, offset: int
+    ) -> RemotingCommand:
+        next_offset = result.next_begin_offset
+        if result.status in (
+            GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+            GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+        ):
+            next_offset = 0
+        body = b"".join(result.records) if code == ResponseCode.SUCCESS else b""
+        return req.make_response(
+            code,
+            remark=None if code == ResponseCode.SUCCESS else result.status.value,
+            ext_fields={
+                "nextBeginOffset": next_offset,
+                "minOffset": result.min_offset,
+                "maxOffset": result.max_offset,
+                "suggestWhichBrokerId": 0,
+            },
+            body=body,
+        )

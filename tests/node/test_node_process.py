@@ -1,0 +1,71 @@
+"""A real ``haproof namesrv`` + ``haproof broker -c`` pair on free ports."""
+
+import asyncio
+import json
+import time
+
+from broker.client.producer import Producer, SendStatus
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.store.message import decode_record
+
+
+async def _poll_route(client, ns_addr, topic, deadline_s=15.0):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        r = await client.invoke(ns_addr, RemotingCommand.request(105, {"topic": topic}))
+        if r.code == ResponseCode.SUCCESS:
+            return json.loads(r.body)
+        assert time.monotonic() < deadline, f"no route for {topic}: {r.code} {r.remark}"
+        await asyncio.sleep(0.05)
+
+
+def test_broker_registers_sends_pulls_and_shuts_down_cleanly(namesrv, start_broker):
+    broker = start_broker()
+
+    async def main():
+        client = RemotingClient()
+        route = await _poll_route(client, namesrv.addr, "TBW102")
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": broker.addr}
+        assert route["queueDatas"][0]["perm"] == 7
+
+        producer = Producer("PG", [namesrv.addr])
+        results = [
+            await producer.send("TopicN", f"m{i}".encode(), tags="TagA", keys=f"k{i}")
+            for i in range(10)
+        ]
+        assert {r.status for r in results} == {SendStatus.SEND_OK}
+        # auto-created and re-registered: the topic's own route appears
+        route = await _poll_route(client, namesrv.addr, "TopicN")
+        assert route["queueDatas"][0]["writeQueueNums"] == 4
+        r0 = results[0]
+        req = RemotingCommand.request(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": "CG",
+                "topic": "TopicN",
+                "queueId": r0.queue.queue_id,
+                "queueOffset": 0,
+                "maxMsgNums": 32,
+                "sysFlag": 0,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+            },
+        )
+        resp = await client.invoke(broker.addr, req)
+        assert resp.code == ResponseCode.SUCCESS
+        rec = decode_record(resp.body, 0)
+        assert rec.body == b"m0" and rec.properties["TAGS"] == "TagA"
+        same_q = [r for r in results if r.queue.queue_id == r0.queue.queue_id]
+        assert resp.int_field("nextBeginOffset") == len(same_q)
+        assert resp.int_field("maxOffset") == len(same_q)
+        await producer.close()
+        await client.close()
+
+    asyncio.run(main())
+    assert broker.terminate() == 0
+    assert not (broker.store_dir / "abort").exists()
+    topics = json.loads((broker.store_dir / "config" / "topics.json").read_text())
+    assert set(topics["topicConfigTable"]) == {"TBW102", "TopicN"}
