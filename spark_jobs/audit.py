@@ -51,8 +51,13 @@ class AuditOptions:
     incremental: bool = False
 
 
+_T0 = [time.monotonic()]
+
+
 def _progress(msg: str) -> None:
-    print(f"haproof audit: {msg}", file=sys.stderr, flush=True)
+    """One progress line on stderr, with seconds since the run started."""
+    elapsed_s = time.monotonic() - _T0[0]
+    print(f"haproof audit: [{elapsed_s:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
 def pick_master(ga: GroupArchive) -> str:
@@ -277,12 +282,14 @@ def _write_parquet(store, key: str, rows: list[dict], columns: list[str] | None)
 
 
 def run_audit(spark, opts: AuditOptions) -> dict[str, Any]:
+    _T0[0] = time.monotonic()
     store = opts.spec.open()
     run_id = (
         opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     )
     names = [opts.broker_name] if opts.broker_name else list_broker_names(store, opts.cluster)
     verdicts = [audit_group(spark, opts, store, n, run_id) for n in names]
+    _progress(f"outputs written under audits/{run_id}/")
     if len(verdicts) == 1:
         summary = verdicts[0]
     else:

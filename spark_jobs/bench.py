@@ -75,7 +75,9 @@ def baseline(server: S3Server) -> float:
 
 
 def _warm(batches):
-    import spark_jobs.log_integrity  # noqa: F401  (the imports every audit task needs)
+    import boto3  # noqa: F401  (the imports every audit task needs)
+
+    import spark_jobs.log_integrity  # noqa: F401
     import spark_jobs.replica_consistency  # noqa: F401
 
     yield from batches

@@ -16,6 +16,7 @@ import pandas as pd
 from broker.archive.object_store import StoreSpec
 from broker.errors import CorruptRecordError
 from broker.store import message as msgfmt
+from spark_jobs.archive_reader import executor_store
 from spark_jobs.session import default_parallelism, rows_frame
 
 ISSUE_SCHEMA = (
@@ -161,7 +162,7 @@ def _check_slow(data: bytes, start: int, file_size: int, node: str) -> tuple[lis
 
 def _check_partition(spec: StoreSpec):
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        store = spec.open()
+        store = executor_store(spec)
         for pdf in batches:
             rows = []
             for c in pdf.itertuples(index=False):

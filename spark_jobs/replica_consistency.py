@@ -22,7 +22,7 @@ import pandas as pd
 from broker.archive.object_store import StoreSpec
 from broker.errors import CorruptRecordError
 from broker.store import message as msgfmt
-from spark_jobs.archive_reader import read_log_range
+from spark_jobs.archive_reader import executor_store, read_log_range
 from spark_jobs.session import default_parallelism, rows_frame
 
 RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string"
@@ -127,7 +127,7 @@ def compare_window(store, pair: str, master: list, slave: list, ws: int, we: int
 
 def _compare_partition(spec: StoreSpec, pairs: dict):
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        store = spec.open()
+        store = executor_store(spec)
         for pdf in batches:
             rows = []
             for w in pdf.itertuples(index=False):
