@@ -28,6 +28,7 @@ PERM_INHERIT = 0x1  # RocketMQ PermName.PERM_INHERIT
 PERM_RW_INHERIT = 0x7  # read | write | inherit: TBW102's permission
 REGISTER_INTERVAL_MS = 30_000
 REGISTER_TIMEOUT_MS = 3000
+CLIENT_SCAN_INTERVAL_MS = 10_000
 
 
 class BrokerNode:
@@ -85,6 +86,7 @@ class BrokerNode:
         self._tasks = [
             loop.create_task(self._register_loop()),
             loop.create_task(self._persist_offsets_loop()),
+            loop.create_task(self._scan_clients_loop()),
         ]
         log.info(
             "broker %s (id %d, %s) serving on %s",
@@ -187,9 +189,14 @@ class BrokerNode:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                await asyncio.to_thread(self.store.consumer_offsets.persist)
+                self.store.consumer_offsets.persist()  # a small file: cheap enough inline
             except Exception:
                 log.exception("persisting consumerOffset.json failed")
+
+    async def _scan_clients_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_SCAN_INTERVAL_MS / 1000)
+            self.consumers.scan_idle()
 
     # -- shutdown -------------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ from broker.remoting.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
+CLIENT_IDLE_MAX_MS = 120_000  # RocketMQ's channel expiry: no heartbeat for 2 minutes
+
 
 @dataclass
 class ClientInfo:
@@ -52,6 +54,23 @@ class ConsumerManager:
             self._notify(group)
         if not members:
             self.groups.pop(group, None)
+
+    def scan_idle(self, max_idle_ms: int = CLIENT_IDLE_MAX_MS) -> list[tuple[str, str]]:
+        """Drop members silent for more than ``max_idle_ms``; returns (group, clientID) pairs."""
+        now = self.clock_ms()
+        gone = []
+        for group, members in list(self.groups.items()):
+            for cid, info in list(members.items()):
+                if now - info.last_heartbeat_ms > max_idle_ms:
+                    log.info(
+                        "consumer %s of %s expired: no heartbeat for %d ms",
+                        cid,
+                        group,
+                        now - info.last_heartbeat_ms,
+                    )
+                    gone.append((group, cid))
+                    self.unregister(cid, group)
+        return gone
 
     def ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))

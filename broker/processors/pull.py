@@ -46,6 +46,13 @@ def pull_code(status: GetMessageStatus, offset: int, is_master: bool) -> Respons
     return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_TOO_SMALL
 
 
+def _opt_int(req: RemotingCommand, name: str, default: int = 0) -> int:
+    """An optional integer header field; a malformed one is an error naming it."""
+    if req.opt_field(name) in (None, ""):
+        return default
+    return req.int_field(name)
+
+
 class LongPollWaiters:
     """Pull requests parked until their queue grows. ``on_dispatch`` runs on any thread."""
 
@@ -105,8 +112,8 @@ class PullProcessor:
         queue_id = req.int_field("queueId")
         offset = req.int_field("queueOffset")
         max_msgs = max(1, min(req.int_field("maxMsgNums"), 1024))
-        sys_flag = int(req.opt_field("sysFlag", "0") or 0)
-        suspend_ms = min(int(req.opt_field("suspendTimeoutMillis", "0") or 0), MAX_SUSPEND_MS)
+        sys_flag = _opt_int(req, "sysFlag")
+        suspend_ms = min(_opt_int(req, "suspendTimeoutMillis"), MAX_SUSPEND_MS)
         if topic not in store.topic_config.table:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -132,9 +139,9 @@ class PullProcessor:
             result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
             code = pull_code(result.status, offset, is_master)
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
-            commit = req.opt_field("commitOffset")
-            if commit is not None and int(commit) >= 0:
-                store.consumer_offsets.commit(group, topic, queue_id, int(commit))
+            commit = _opt_int(req, "commitOffset", -1)
+            if commit >= 0:
+                store.consumer_offsets.commit(group, topic, queue_id, commit)
         return self._response(req, code, result, offset)
 
     @staticmethod

@@ -69,3 +69,37 @@ def test_broker_registers_sends_pulls_and_shuts_down_cleanly(namesrv, start_brok
     assert not (broker.store_dir / "abort").exists()
     topics = json.loads((broker.store_dir / "config" / "topics.json").read_text())
     assert set(topics["topicConfigTable"]) == {"TBW102", "TopicN"}
+
+
+def test_bad_config_and_locked_store_exit_2_with_a_clear_message(tmp_path, start_broker):
+    import subprocess
+    import sys
+
+    from tests.node.conftest import ROOT, free_port, write_conf
+
+    missing = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "broker", "-c", str(tmp_path / "nope.conf")],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=30,
+    )
+    assert missing.returncode == 2 and b"nope.conf" in missing.stderr
+    bad = tmp_path / "bad.conf"
+    bad.write_text("brokerRole=SLAVE\nbrokerId=0\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "broker", "-c", str(bad)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=30,
+    )
+    assert r.returncode == 2 and b"brokerId" in r.stderr
+    first = start_broker()
+    conf = write_conf(tmp_path / "second.conf", str(first.store_dir), free_port(), "")
+    r = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "broker", "-c", conf],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=30,
+    )
+    assert r.returncode == 2 and b"in use by another process" in r.stderr
+    assert first.terminate() == 0

@@ -323,3 +323,44 @@ def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path):
             await asyncio.sleep(0.05)
 
     run_node(tmp_path, body, flushConsumerOffsetInterval=200)
+
+
+class _FakeConn:
+    def __init__(self, peer):
+        self.peer = peer
+        self.closed = asyncio.Event()
+        self.sent = []
+
+    async def invoke_oneway(self, req):
+        self.sent.append(req.code)
+
+
+def test_silent_consumers_expire_by_injected_clock():
+    from broker.processors.admin import ConsumerManager
+
+    async def main():
+        now = [1_000_000]
+        cm = ConsumerManager(clock_ms=lambda: now[0])
+        a, b = _FakeConn("a:1"), _FakeConn("b:1")
+        cm.heartbeat(a, "ca", "G", {"T": "*"})
+        now[0] += 60_000
+        cm.heartbeat(b, "cb", "G", {"T": "*"})
+        now[0] += 60_001  # ca silent 120,001 ms, cb 60,001 ms
+        assert cm.scan_idle(120_000) == [("G", "ca")]
+        assert cm.ids("G") == ["cb"]
+        await asyncio.sleep(0)
+        assert RequestCode.NOTIFY_CONSUMER_IDS_CHANGED in b.sent
+        cm.cancel()
+
+    asyncio.run(main())
+
+
+def test_malformed_pull_header_is_named(tmp_path):
+    async def body(node, client, addr):
+        await client.invoke(addr, send_v2("TM", b"x"))
+        req = pull("TM", 0, 0)
+        req.ext_fields["sysFlag"] = "lots"
+        r = await client.invoke(addr, req)
+        assert r.code == ResponseCode.SYSTEM_ERROR and "'sysFlag'" in r.remark
+
+    run_node(tmp_path, body)
