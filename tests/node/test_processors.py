@@ -364,3 +364,36 @@ def test_malformed_pull_header_is_named(tmp_path):
         assert r.code == ResponseCode.SYSTEM_ERROR and "'sysFlag'" in r.remark
 
     run_node(tmp_path, body)
+
+
+def test_sync_flush_send_and_stop_with_a_parked_pull(tmp_path):
+    async def main():
+        node = await BrokerNode.start(_config(tmp_path, flushDiskType="SYNC_FLUSH"), "127.0.0.1")
+        addr = f"127.0.0.1:{node.server.port}"
+        client = RemotingClient()
+        r = await client.invoke(addr, send_v2("TS", b"durable"))
+        assert r.code == ResponseCode.SUCCESS and r.int_field("queueOffset") == 0
+        assert node.store.flushed_offset >= node.store.max_phy_offset
+        held = asyncio.ensure_future(
+            client.invoke(addr, pull("TS", 0, 1, sys_flag=0x2, suspend_ms=30_000), 35_000)
+        )
+        deadline = time.monotonic() + 5
+        while ("TS", 0) not in node.long_poll._waiters:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        t0 = time.monotonic()
+        await node.stop()
+        assert time.monotonic() - t0 < 5  # the parked pull does not hold shutdown up
+        outcome = await asyncio.gather(held, return_exceptions=True)
+        assert outcome[0] is not None
+        await client.close()
+
+    asyncio.run(main())
+    # the store was released cleanly: it opens again without crash recovery
+    from broker.store.message_store import MessageStore
+
+    store = MessageStore.open(_config(tmp_path))
+    try:
+        assert store.get_max_offset_in_queue("TS", 0) == 1
+    finally:
+        store.shutdown()
