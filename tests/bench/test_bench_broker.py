@@ -1,0 +1,34 @@
+"""``haproof bench broker`` against real namesrv and broker processes: one JSON line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_broker_prints_one_json_line_and_reads_back_everything() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bench", "broker", "--producers", "2",
+         "--seconds", "1", "--body-bytes", "128"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    lines = [x for x in res.stdout.splitlines() if x.strip()]
+    assert len(lines) == 1
+    fig = json.loads(lines[0])
+    assert fig["bench"] == "broker" and fig["failed"] == 0
+    assert fig["sent"] > 10 and fig["consumed"] == fig["sent"]
+    assert fig["msgs_per_s"] > 0 and fig["p99_send_ms"] >= fig["p50_send_ms"] > 0
+
+
+def test_bench_broker_rejects_bad_arguments() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bench", "broker", "--producers", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "must be positive" in res.stderr
