@@ -20,6 +20,7 @@ from broker.remoting.command import RemotingCommand
 from broker.remoting.server import RemotingServer
 from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
+from broker.store.results import PutMessageStatus
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,17 @@ class BrokerNode:
         self.ns_client = RemotingClient()
         self._tasks: list[asyncio.Task] = []
         self._register_now = asyncio.Event()
+        # Optional subsystems (replication, delayed messages, archiving...): see _build_services.
+        self.services: list = []
+        # Replication hooks, set by broker/ha when it runs on this node.
+        self.ha = (
+            None  # master side: async wait_replicated(put_result, timeout_ms) -> PutMessageStatus
+        )
+        self.ha_client = None  # slave side
+        self.epochs = None  # epoch file: .current_epoch
+        # Listeners: on_role_changed(old_role, new_role, epoch); on_truncated(from_offset, to_offset)
+        self.role_listeners: list = []
+        self.truncate_listeners: list = []
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -80,9 +92,22 @@ class BrokerNode:
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
         }
+        self.services = self._build_services()
+        for service in self.services:
+            processors.update(getattr(service, "handlers", dict)())
         self.server = RemotingServer(processors)
         await self.server.start(host, self.config.listen_port)
         self.running = True
+        started = []
+        try:
+            for service in self.services:
+                await service.start()
+                started.append(service)
+        except BaseException:
+            for service in reversed(started):
+                await service.stop()
+            await self.server.stop()
+            raise
         self._tasks = [
             loop.create_task(self._register_loop()),
             loop.create_task(self._persist_offsets_loop()),
@@ -95,6 +120,49 @@ class BrokerNode:
             self.store.role.value,
             self.config.broker_addr,
         )
+
+    def _build_services(self) -> list:
+        """The node's optional subsystems, started in this order after the remoting server and
+        stopped in reverse. Each has ``async start()``, ``async stop()`` and optionally
+        ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
+        services: list = []
+        return services
+
+    # -- hooks for subsystems -------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self.epochs.current_epoch if self.epochs is not None else 0
+
+    async def await_replication(self, result):
+        """After a local put: on a SYNC_MASTER, wait for the slaves (broker/ha) and return the
+        final PutMessageStatus; otherwise the put's own status."""
+        if self.ha is None or result.status is not PutMessageStatus.PUT_OK:
+            return result.status
+        return await self.ha.wait_replicated(result, self.config.sync_flush_timeout_ms)
+
+    def notify_role_changed(self, old_role, new_role, epoch: int) -> None:
+        for listener in list(self.role_listeners):
+            try:
+                listener(old_role, new_role, epoch)
+            except Exception:
+                log.exception("role-change listener %r failed", listener)
+
+    def notify_truncated(self, from_offset: int, to_offset: int) -> None:
+        for listener in list(self.truncate_listeners):
+            try:
+                listener(from_offset, to_offset)
+            except Exception:
+                log.exception("truncation listener %r failed", listener)
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table: every service adds its own keys."""
+        info: dict[str, str] = {}
+        for service in self.services:
+            extra = getattr(service, "runtime_info", None)
+            if extra is not None:
+                info.update({k: str(v) for k, v in extra().items()})
+        return info
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -203,6 +271,11 @@ class BrokerNode:
     async def stop(self) -> None:
         self.running = False
         self.long_poll.wake_all()
+        for service in reversed(self.services):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("stopping %r failed", service)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

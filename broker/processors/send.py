@@ -119,9 +119,10 @@ class SendProcessor:
             reconsume_times=reconsume,
         )
         result = await self.node.store.put_message_async(msg)
-        code = STATUS_CODES.get(result.status)
+        status = await self.node.await_replication(result)
+        code = STATUS_CODES.get(status)
         if code is None:
-            remark = f"{result.status.value}: {result.remark}".rstrip(": ")
+            remark = f"{status.value}: {result.remark}".rstrip(": ")
             log.warning("send to %s/%d refused: %s", topic, queue_id, remark)
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
         return req.make_response(
