@@ -1,0 +1,191 @@
+"""Run the suites over one audit run and publish the data-quality report.
+
+``run_suites(store, run_id, broker_name)`` reads the group's Parquet tables from
+``audits/{runId}/{brokerName}/``, validates each with its suite through a GX checkpoint whose
+action renders Data Docs, uploads the HTML under ``audits/{runId}/{brokerName}/report/`` and writes
+``expectations.json`` (one entry per suite: success, and each failed expectation with what it
+found) beside the audit's ``verdict.json``.
+
+GX is imported inside the call (it takes seconds to import and must not slow a DAG's parse).
+Its usage statistics are switched off: this runs on machines with no route to the internet.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.archive import layout
+from broker.errors import HaproofError, ObjectNotFoundError
+from expectations import suites
+
+log = logging.getLogger(__name__)
+
+REPORT_DIR = "report"
+SUMMARY_NAME = "expectations.json"
+
+
+class ExpectationsError(HaproofError):
+    """The suites could not run: a table is missing or unreadable."""
+
+
+@dataclass
+class SuiteResult:
+    table: str
+    suite: str
+    success: bool
+    evaluated: int
+    failed: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ReportResult:
+    run_id: str
+    broker_name: str
+    success: bool
+    suites: list[SuiteResult]
+    report_key: str  # the report's index.html in the archive
+    summary_key: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Camel-case keys, as verdict.json."""
+        return {
+            "runId": self.run_id,
+            "brokerName": self.broker_name,
+            "success": self.success,
+            "report": self.report_key,
+            "suites": [
+                {
+                    "table": s.table,
+                    "suite": s.suite,
+                    "success": s.success,
+                    "evaluated": s.evaluated,
+                    "failed": s.failed,
+                }
+                for s in self.suites
+            ],
+        }
+
+
+def group_prefix(run_id: str, broker_name: str) -> str:
+    return f"{layout.audit_run_prefix(run_id)}{broker_name}/"
+
+
+def load_table(store, run_id: str, broker_name: str, table: str):
+    import pandas as pd
+
+    key = f"{group_prefix(run_id, broker_name)}{table}.parquet"
+    try:
+        data = store.get(key)
+    except ObjectNotFoundError as exc:
+        raise ExpectationsError(f"audit table {key} is missing: was the audit run?") from exc
+    try:
+        df = pd.read_parquet(io.BytesIO(data))
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise ExpectationsError(f"audit table {key} is not readable Parquet: {exc}") from exc
+    return suites.prepare_frame(table, df)
+
+
+def _context(docs_dir: str):
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    ctx.add_data_docs_site(
+        site_name="haproof",
+        site_config={
+            "class_name": "SiteBuilder",
+            "store_backend": {
+                "class_name": "TupleFilesystemStoreBackend",
+                "base_directory": docs_dir,
+            },
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        },
+    )
+    return ctx
+
+
+def _failed(result) -> list[dict[str, Any]]:
+    out = []
+    for er in result.results:
+        if er.success:
+            continue
+        cfg = er.expectation_config
+        kwargs = {k: v for k, v in cfg.kwargs.items() if k != "batch_id"}
+        found = {
+            k: er.result[k]
+            for k in ("observed_value", "unexpected_count", "partial_unexpected_list")
+            if k in er.result
+        }
+        if er.exception_info and er.exception_info.get("raised_exception"):
+            found["exception"] = er.exception_info.get("exception_message")
+        out.append({"expectation": cfg.type, "kwargs": kwargs, "found": found})
+    return out
+
+
+def run_suites(
+    store,
+    run_id: str,
+    broker_name: str,
+    parameters: dict[str, Any] | None = None,
+) -> ReportResult:
+    """Validate the group's audit tables; publish the HTML report and ``expectations.json``."""
+    params = {**suites.DEFAULT_PARAMETERS, **(parameters or {})}
+    frames = {t: load_table(store, run_id, broker_name, t) for t in suites.BUILDERS}
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+    from great_expectations.checkpoint import UpdateDataDocsAction
+
+    prefix = group_prefix(run_id, broker_name)
+    with tempfile.TemporaryDirectory(prefix="haproof-gx-") as docs_dir:
+        ctx = _context(docs_dir)
+        source = ctx.data_sources.add_pandas("haproof_audit")
+        results = []
+        for table, build in suites.BUILDERS.items():
+            suite = ctx.suites.add(build(gx, gxe))
+            batch = source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("run")
+            vd = ctx.validation_definitions.add(
+                gx.ValidationDefinition(data=batch, suite=suite, name=f"{table}-{run_id}")
+            )
+            checkpoint = ctx.checkpoints.add(
+                gx.Checkpoint(
+                    name=f"haproof-{table}",
+                    validation_definitions=[vd],
+                    actions=[UpdateDataDocsAction(name="report", site_names=["haproof"])],
+                    result_format={"result_format": "SUMMARY"},
+                )
+            )
+            run = checkpoint.run(
+                batch_parameters={"dataframe": frames[table]}, expectation_parameters=params
+            )
+            (vr,) = run.run_results.values()
+            results.append(
+                SuiteResult(table, suite.name, bool(vr.success), len(vr.results), _failed(vr))
+            )
+            log.info("suite %s on %s: %s", suite.name, table, "passed" if vr.success else "FAILED")
+        uploaded = 0
+        for dirpath, _dirs, files in os.walk(docs_dir):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, docs_dir).replace(os.sep, "/")
+                with open(path, "rb") as fh:
+                    store.put_mutable(f"{prefix}{REPORT_DIR}/{rel}", fh.read())
+                uploaded += 1
+    report = ReportResult(
+        run_id=run_id,
+        broker_name=broker_name,
+        success=all(r.success for r in results),
+        suites=results,
+        report_key=f"{prefix}{REPORT_DIR}/index.html",
+        summary_key=f"{prefix}{SUMMARY_NAME}",
+    )
+    store.put_mutable(report.summary_key, json.dumps(report.to_json(), indent=2).encode())
+    log.info("data-quality report: %d files under %s%s/", uploaded, prefix, REPORT_DIR)
+    return report

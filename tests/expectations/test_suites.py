@@ -1,0 +1,140 @@
+"""The GX suites over audit tables written as the audit writes them (Parquet in a file:// root)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from broker.archive.object_store import open_store
+from expectations import run_suites
+from expectations.report import ExpectationsError
+
+RUN = "20261123T000000Z-test01"
+GROUP = "broker-a"
+
+
+def _put(store, table: str, rows: list[dict], columns: list[str] | None = None) -> None:
+    df = pd.DataFrame(rows, columns=columns) if columns else pd.DataFrame(rows)
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    store.put_mutable(f"audits/{RUN}/{GROUP}/{table}.parquet", buf.getvalue())
+
+
+def _clean(store, **override) -> None:
+    tables = {
+        "ranges": [
+            {"pair": "a-0->a-1", "start": 0, "end": 4096, "verdict": "match", "detail": ""},
+            {"pair": "a-0->a-1", "start": 4096, "end": 5000, "verdict": "lag", "detail": "tail"},
+        ],
+        "records_issues": [],
+        "offset_timeline": [
+            {
+                "taken_at": 1,
+                "node": "a-0",
+                "role": "SYNC_MASTER",
+                "epoch": 1,
+                "group_name": "g",
+                "topic": "T",
+                "queue_id": 0,
+                "committed": 5,
+                "queue_max": 9,
+            },
+        ],  # fmt: skip
+        "offset_violations": [],
+    }
+    tables.update(override)
+    cols = {"ranges": ["pair", "start", "end", "verdict", "detail"],
+            "records_issues": ["node", "offset", "check", "detail"]}  # fmt: skip
+    for name, rows in tables.items():
+        _put(store, name, rows, cols.get(name))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return open_store("file://" + str(tmp_path_factory.mktemp("gx")))
+
+
+def _failed(report, table: str) -> list[str]:
+    (suite,) = [s for s in report.suites if s.table == table]
+    return [f["expectation"] for f in suite.failed]
+
+
+def test_clean_tables_pass_and_publish_report(store):
+    _clean(store)
+    report = run_suites(store, RUN, GROUP)
+    assert report.success, [s for s in report.suites if not s.success]
+    assert {s.table for s in report.suites} == {
+        "ranges", "records_issues", "offset_timeline", "offset_violations"
+    }  # fmt: skip
+    assert all(s.evaluated > 0 for s in report.suites)
+    html = store.get(report.report_key).decode()
+    assert "<html" in html.lower()
+    assert any(
+        o.key.endswith(".html") and "/validations/" in o.key
+        for o in store.list(f"audits/{RUN}/{GROUP}/report/")
+    )
+    summary = json.loads(store.get(report.summary_key))
+    assert summary["success"] is True and summary["runId"] == RUN
+
+
+def test_divergent_range_and_long_lag_fail(store):
+    _clean(
+        store,
+        ranges=[
+            {"pair": "a-0->a-1", "start": 0, "end": 100, "verdict": "match", "detail": ""},
+            {
+                "pair": "a-0->a-1",
+                "start": 100,
+                "end": 200,
+                "verdict": "divergent",
+                "detail": "first differing byte 137",
+            },
+            {"pair": "a-0->a-1", "start": 200, "end": 10_000, "verdict": "lag", "detail": ""},
+        ],  # fmt: skip
+    )
+    report = run_suites(store, RUN, GROUP, {"max_lag_bytes": 1000})
+    assert not report.success
+    failed = _failed(report, "ranges")
+    assert "expect_column_values_to_not_be_in_set" in failed
+    assert "expect_column_values_to_be_between" in failed  # the 9,800-byte lag range
+    (nis,) = [
+        f for s in report.suites for f in s.failed
+        if f["expectation"] == "expect_column_values_to_not_be_in_set"
+    ]  # fmt: skip
+    assert nis["found"]["unexpected_count"] == 1
+    assert nis["found"]["partial_unexpected_list"] == ["divergent"]
+    # The same lag is fine under the default 256 MiB threshold.
+    _clean(store)
+    assert run_suites(store, RUN, GROUP).success
+
+
+def test_record_issue_and_offset_violation_fail(store):
+    _clean(
+        store,
+        records_issues=[{"node": "a-1", "offset": 4242, "check": "crc", "detail": "body CRC"}],
+        offset_violations=[{"group_name": "g", "topic": "T", "queue_id": 0, "before": 9,
+                            "after": 3}],
+    )  # fmt: skip
+    report = run_suites(store, RUN, GROUP)
+    assert not report.success
+    assert _failed(report, "records_issues") == ["expect_table_row_count_to_be_between"]
+    assert _failed(report, "offset_violations") == ["expect_table_row_count_to_be_between"]
+    assert _failed(report, "ranges") == []
+
+
+def test_negative_committed_offset_fails_timeline(store):
+    row = {"taken_at": 1, "node": "a-0", "role": "SYNC_MASTER", "epoch": 1, "group_name": "g",
+           "topic": "T", "queue_id": 0, "committed": -4, "queue_max": 9}  # fmt: skip
+    _clean(store, offset_timeline=[row])
+    report = run_suites(store, RUN, GROUP)
+    assert _failed(report, "offset_timeline") == ["expect_column_values_to_be_between"]
+
+
+def test_missing_table_is_a_clear_error(tmp_path):
+    store = open_store("file://" + str(tmp_path))
+    _put(store, "ranges", [], ["pair", "start", "end", "verdict", "detail"])
+    with pytest.raises(ExpectationsError, match=r"records_issues\.parquet is missing"):
+        run_suites(store, RUN, GROUP)
