@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
@@ -21,6 +22,9 @@ def get_spark(app_name: str = "haproof-audit", master: str | None = None, conf: 
     from pyspark.sql import SparkSession
 
     master = master or os.environ.get("HAPROOF_SPARK_MASTER") or "local[*]"
+    # Python workers run this interpreter (the project's venv), whatever python3 is on PATH:
+    # ``.venv/bin/haproof`` or an Airflow task started without the venv activated.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("sc://"):
         builder = SparkSession.builder.remote(master).appName(app_name)
     else:

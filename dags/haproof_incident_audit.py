@@ -1,0 +1,45 @@
+"""
+### haproof on-demand audit (after an incident)
+
+Triggered by hand, for example after a failover: a **full** (not incremental) audit of one broker
+group, or every group, over a time window — replica consistency, acknowledged durability, log
+integrity, offset monotonicity — then the Great Expectations suites and the HTML report.
+It does not need earlier runs, and a failing run leaves the nightly watermarks untouched.
+
+Params: `root`, `cluster` (or `HAPROOF_ARCHIVE_ROOT` / `HAPROOF_CLUSTER`), `broker_name` (empty:
+every group), `since` / `until` (ISO-8601 or epoch ms), `spark_master`, `endpoint_url`,
+`max_lag_bytes`.
+
+    airflow dags trigger haproof_incident_audit --conf '{"cluster": "prod", "since": "2026-11-22T03:00Z"}'
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import Param, dag
+from haproof_common import audit_pipeline, base_params
+
+PARAMS = {
+    **base_params(),
+    "broker_name": Param(None, type=["null", "string"], description="one group (empty: all)"),
+    "since": Param(None, type=["null", "string"], description="window start (ISO-8601 / ms)"),
+    "until": Param(None, type=["null", "string"], description="window end (ISO-8601 / ms)"),
+}
+
+
+@dag(
+    dag_id="haproof_incident_audit",
+    schedule=None,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    doc_md=__doc__,
+    params=PARAMS,
+    tags=["haproof", "audit", "on-demand"],
+    default_args={"retries": 0},
+)
+def haproof_incident_audit():
+    audit_pipeline(incremental=False)
+
+
+haproof_incident_audit()

@@ -1,0 +1,45 @@
+"""
+### haproof nightly audit
+
+Every night, audits every broker group of one cluster's archive **incrementally** (only what is
+new since the last passing run's watermarks, `_audit/state.json`): replica consistency,
+acknowledged durability, log integrity and offset monotonicity (Spark), then the Great
+Expectations suites over the audit's tables, then publishes `audits/{runId}/dag_report.json`
+and one HTML data-quality report per group.
+
+The run **fails** when any check or suite fails, so the failure shows in Airflow's UI and alerts.
+
+Params (or environment): `root` (`HAPROOF_ARCHIVE_ROOT`, e.g. `s3://bucket/prefix`), `cluster`
+(`HAPROOF_CLUSTER`), `spark_master` (`HAPROOF_SPARK_MASTER`, default `local[*]`),
+`endpoint_url` (`HAPROOF_S3_ENDPOINT`), `max_lag_bytes`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import Param, dag
+from haproof_common import audit_pipeline, base_params
+
+PARAMS = {
+    **base_params(),
+    "incremental": Param(True, type="boolean", description="only what is new since last pass"),
+}
+
+
+@dag(
+    dag_id="haproof_nightly_audit",
+    schedule="0 2 * * *",
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    params=PARAMS,
+    tags=["haproof", "audit", "nightly"],
+    default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=5)},
+)
+def haproof_nightly_audit():
+    audit_pipeline(incremental=True)
+
+
+haproof_nightly_audit()

@@ -1,0 +1,80 @@
+"""Every DAG file imports in a real DagBag, cheaply: no Spark, GX or boto3 at parse time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.dags.conftest import AIRFLOW_ENV, DAGS
+
+DAG_FILES = {
+    "haproof_nightly_audit.py": "haproof_nightly_audit",
+    "haproof_incident_audit.py": "haproof_incident_audit",
+}
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    # As the DAG processor loads a bundle: the folder on sys.path, examples off (conftest).
+    return BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS)
+
+
+def test_every_file_in_dags_is_a_known_dag_or_ignored():
+    files = {p.name for p in DAGS.glob("*.py")}
+    ignored = (DAGS / ".airflowignore").read_text().split()
+    assert files == set(DAG_FILES) | {"haproof_common.py"}
+    assert any("haproof_common" in pattern for pattern in ignored)
+
+
+def test_dagbag_has_no_import_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dag_ids) == set(DAG_FILES.values())
+
+
+@pytest.mark.parametrize("filename,dag_id", sorted(DAG_FILES.items()))
+def test_dag_shape(dagbag, filename, dag_id):
+    dag = dagbag.dags.get(dag_id)
+    assert dag is not None, f"{filename} defines no DAG {dag_id}"
+    assert dag.fileloc.endswith(filename)
+    assert "haproof" in dag.tags and dag.doc_md and "###" in dag.doc_md
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "resolve", "audit", "expectations", "report"
+    ]  # fmt: skip
+    assert {"root", "cluster", "spark_master", "endpoint_url", "max_lag_bytes"} <= set(dag.params)
+    # A failed check must not be retried into a pass: audit and report never retry.
+    assert dag.get_task("audit").retries == 0 and dag.get_task("report").retries == 0
+
+
+def test_schedules(dagbag):
+    nightly = dagbag.dags.get("haproof_nightly_audit")
+    incident = dagbag.dags.get("haproof_incident_audit")
+    assert nightly.params["incremental"] is True and not nightly.catchup
+    assert type(nightly.timetable).__name__ == "CronTriggerTimetable"
+    assert "expression='0 2 * * *'" in repr(nightly.timetable)
+    assert type(incident.timetable).__name__ == "NullTimetable"  # schedule=None: on demand only
+    assert {"broker_name", "since", "until"} <= set(incident.params)
+
+
+@pytest.mark.parametrize("filename", sorted(DAG_FILES))
+def test_parsing_imports_nothing_heavy(filename):
+    """Parse each file in a fresh interpreter and list the heavy modules it pulled in."""
+    code = (
+        "import importlib.util, json, sys\n"
+        f"sys.path.insert(0, {str(DAGS)!r})\n"
+        f"spec = importlib.util.spec_from_file_location('d', {str(DAGS / filename)!r})\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "heavy = ('pyspark', 'great_expectations', 'boto3', 'pandas', 'spark_jobs')\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(heavy))))\n"
+    )
+    env = {**os.environ, **AIRFLOW_ENV}
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == []
