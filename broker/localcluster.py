@@ -1,0 +1,115 @@
+"""Real processes on 127.0.0.1 for the demo and benchmarks: a name server and broker nodes.
+
+Each process runs ``python -m broker.cli ...`` with its stderr in a log file; ``start`` returns
+once its port accepts connections (or raises with the log's tail when the process died).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from broker.errors import HaproofError
+
+
+class LocalProcessError(HaproofError):
+    """A local process did not start or did not stop in time."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalProcess:
+    """Use ``LocalProcess.start(...)``; no process is started by ``__init__``."""
+
+    def __init__(self, name: str, proc: subprocess.Popen, port: int, log_path: Path, log_file):
+        self.name, self.proc, self.port, self.log_path = name, proc, port, log_path
+        self._log_file = log_file
+        self.addr = f"127.0.0.1:{port}"
+
+    @classmethod
+    def start(
+        cls,
+        name: str,
+        args: list[str],
+        port: int,
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> LocalProcess:
+        log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "broker.cli", *args],
+            stdout=log_file,
+            stderr=log_file,
+            env={**os.environ, **(env or {})},
+        )
+        me = cls(name, proc, port, log_path, log_file)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return me
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    me.kill()
+                    raise LocalProcessError(
+                        f"{name} did not start listening on {port}; log {log_path}:\n"
+                        + _tail(log_path)
+                    ) from None
+                time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM and wait: the node flushes and persists everything."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired as exc:
+                self.kill()
+                raise LocalProcessError(f"{self.name} ignored SIGTERM for {timeout_s}s") from exc
+        self._log_file.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL (a crash), then reap."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log_file.close()
+
+
+def start_namesrv(workdir: Path, env: dict[str, str] | None = None) -> LocalProcess:
+    port = free_port()
+    args = ["namesrv", "--host", "127.0.0.1", "--listen-port", str(port)]
+    return LocalProcess.start("namesrv", args, port, workdir / "namesrv.log", env)
+
+
+def write_broker_conf(path: Path, props: dict[str, object]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
+def start_broker(
+    name: str, conf: Path, port: int, workdir: Path, env: dict[str, str] | None = None
+) -> LocalProcess:
+    args = ["--log-level", "INFO", "broker", "-c", str(conf), "--host", "127.0.0.1"]
+    return LocalProcess.start(name, args, port, workdir / f"{name}.log", env)
