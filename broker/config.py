@@ -129,7 +129,10 @@ class BrokerConfig:
                 self, "store_path_commit_log", os.path.join(self.store_path_root_dir, "commitlog")
             )
         if self.ha_listen_port is None:
-            object.__setattr__(self, "ha_listen_port", self.listen_port + 1)
+            # RocketMQ: listenPort + 1; an ephemeral listen port (0, tests) gets an ephemeral one
+            object.__setattr__(
+                self, "ha_listen_port", self.listen_port + 1 if self.listen_port else 0
+            )
         if self.node_name is None:
             object.__setattr__(self, "node_name", f"{self.broker_name}-{self.broker_id}")
         self._validate()

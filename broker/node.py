@@ -39,6 +39,7 @@ class BrokerNode:
         self.config = config
         self.store = store
         self.running = False
+        self.host = "0.0.0.0"
         self.consumers = ConsumerManager()
         self.long_poll: LongPollWaiters
         self.server: RemotingServer
@@ -74,6 +75,7 @@ class BrokerNode:
         return node
 
     async def _start(self, host: str) -> None:
+        self.host = host
         loop = asyncio.get_running_loop()
         self.long_poll = LongPollWaiters(loop)
         self.store.add_dispatch_listener(self.long_poll.on_dispatch)
@@ -126,6 +128,14 @@ class BrokerNode:
         stopped in reverse. Each has ``async start()``, ``async stop()`` and optionally
         ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
         services: list = []
+        if self.store.role.is_master:
+            from broker.ha.service import HAService
+
+            services.append(HAService(self))
+        else:
+            from broker.ha.client import HAClient
+
+            services.append(HAClient(self))
         return services
 
     # -- hooks for subsystems -------------------------------------------------------------------
@@ -221,9 +231,20 @@ class BrokerNode:
                 continue
             if resp.code == ResponseCode.SUCCESS:
                 ok += 1
+                self._learn_master(resp.ext_fields)
             else:
                 log.warning("name server %s refused registration: %s", addr, resp.remark)
         return ok
+
+    def _learn_master(self, fields: dict) -> None:
+        """A slave learns its master from the registration answer (masterAddr, haServerAddr);
+        a configured haMasterAddress wins, as RocketMQ's updateMasterHAServerAddrPeriodically
+        is off by default."""
+        client = self.ha_client
+        if client is None:
+            return
+        ha_addr = None if self.config.ha_master_address else fields.get("haServerAddr") or None
+        client.set_master(ha_addr, fields.get("masterAddr") or None)
 
     async def _register_loop(self) -> None:
         while True:

@@ -95,7 +95,9 @@ class CommitLog:
         Returns the new max offset.
         """
         if offset != self.max_offset:
-            raise StoreError(f"raw append at {offset}, but the log ends at {self.max_offset}")
+            # An empty slave log starts where the master sends from: a file start.
+            if self.queue.files or offset % self.file_size:
+                raise StoreError(f"raw append at {offset}, but the log ends at {self.max_offset}")
         pos = 0
         while pos < len(data):
             mf = self.queue.last_file_for_append(offset)

@@ -326,6 +326,10 @@ class MessageStore(QueryMixin):
     def add_dispatch_listener(self, listener: DispatchListener) -> None:
         self._listeners.append(listener)
 
+    def remove_dispatch_listener(self, listener: DispatchListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def _notify(self, topic: str, queue_id: int, max_offset: int) -> None:
         for listener in self._listeners:
             try:

@@ -1,0 +1,188 @@
+"""The slave side of classic HA: HAClient.
+
+Connects to the master's HA address (``haMasterAddress``, else the ``haServerAddr`` the name
+server returns when this slave registers), reports its max physical offset at once, after every
+append and every ``haSendHeartbeatInterval``, and appends each frame's body to its own commit
+log with the store's ``append_raw`` (which dispatches complete records into the consume
+queues, so consumers can read from the slave).
+
+A frame whose offset is not this slave's log end is refused — the connection is dropped and made
+again (RocketMQ does the same), except on an empty log, which takes the master's start (the
+start of its last file). ``haHousekeepingInterval`` without a frame (the master heartbeats)
+drops the connection too. Reconnects back off from 100 ms to 5 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+from broker.errors import StoreError
+from broker.ha import wire
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 3.0
+BACKOFF_MIN_S = 0.1
+BACKOFF_MAX_S = 5.0
+
+
+def _split(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"HA master address {addr!r} is not host:port")
+    return host, int(port)
+
+
+class HAClient:
+    """Build with ``HAClient(node)``; ``await start()`` runs it, ``await stop()`` ends it."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.store = node.store
+        self.config = node.config
+        self.master_ha_addr: str | None = self.config.ha_master_address or None
+        self.master_addr: str | None = None  # the master's remoting address, when known
+        self.connected = False
+        self.connects = 0  # connections made so far
+        self.last_frame_at: float | None = None  # monotonic s of the last frame received
+        self.last_report = -1
+        self._task: asyncio.Task | None = None
+        self._addr_changed = asyncio.Event()
+        self._writer = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.node.ha_client = self
+        self._task = asyncio.create_task(self._run(), name="ha-client")
+
+    async def stop(self) -> None:
+        if self.node.ha_client is self:
+            self.node.ha_client = None
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def set_master(self, ha_addr: str | None, broker_addr: str | None = None) -> None:
+        """Point at another master (learned from the name server, or after a failover)."""
+        if broker_addr:
+            self.master_addr = broker_addr
+        if ha_addr and ha_addr != self.master_ha_addr:
+            log.info("HA: master is now %s (was %s)", ha_addr, self.master_ha_addr)
+            self.master_ha_addr = ha_addr
+            self._addr_changed.set()
+            if self._writer is not None:
+                self._writer.close()  # the read loop ends; _run reconnects to the new address
+
+    # -- the connection -------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = BACKOFF_MIN_S
+        while True:
+            addr = self.master_ha_addr
+            if addr is None:
+                self._addr_changed.clear()
+                await self._addr_changed.wait()
+                continue
+            try:
+                host, port = _split(addr)
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port), CONNECT_TIMEOUT_S
+                )
+            except (OSError, TimeoutError, ValueError) as exc:
+                log.info("HA: cannot connect to master %s: %s", addr, exc)
+                await self._backoff(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            self._writer = writer
+            self.connected = True
+            self.connects += 1
+            log.info("HA: connected to master %s", addr)
+            try:
+                await self._serve(reader, writer)
+            except wire.HAProtocolError as exc:
+                log.warning("HA: dropping connection to master %s: %s", addr, exc)
+            except TimeoutError:
+                log.warning(
+                    "HA: nothing from master %s for %d ms, reconnecting",
+                    addr,
+                    self.config.ha_housekeeping_interval_ms,
+                )
+            except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
+                log.info("HA: connection to master %s lost: %s", addr, exc or type(exc).__name__)
+            finally:
+                self.connected = False
+                self._writer = None
+                writer.close()
+            backoff = BACKOFF_MIN_S
+            await self._backoff(backoff)
+
+    async def _backoff(self, seconds: float) -> None:
+        """Wait before reconnecting, cut short when the master address changes."""
+        self._addr_changed.clear()
+        try:
+            await asyncio.wait_for(self._addr_changed.wait(), seconds * random.uniform(0.8, 1.2))
+        except TimeoutError:
+            pass
+
+    async def _report(self, writer) -> None:
+        offset = self.store.max_phy_offset
+        writer.write(wire.build_report(offset))
+        await writer.drain()
+        self.last_report = offset
+
+    async def _heartbeat(self, writer) -> None:
+        interval_s = self.config.ha_send_heartbeat_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self._report(writer)
+
+    async def _serve(self, reader, writer) -> None:
+        await self._report(writer)
+        heartbeat = asyncio.create_task(self._heartbeat(writer))
+        timeout_s = self.config.ha_housekeeping_interval_ms / 1000
+        try:
+            while True:
+                if heartbeat.done():
+                    heartbeat.result()  # raises what ended it (a dead connection)
+                head = await asyncio.wait_for(
+                    reader.readexactly(wire.TRANSFER_HEADER.size), timeout_s
+                )
+                offset, size = wire.read_header(head)
+                body = await asyncio.wait_for(reader.readexactly(size), timeout_s) if size else b""
+                self.last_frame_at = time.monotonic()
+                if size == 0:
+                    continue  # a heartbeat
+                self._append(offset, body)
+                await self._report(writer)
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+
+    def _append(self, offset: int, body: bytes) -> None:
+        mine = self.store.max_phy_offset
+        empty = mine == 0 and self.store.commit_log.queue.last_file() is None
+        if not empty and offset != mine:
+            raise wire.HAProtocolError(
+                f"master sent bytes at {offset}, but this slave's log ends at {mine}"
+            )
+        if empty and offset % self.config.mapped_file_size_commit_log:
+            raise wire.HAProtocolError(
+                f"master's first frame to an empty slave starts at {offset}, not at a file start"
+            )
+        try:
+            self.store.append_raw(offset, body)
+        except StoreError as exc:
+            raise wire.HAProtocolError(
+                f"cannot append {len(body)} bytes at {offset}: {exc}"
+            ) from exc
+
+    def runtime_info(self) -> dict[str, object]:
+        return {
+            "haMasterAddress": self.master_ha_addr or "",
+            "haConnected": self.connected,
+            "slaveMaxPhyOffset": self.store.max_phy_offset,
+        }

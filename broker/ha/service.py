@@ -1,0 +1,276 @@
+"""The master side of classic HA: HAService, one HAConnection per slave, GroupTransferService.
+
+- A slave connects to ``haListenPort`` and reports its max physical offset (8 bytes) after each
+  append and every ``haSendHeartbeatInterval``. Its first report says where to start: from that
+  offset, or, when it reports 0 (a fresh slave), from the start of the master's last commit log
+  file, as RocketMQ does.
+- The master sends the commit log's written bytes in frames of at most ``haTransferBatchSize``,
+  never across a file end, and a heartbeat frame (size 0) when it has had nothing to send for
+  ``haSendHeartbeatInterval``. ``haHousekeepingInterval`` without a report closes the connection.
+- A report that is negative or beyond the master's log end is garbage (or an old master that
+  must truncate first): the connection is dropped with the reason logged; nothing else changes.
+- ``wait_replicated`` is GroupTransferService: on a SYNC_MASTER a send is answered once some
+  slave's ack reaches the message's end, FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, and
+  SLAVE_NOT_AVAILABLE at once when no slave is connected or the best one lags by more than
+  ``haSlaveFallbehindMax``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from collections import deque
+
+from broker.config import BrokerRole
+from broker.ha import wire
+from broker.store.results import PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+SPEED_WINDOW_S = 5.0
+
+
+class HAConnection:
+    """One slave's connection. Built by HAService on accept; ``run()`` serves it until it ends."""
+
+    def __init__(self, service: HAService, reader, writer, peer: str) -> None:
+        self.service = service
+        self.reader, self.writer, self.peer = reader, writer, peer
+        self.ack_offset = -1  # the slave's last report
+        self.request_offset = -1  # its first report: where the transfer starts
+        self.next_transfer = -1
+        self.connected_at = time.monotonic()
+        self._first_report = asyncio.Event()
+        self.new_data = asyncio.Event()  # set by the service on every put
+        self._sent: deque[tuple[float, int]] = deque()  # (monotonic s, bytes) for the speed
+        self.closed = False
+
+    def transfer_speed(self) -> float:
+        now = time.monotonic()
+        while self._sent and now - self._sent[0][0] > SPEED_WINDOW_S:
+            self._sent.popleft()
+        span = max(min(now - self.connected_at, SPEED_WINDOW_S), 1e-3)
+        return sum(n for _, n in self._sent) / span
+
+    async def run(self) -> None:
+        tasks = [
+            asyncio.create_task(self._read_loop(), name=f"ha-read-{self.peer}"),
+            asyncio.create_task(self._write_loop(), name=f"ha-write-{self.peer}"),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                exc = t.exception()
+                if isinstance(exc, wire.HAProtocolError):
+                    log.warning("HA: dropping slave %s: %s", self.peer, exc)
+                elif isinstance(exc, (ConnectionError, asyncio.IncompleteReadError, OSError)):
+                    log.info("HA: slave %s disconnected (%s)", self.peer, exc or type(exc).__name__)
+                elif isinstance(exc, TimeoutError):
+                    log.warning(
+                        "HA: slave %s silent for %d ms, closing",
+                        self.peer,
+                        self.service.config.ha_housekeeping_interval_ms,
+                    )
+                elif exc is not None:
+                    log.error("HA: connection to slave %s failed", self.peer, exc_info=exc)
+        finally:
+            self.closed = True
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.writer.close()
+            try:
+                await self.writer.wait_closed()
+            except (ConnectionError, OSError):
+                pass
+
+    async def _read_loop(self) -> None:
+        timeout_s = self.service.config.ha_housekeeping_interval_ms / 1000
+        while True:
+            data = await asyncio.wait_for(self.reader.readexactly(wire.REPORT.size), timeout_s)
+            offset = wire.read_report(data)
+            master_max = self.service.store.max_phy_offset
+            if offset > master_max:
+                raise wire.HAProtocolError(
+                    f"reported offset {offset} is beyond the master's log end {master_max}"
+                    " (garbage, or an old master that must truncate before it replicates)"
+                )
+            if self.request_offset < 0:
+                self.request_offset = offset
+                log.info("HA: slave %s connected, its log ends at %d", self.peer, offset)
+                self._first_report.set()
+            self.ack_offset = offset
+            self.service.on_ack(offset)
+
+    def _start_offset(self) -> int:
+        if self.request_offset > 0:
+            return self.request_offset
+        master_max = self.service.store.max_phy_offset
+        file_size = self.service.config.mapped_file_size_commit_log
+        return max(0, master_max - master_max % file_size)
+
+    async def _write_loop(self) -> None:
+        await self._first_report.wait()
+        cfg = self.service.config
+        self.next_transfer = self._start_offset()
+        heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
+        batch = cfg.ha_transfer_batch_size_bytes
+        store = self.service.store
+        last_write = time.monotonic()
+        while True:
+            self.new_data.clear()  # before reading: a put after the read wakes the wait below
+            data = store.commit_log.read(self.next_transfer, batch)
+            if data:
+                self.writer.write(wire.build_header(self.next_transfer, len(data)))
+                self.writer.write(data)
+                await self.writer.drain()
+                self.next_transfer += len(data)
+                self._sent.append((time.monotonic(), len(data)))
+                last_write = time.monotonic()
+                continue
+            if time.monotonic() - last_write >= heartbeat_s:
+                self.writer.write(wire.build_header(self.next_transfer, 0))
+                await self.writer.drain()
+                last_write = time.monotonic()
+            try:
+                await asyncio.wait_for(self.new_data.wait(), heartbeat_s)
+            except TimeoutError:
+                pass
+
+
+class HAService:
+    """Build with ``HAService(node)``; ``await start()`` listens, ``await stop()`` closes."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.store = node.store
+        self.config = node.config
+        self.connections: list[HAConnection] = []
+        self.push2slave_max = 0  # the best ack over all slaves (RocketMQ's push2SlaveMaxOffset)
+        self._server: asyncio.Server | None = None
+        self.port = self.config.ha_listen_port  # the bound port once started
+        self._tasks: set[asyncio.Task] = set()
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
+        self._seq = itertools.count()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.store.add_dispatch_listener(self._on_put)
+        self._server = await asyncio.start_server(
+            self._accept, host=self.node.host, port=self.config.ha_listen_port
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.node.ha = self
+        log.info("HA: listening for slaves on port %d", self.port)
+
+    async def stop(self) -> None:
+        if self.node.ha is self:
+            self.node.ha = None
+        self.store.remove_dispatch_listener(self._on_put)
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        for _end, _seq, fut in self._waiters:
+            if not fut.done():
+                fut.set_result(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        self._waiters.clear()
+
+    async def _accept(self, reader, writer) -> None:
+        host, port = writer.get_extra_info("peername")[:2]
+        peer = f"{host}:{port}"
+        conn = HAConnection(self, reader, writer, peer)
+        self.connections.append(conn)
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        try:
+            await conn.run()
+        except asyncio.CancelledError:
+            pass  # stop(): the top of this connection's task, nothing above it to tell
+        finally:
+            self.connections.remove(conn)
+            self._tasks.discard(task)
+
+    # -- transfer -------------------------------------------------------------------------------
+
+    def _on_put(self, topic: str, queue_id: int, max_offset: int) -> None:
+        for conn in self.connections:
+            conn.new_data.set()
+
+    # -- acknowledgements (GroupTransferService) ------------------------------------------------
+
+    def on_ack(self, offset: int) -> None:
+        if offset > self.push2slave_max:
+            self.push2slave_max = offset
+        while self._waiters and self._waiters[0][0] <= self.push2slave_max:
+            _end, _seq, fut = heapq.heappop(self._waiters)
+            if not fut.done():
+                fut.set_result(PutMessageStatus.PUT_OK)
+
+    def slave_ok(self, master_put_where: int) -> bool:
+        """RocketMQ's isSlaveOK: a slave is connected and does not lag too far behind."""
+        live = [c for c in self.connections if not c.closed]
+        return bool(live) and (
+            master_put_where - self.push2slave_max < self.config.ha_slave_fallbehind_max_bytes
+        )
+
+    async def wait_replicated(self, result, timeout_ms: int) -> PutMessageStatus:
+        if self.node.store.role is not BrokerRole.SYNC_MASTER:
+            return result.status
+        end = result.end_offset
+        if not self.slave_ok(end):
+            return PutMessageStatus.SLAVE_NOT_AVAILABLE
+        if self.push2slave_max >= end:
+            return PutMessageStatus.PUT_OK
+        fut = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (end, next(self._seq), fut))
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000)
+        except TimeoutError:
+            log.warning("HA: no slave acknowledged offset %d within %d ms", end, timeout_ms)
+            return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def slave_ack_offsets(self) -> dict[str, int]:
+        return {c.peer: c.ack_offset for c in self.connections if c.ack_offset >= 0}
+
+    def status(self) -> dict:
+        master_max = self.store.max_phy_offset
+        fallbehind = self.config.ha_slave_fallbehind_max_bytes
+        slaves = []
+        for c in self.connections:
+            if c.ack_offset < 0:
+                continue
+            diff = master_max - c.ack_offset
+            slaves.append(
+                {
+                    "addr": c.peer,
+                    "ackOffset": c.ack_offset,
+                    "diff": diff,
+                    "transferSpeedBytesPerS": round(c.transfer_speed(), 1),
+                    "inSync": not c.closed and diff < fallbehind,
+                }
+            )
+        in_sync = [s["ackOffset"] for s in slaves if s["inSync"]]
+        return {
+            "masterMaxOffset": master_max,
+            "confirmOffset": min(in_sync) if in_sync else master_max,
+            "slaves": slaves,
+        }
+
+    def runtime_info(self) -> dict[str, object]:
+        st = self.status()
+        return {
+            "haConnections": len(st["slaves"]),
+            "haPush2SlaveMaxOffset": self.push2slave_max,
+            "haConfirmOffset": st["confirmOffset"],
+            "haSlaveDiffBytes": max((s["diff"] for s in st["slaves"]), default=0),
+        }
