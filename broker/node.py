@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 
 from broker.config import BrokerConfig
@@ -18,6 +19,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.server import RemotingServer
+from broker.store.checkpoint import atomic_write
 from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
@@ -40,6 +42,9 @@ class BrokerNode:
         self.store = store
         self.running = False
         self.host = "0.0.0.0"
+        self.node_name = stable_node_name(config)
+        self.failover = None  # broker/ha/failover.FailoverService once started
+        self.role_services: list = []  # HAService on a master, HAClient on a slave
         self.consumers = ConsumerManager()
         self.long_poll: LongPollWaiters
         self.server: RemotingServer
@@ -98,13 +103,15 @@ class BrokerNode:
         for service in self.services:
             processors.update(getattr(service, "handlers", dict)())
         self.server = RemotingServer(processors)
-        await self.server.start(host, self.config.listen_port)
         self.running = True
         started = []
         try:
             for service in self.services:
                 await service.start()
                 started.append(service)
+            # Register before the port opens: once a client can connect, routes lead here.
+            await self.register_all()
+            await self.server.start(host, self.config.listen_port)
         except BaseException:
             for service in reversed(started):
                 await service.stop()
@@ -127,16 +134,37 @@ class BrokerNode:
         """The node's optional subsystems, started in this order after the remoting server and
         stopped in reverse. Each has ``async start()``, ``async stop()`` and optionally
         ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
-        services: list = []
+        from broker.ha.failover import FailoverService
+
+        services: list = [FailoverService(self), _RoleServices(self)]
+        return services
+
+    def _build_role_services(self) -> list:
+        """What runs only in the current role; rebuilt at every role change."""
         if self.store.role.is_master:
             from broker.ha.service import HAService
 
-            services.append(HAService(self))
-        else:
-            from broker.ha.client import HAClient
+            return [HAService(self)]
+        from broker.ha.client import HAClient
 
-            services.append(HAClient(self))
-        return services
+        return [HAClient(self)]
+
+    async def start_role_services(self) -> None:
+        self.role_services = self._build_role_services()
+        for service in self.role_services:
+            await service.start()
+
+    async def stop_role_services(self) -> None:
+        for service in reversed(self.role_services):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("stopping %r failed", service)
+        self.role_services = []
+
+    def request_register(self) -> None:
+        """Register with the name servers now (after a role or topic change)."""
+        self._register_now.set()
 
     # -- hooks for subsystems -------------------------------------------------------------------
 
@@ -168,7 +196,7 @@ class BrokerNode:
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table: every service adds its own keys."""
         info: dict[str, str] = {}
-        for service in self.services:
+        for service in [*self.services, *self.role_services]:
             extra = getattr(service, "runtime_info", None)
             if extra is not None:
                 info.update({k: str(v) for k, v in extra().items()})
@@ -251,7 +279,8 @@ class BrokerNode:
             self._register_now.clear()
             await self.register_all()
             try:
-                await asyncio.wait_for(self._register_now.wait(), REGISTER_INTERVAL_MS / 1000)
+                async with asyncio.timeout(REGISTER_INTERVAL_MS / 1000):
+                    await self._register_now.wait()
             except TimeoutError:
                 pass
 
@@ -306,6 +335,36 @@ class BrokerNode:
         await self.server.stop()
         self.store.shutdown()
         log.info("broker %s stopped", self.config.broker_name)
+
+
+class _RoleServices:
+    """Starts and stops the role-specific services as one service of the node."""
+
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+
+    async def start(self) -> None:
+        await self.node.start_role_services()
+
+    async def stop(self) -> None:
+        await self.node.stop_role_services()
+
+
+def stable_node_name(config: BrokerConfig) -> str:
+    """DESIGN.md: ``nodeName`` from the config, else ``{brokerName}-{brokerId}`` at the first
+    start, kept in ``{storePathRootDir}/nodeName`` because brokerId changes at failover."""
+    path = os.path.join(config.store_path_root_dir, "nodeName")
+    default = f"{config.broker_name}-{config.broker_id}"
+    explicit = config.node_name if config.node_name != default else None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            kept = fh.read().strip()
+    except FileNotFoundError:
+        kept = None
+    name = explicit or kept or default
+    if name != kept:
+        atomic_write(path, name.encode())
+    return name
 
 
 async def serve(config: BrokerConfig, host: str) -> None:

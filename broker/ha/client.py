@@ -19,7 +19,7 @@ import logging
 import random
 import time
 
-from broker.errors import StoreError
+from broker.errors import HaproofError, StoreError
 from broker.ha import wire
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 3.0
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
+LEARN_MASTER_TIMEOUT_S = 10.0
 
 
 def _split(addr: str) -> tuple[str, int]:
@@ -68,8 +69,9 @@ class HAClient:
 
     def set_master(self, ha_addr: str | None, broker_addr: str | None = None) -> None:
         """Point at another master (learned from the name server, or after a failover)."""
-        if broker_addr:
+        if broker_addr and broker_addr != self.master_addr:
             self.master_addr = broker_addr
+            self._addr_changed.set()
         if ha_addr and ha_addr != self.master_ha_addr:
             log.info("HA: master is now %s (was %s)", ha_addr, self.master_ha_addr)
             self.master_ha_addr = ha_addr
@@ -86,6 +88,10 @@ class HAClient:
             if addr is None:
                 self._addr_changed.clear()
                 await self._addr_changed.wait()
+                continue
+            if not await self._reconcile():
+                await self._backoff(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
             try:
                 host, port = _split(addr)
@@ -120,11 +126,49 @@ class HAClient:
             backoff = BACKOFF_MIN_S
             await self._backoff(backoff)
 
+    async def _reconcile(self) -> bool:
+        """Before replicating: agree with the master on epochs, truncating a divergent tail
+        (broker/ha/failover.py). Needs the master's remoting address, which the name server
+        tells a registered slave; without a name server there is nothing to ask."""
+        failover = self.node.failover
+        if failover is None:
+            return True
+        if self.master_addr is None and self.node.namesrv_addrs:
+            self._addr_changed.clear()
+            try:
+                async with asyncio.timeout(LEARN_MASTER_TIMEOUT_S):
+                    await self._addr_changed.wait()
+            except TimeoutError:
+                pass
+        if self.master_addr is None and self.master_ha_addr:
+            await self._guess_master_addr(failover)
+        if self.master_addr is None:
+            log.info("HA: master's broker address unknown: replicating without an epoch check")
+            return True
+        try:
+            await failover.reconcile(self.master_addr)
+        except HaproofError as exc:
+            log.warning("HA: cannot reconcile with master %s: %s", self.master_addr, exc)
+            return False
+        return True
+
+    async def _guess_master_addr(self, failover) -> None:
+        """No name server: try RocketMQ's default layout (haListenPort = listenPort + 1) and
+        accept the guess only when that broker says its HA address is the one we use."""
+        try:
+            host, port = _split(self.master_ha_addr)
+            doc = await failover.fetch_epochs(f"{host}:{port - 1}")
+        except (HaproofError, ValueError):
+            return
+        if doc.get("haServerAddr", "").rpartition(":")[2] == str(port):
+            self.master_addr = f"{host}:{port - 1}"
+
     async def _backoff(self, seconds: float) -> None:
         """Wait before reconnecting, cut short when the master address changes."""
         self._addr_changed.clear()
         try:
-            await asyncio.wait_for(self._addr_changed.wait(), seconds * random.uniform(0.8, 1.2))
+            async with asyncio.timeout(seconds * random.uniform(0.8, 1.2)):
+                await self._addr_changed.wait()
         except TimeoutError:
             pass
 

@@ -136,7 +136,8 @@ class HAConnection:
                 await self.writer.drain()
                 last_write = time.monotonic()
             try:
-                await asyncio.wait_for(self.new_data.wait(), heartbeat_s)
+                async with asyncio.timeout(heartbeat_s):
+                    await self.new_data.wait()
             except TimeoutError:
                 pass
 

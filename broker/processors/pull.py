@@ -84,7 +84,8 @@ class LongPollWaiters:
                 if grown():
                     return
                 try:
-                    await asyncio.wait_for(event.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await event.wait()
                 except TimeoutError:
                     return
             finally:

@@ -39,10 +39,14 @@ class RequestCode(IntEnum):
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    GET_CONSUME_STATS = 208
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
+    GET_BROKER_HA_STATUS = 907  # RocketMQ 5
+    GET_BROKER_EPOCH_CACHE = 1007  # RocketMQ 5 (controller mode): the epoch entries
+    NOTIFY_BROKER_ROLE_CHANGED = 1008  # RocketMQ 5 (controller mode): become master / slave
 
 
 class ResponseCode(IntEnum):

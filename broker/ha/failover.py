@@ -1,0 +1,297 @@
+"""Failover: epochs, promotion, demotion and a rejoining node's truncation.
+
+RocketMQ 4.x switches roles by hand; RocketMQ 5's controller mode adds epochs. We do what the
+latter does with the former's wire:
+
+- Every node keeps an epoch file (``broker/ha/epoch.py``). A node that starts as a master with
+  none begins epoch 1 at its log end.
+- ``NOTIFY_BROKER_ROLE_CHANGED`` (1008, RocketMQ 5's code) tells a node its group's master:
+  ``masterAddress`` (remoting), ``masterEpoch``, ``masterHaAddress`` (ours), ``brokerRole`` (the
+  master's role, ours) and ``brokerId`` (ours: the id a node that becomes a slave takes). The node
+  named by ``masterAddress`` becomes master under ``masterEpoch`` — a new epoch entry at its log
+  end, brokerId 0, HAService instead of HAClient, an immediate re-registration so the name server
+  routes to it. Every other node becomes (or stays) its slave.
+- Before a slave replicates from a master it asks for the master's epochs
+  (``GET_BROKER_EPOCH_CACHE``, 1007), finds the last point both logs agree on, truncates its
+  commit log and consume queues above it (logged, and told to ``node.truncate_listeners``),
+  and adopts the master's epochs. So an old master that comes back loses only its unreplicated
+  tail, and never feeds it to anyone.
+- ``promote()`` is the controller the admin command and the tests drive.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from broker.config import BrokerRole
+from broker.errors import HaproofError, RemotingError
+from broker.ha.epoch import EpochFile, consistent_point
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_MS = 5000
+
+
+class FailoverError(HaproofError):
+    """A promotion or a rejoin could not be done; the message says which node and why."""
+
+
+# -- node side -----------------------------------------------------------------------------------
+
+
+class FailoverService:
+    """A node service: loads the epoch file, answers 1007/1008, reconciles before replicating."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.client = RemotingClient()
+
+    async def start(self) -> None:
+        node = self.node
+        node.epochs = EpochFile.load(node.config.store_path_root_dir)
+        node.failover = self
+        if node.store.role.is_master and not node.epochs.entries:
+            node.epochs.append(1, node.store.max_phy_offset)
+
+    async def stop(self) -> None:
+        await self.client.close()
+
+    def handlers(self) -> dict:
+        return {
+            RequestCode.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
+            RequestCode.NOTIFY_BROKER_ROLE_CHANGED: self._role_changed,
+            RequestCode.GET_BROKER_HA_STATUS: self._ha_status,
+        }
+
+    def describe(self) -> dict:
+        node, cfg = self.node, self.node.config
+        end = node.store.max_phy_offset
+        return {
+            "clusterName": cfg.broker_cluster_name,
+            "brokerName": cfg.broker_name,
+            "brokerId": cfg.broker_id,
+            "nodeName": node.node_name,
+            "brokerRole": node.store.role.value,
+            "brokerAddr": cfg.broker_addr,
+            "haServerAddr": cfg.ha_server_addr,
+            "maxOffset": end,
+            "epoch": node.epoch,
+            "epochList": node.epochs.to_json(end) if node.epochs else [],
+        }
+
+    async def _epoch_cache(self, conn, req: RemotingCommand) -> RemotingCommand:
+        return req.make_response(ResponseCode.SUCCESS, body=json.dumps(self.describe()).encode())
+
+    async def _ha_status(self, conn, req: RemotingCommand) -> RemotingCommand:
+        doc = self.describe()
+        doc.pop("epochList")
+        if self.node.ha is not None:
+            doc.update(self.node.ha.status())
+        client = self.node.ha_client
+        if client is not None:
+            doc.update(
+                {"masterHaAddress": client.master_ha_addr, "masterConnected": client.connected}
+            )
+        doc.update(self.node.runtime_info())
+        return req.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
+
+    async def _role_changed(self, conn, req: RemotingCommand) -> RemotingCommand:
+        master_addr = req.field("masterAddress")
+        epoch = req.int_field("masterEpoch")
+        try:
+            if master_addr == self.node.config.broker_addr:
+                role = BrokerRole(req.opt_field("brokerRole") or BrokerRole.SYNC_MASTER.value)
+                await self.become_master(epoch, role)
+            else:
+                broker_id = int(req.opt_field("brokerId") or self.node.config.broker_id or 1)
+                await self.become_slave(master_addr, req.opt_field("masterHaAddress"), broker_id)
+        except (HaproofError, ValueError) as exc:
+            log.error("role change to master %s (epoch %d) failed: %s", master_addr, epoch, exc)
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        return req.make_response(
+            ResponseCode.SUCCESS,
+            ext_fields={"epoch": self.node.epoch, "maxOffset": self.node.store.max_phy_offset},
+        )
+
+    async def become_master(self, epoch: int, role: BrokerRole) -> None:
+        node = self.node
+        if not role.is_master:
+            raise FailoverError(f"a master cannot take role {role.value}")
+        if node.store.role.is_master and epoch == node.epoch:
+            return  # already done (a retried request)
+        if epoch <= node.epoch:
+            raise FailoverError(f"epoch {epoch} is not newer than this node's epoch {node.epoch}")
+        old = node.store.role
+        await node.stop_role_services()
+        start = node.store.max_phy_offset
+        node.epochs.append(epoch, start)
+        node.config = node.config.replace(broker_id=0, broker_role=role)
+        node.store.role = role
+        await node.start_role_services()
+        node.request_register()
+        log.warning(
+            "%s is now %s of %s under epoch %d from offset %d",
+            node.node_name, role.value, node.config.broker_name, epoch, start,
+        )  # fmt: skip
+        node.notify_role_changed(old, role, epoch)
+
+    async def become_slave(self, master_addr: str, master_ha_addr: str | None, broker_id: int):
+        node = self.node
+        old = node.store.role
+        if broker_id <= 0:
+            raise FailoverError(f"a slave needs a brokerId > 0, not {broker_id}")
+        await node.stop_role_services()
+        node.config = node.config.replace(
+            broker_id=broker_id,
+            broker_role=BrokerRole.SLAVE,
+            ha_master_address=master_ha_addr or node.config.ha_master_address,
+        )
+        node.store.role = BrokerRole.SLAVE
+        await self.reconcile(master_addr)
+        await node.start_role_services()
+        if node.ha_client is not None:
+            node.ha_client.set_master(master_ha_addr, master_addr)
+        node.request_register()
+        if old is not BrokerRole.SLAVE:
+            log.warning("%s is now a slave of %s", node.node_name, master_addr)
+            node.notify_role_changed(old, BrokerRole.SLAVE, node.epoch)
+
+    async def fetch_epochs(self, broker_addr: str) -> dict:
+        req = RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE)
+        try:
+            resp = await self.client.invoke(broker_addr, req, REQUEST_TIMEOUT_MS)
+        except RemotingError as exc:
+            raise FailoverError(f"cannot read the epochs of {broker_addr}: {exc}") from exc
+        if resp.code != ResponseCode.SUCCESS:
+            raise FailoverError(f"{broker_addr} refused GET_BROKER_EPOCH_CACHE: {resp.remark}")
+        return json.loads(resp.body)
+
+    async def reconcile(self, master_addr: str) -> int | None:
+        """Truncate this (slave) node's log to the last point it shares with the master, then
+        take the master's epochs. Returns the truncation point, or None when nothing was cut."""
+        node = self.node
+        doc = await self.fetch_epochs(master_addr)
+        theirs = EpochFile.from_json(doc.get("epochList") or [])
+        mine = node.epochs.entries
+        my_end = node.store.max_phy_offset
+        point = None
+        if mine and theirs:
+            point = consistent_point(mine, my_end, theirs, int(doc["maxOffset"]))
+            if point is None:
+                raise FailoverError(
+                    f"{node.node_name} shares no epoch with master {master_addr} "
+                    f"(mine {mine}, theirs {theirs}): refusing to replicate"
+                )
+        cut = None
+        if point is not None and point < my_end:
+            log.warning(
+                "%s: truncating the commit log [%d, %d) (%d bytes) to rejoin master %s",
+                node.node_name, point, my_end, my_end - point, master_addr,
+            )  # fmt: skip
+            node.store.truncate_dirty(point)
+            node.notify_truncated(my_end, point)
+            cut = point
+        if theirs:
+            node.epochs.replace(theirs)
+        return cut
+
+
+# -- controller side ----------------------------------------------------------------------------
+
+
+async def group_nodes(client: RemotingClient, namesrv_addrs: list[str], broker_name: str) -> list:
+    """The broker addresses the name servers list for one group."""
+    last: Exception | None = None
+    for addr in namesrv_addrs:
+        try:
+            resp = await client.invoke(
+                addr, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 3000
+            )
+        except RemotingError as exc:
+            last = exc
+            continue
+        table = json.loads(resp.body).get("brokerAddrTable", {})
+        data = table.get(broker_name)
+        if data is None:
+            raise FailoverError(f"name server {addr} knows no broker group {broker_name!r}")
+        return sorted(set(data.get("brokerAddrs", {}).values()))
+    raise FailoverError(f"no name server answered ({'; '.join(namesrv_addrs)}): {last}")
+
+
+async def promote(
+    broker_name: str,
+    node_name: str,
+    *,
+    namesrv_addrs: list[str] | None = None,
+    broker_addrs: list[str] | None = None,
+    role: BrokerRole = BrokerRole.SYNC_MASTER,
+) -> dict:
+    """Make ``node_name`` the master of ``broker_name`` under a new epoch; point every other
+    reachable node of the group at it. Returns what was done."""
+    client = RemotingClient()
+    try:
+        addrs = list(broker_addrs or [])
+        if namesrv_addrs:
+            addrs += await group_nodes(client, namesrv_addrs, broker_name)
+        nodes, unreachable = {}, []
+        for addr in dict.fromkeys(addrs):
+            try:
+                resp = await client.invoke(
+                    addr, RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE), 3000
+                )
+            except RemotingError:
+                unreachable.append(addr)
+                continue
+            if resp.code == ResponseCode.SUCCESS:
+                doc = json.loads(resp.body)
+                if doc.get("brokerName") == broker_name:
+                    nodes[doc["nodeName"]] = doc
+        target = nodes.get(node_name)
+        if target is None:
+            raise FailoverError(
+                f"node {node_name!r} of {broker_name} is not reachable "
+                f"(reachable: {sorted(nodes) or 'none'}; unreachable: {unreachable or 'none'})"
+            )
+        epoch = max(int(d.get("epoch", 0)) for d in nodes.values()) + 1
+        await _notify(client, target["brokerAddr"], target, epoch, role, target["brokerId"] or 1)
+        slaves = []
+        for name, doc in sorted(nodes.items()):
+            if name == node_name:
+                continue
+            slave_id = doc["brokerId"] or target["brokerId"] or 1
+            await _notify(client, doc["brokerAddr"], target, epoch, role, slave_id)
+            slaves.append(name)
+        return {
+            "brokerName": broker_name,
+            "master": node_name,
+            "masterAddr": target["brokerAddr"],
+            "epoch": epoch,
+            "slaves": slaves,
+            "unreachable": unreachable,
+        }
+    finally:
+        await client.close()
+
+
+async def _notify(client, addr: str, target: dict, epoch: int, role: BrokerRole, broker_id: int):
+    req = RemotingCommand.request(
+        RequestCode.NOTIFY_BROKER_ROLE_CHANGED,
+        {
+            "masterAddress": target["brokerAddr"],
+            "masterEpoch": epoch,
+            "masterBrokerId": 0,
+            "masterHaAddress": target["haServerAddr"],
+            "brokerRole": role.value,
+            "brokerId": broker_id,
+        },
+    )
+    try:
+        resp = await client.invoke(addr, req, 30_000)
+    except RemotingError as exc:
+        raise FailoverError(f"role change of {addr} failed: {exc}") from exc
+    if resp.code != ResponseCode.SUCCESS:
+        raise FailoverError(f"{addr} refused the role change: {resp.remark}")
