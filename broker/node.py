@@ -146,8 +146,9 @@ class BrokerNode:
 
             return [HAService(self)]
         from broker.ha.client import HAClient
+        from broker.ha.slave_sync import SlaveSynchronize
 
-        return [HAClient(self)]
+        return [HAClient(self), SlaveSynchronize(self)]
 
     async def start_role_services(self) -> None:
         self.role_services = self._build_role_services()

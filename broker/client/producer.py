@@ -80,7 +80,17 @@ class Producer:
                 self._routes[topic] = await fetch_route(self.client, self.namesrv_addrs, topic)
             except TopicNotExistError:
                 tmpl = await fetch_route(self.client, self.namesrv_addrs, DEFAULT_TOPIC)
-                self._routes[topic] = TopicRoute(topic, tmpl.queue_datas, tmpl.broker_addrs)
+                # As RocketMQ's client: a new topic gets at most defaultTopicQueueNums queues of
+                # the default topic's route, the number the broker creates it with.
+                queue_datas = [
+                    {
+                        **qd,
+                        "readQueueNums": min(DEFAULT_TOPIC_QUEUE_NUMS, int(qd["readQueueNums"])),
+                        "writeQueueNums": min(DEFAULT_TOPIC_QUEUE_NUMS, int(qd["writeQueueNums"])),
+                    }
+                    for qd in tmpl.queue_datas
+                ]
+                self._routes[topic] = TopicRoute(topic, queue_datas, tmpl.broker_addrs)
         return self._routes[topic]
 
     def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:

@@ -95,9 +95,8 @@ class HAClient:
                 continue
             try:
                 host, port = _split(addr)
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port), CONNECT_TIMEOUT_S
-                )
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    reader, writer = await asyncio.open_connection(host, port)
             except (OSError, TimeoutError, ValueError) as exc:
                 log.info("HA: cannot connect to master %s: %s", addr, exc)
                 await self._backoff(backoff)
@@ -192,11 +191,10 @@ class HAClient:
             while True:
                 if heartbeat.done():
                     heartbeat.result()  # raises what ended it (a dead connection)
-                head = await asyncio.wait_for(
-                    reader.readexactly(wire.TRANSFER_HEADER.size), timeout_s
-                )
-                offset, size = wire.read_header(head)
-                body = await asyncio.wait_for(reader.readexactly(size), timeout_s) if size else b""
+                async with asyncio.timeout(timeout_s):
+                    head = await reader.readexactly(wire.TRANSFER_HEADER.size)
+                    offset, size = wire.read_header(head)
+                    body = await reader.readexactly(size) if size else b""
                 self.last_frame_at = time.monotonic()
                 if size == 0:
                     continue  # a heartbeat

@@ -90,7 +90,8 @@ class HAConnection:
     async def _read_loop(self) -> None:
         timeout_s = self.service.config.ha_housekeeping_interval_ms / 1000
         while True:
-            data = await asyncio.wait_for(self.reader.readexactly(wire.REPORT.size), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                data = await self.reader.readexactly(wire.REPORT.size)
             offset = wire.read_report(data)
             master_max = self.service.store.max_phy_offset
             if offset > master_max:
@@ -233,7 +234,8 @@ class HAService:
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (end, next(self._seq), fut))
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await asyncio.shield(fut)
         except TimeoutError:
             log.warning("HA: no slave acknowledged offset %d within %d ms", end, timeout_ms)
             return PutMessageStatus.FLUSH_SLAVE_TIMEOUT

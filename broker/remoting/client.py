@@ -19,9 +19,9 @@ async def connect(
     """Open a connection to ``host:port``; processors answer server -> client requests."""
     host, port = split_addr(addr)
     try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port), timeout_ms / 1000
-        )
+        # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+        async with asyncio.timeout(timeout_ms / 1000):
+            reader, writer = await asyncio.open_connection(host, port)
     except (OSError, TimeoutError) as exc:
         raise ConnectionClosedError(f"{addr}: cannot connect: {exc!r}") from exc
     return Connection.start(reader, writer, processors)

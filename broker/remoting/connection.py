@@ -59,7 +59,8 @@ class Connection:
         self._pending[request.opaque] = fut
         try:
             await self._write(request)
-            return await asyncio.wait_for(fut, timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await fut
         except TimeoutError as exc:
             raise RemotingTimeoutError(
                 f"{self.peer}: no response to request code {request.code} opaque "

@@ -90,6 +90,11 @@ def test_unknown_topic_goes_through_tbw102_route():
         p = Producer("PG", [f"127.0.0.1:{ns.server.port}"])
         r = await p.send("NewTopic", b"x")
         assert r.status == SendStatus.SEND_OK and log_a[0][1].ext_fields["b"] == "NewTopic"
+        # The broker creates the topic with defaultTopicQueueNums (4) queues, so the client
+        # never picks queue 4-7 of TBW102's 8 for it (RocketMQ clamps the same way).
+        for _ in range(12):
+            await p.send("NewTopic", b"y")
+        assert {int(req.ext_fields["e"]) for _, req in log_a} <= {0, 1, 2, 3}
         await p.close()
         for s in (a, ns.server):
             await s.stop()

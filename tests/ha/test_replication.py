@@ -106,7 +106,9 @@ def test_slave_log_is_byte_identical_and_serves_pulls(tmp_path):
             end = master.store.max_phy_offset
             await wait_for(lambda: slave.store.max_phy_offset == end, what="slave catch-up")
             assert log_bytes(slave, 0, end) == log_bytes(master, 0, end)
-            assert master.ha.status()["slaves"][0]["ackOffset"] == end
+            await wait_for(
+                lambda: master.ha.status()["slaves"][0]["ackOffset"] == end, what="ack reaches end"
+            )
             # The slave dispatched what it received: its consume queues serve reads.
             for qid in range(4):
                 assert slave.store.get_max_offset_in_queue("T", qid) == 375

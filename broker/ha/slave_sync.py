@@ -1,0 +1,99 @@
+"""SlaveSynchronize: a slave copies its master's metadata every ``slaveSyncIntervalMs``.
+
+Topics (GET_ALL_TOPIC_CONFIG, 21), consumer offsets (GET_ALL_CONSUMER_OFFSET, 43), delay offsets
+(GET_ALL_DELAY_OFFSET, 45) and subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201), as
+RocketMQ 4.x's SlaveSynchronize does, from the master's remoting address (learned when the slave
+registers with the name server). Each table is persisted after it is copied, so a slave promoted
+after its master died serves the topics and offsets it last saw.
+
+Consumer offsets merge forward-only: a copied offset never moves a slave's committed offset
+backwards (RocketMQ issue #1094); an admin reset reaches a slave as an explicit reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from broker.errors import RemotingError
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_MS = 5000
+
+
+class SlaveSynchronize:
+    """A slave's node service; ``sync_all()`` does one round (tests call it directly)."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.client = RemotingClient()
+        self.rounds = 0  # completed rounds
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="slave-sync")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.client.close()
+
+    async def _loop(self) -> None:
+        interval_s = self.node.config.slave_sync_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.sync_all()
+            except RemotingError as exc:
+                log.info("slave sync: master unreachable: %s", exc)
+            except Exception:
+                log.exception("slave sync failed")
+
+    def _master(self) -> str | None:
+        client = self.node.ha_client
+        return client.master_addr if client is not None else None
+
+    async def _fetch(self, addr: str, code: RequestCode) -> dict:
+        resp = await self.client.invoke(addr, RemotingCommand.request(code), TIMEOUT_MS)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RemotingError(f"{addr} refused request {code.name}: {resp.remark}")
+        return json.loads(resp.body)
+
+    async def sync_all(self) -> bool:
+        addr = self._master()
+        if addr is None:
+            return False
+        store = self.node.store
+        topics = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        table = topics.get("topicConfigTable") or {}
+        if table != store.topic_config.table:
+            store.topic_config.table = dict(table)
+            store.topic_config.data_version = topics.get("dataVersion") or {}
+            store.topic_config.persist()
+        offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        for key, queues in (offsets.get("offsetTable") or {}).items():
+            topic, _, group = key.partition("@")
+            for qid, off in queues.items():
+                store.consumer_offsets.commit(group, topic, int(qid), int(off))
+        store.consumer_offsets.persist()
+        delay = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
+        for level, off in (delay.get("offsetTable") or {}).items():
+            level = int(level)
+            store.delay_offsets.table[level] = max(
+                int(off), store.delay_offsets.table.get(level, 0)
+            )
+        store.delay_offsets.persist()
+        groups = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        table = groups.get("subscriptionGroupTable") or {}
+        if table != store.subscription_groups.table:
+            store.subscription_groups.table = dict(table)
+            store.subscription_groups.data_version = groups.get("dataVersion") or {}
+            store.subscription_groups.persist()
+        self.rounds += 1
+        return True
