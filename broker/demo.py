@@ -68,6 +68,8 @@ class Demo:
         self.env: dict[str, str] = {}
         self.acked = 0
         self.notes: list[str] = []
+        # node -> (brokerId, role, epoch) at the end, for one-shot shipping
+        self.roles = {"broker-a-0": (0, "SYNC_MASTER", 1), "broker-a-1": (1, "SLAVE", 1)}
 
     # -- output ---------------------------------------------------------------------------------
 
@@ -187,14 +189,15 @@ class Demo:
         if res.returncode != 0:
             raise DemoError(f"promote failed: {res.stderr.strip() or res.stdout.strip()}")
         self.say(f"  {res.stdout.strip() or 'broker-a-1 promoted'}")
-        asyncio.run(self._traffic(self.args.messages // 2, "after-failover"))
         m_port, m_ha = self.ports["broker-a-0"]
         _s_port, s_ha = self.ports["broker-a-1"]
         conf = self._conf(
             "broker-a-0", 1, "SLAVE", m_port, m_ha, haMasterAddress=f"127.0.0.1:{s_ha}"
         )
         self.procs["broker-a-0"] = start_broker("broker-a-0", conf, m_port, self.workdir, self.env)
-        self.say("  broker-a-0 restarted as a slave of broker-a-1")
+        self.say("  broker-a-0 restarted as a slave of broker-a-1 (it truncates what it alone had)")
+        self.roles = {"broker-a-0": (1, "SLAVE", 2), "broker-a-1": (0, "SYNC_MASTER", 2)}
+        asyncio.run(self._traffic(self.args.messages // 2, "after-failover"))
 
     def archive(self) -> None:
         self.step("archive: every node's commit log, snapshots and events in S3")
@@ -211,7 +214,9 @@ class Demo:
             res = subprocess.run(
                 [sys.executable, "-m", "broker.cli", "archive",
                  "--store-dir", str(self.workdir / f"store-{node}"), "--root", self.root,
-                 "--cluster", CLUSTER, "--broker-name", GROUP, "--node", node],
+                 "--cluster", CLUSTER, "--broker-name", GROUP, "--node", node,
+                 "--broker-id", str(self.roles[node][0]), "--role", self.roles[node][1],
+                 "--epoch", str(self.roles[node][2])],
                 capture_output=True, text=True, timeout=600, env={**os.environ, **self.env},
             )  # fmt: skip
             if res.returncode != 0:
