@@ -76,6 +76,8 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveRoot": ("archive_root", None),
     "archiveChunkMaxBytes": ("archive_chunk_max_bytes", 64 * 1024 * 1024),
     "archiveIntervalMs": ("archive_interval_ms", 10_000),
+    "archiveS3Endpoint": ("archive_s3_endpoint", None),
+    "archiveS3Region": ("archive_s3_region", None),
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
@@ -119,6 +121,8 @@ class BrokerConfig:
     archive_root: str | None = None
     archive_chunk_max_bytes: int = 64 * 1024 * 1024
     archive_interval_ms: int = 10_000
+    archive_s3_endpoint: str | None = None  # default: HAPROOF_S3_ENDPOINT, else AWS
+    archive_s3_region: str | None = None
     snapshot_interval_ms: int = 60_000
     extra: Mapping[str, str] = field(default_factory=dict)
 

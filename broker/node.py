@@ -137,6 +137,10 @@ class BrokerNode:
         from broker.ha.failover import FailoverService
 
         services: list = [FailoverService(self), _RoleServices(self)]
+        if self.config.archive_enable:
+            from broker.archive.node_archiver import NodeArchiver
+
+            services.append(NodeArchiver(self))
         return services
 
     def _build_role_services(self) -> list:

@@ -19,8 +19,10 @@ import logging
 import random
 import time
 
-from broker.errors import HaproofError, StoreError
+from broker.errors import HaproofError, RemotingError, StoreError
 from broker.ha import wire
+from broker.remoting.codes import RequestCode
+from broker.remoting.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +108,7 @@ class HAClient:
             self.connected = True
             self.connects += 1
             log.info("HA: connected to master %s", addr)
+            introduce = asyncio.create_task(self._introduce(writer))
             try:
                 await self._serve(reader, writer)
             except wire.HAProtocolError as exc:
@@ -119,6 +122,7 @@ class HAClient:
             except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
                 log.info("HA: connection to master %s lost: %s", addr, exc or type(exc).__name__)
             finally:
+                introduce.cancel()
                 self.connected = False
                 self._writer = None
                 writer.close()
@@ -150,6 +154,22 @@ class HAClient:
             log.warning("HA: cannot reconcile with master %s: %s", self.master_addr, exc)
             return False
         return True
+
+    async def _introduce(self, writer) -> None:
+        """Tell the master which node this HA connection is (EXCHANGE_BROKER_HA_INFO, 906);
+        a master that does not know the request (RocketMQ 4.x) just refuses it."""
+        failover = self.node.failover
+        if failover is None or self.master_addr is None:
+            return
+        host, port = writer.get_extra_info("sockname")[:2]
+        req = RemotingCommand.request(
+            RequestCode.EXCHANGE_BROKER_HA_INFO,
+            {"nodeName": self.node.node_name, "haClientAddr": f"{host}:{port}"},
+        )
+        try:
+            await failover.client.invoke(self.master_addr, req, 3000)
+        except RemotingError as exc:
+            log.info("HA: could not introduce this slave to %s: %s", self.master_addr, exc)
 
     async def _guess_master_addr(self, failover) -> None:
         """No name server: try RocketMQ's default layout (haListenPort = listenPort + 1) and

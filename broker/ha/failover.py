@@ -65,7 +65,16 @@ class FailoverService:
             RequestCode.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
             RequestCode.NOTIFY_BROKER_ROLE_CHANGED: self._role_changed,
             RequestCode.GET_BROKER_HA_STATUS: self._ha_status,
+            RequestCode.EXCHANGE_BROKER_HA_INFO: self._ha_info,
         }
+
+    async def _ha_info(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """A slave names its HA connection (its local address) so a master's status and
+        snapshots can list slaves by node name."""
+        ha = self.node.ha
+        if ha is not None:
+            ha.peer_names[req.field("haClientAddr")] = req.field("nodeName")
+        return req.make_response(ResponseCode.SUCCESS)
 
     def describe(self) -> dict:
         node, cfg = self.node, self.node.config

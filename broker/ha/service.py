@@ -154,6 +154,7 @@ class HAService:
         self.push2slave_max = 0  # the best ack over all slaves (RocketMQ's push2SlaveMaxOffset)
         self._server: asyncio.Server | None = None
         self.port = self.config.ha_listen_port  # the bound port once started
+        self.peer_names: dict[str, str] = {}  # HA connection peer -> the slave's node name
         self._tasks: set[asyncio.Task] = set()
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
         self._seq = itertools.count()
@@ -198,6 +199,7 @@ class HAService:
             pass  # stop(): the top of this connection's task, nothing above it to tell
         finally:
             self.connections.remove(conn)
+            self.peer_names.pop(peer, None)
             self._tasks.discard(task)
 
     # -- transfer -------------------------------------------------------------------------------
@@ -255,6 +257,7 @@ class HAService:
             diff = master_max - c.ack_offset
             slaves.append(
                 {
+                    "node": self.peer_names.get(c.peer),
                     "addr": c.peer,
                     "ackOffset": c.ack_offset,
                     "diff": diff,

@@ -44,6 +44,7 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
+    EXCHANGE_BROKER_HA_INFO = 906  # RocketMQ 5; here: a slave names its HA connection
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5
     GET_BROKER_EPOCH_CACHE = 1007  # RocketMQ 5 (controller mode): the epoch entries
     NOTIFY_BROKER_ROLE_CHANGED = 1008  # RocketMQ 5 (controller mode): become master / slave

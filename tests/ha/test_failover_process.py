@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.client.routes import fetch_route
 from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
@@ -97,6 +98,7 @@ def test_kill_master_promote_slave_no_acknowledged_message_lost(tmp_path):
         b = start_broker("b", _conf(tmp_path, "b", 1, "SLAVE", b_port, b_ha, ns.addr,
                                     haMasterAddress=f"127.0.0.1:{a_ha}"), b_port, tmp_path)  # fmt: skip
         procs += [a, b]
+        _wait(lambda: asyncio.run(ha_status([a.addr]))[0].get("slaves"), what="b connected")
         acked = asyncio.run(_send(ns.addr, 300, "before"))
         assert len(acked) == 300, "a SYNC_MASTER with a live slave acknowledges every send"
 

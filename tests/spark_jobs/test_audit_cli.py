@@ -32,6 +32,13 @@ def test_golden_store_audits_clean_and_a_flipped_byte_fails_there(tmp_path, gold
     assert "PASS  log_integrity" in res.stdout and "PASSED" in res.stdout
     verdict = json.loads((tmp_path / "clean" / "audits" / "r1" / "verdict.json").read_text())
     assert verdict["passed"] and verdict["recordsChecked"] == 179 + 3
+    # the GX suites ran after the jobs: their report sits beside the verdict
+    report = tmp_path / "clean" / "audits" / "r1" / "broker-a" / "report" / "index.html"
+    assert "PASS  expectations" in res.stdout
+    assert f"report: {clean_root}/audits/r1/broker-a/report/index.html" in res.stdout
+    assert report.is_file() and report.stat().st_size > 0
+    gx = json.loads((report.parent.parent / "expectations.json").read_text())
+    assert gx["success"] and gx["suites"]
 
     bad = tmp_path / "bad"
     shutil.copytree(golden_stores / ERIC, bad)
@@ -48,10 +55,25 @@ def test_golden_store_audits_clean_and_a_flipped_byte_fails_there(tmp_path, gold
     res = haproof("audit", "--root", bad_root, "--cluster", "rmq", "--run-id", "r2")
     assert res.returncode == 1, res.stdout + res.stderr
     assert "FAIL  log_integrity" in res.stdout
+    gx = json.loads(
+        (tmp_path / "badarchive" / "audits" / "r2" / "broker-a" / "expectations.json").read_text()
+    )
+    failed = [s["suite"] for s in gx["suites"] if not s["success"]]
+    assert failed and f"FAIL  expectations               {', '.join(failed)}" in res.stdout
     verdict = json.loads((tmp_path / "badarchive" / "audits" / "r2" / "verdict.json").read_text())
     issues = verdict["findings"]["records_issues"]
     assert [(i["offset"], i["check"]) for i in issues] == [(rec.physical_offset, "crc_mismatch")]
     assert rec.physical_offset == 16384 + 172 * 5
+
+
+def test_no_expectations_skips_the_suites(tmp_path, golden_stores) -> None:
+    root = f"file://{tmp_path}/arch"
+    ship(golden_stores / ERIC, root)
+    res = haproof("audit", "--root", root, "--cluster", "rmq", "--run-id", "r3",
+                  "--no-expectations")  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "expectations" not in res.stdout
+    assert not (tmp_path / "arch" / "audits" / "r3" / "broker-a" / "expectations.json").exists()
 
 
 def test_unknown_cluster_is_an_input_error(tmp_path) -> None:

@@ -1,0 +1,309 @@
+"""Archiving inside a broker node (``archiveEnable=true``): DESIGN.md section 3, live.
+
+- Every ``archiveIntervalMs`` a worker thread ships the store's **flushed** bytes as
+  record-aligned immutable chunks (``Shipper``), resuming from what the archive already holds;
+  appends never wait for object storage.
+- Snapshots every ``snapshotIntervalMs`` and at every role change: role, epoch, offsets, each
+  slave's ack offset (by node name) and the confirm offset from the HA service, strict-JSON
+  consumer offsets, queue max offsets, delay offsets, dataVersion, mappedFileSize.
+- Events: ``started``; ``recovered`` (the log end found at start and the end kept after a crash);
+  ``role_changed``; ``truncated`` (a rejoining node cut its log back); ``master_lost`` (a slave's
+  HA connection to its master went away); ``offset_reset`` (when the node reports one).
+- Storage trouble (no bucket, bad credentials, endpoint down, disk full) is logged once per
+  change of state, never reaches the send path, and the worker retries with backoff; the archive
+  catches up when storage returns. ``runtime_info`` reports the archive lag (bytes, ms).
+
+The event loop builds snapshot documents and event fields (they read node state); the worker
+thread does every object-store call, in order, from one queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from broker.archive import layout
+from broker.archive.object_store import open_store
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.errors import ArchiveError, HaproofError
+
+log = logging.getLogger(__name__)
+
+BACKOFF_MAX_S = 30.0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LiveStoreSource:
+    """The live store's commit log as a ``CommitLogSource``: only flushed bytes are shippable."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.mapped_file_size = store.config.mapped_file_size_commit_log
+
+    def min_offset(self) -> int:
+        return self.store.commit_log.min_offset
+
+    def shippable_end(self) -> int:
+        return min(self.store.commit_log.flushed_offset, self.store.commit_log.max_offset)
+
+    def file_view(self, file_start: int) -> memoryview:
+        mf = self.store.commit_log.queue.find(file_start)
+        if mf is None:
+            raise ArchiveError(f"commit log file at {file_start} is gone")
+        return memoryview(mf.buffer)
+
+
+class NodeArchiver:
+    """A node service. ``start()`` does no object-store I/O itself: the worker does."""
+
+    def __init__(self, node, clock_ms: Callable[[], int] = now_ms) -> None:
+        self.node = node
+        self.config = node.config
+        self.clock_ms = clock_ms
+        self._jobs: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._tasks: list = []
+        self.shipper: Shipper | None = None
+        self.archived_end = 0  # end of what the archive holds
+        self.archived_at_ms = 0  # when the archive last caught up with the flushed log
+        self.last_error: str | None = None
+        self.chunks_shipped = 0
+        self.snapshots_written = 0
+        self._next_start: int | None = None  # None: ask the archive where it ends
+
+    # -- lifecycle (event loop) -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        import asyncio
+
+        cfg = self.config
+        node = self.node
+        self.shipper = Shipper(
+            open_store(
+                cfg.archive_root, endpoint_url=cfg.archive_s3_endpoint, region=cfg.archive_s3_region
+            ),
+            self._identity(),
+            cfg.archive_chunk_max_bytes,
+            clock_ms=self.clock_ms,
+        )
+        node.role_listeners.append(self._on_role_changed)
+        node.truncate_listeners.append(self._on_truncated)
+        resets = getattr(node, "offset_reset_listeners", None)
+        if resets is not None:
+            resets.append(self._on_offset_reset)
+        rec = node.store.recovery
+        if rec is not None and rec.abnormal:
+            self._jobs.put(("event", "recovered", {"from": rec.found_end, "to": rec.valid_end}))
+        self._jobs.put(("event", "started", {"role": node.store.role.value}))
+        self._jobs.put(("snapshot", self._snapshot()))
+        self.archived_at_ms = self.clock_ms()
+        self._thread = threading.Thread(target=self._run, name="archiver", daemon=True)
+        self._thread.start()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._snapshot_loop()),
+            loop.create_task(self._watch_master_loop()),
+        ]
+        log.info("archiving to %s as node %s", cfg.archive_root, node.node_name)
+
+    async def stop(self) -> None:
+        import asyncio
+
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._thread is None:
+            return
+        self._jobs.put(("snapshot", self._snapshot()))
+        self._jobs.put(("ship", None))
+        self._stop.set()
+        self._wake.set()
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 30)
+        if self._thread.is_alive():
+            log.warning("archiver still busy after 30 s at shutdown; leaving it behind")
+
+    def _identity(self) -> NodeIdentity:
+        return NodeIdentity(
+            cluster=self.config.broker_cluster_name,
+            broker_name=self.config.broker_name,
+            node=self.node.node_name,
+            broker_id=self.node.config.broker_id,
+            role=self.node.store.role.value,
+            epoch=self.node.epoch,
+        )
+
+    # -- node hooks (event loop) ----------------------------------------------------------------
+
+    def _on_role_changed(self, old_role, new_role, epoch: int) -> None:
+        self._jobs.put(("identity", self._identity()))
+        self._jobs.put(("event", "role_changed", {"from": old_role.value, "to": new_role.value}))
+        self._jobs.put(("snapshot", self._snapshot()))
+        self._wake.set()
+
+    def _on_truncated(self, from_offset: int, to_offset: int) -> None:
+        self._jobs.put(("truncated", (from_offset, to_offset, self.node.epoch)))
+        self._wake.set()
+
+    def _on_offset_reset(self, group: str, topic: str, queue_id: int, from_off: int, to_off: int):
+        fields = {"group": group, "topic": topic, "queue": queue_id, "from": from_off, "to": to_off}
+        self._jobs.put(("event", "offset_reset", fields))
+        self._wake.set()
+
+    async def _snapshot_loop(self) -> None:
+        import asyncio
+
+        interval_s = self.config.snapshot_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            self._jobs.put(("snapshot", self._snapshot()))
+
+    async def _watch_master_loop(self) -> None:
+        """A slave that loses its master says so once (``master_lost``)."""
+        import asyncio
+
+        was_connected = False
+        while True:
+            await asyncio.sleep(0.5)
+            client = self.node.ha_client
+            connected = bool(client is not None and client.connected)
+            if was_connected and not connected and client is not None:
+                self._jobs.put(("event", "master_lost", {"master": client.master_ha_addr or ""}))
+                self._wake.set()
+            was_connected = connected
+
+    def _snapshot(self) -> layout.Snapshot:
+        node, store = self.node, self.node.store
+        max_off = store.max_phy_offset
+        flushed = min(store.commit_log.flushed_offset, max_off)
+        slaves: dict[str, int] = {}
+        confirm = flushed
+        if node.ha is not None:
+            st = node.ha.status()
+            confirm = min(st["confirmOffset"], max_off)
+            for s in st["slaves"]:
+                slaves[s.get("node") or s["addr"]] = s["ackOffset"]
+        qmax: dict[str, dict[str, int]] = {}
+        for (topic, qid), n in list(store.topic_queue_table.items()):
+            qmax.setdefault(topic, {})[str(qid)] = int(n)
+        offsets = store.consumer_offsets.to_json()
+        return layout.Snapshot(
+            node=node.node_name,
+            brokerName=self.config.broker_name,
+            brokerId=node.config.broker_id,
+            role=store.role.value,
+            epoch=node.epoch,
+            takenAt=self.clock_ms(),
+            maxPhyOffset=max_off,
+            flushedOffset=flushed,
+            confirmOffset=confirm,
+            slaves=slaves,
+            consumerOffsets=offsets["offsetTable"],
+            queueMaxOffsets=qmax,
+            delayOffsets={str(k): v for k, v in store.delay_offsets.table.items()},
+            dataVersion=offsets["dataVersion"],
+            mappedFileSize=self.config.mapped_file_size_commit_log,
+        )
+
+    def runtime_info(self) -> dict[str, object]:
+        flushed = self.node.store.commit_log.flushed_offset
+        lag_bytes = max(0, flushed - self.archived_end)
+        lag_ms = 0 if lag_bytes == 0 else max(0, self.clock_ms() - self.archived_at_ms)
+        return {
+            "archiveLagBytes": lag_bytes,
+            "archiveLagMs": lag_ms,
+            "archiveEnd": self.archived_end,
+            "archiveChunks": self.chunks_shipped,
+            "archiveLastError": self.last_error or "",
+        }
+
+    # -- the worker thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        interval_s = self.config.archive_interval_ms / 1000
+        backoff_s = 0.0
+        pending: list = []
+        while True:
+            stopping = self._stop.is_set()
+            while True:
+                try:
+                    pending.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                while pending:
+                    self._do(pending[0])
+                    pending.pop(0)
+                self._ship()
+                backoff_s = 0.0
+                self._set_error(None)
+            except HaproofError as exc:
+                self._set_error(str(exc))
+                backoff_s = min(max(backoff_s * 2, interval_s), BACKOFF_MAX_S)
+            except Exception as exc:  # never let the worker die: the node keeps serving
+                log.exception("archiver failed")
+                self._set_error(f"{type(exc).__name__}: {exc}")
+                backoff_s = min(max(backoff_s * 2, interval_s), BACKOFF_MAX_S)
+            if stopping:
+                if pending:
+                    log.warning("archiver stopping with %d job(s) not written", len(pending))
+                return
+            self._wake.wait(backoff_s or interval_s)
+            self._wake.clear()
+
+    def _set_error(self, message: str | None) -> None:
+        if message != self.last_error:
+            if message is None:
+                log.info("archive storage is reachable again; catching up")
+            else:
+                log.error(
+                    "archiving to %s failed (will retry): %s", self.config.archive_root, message
+                )
+        self.last_error = message
+
+    def _do(self, job) -> None:
+        kind, arg = job[0], job[1:]
+        shipper = self.shipper
+        if kind == "event":
+            name, fields = arg
+            shipper.put_event(name, **fields)
+        elif kind == "snapshot":
+            shipper.put_snapshot(arg[0])
+            self.snapshots_written += 1
+        elif kind == "identity":
+            new = arg[0]
+            shipper.id.broker_id, shipper.id.role = new.broker_id, new.role
+            shipper.id.epoch = max(shipper.id.epoch, new.epoch)
+        elif kind == "truncated":
+            from_offset, to_offset, epoch = arg[0]
+            end = shipper.archived_end()
+            if end is not None and to_offset < end:
+                shipper.record_truncation(to_offset, max(epoch, shipper.id.epoch + 1))
+            else:  # nothing archived left the log; record what did
+                shipper.id.epoch = max(epoch, shipper.id.epoch)
+                shipper.put_event("truncated", **{"from": from_offset, "to": to_offset})
+            self.archived_end = min(self.archived_end, to_offset)
+            self._next_start = None
+        elif kind == "ship":
+            pass  # a final round happens in _run after the queue drains
+
+    def _ship(self) -> None:
+        # A slave adopts its master's epochs when it (re)joins: chunks carry the current one.
+        self.shipper.id.epoch = max(self.shipper.id.epoch, self.node.epoch)
+        source = LiveStoreSource(self.node.store)
+        target = source.shippable_end()
+        result = self.shipper.ship(source, self._next_start)
+        self.chunks_shipped += len(result.chunks)
+        self.archived_end = result.end
+        self._next_start = result.end
+        if result.stopped_by is not None:
+            raise ArchiveError(f"shipping stopped at a bad record: {result.stopped_by}")
+        if result.end >= target:
+            self.archived_at_ms = self.clock_ms()
