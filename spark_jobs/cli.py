@@ -29,6 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id", default=None)
     p.add_argument("--max-lag-bytes", type=int, default=256 * 1024 * 1024)
     p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, moto, ...)")
+    p.add_argument(
+        "--no-expectations",
+        action="store_true",
+        help="skip the data-quality suites (GX) that run after the Spark jobs",
+    )
     p.set_defaults(func=run)
 
 
@@ -46,7 +51,26 @@ def parse_time(value: str | None, what: str) -> int | None:
     return int(t.timestamp() * 1000)
 
 
-def print_table(summary: dict) -> None:
+def run_expectations(spec: StoreSpec, summary: dict, max_lag_bytes: int) -> dict[str, dict]:
+    """The GX suites over each audited group's tables: {brokerName: {success, report, failed}}."""
+    from expectations import run_suites
+
+    store = spec.open()
+    out = {}
+    for v in summary["groupVerdicts"]:
+        name = v["brokerName"]
+        print(f"haproof audit: {name}: running the expectations suites", file=sys.stderr)
+        report = run_suites(store, summary["runId"], name, {"max_lag_bytes": max_lag_bytes})
+        out[name] = {
+            "success": report.success,
+            "report": f"{store.root.rstrip('/')}/{report.report_key}",
+            "failed": [s.suite for s in report.suites if not s.success],
+        }
+    return out
+
+
+def print_table(summary: dict, gx: dict[str, dict] | None = None) -> None:
+    gx = gx or {}
     for v in summary["groupVerdicts"]:
         print(f"{v['cluster']}/{v['brokerName']}  master {v['master']}  run {v['runId']}")
         for c in v["checks"]:
@@ -54,7 +78,14 @@ def print_table(summary: dict) -> None:
             print(f"  {mark}  {c['name']:<26} findings {c['findings']:<6} {c.get('detail', '')}")
         counts = ", ".join(f"{k} {n}" for k, n in sorted(v["counts"].items()))
         print(f"  ranges: {counts or 'none'}")
-    print("PASSED" if summary["passed"] else "FAILED")
+        g = gx.get(v["brokerName"])
+        if g is not None:
+            mark = "PASS" if g["success"] else "FAIL"
+            failed = ", ".join(g["failed"]) or "none failed"
+            print(f"  {mark}  {'expectations':<26} {failed}")
+            print(f"  report: {g['report']}")
+    passed = summary["passed"] and all(g["success"] for g in gx.values())
+    print("PASSED" if passed else "FAILED")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,6 +113,15 @@ def run(args: argparse.Namespace) -> int:
         raise AuditInputError(str(exc)) from exc
     finally:
         spark.stop()
-    print_table(summary)
+    gx = None
+    if not args.no_expectations:
+        from expectations.report import ExpectationsError
+
+        try:
+            gx = run_expectations(opts.spec, summary, args.max_lag_bytes)
+        except ExpectationsError as exc:
+            raise AuditInputError(f"expectations suites: {exc}") from exc
+    print_table(summary, gx)
     sys.stdout.flush()
-    return 0 if summary["passed"] else 1
+    passed = summary["passed"] and all(g["success"] for g in (gx or {}).values())
+    return 0 if passed else 1
