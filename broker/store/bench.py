@@ -14,6 +14,7 @@ import time
 from broker.config import BrokerConfig, FlushDiskType
 from broker.store.message import Message
 from broker.store.message_store import MessageStore
+from broker.store.results import PutMessageStatus
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,9 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
+def _percentile(sorted_values: list[int], q: float) -> float:
     if not sorted_values:
-        return 0.0
+        return 0
     i = min(len(sorted_values) - 1, int(q * len(sorted_values)))
     return sorted_values[i]
 
@@ -58,7 +59,7 @@ def run_bench(
     store.start()
     body = os.urandom(body_bytes)
     per_writer = messages // writers
-    latencies: list[list[float]] = [[] for _ in range(writers)]
+    latencies: list[list[int]] = [[] for _ in range(writers)]  # ns per append
     failures = [0] * writers
     barrier = threading.Barrier(writers + 1)
 
@@ -66,16 +67,18 @@ def run_bench(
         lat = latencies[i]
         msg = Message("BenchTopic", body, queue_id=i % 8, properties={"TAGS": "bench"})
         put = store.put_message
-        clock = time.perf_counter
+        clock = time.perf_counter_ns
+        ok = PutMessageStatus.PUT_OK
         barrier.wait()
         for _ in range(per_writer):
             t0 = clock()
             r = put(msg).result()
             lat.append(clock() - t0)
-            if not r.status.ok:
+            if r.status is not ok:
                 failures[i] += 1
 
     fsyncs_before = store.fsyncs
+    cpu0 = time.process_time()
     if mode == "threads":
         threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
         for t in threads:
@@ -87,9 +90,10 @@ def run_bench(
         elapsed = time.perf_counter() - t0
     else:
         elapsed = asyncio.run(_async_writers(store, body, writers, per_writer, latencies, failures))
+    cpu_seconds = time.process_time() - cpu0
     fsyncs = store.fsyncs - fsyncs_before
     store.shutdown()
-    all_lat = sorted(x for lat in latencies for x in lat)
+    all_lat = sorted(x for lat in latencies for x in lat)  # ns
     done = len(all_lat)
     return {
         "bench": "store",
@@ -102,9 +106,14 @@ def run_bench(
         "seconds": round(elapsed, 3),
         "msgs_per_s": round(done / elapsed, 1),
         "mb_per_s": round(done * body_bytes / elapsed / 1e6, 2),
-        "p50_append_us": round(_percentile(all_lat, 0.50) * 1e6, 1),
-        "p99_append_us": round(_percentile(all_lat, 0.99) * 1e6, 1),
+        "p50_append_us": round(_percentile(all_lat, 0.50) / 1e3, 1),
+        "p99_append_us": round(_percentile(all_lat, 0.99) / 1e3, 1),
         "fsyncs": fsyncs,
+        "msgs_per_fsync": round(done / fsyncs, 1) if fsyncs else None,
+        # the machine is shared: CPU time of this process (all threads) and the load average
+        "cpu_seconds": round(cpu_seconds, 3),
+        "msgs_per_cpu_s": round(done / cpu_seconds, 1) if cpu_seconds > 0 else None,
+        "loadavg_1m": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),
     }
 
@@ -114,19 +123,20 @@ async def _async_writers(
     body: bytes,
     writers: int,
     per_writer: int,
-    latencies: list[list[float]],
+    latencies: list[list[int]],
     failures: list[int],
 ) -> float:
     async def writer(i: int) -> None:
         lat = latencies[i]
         msg = Message("BenchTopic", body, queue_id=i % 8, properties={"TAGS": "bench"})
         put = store.put_message_async
-        clock = time.perf_counter
+        clock = time.perf_counter_ns
+        ok = PutMessageStatus.PUT_OK
         for _ in range(per_writer):
             t0 = clock()
             r = await put(msg)
             lat.append(clock() - t0)
-            if not r.status.ok:
+            if r.status is not ok:
                 failures[i] += 1
 
     t0 = time.perf_counter()

@@ -95,6 +95,17 @@ class ConsumeQueue:
 
     def put(self, queue_offset: int, phy_offset: int, size: int, tags_code: int) -> None:
         """Write the entry for ``queue_offset``; entries must come in order."""
+        files = self.files.files
+        if files:  # fast path: the next entry of a file with room
+            mf = files[-1]
+            pos = mf.wrote_position
+            if (
+                pos + ENTRY_SIZE <= mf.file_size
+                and (mf.file_from_offset + pos) // ENTRY_SIZE == queue_offset
+            ):
+                mf.append(ENTRY.pack(phy_offset, size, tags_code))
+                self.max_phy_offset = phy_offset + size
+                return
         expected = self.max_offset_in_queue
         if queue_offset < expected:
             return  # already indexed (re-dispatch after recovery)

@@ -14,8 +14,7 @@ Both answer through the store's put futures:
 
 from __future__ import annotations
 
-import heapq
-import itertools
+import collections
 import logging
 import threading
 import time
@@ -43,10 +42,13 @@ class GroupCommitService:
         self._on_flushed = on_flushed
         self._timeout_ms = sync_flush_timeout_ms
         self._clock_ms = clock_ms
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)  # the flush thread waits for requests
+        self._expiry = threading.Condition(self._lock)  # the expiry thread waits for deadlines
         self._requests: list[tuple[int, Any]] = []
-        self._deadlines: list[tuple[int, int, Any]] = []
-        self._seq = itertools.count()
+        # (deadline ms, [(end, waiter), ...]) per submitted batch; one timeout for all, so
+        # deadlines come in order and the oldest batch is always at the left
+        self._deadlines: collections.deque[tuple[int, list[tuple[int, Any]]]] = collections.deque()
         self._stopped = False
         self._threads: list[threading.Thread] = []
         self.fsyncs = 0
@@ -58,28 +60,34 @@ class GroupCommitService:
             self._threads.append(t)
 
     def submit(self, end_offset: int, future: Any) -> None:
-        with self._cond:
+        self.submit_many([(end_offset, future)])
+
+    def submit_many(self, batch: list[tuple[int, Any]]) -> None:
+        """Request flushes up to each ``end`` offset, in append order: one wake-up for all."""
+        with self._lock:
             if self._stopped:
-                self._on_flushed([(future, False)])
+                self._on_flushed([(waiter, False) for _, waiter in batch])
                 return
-            self._requests.append((end_offset, future))
-            heapq.heappush(
-                self._deadlines, (self._clock_ms() + self._timeout_ms, next(self._seq), future)
-            )
-            self._cond.notify_all()
+            self._requests.extend(batch)
+            if not self._deadlines:
+                self._expiry.notify()
+            self._deadlines.append((self._clock_ms() + self._timeout_ms, batch))
+            self._work.notify()
 
     def _run(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 while not self._requests and not self._stopped:
-                    self._cond.wait()
+                    self._work.wait()
                 if self._stopped and not self._requests:
                     return
                 stopping = self._stopped
-                batch = [(end, fut) for end, fut in self._requests if not fut.done()]
+                batch = self._requests
                 self._requests = []
-            if not batch:
-                continue
+                # forget deadlines of batches already answered (completions go in offset order)
+                deadlines = self._deadlines
+                while deadlines and deadlines[0][1][-1][1].done():
+                    deadlines.popleft()
             try:
                 flushed = self._flush()
                 self.fsyncs += 1
@@ -88,51 +96,53 @@ class GroupCommitService:
                 flushed = -1
             waiting = []
             done = []
-            for end, fut in batch:
-                if end <= flushed:
-                    done.append((fut, True))
+            for item in batch:
+                waiter = item[1]
+                if waiter.done():
+                    continue
+                if item[0] <= flushed:
+                    done.append((waiter, True))
                 else:  # appended after the flush started (or the flush failed): next round
-                    waiting.append((end, fut))
+                    waiting.append(item)
             if done:
                 self._on_flushed(done)
             if stopping:
-                self._on_flushed([(fut, False) for _, fut in waiting])
+                self._on_flushed([(waiter, False) for _, waiter in waiting])
                 return
             if waiting:
-                with self._cond:
-                    self._requests.extend(waiting)
+                with self._lock:
+                    self._requests[:0] = waiting
                     if flushed < 0:
-                        self._cond.wait(0.01)  # back off from a failing disk
+                        self._work.wait(0.01)  # back off from a failing disk
 
     def _expire(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 if self._stopped:
                     return
                 now = self._clock_ms()
+                deadlines = self._deadlines
                 expired = []
-                while self._deadlines and (
-                    self._deadlines[0][2].done() or self._deadlines[0][0] <= now
-                ):
-                    _, _, fut = heapq.heappop(self._deadlines)
-                    if not fut.done():
-                        expired.append((fut, False))
+                while deadlines and deadlines[0][0] <= now:
+                    _, batch = deadlines.popleft()
+                    expired.extend((waiter, False) for _, waiter in batch if not waiter.done())
                 if expired:
                     self._on_flushed(expired)
-                wait_s = (self._deadlines[0][0] - now) / 1000 if self._deadlines else None
-                self._cond.wait(wait_s)
+                wait_s = (deadlines[0][0] - now) / 1000 if deadlines else None
+                self._expiry.wait(wait_s)
 
     def shutdown(self) -> None:
         """Flush what is waiting, then stop both threads."""
-        with self._cond:
+        with self._lock:
             self._stopped = True
-            self._cond.notify_all()
+            self._work.notify_all()
+            self._expiry.notify_all()
         for t in self._threads:
             t.join(timeout=10)
-        with self._cond:
+        with self._lock:
             leftover, self._requests = self._requests, []
         if leftover:
-            self._on_flushed([(fut, False) for _, fut in leftover])
+            self._on_flushed([(waiter, False) for _, waiter in leftover])
 
 
 class FlushRealTimeService:

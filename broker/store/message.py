@@ -165,6 +165,13 @@ def message_id(store_host: str, store_port: int, physical_offset: int) -> str:
     return (packed + _I64.pack(physical_offset)).hex().upper()
 
 
+@functools.lru_cache(maxsize=64)
+def message_id_prefix(store_host: str, store_port: int) -> str:
+    """The host part of :func:`message_id`: ``prefix + f"{offset:016X}"`` is the whole id."""
+    packed, _ = encode_host(store_host, store_port)
+    return packed.hex().upper()
+
+
 def parse_message_id(msg_id: str) -> tuple[str, int, int]:
     """Inverse of :func:`message_id`: (host, port, physical offset)."""
     raw = bytes.fromhex(msg_id)
@@ -276,61 +283,101 @@ class EncodedMessage:
         return len(self.data)
 
     def stamp(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytearray:
-        _I64.pack_into(self.data, OFFSET_QUEUEOFFSET, queue_offset)
-        _I64.pack_into(self.data, OFFSET_PHYSICALOFFSET, physical_offset)
-        _I64.pack_into(self.data, self.store_timestamp_pos, store_timestamp)
-        return self.data
+        data = self.data
+        _QUEUE_AND_PHYSICAL_OFFSET.pack_into(
+            data, OFFSET_QUEUEOFFSET, queue_offset, physical_offset
+        )
+        _I64.pack_into(data, self.store_timestamp_pos, store_timestamp)
+        return data
 
 
-def encode_message(msg: Message, store_host: tuple[str, int]) -> EncodedMessage:
-    """Serialise ``msg`` as a record (v2 magic only when the topic needs it)."""
-    topic_b = msg.topic.encode("utf-8")
+# QUEUEOFFSET i64 | PHYSICALOFFSET i64: adjacent, stamped together at append time
+_QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")
+
+
+@functools.lru_cache(maxsize=8)
+def _fixed_struct(born_host_len: int, store_host_len: int) -> struct.Struct:
+    """Everything from TOTALSIZE to BODYLENGTH in one pack, for the given host widths."""
+    return struct.Struct(
+        ">iI"  # TOTALSIZE, MAGICCODE
+        "i"  # BODYCRC
+        "i"  # QUEUEID
+        "i"  # FLAG
+        "q"  # QUEUEOFFSET (placeholder, stamped at append)
+        "q"  # PHYSICALOFFSET (placeholder, stamped at append)
+        "i"  # SYSFLAG
+        "q"  # BORNTIMESTAMP
+        f"{born_host_len}s"  # BORNHOST: address + port
+        "q"  # STORETIMESTAMP (placeholder, stamped at append)
+        f"{store_host_len}s"  # STOREHOST: address + port
+        "i"  # RECONSUMETIMES
+        "q"  # PREPAREDTRANSACTIONOFFSET
+        "i"  # BODYLENGTH
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_part(topic: str) -> tuple[bytes, bool]:
+    """TOPICLENGTH + topic bytes, and whether the record needs the v2 magic (i16 length)."""
+    topic_b = topic.encode("utf-8")
     if not topic_b:
         raise ValueError("topic must not be empty")
     if len(topic_b) > MAX_TOPIC_LENGTH_V2:
         raise ValueError(f"topic is {len(topic_b)} bytes, at most {MAX_TOPIC_LENGTH_V2}")
-    props_b = properties_to_string(msg.properties).encode("utf-8")
+    if len(topic_b) > MAX_TOPIC_LENGTH_V1:
+        return _I16.pack(len(topic_b)) + topic_b, True
+    return _U8.pack(len(topic_b)) + topic_b, False
+
+
+@functools.lru_cache(maxsize=4096)
+def _properties_part(props: str) -> bytes:
+    """PROPERTIESLENGTH + properties bytes."""
+    props_b = props.encode("utf-8")
     if len(props_b) > MAX_PROPERTIES_LENGTH:
         raise ValueError(f"properties are {len(props_b)} bytes, at most {MAX_PROPERTIES_LENGTH}")
+    return _I16.pack(len(props_b)) + props_b
+
+
+def encode_message(msg: Message, store_host: tuple[str, int]) -> EncodedMessage:
+    """Serialise ``msg`` as a record (v2 magic only when the topic needs it)."""
+    topic_part, v2 = _topic_part(msg.topic)
+    props = msg.properties
+    props_part = _properties_part(
+        "".join([f"{k}\x01{v}\x02" for k, v in props.items()]) if props else ""
+    )
     born_b, born_v6 = encode_host(*msg.born_host)
     store_b, store_v6 = encode_host(*store_host)
     sysflag = msg.sysflag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
-    sysflag |= (SYSFLAG_BORNHOST_V6 if born_v6 else 0) | (SYSFLAG_STOREHOST_V6 if store_v6 else 0)
-    v2 = len(topic_b) > MAX_TOPIC_LENGTH_V1
+    if born_v6:
+        sysflag |= SYSFLAG_BORNHOST_V6
+    if store_v6:
+        sysflag |= SYSFLAG_STOREHOST_V6
     body = msg.body
-    total = encoded_length(len(topic_b), len(body), len(props_b), sysflag)
-    head = _HEAD.pack(
+    fixed = _fixed_struct(len(born_b), len(store_b))
+    body_len = len(body)
+    total = fixed.size + body_len + len(topic_part) + len(props_part)
+    head = fixed.pack(
         total,
         MAGIC_V2 if v2 else MAGIC_V1,
-        body_crc(body),
+        zlib.crc32(body) & 0x7FFFFFFF,  # body_crc()
         msg.queue_id,
         msg.flag,
         0,  # QUEUEOFFSET: stamped at append
         0,  # PHYSICALOFFSET: stamped at append
         sysflag,
         msg.born_timestamp,
+        born_b,
+        0,  # STORETIMESTAMP: stamped at append
+        store_b,
+        msg.reconsume_times,
+        msg.prepared_transaction_offset,
+        body_len,
     )
-    store_ts_pos = _HEAD.size + len(born_b)
-    buf = bytearray(
-        b"".join(
-            (
-                head,
-                born_b,
-                _ZERO8,  # STORETIMESTAMP: stamped at append
-                store_b,
-                _STORE_TAIL.pack(msg.reconsume_times, msg.prepared_transaction_offset),
-                _I32.pack(len(body)),
-                body,
-                _I16.pack(len(topic_b)) if v2 else _U8.pack(len(topic_b)),
-                topic_b,
-                _I16.pack(len(props_b)),
-                props_b,
-            )
-        )
+    buf = bytearray().join((head, body, topic_part, props_part))
+    tags = props.get(PROPERTY_TAGS) if props else None
+    return EncodedMessage(
+        buf, _HEAD.size + len(born_b), msg.topic, msg.queue_id, tags_hash_code(tags) if tags else 0
     )
-    if len(buf) != total:
-        raise AssertionError(f"encoded {len(buf)} bytes, expected {total}")
-    return EncodedMessage(buf, store_ts_pos, msg.topic, msg.queue_id, tags_hash_code(msg.tags))
 
 
 def encode_blank(remaining: int) -> bytes:

@@ -52,6 +52,12 @@ class _CompletedFuture(Future):
         self._waiters = []
         self._done_callbacks = []
 
+    def done(self) -> bool:
+        return True
+
+    def result(self, timeout: float | None = None) -> PutMessageResult:
+        return self._result
+
 
 class _Waiter:
     """A put waiting for its flush: the future to complete, its result, and its event loop."""
@@ -73,6 +79,9 @@ def _settle_async(items: list[tuple[_Waiter, bool]]) -> None:
             waiter.future.set_result(waiter.result)
 
 
+_PUT_OK = PutMessageStatus.PUT_OK
+
+
 def time_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -91,6 +100,8 @@ class MessageStore(QueryMixin):
         self.recovery: RecoveryReport | None = None
         self.put_lock = threading.Lock()
         self._listeners: list[DispatchListener] = []
+        # flush requests queued by each event loop, handed to group commit once per loop turn
+        self._loop_pending: dict[asyncio.AbstractEventLoop, list[tuple[int, _Waiter]]] = {}
         self._last_store_ts = 0
         self._lock_fd: int | None = None
         self._group_commit: GroupCommitService | None = None
@@ -363,59 +374,99 @@ class MessageStore(QueryMixin):
     async def put_message_async(
         self, msg: msgfmt.Message, *, tags_code: int | None = None
     ) -> PutMessageResult:
-        """``put_message`` for asyncio callers: flush completions arrive in batches."""
+        """``put_message`` for asyncio callers: flush requests and completions go in batches."""
         try:
             enc = msgfmt.encode_message(msg, self.config.store_host)
         except ValueError:
             return self.put_message(msg).result()
-        if len(enc) > self.config.max_message_size_bytes:
+        if len(enc.data) > self.config.max_message_size_bytes:
             return self.put_message(msg).result()
         if tags_code is not None:
             enc.tags_code = tags_code
-        fut = self.put_encoded(enc, loop=asyncio.get_running_loop())
-        if isinstance(fut, Future):
-            return fut.result()
+        result = self._append(enc)
+        group_commit = self._group_commit
+        if group_commit is None or result.status is not _PUT_OK:
+            return result
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._submit_from_loop(loop, result.wrote_offset + result.wrote_bytes, fut, result)
         return await fut
 
     def put_encoded(self, enc: msgfmt.EncodedMessage, loop=None) -> PutFuture:
         """Append; ``loop`` given: under SYNC_FLUSH the answer is an asyncio future of it."""
-        key = (enc.topic, enc.queue_id)
+        result = self._append(enc)
+        group_commit = self._group_commit
+        if group_commit is None or result.status is not _PUT_OK:
+            return _CompletedFuture(result)
+        end = result.wrote_offset + result.wrote_bytes
+        if loop is None:
+            fut = Future()
+            group_commit.submit(end, _Waiter(fut, result))
+        else:
+            fut = loop.create_future()
+            self._submit_from_loop(loop, end, fut, result)
+        return fut
+
+    def _append(self, enc: msgfmt.EncodedMessage) -> PutMessageResult:
+        """Append under the put lock and index; the result's status says whether it went in."""
+        topic = enc.topic
+        queue_id = enc.queue_id
+        key = (topic, queue_id)
         with self.put_lock:
             if self.role is BrokerRole.SLAVE:
-                return _CompletedFuture(
-                    PutMessageResult(
-                        PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave takes no writes"
-                    )
+                return PutMessageResult(
+                    PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave takes no writes"
                 )
-            qo = self.topic_queue_table.get(key, 0)
-            ts = max(self.clock_ms(), self._last_store_ts)
+            table = self.topic_queue_table
+            qo = table.get(key, 0)
+            ts = self.clock_ms()
+            if ts < self._last_store_ts:
+                ts = self._last_store_ts
             try:
-                app = self.commit_log.append(enc, qo, ts)
+                offset = self.commit_log.append_encoded(enc, qo, ts)
             except StoreError as exc:
                 log.error("append failed: %s", exc)
-                return _CompletedFuture(
-                    PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
-                )
-            if enc.topic and (enc.queue_id >= 0):
-                self.consume_queue(*key).put(qo, app.wrote_offset, app.wrote_bytes, enc.tags_code)
-            self.topic_queue_table[key] = qo + 1
+                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+            size = len(enc.data)
+            if topic and queue_id >= 0:
+                cq = self.queues.get(key)
+                if cq is None:
+                    cq = self.consume_queue(topic, queue_id)
+                cq.put(qo, offset, size, enc.tags_code)
+            table[key] = qo + 1
             self._last_store_ts = ts
-            self.dispatcher.dispatched_offset = app.wrote_offset + app.wrote_bytes
-        host, port = self.config.store_host
+            self.dispatcher.dispatched_offset = offset + size
         result = PutMessageResult(
-            PutMessageStatus.PUT_OK,
-            app.wrote_offset,
-            app.wrote_bytes,
-            msgfmt.message_id(host, port, app.wrote_offset),
-            qo,
-            ts,
+            _PUT_OK, offset, size, f"{self._msg_id_prefix()}{offset:016X}", qo, ts
         )
-        self._notify(enc.topic, enc.queue_id, qo + 1)
-        if self._group_commit is None:
-            return _CompletedFuture(result)
-        fut = Future() if loop is None else loop.create_future()
-        self._group_commit.submit(result.end_offset, _Waiter(fut, result, loop))
-        return fut
+        if self._listeners:
+            self._notify(topic, queue_id, qo + 1)
+        return result
+
+    def _msg_id_prefix(self) -> str:
+        host, port = self.config.store_host
+        return msgfmt.message_id_prefix(host, port)
+
+    def _submit_from_loop(
+        self, loop: asyncio.AbstractEventLoop, end: int, fut, result: PutMessageResult
+    ) -> None:
+        """Queue a flush request from an event loop; the loop hands over all it queued in one
+        go at its next turn, so the flush thread is woken once per batch, not per append."""
+        pending = self._loop_pending.get(loop)
+        if pending is None:
+            pending = self._loop_pending[loop] = []
+        if not pending:
+            loop.call_soon(self._hand_over, loop)
+        pending.append((end, _Waiter(fut, result, loop)))
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch = self._loop_pending.pop(loop, None)
+        if batch:
+            group_commit = self._group_commit
+            if group_commit is None:  # shut down meanwhile
+                self._complete_flush([(w, False) for _, w in batch])
+            else:
+                group_commit.submit_many(batch)
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
         """Slave side: append replicated bytes at exactly the log end and index what completed."""
