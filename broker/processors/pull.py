@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.ha.read_advice import MASTER_ID, suggest_which_broker_id, total_physical_memory_bytes
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message import tags_hash_code
@@ -105,6 +106,8 @@ class PullProcessor:
 
     def __init__(self, node) -> None:
         self.node = node
+        # The machine's memory, for read-from-slave advice (tests inject a small one).
+        self.physical_memory_bytes = total_physical_memory_bytes()
 
     async def pull(self, conn, req: RemotingCommand) -> RemotingCommand:
         store = self.node.store
@@ -143,11 +146,23 @@ class PullProcessor:
             commit = _opt_int(req, "commitOffset", -1)
             if commit >= 0:
                 store.consumer_offsets.commit(group, topic, queue_id, commit)
-        return self._response(req, code, result, offset)
+        suggest = MASTER_ID
+        if is_master:
+            suggest = suggest_which_broker_id(
+                self.node.config,
+                store.max_phy_offset,
+                result.max_phy_offset_pulled,
+                self.physical_memory_bytes,
+            )
+        return self._response(req, code, result, offset, suggest)
 
     @staticmethod
     def _response(
-        req: RemotingCommand, code: ResponseCode, result: GetMessageResult, offset: int
+        req: RemotingCommand,
+        code: ResponseCode,
+        result: GetMessageResult,
+        offset: int,
+        suggest_broker_id: int = MASTER_ID,
     ) -> RemotingCommand:
         next_offset = result.next_begin_offset
         if result.status in (
@@ -163,7 +178,7 @@ class PullProcessor:
                 "nextBeginOffset": next_offset,
                 "minOffset": result.min_offset,
                 "maxOffset": result.max_offset,
-                "suggestWhichBrokerId": 0,
+                "suggestWhichBrokerId": suggest_broker_id,
             },
             body=body,
         )

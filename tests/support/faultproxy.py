@@ -164,9 +164,7 @@ class FaultProxy:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        self.drop()
-        for task in list(self._handlers):
-            task.cancel()
+        self.drop()  # every handler then ends on its own (cancelling them upsets asyncio)
         await asyncio.gather(*self._handlers, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
