@@ -15,6 +15,7 @@ from broker.errors import RemotingError
 from broker.processors.admin import AdminProcessor, ConsumerManager
 from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.send import SendProcessor
+from broker.processors.sendback import SendBackProcessor
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -44,6 +45,7 @@ class BrokerNode:
         self.host = "0.0.0.0"
         self.node_name = stable_node_name(config)
         self.failover = None  # broker/ha/failover.FailoverService once started
+        self.stats = None  # broker/processors/runtime.BrokerStats once its service exists
         self.role_services: list = []  # HAService on a master, HAClient on a slave
         self.consumers = ConsumerManager()
         self.long_poll: LongPollWaiters
@@ -62,6 +64,8 @@ class BrokerNode:
         # Listeners: on_role_changed(old_role, new_role, epoch); on_truncated(from_offset, to_offset)
         self.role_listeners: list = []
         self.truncate_listeners: list = []
+        # on_offset_reset(group, topic, queue_id, from_offset, to_offset): an admin rewind
+        self.offset_reset_listeners: list = []
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -96,6 +100,8 @@ class BrokerNode:
         processors = {
             RequestCode.SEND_MESSAGE: send.send_v1,
             RequestCode.SEND_MESSAGE_V2: send.send_v2,
+            RequestCode.SEND_BATCH_MESSAGE: send.send_batch,
+            **SendBackProcessor(self, send).handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
         }
@@ -135,8 +141,20 @@ class BrokerNode:
         stopped in reverse. Each has ``async start()``, ``async stop()`` and optionally
         ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
         from broker.ha.failover import FailoverService
+        from broker.ha.offset_sync import OffsetPreOnline
+        from broker.processors.ha_admin import OffsetAdminService
 
-        services: list = [FailoverService(self), _RoleServices(self)]
+        from broker.processors.runtime import RuntimeInfoService
+        from broker.schedule import ScheduleMessageService
+
+        services: list = [
+            RuntimeInfoService(self),
+            FailoverService(self),
+            OffsetPreOnline(self),
+            OffsetAdminService(self),
+            _RoleServices(self),
+            ScheduleMessageService(self.store),  # delivers only while the store is a master
+        ]
         if self.config.archive_enable:
             from broker.archive.node_archiver import NodeArchiver
 
@@ -197,6 +215,15 @@ class BrokerNode:
                 listener(from_offset, to_offset)
             except Exception:
                 log.exception("truncation listener %r failed", listener)
+
+    def notify_offset_reset(
+        self, group: str, topic: str, queue_id: int, from_offset: int, to_offset: int
+    ) -> None:
+        for listener in list(self.offset_reset_listeners):
+            try:
+                listener(group, topic, queue_id, from_offset, to_offset)
+            except Exception:
+                log.exception("offset-reset listener %r failed", listener)
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table: every service adds its own keys."""

@@ -1,0 +1,140 @@
+"""Consumer-progress and offset-reset requests for ``haproof admin``.
+
+- ``GET_CONSUME_STATS`` (208, RocketMQ's code): header ``consumerGroup``, optional ``topic``.
+  RocketMQ answers a ConsumeStats whose ``offsetTable`` is keyed by MessageQueue objects, which
+  plain JSON cannot express; ours is a list of ``{topic, brokerName, queueId, brokerOffset,
+  consumerOffset, diff}`` plus ``brokerAddr``, ``brokerRole`` and ``consumeTps`` (0: not
+  measured). A group with no committed offset and no subscription config on this broker gets
+  SUBSCRIPTION_GROUP_NOT_EXIST (26).
+- ``INVOKE_BROKER_TO_RESET_OFFSET`` (222, RocketMQ's code; RocketMQ 5's header also carries
+  ``queueId`` and ``offset``): header ``group``, ``topic``, ``queueId``, ``offset``. The one way
+  a committed offset moves backwards: applied with ``ConsumerOffsetTable.reset``, persisted at
+  once, logged and told to ``node.offset_reset_listeners`` (the archiver records it). Answers
+  ``previousOffset``. Consumers of the group should be stopped: a live consumer that commits
+  its in-memory (larger) offset afterwards moves the offset forward again (RocketMQ notifies
+  clients with RESET_CONSUMER_CLIENT_OFFSET; our client does not take it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from broker.errors import HaproofError
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+
+class OffsetAdminService:
+    """A node service answering GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.resets = 0
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def handlers(self) -> dict:
+        return {
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+        }
+
+    def runtime_info(self) -> dict:
+        return {"offsetResets": self.resets}
+
+    def progress(self, group: str, topic: str | None = None) -> list[dict] | None:
+        """Per queue broker/consumer offsets of ``group``; None when the broker knows nothing of
+        the group."""
+        store = self.node.store
+        topics = set()
+        for key in store.consumer_offsets.table:
+            t, _, g = key.partition("@")
+            if g == group:
+                topics.add(t)
+        known = bool(topics) or group in store.subscription_groups.table
+        if topic is not None:
+            topics = {topic}
+        if not known:
+            return None
+        rows = []
+        for t in sorted(topics):
+            tc = store.topic_config.table.get(t) or {}
+            committed = store.consumer_offsets.table.get(f"{t}@{group}", {})
+            nums = int(tc.get("readQueueNums", 0))
+            for qid in sorted(set(range(nums)) | set(committed)):
+                broker_off = store.get_max_offset_in_queue(t, qid)
+                consumer_off = store.consumer_offsets.query(group, t, qid)
+                rows.append(
+                    {
+                        "topic": t,
+                        "brokerName": self.node.config.broker_name,
+                        "queueId": qid,
+                        "brokerOffset": broker_off,
+                        "consumerOffset": consumer_off,
+                        "diff": broker_off - max(consumer_off, 0),
+                    }
+                )
+        return rows
+
+    async def consume_stats(self, conn, req: RemotingCommand) -> RemotingCommand:
+        group = req.field("consumerGroup")
+        rows = self.progress(group, req.opt_field("topic") or None)
+        cfg = self.node.config
+        if rows is None:
+            return req.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                remark=f"broker {cfg.broker_addr} knows no consumer group {group!r}",
+            )
+        doc = {
+            "brokerName": cfg.broker_name,
+            "brokerAddr": cfg.broker_addr,
+            "brokerRole": self.node.store.role.value,
+            "offsetTable": rows,
+            "consumeTps": 0.0,
+        }
+        return req.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
+
+    def reset(self, group: str, topic: str, queue_id: int, offset: int) -> int:
+        """Rewind (or set) one committed offset; returns the previous one. Raises ValueError
+        naming the bad field."""
+        store = self.node.store
+        tc = store.topic_config.table.get(topic)
+        if tc is None:
+            raise ValueError(f"topic {topic!r} does not exist on {self.node.config.broker_addr}")
+        nums = int(tc.get("readQueueNums", 0))
+        if not 0 <= queue_id < nums:
+            raise ValueError(f"queueId {queue_id} out of range: {topic} has {nums} queue(s)")
+        if offset < 0:
+            raise ValueError(f"offset {offset} is negative")
+        if self.node.store.role.is_master:
+            top = store.get_max_offset_in_queue(topic, queue_id)
+            if offset > top:
+                raise ValueError(f"offset {offset} is beyond {topic}/{queue_id}'s max {top}")
+        before = store.consumer_offsets.reset(group, topic, queue_id, offset)
+        store.consumer_offsets.persist()
+        self.resets += 1
+        log.warning(
+            "admin reset of %s %s/%d: committed offset %d -> %d", group, topic, queue_id,
+            before, offset,
+        )  # fmt: skip
+        self.node.notify_offset_reset(group, topic, queue_id, before, offset)
+        return before
+
+    async def reset_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
+        try:
+            before = self.reset(
+                req.field("group"),
+                req.field("topic"),
+                req.int_field("queueId"),
+                req.int_field("offset"),
+            )
+        except (ValueError, HaproofError) as exc:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"previousOffset": before})

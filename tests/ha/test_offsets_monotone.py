@@ -1,0 +1,235 @@
+"""Committed offsets never go backwards (RocketMQ issue #1094) except an explicit admin reset.
+
+Unit tests with fakes for the forward-only merge and the reverse (pre-online) sync; a process
+test: consumers commit on the slave while the master is down, the master restarts with its older
+``consumerOffset.json``, and no committed offset goes backwards on either node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from broker.config import BrokerRole
+from broker.errors import RemotingError
+from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
+from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
+
+# -- units -----------------------------------------------------------------------------------
+
+
+def test_commit_keeps_the_max_and_reset_rewinds(tmp_path):
+    t = ConsumerOffsetTable(str(tmp_path / "consumerOffset.json"))
+    assert t.commit("G", "T", 0, 10)
+    assert not t.commit("G", "T", 0, 7)
+    assert t.query("G", "T", 0) == 10
+    assert t.reset("G", "T", 0, 3) == 10
+    assert t.query("G", "T", 0) == 3
+    assert t.commit("G", "T", 0, 4) and t.query("G", "T", 0) == 4
+
+
+def test_merge_raises_only_smaller_offsets(tmp_path):
+    t = ConsumerOffsetTable(str(tmp_path / "consumerOffset.json"))
+    t.commit("G", "T", 0, 50)
+    t.commit("G", "T", 1, 5)
+    doc = {"offsetTable": {"T@G": {"0": 40, "1": 9, "2": 1}, "U@H": {"0": 0}}}
+    raised = merge_consumer_offsets(t, doc)
+    assert sorted(raised) == [("G", "T", 1, 5, 9), ("G", "T", 2, -1, 1), ("H", "U", 0, -1, 0)]
+    assert t.query("G", "T", 0) == 50  # the peer's 40 does not move it back
+    assert t.query("G", "T", 1) == 9
+
+
+@pytest.mark.parametrize(
+    "doc, words",
+    [
+        ({"offsetTable": []}, "not an object"),
+        ({"offsetTable": {"nogroup": {"0": 1}}}, "'nogroup'"),
+        ({"offsetTable": {"T@G": {"0": "x"}}}, "'T@G'"),
+    ],
+)
+def test_merge_names_malformed_entries(tmp_path, doc, words):
+    t = ConsumerOffsetTable(str(tmp_path / "consumerOffset.json"))
+    with pytest.raises(ValueError, match=words):
+        merge_consumer_offsets(t, doc)
+
+
+def test_delay_merge_keeps_the_max():
+    table = {1: 10, 2: 3}
+    assert merge_delay_offsets(table, {"offsetTable": {"1": 4, "2": 8, "3": 1}}) == 2
+    assert table == {1: 10, 2: 8, 3: 1}
+
+
+def _fake_node(tmp_path, role=BrokerRole.SYNC_MASTER):
+    store = SimpleNamespace(
+        role=role,
+        consumer_offsets=ConsumerOffsetTable(str(tmp_path / "consumerOffset.json")),
+        delay_offsets=DelayOffsetTable(str(tmp_path / "delayOffset.json")),
+    )
+    config = SimpleNamespace(broker_name="broker-a", broker_addr="127.0.0.1:1")
+    return SimpleNamespace(store=store, config=config, role_listeners=[], namesrv_addrs=[])
+
+
+def test_pre_online_sync_takes_the_larger_offsets_and_skips_dead_peers(tmp_path):
+    node = _fake_node(tmp_path)
+    node.store.consumer_offsets.commit("G", "T", 0, 100)
+    node.store.consumer_offsets.commit("G", "T", 1, 20)
+    docs = {
+        ("s1", RequestCode.GET_ALL_CONSUMER_OFFSET): {"offsetTable": {"T@G": {"0": 90, "1": 35}}},
+        ("s1", RequestCode.GET_ALL_DELAY_OFFSET): {"offsetTable": {"3": 7}},
+    }
+
+    async def fetch(addr, code):
+        if addr == "dead":
+            raise RemotingError("connection refused")
+        return docs[(addr, code)]
+
+    async def peers():
+        return ["dead", "s1"]
+
+    async def main():
+        svc = OffsetPreOnline(node, fetch=fetch, peers=peers)
+        await svc.start()  # a master syncs before serving
+        try:
+            return svc
+        finally:
+            await svc.stop()
+
+    svc = asyncio.run(main())
+    assert node.store.consumer_offsets.query("G", "T", 0) == 100
+    assert node.store.consumer_offsets.query("G", "T", 1) == 35
+    assert node.store.delay_offsets.table == {3: 7}
+    assert svc.runtime_info() == {"offsetPreOnlineRaised": 1, "offsetPreOnlinePeers": 1}
+    # ... and persisted: a restart sees the raised offset.
+    again = ConsumerOffsetTable.load(str(tmp_path / "consumerOffset.json"))
+    assert again.query("G", "T", 1) == 35
+
+
+def test_pre_online_sync_does_nothing_on_a_slave_until_it_is_promoted(tmp_path):
+    node = _fake_node(tmp_path, role=BrokerRole.SLAVE)
+    calls = []
+
+    async def fetch(addr, code):
+        calls.append(code)
+        return {"offsetTable": {"T@G": {"0": 5}}} if code == 43 else {}
+
+    async def peers():
+        return ["s2"]
+
+    async def main():
+        svc = OffsetPreOnline(node, fetch=fetch, peers=peers)
+        await svc.start()
+        assert calls == []
+        for listener in node.role_listeners:
+            listener(BrokerRole.SLAVE, BrokerRole.SYNC_MASTER, 2)
+        deadline = time.monotonic() + 20
+        while node.store.consumer_offsets.query("G", "T", 0) != 5:
+            assert time.monotonic() < deadline, "promotion did not trigger the reverse sync"
+            await asyncio.sleep(0.01)
+        await svc.stop()
+
+    asyncio.run(main())
+
+
+# -- real processes ------------------------------------------------------------------------------
+
+TOPIC = "OffsetTopic"
+GROUP = "CG"
+
+
+def _wait(cond, timeout_s=60.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = cond()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, **extra):
+    return write_broker_conf(
+        tmp_path / f"{node}.conf",
+        {
+            "brokerClusterName": "C",
+            "brokerName": "broker-a",
+            "brokerId": broker_id,
+            "brokerRole": role,
+            "storePathRootDir": tmp_path / f"store-{node}",
+            "listenPort": port,
+            "haListenPort": ha_port,
+            "namesrvAddr": namesrv,
+            "nodeName": node,
+            "mappedFileSizeCommitLog": 256 * 1024,
+            "slaveSyncIntervalMs": 200,
+            "flushConsumerOffsetInterval": 200,
+            **extra,
+        },
+    )
+
+
+async def _call(addr: str, code: RequestCode, fields: dict | None = None) -> RemotingCommand:
+    client = RemotingClient()
+    try:
+        return await client.invoke(addr, RemotingCommand.request(code, fields or {}), 5000)
+    finally:
+        await client.close()
+
+
+def _commit(addr: str, queue_id: int, offset: int) -> None:
+    fields = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": queue_id, "commitOffset": offset}
+    resp = asyncio.run(_call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def _committed(addr: str, queue_id: int) -> int:
+    fields = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": queue_id}
+    resp = asyncio.run(_call(addr, RequestCode.QUERY_CONSUMER_OFFSET, fields))
+    return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else -1
+
+
+def test_master_restart_never_moves_a_committed_offset_backwards(tmp_path):
+    ns = start_namesrv(tmp_path)
+    procs = [ns]
+    try:
+        (m_port, m_ha), (s_port, s_ha) = (free_port(), free_port()), (free_port(), free_port())
+        m_conf = _conf(tmp_path, "m", 0, "ASYNC_MASTER", m_port, m_ha, ns.addr)
+        s_conf = _conf(tmp_path, "s", 1, "SLAVE", s_port, s_ha, ns.addr,
+                       haMasterAddress=f"127.0.0.1:{m_ha}")  # fmt: skip
+        m = start_broker("m", m_conf, m_port, tmp_path)
+        s = start_broker("s", s_conf, s_port, tmp_path)
+        procs += [m, s]
+        for q in range(4):
+            _commit(m.addr, q, 100 + q)
+        # The slave copies the master's offsets (SlaveSynchronize, forward-only).
+        _wait(lambda: _committed(s.addr, 3) == 103, what="offsets copied to the slave")
+        m.stop()  # the master persisted consumerOffset.json with 100..103 on the way out
+
+        # While the master is away, consumers go on committing on the slave.
+        for q in range(4):
+            _commit(s.addr, q, 200 + q)
+        assert [_committed(s.addr, q) for q in range(4)] == [200, 201, 202, 203]
+
+        # The master comes back with its older table; before it serves it takes the slave's.
+        m2 = start_broker("m", m_conf, m_port, tmp_path)
+        procs.append(m2)
+        assert [_committed(m2.addr, q) for q in range(4)] == [200, 201, 202, 203]
+        assert "raised 100 -> 200" in (tmp_path / "m.log").read_text()
+
+        # The slave keeps copying from the master: prove a copy round ran after the restart (a
+        # new commit on queue 0 arrives), then that nothing on the slave went backwards.
+        _commit(m2.addr, 0, 250)
+        _wait(lambda: _committed(s.addr, 0) == 250, what="a slave sync round after the restart")
+        assert [_committed(s.addr, q) for q in range(1, 4)] == [201, 202, 203]
+        # A stale commit (an old consumer instance) does not move the master back either.
+        _commit(m2.addr, 1, 150)
+        assert _committed(m2.addr, 1) == 201
+    finally:
+        for p in procs:
+            p.kill()
