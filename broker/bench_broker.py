@@ -30,6 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="how long to send")
     p.add_argument("--role", default="ASYNC_MASTER", choices=["ASYNC_MASTER", "SYNC_MASTER"])
     p.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    p.add_argument(
+        "--with-slave",
+        action="store_true",
+        help="also start a SLAVE process and report replication lag (always on for SYNC_MASTER)",
+    )
     p.add_argument("--namesrv", default=None, help="use this running name server instead")
     p.add_argument("--topic", default=None, help="default: a fresh BenchTopic-<id>")
     p.set_defaults(func=run)
@@ -55,8 +60,11 @@ def _wait_port(proc: subprocess.Popen, port: int, what: str, timeout_s: float = 
             time.sleep(0.05)
 
 
-def _start_cluster(workdir: str, role: str, flush: str) -> tuple[list[subprocess.Popen], str]:
-    ns_port, br_port = _free_port(), _free_port()
+def _start_cluster(
+    workdir: str, role: str, flush: str, with_slave: bool = False
+) -> tuple[list[subprocess.Popen], str, str]:
+    """Name server, master and optionally a slave: (processes, namesrv addr, master addr)."""
+    ns_port, br_port, ha_port = _free_port(), _free_port(), _free_port()
     cli = [sys.executable, "-m", "broker.cli", "--log-level", "WARNING"]
     logs = open(os.path.join(workdir, "processes.log"), "wb")  # noqa: SIM115
     ns = subprocess.Popen(
@@ -69,11 +77,91 @@ def _start_cluster(workdir: str, role: str, flush: str) -> tuple[list[subprocess
             "brokerClusterName=BenchCluster\nbrokerName=bench-a\nbrokerId=0\n"
             f"brokerRole={role}\nflushDiskType={flush}\n"
             f"storePathRootDir={os.path.join(workdir, 'store')}\nlistenPort={br_port}\n"
-            f"namesrvAddr=127.0.0.1:{ns_port}\n"
+            f"namesrvAddr=127.0.0.1:{ns_port}\nhaListenPort={ha_port}\n"
         )
     br = subprocess.Popen([*cli, "broker", "-c", conf], stderr=logs)
     _wait_port(br, br_port, "broker")
-    return [br, ns], f"127.0.0.1:{ns_port}"
+    procs = [br, ns]
+    if with_slave:
+        sl_port = _free_port()
+        sconf = os.path.join(workdir, "slave.conf")
+        with open(sconf, "w") as fh:
+            fh.write(
+                "brokerClusterName=BenchCluster\nbrokerName=bench-a\nbrokerId=1\n"
+                f"brokerRole=SLAVE\nflushDiskType={flush}\n"
+                f"storePathRootDir={os.path.join(workdir, 'store-slave')}\n"
+                f"listenPort={sl_port}\nhaListenPort={_free_port()}\n"
+                f"namesrvAddr=127.0.0.1:{ns_port}\nhaMasterAddress=127.0.0.1:{ha_port}\n"
+            )
+        sl = subprocess.Popen([*cli, "broker", "-c", sconf], stderr=logs)
+        procs.insert(0, sl)
+        _wait_port(sl, sl_port, "slave")
+        asyncio.run(_wait_slave(f"127.0.0.1:{br_port}"))
+    return procs, f"127.0.0.1:{ns_port}", f"127.0.0.1:{br_port}"
+
+
+async def _ha_ack(client, master: str) -> int:
+    """The best slave ack offset in the master's HA status (-1: no slave)."""
+    from broker.remoting.codes import RequestCode, ResponseCode
+    from broker.remoting.command import RemotingCommand
+
+    resp = await client.invoke(
+        master, RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS), 5000
+    )
+    if resp.code != ResponseCode.SUCCESS:
+        raise HaproofError(f"bench broker: {master} refused GET_BROKER_HA_STATUS: {resp.remark}")
+    slaves = json.loads(resp.body).get("slaves") or []
+    return max((s["ackOffset"] for s in slaves), default=-1)
+
+
+async def _wait_slave(master: str, timeout_s: float = 30.0) -> None:
+    from broker.remoting.client import RemotingClient
+
+    client = RemotingClient()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while await _ha_ack(client, master) < 0:
+            if time.monotonic() > deadline:
+                raise HaproofError(f"bench broker: no slave connected to {master}")
+            await asyncio.sleep(0.05)
+    finally:
+        await client.close()
+
+
+class _LagSampler:
+    """Samples the master's best slave ack every ``interval_s``; a sent message's replication
+    lag is the first sample covering its physical offset minus its send-ack time."""
+
+    def __init__(self, master: str, interval_s: float = 0.01) -> None:
+        self.master, self.interval_s = master, interval_s
+        self.samples: list[tuple[float, int]] = []  # (perf_counter s, ack offset), ack rising
+        self.acked: list[tuple[float, int]] = []  # (send-ack perf_counter s, phys offset)
+        self.max_offset = -1  # the highest acked message's physical offset
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from broker.remoting.client import RemotingClient
+
+        client = RemotingClient()
+        try:
+            while True:
+                ack = await _ha_ack(client, self.master)
+                self.samples.append((time.perf_counter(), ack))
+                if stop.is_set() and ack > self.max_offset:
+                    return
+                await asyncio.sleep(self.interval_s)
+        finally:
+            await client.close()
+
+    def lags_ms(self) -> list[float]:
+        import bisect
+
+        acks = [a for _, a in self.samples]
+        lags = []
+        for t_ack, off in self.acked:
+            i = bisect.bisect_right(acks, off)  # first sample with ack > the message's start
+            if i < len(self.samples):
+                lags.append(max(0.0, self.samples[i][0] - t_ack) * 1e3)
+        return lags
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -83,10 +171,20 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-async def _load(namesrv: str, topic: str, producers: int, body: bytes, seconds: float) -> dict:
+async def _load(
+    namesrv: str,
+    topic: str,
+    producers: int,
+    body: bytes,
+    seconds: float,
+    master: str | None = None,
+) -> dict:
     from broker.client.consumer import Consumer
     from broker.client.producer import Producer, SendStatus
+    from broker.store.message import parse_message_id
 
+    sampler = _LagSampler(master) if master else None
+    sampling_done = asyncio.Event()
     latencies: list[float] = []
     failed = 0
 
@@ -100,6 +198,10 @@ async def _load(namesrv: str, topic: str, producers: int, body: bytes, seconds: 
                 try:
                     r = await p.send(topic, body, tags="bench")
                     ok = r.status is SendStatus.SEND_OK
+                    if ok and sampler is not None:
+                        phys = parse_message_id(r.offset_msg_id)[2]
+                        sampler.acked.append((time.perf_counter(), phys))
+                        sampler.max_offset = max(sampler.max_offset, phys)
                 except HaproofError:
                     ok = False
                 latencies.append(time.perf_counter() - t0)
@@ -111,9 +213,25 @@ async def _load(namesrv: str, topic: str, producers: int, body: bytes, seconds: 
     warm = Producer("bench-warm", [namesrv])
     await warm.send(topic, body, tags="warm")
     await warm.close()
+    sampling = asyncio.create_task(sampler.run(sampling_done)) if sampler else None
     t0 = time.perf_counter()
     await asyncio.gather(*(producer() for _ in range(producers)))
     send_s = time.perf_counter() - t0
+    lag: dict = {}
+    if sampling is not None:
+        sampling_done.set()
+        try:
+            async with asyncio.timeout(60):
+                await sampling
+        except TimeoutError:
+            sampling.cancel()
+        lags = sampler.lags_ms()
+        lag = {
+            "replication_lag_p50_ms": round(_pct(lags, 0.5), 3),
+            "replication_lag_p99_ms": round(_pct(lags, 0.99), 3),
+            "replication_lag_samples": len(lags),
+            "lag_sample_interval_ms": round(sampler.interval_s * 1e3, 1),
+        }
     sent = len(latencies) - failed + 1  # + the warm-up message
 
     consumer = Consumer(f"bench-cg-{uuid.uuid4().hex[:6]}", [namesrv], topic, max_msg_nums=32)
@@ -138,6 +256,7 @@ async def _load(namesrv: str, topic: str, producers: int, body: bytes, seconds: 
         "p99_send_ms": round(_pct(latencies, 0.99) * 1e3, 3),
         "consumed": consumed,
         "consume_msgs_per_s": round(consumed / consume_s, 1) if consume_s else 0.0,
+        **lag,
     }
 
 
@@ -146,14 +265,24 @@ def run(args: argparse.Namespace) -> int:
         raise HaproofError("bench broker: --producers and --seconds must be positive")
     workdir = tempfile.mkdtemp(prefix="haproof-bench-broker-")
     procs: list[subprocess.Popen] = []
+    with_slave = args.with_slave or args.role == "SYNC_MASTER"
+    master = None
     try:
         if args.namesrv:
             namesrv = args.namesrv
+            with_slave = False  # someone else's cluster: no slave of ours to measure
         else:
-            procs, namesrv = _start_cluster(workdir, args.role, args.flush)
+            procs, namesrv, master = _start_cluster(workdir, args.role, args.flush, with_slave)
         topic = args.topic or f"BenchTopic-{uuid.uuid4().hex[:6]}"
         figures = asyncio.run(
-            _load(namesrv, topic, args.producers, os.urandom(args.body_bytes), args.seconds)
+            _load(
+                namesrv,
+                topic,
+                args.producers,
+                os.urandom(args.body_bytes),
+                args.seconds,
+                master if with_slave else None,
+            )
         )
     finally:
         for p in procs:
@@ -168,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
         "bench": "broker",
         "role": args.role,
         "flush": args.flush,
+        "with_slave": with_slave,
         "producers": args.producers,
         "body_bytes": args.body_bytes,
         **figures,
