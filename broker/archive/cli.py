@@ -22,7 +22,7 @@ import threading
 import time
 
 from broker.archive import layout
-from broker.archive.object_store import open_store
+from broker.archive.object_store import DEFAULT_PART_SIZE, open_store
 from broker.archive.shipper import NodeIdentity, Shipper, ShipResult, StoreDirSource
 from broker.errors import ArchiveError
 from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
@@ -48,6 +48,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mapped-file-size", type=int, default=None, help="default: from the files")
     p.add_argument("--chunk-max-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, moto, ...)")
+    p.add_argument(
+        "--part-size-bytes",
+        type=int,
+        default=DEFAULT_PART_SIZE,
+        help="S3 multipart part size (min 5 MiB); larger chunks are uploaded in parts",
+    )
     p.add_argument("--follow", action="store_true", help="keep shipping as the log grows")
     p.add_argument("--interval-ms", type=int, default=10_000, help="--follow cadence")
     p.set_defaults(func=run)
@@ -122,7 +128,7 @@ def ship_once(shipper: Shipper, source: StoreDirSource, store_dir: str, first: b
 
 def run(args: argparse.Namespace) -> int:
     source = StoreDirSource.open(args.store_dir, args.mapped_file_size)
-    store = open_store(args.root, endpoint_url=args.endpoint_url)
+    store = open_store(args.root, endpoint_url=args.endpoint_url, part_size=args.part_size_bytes)
     identity = NodeIdentity(
         args.cluster, args.broker_name, args.node, args.broker_id, args.role, args.epoch
     )

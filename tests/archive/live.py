@@ -10,6 +10,7 @@ from broker.admin import ha_status
 from broker.archive import layout
 from broker.client.producer import Producer, SendStatus
 from broker.localcluster import write_broker_conf
+from broker.store import message as msgfmt
 
 CLUSTER, GROUP = "C", "broker-a"
 FILE_SIZE = 128 * 1024
@@ -72,9 +73,18 @@ def status(addr: str) -> dict:
 
 
 def log_bytes(store_dir: Path) -> bytes:
-    """The commit log's written bytes (files concatenated, the unwritten zero tail cut)."""
+    """The commit log's written bytes: files concatenated up to the end of the last record."""
     files = sorted((store_dir / "commitlog").iterdir())
-    return b"".join(f.read_bytes() for f in files).rstrip(b"\0")
+    out = []
+    for f in files:
+        data = f.read_bytes()
+        end = 0
+        for rec in msgfmt.scan_records(data, with_body=False):
+            end += rec.total_size
+        out.append(data[:end])
+        if end < len(data):
+            break  # the written log ends in this file
+    return b"".join(out)
 
 
 def manifests(store, node: str) -> list[layout.ChunkManifest]:
