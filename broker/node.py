@@ -15,6 +15,7 @@ from broker.errors import RemotingError
 from broker.processors.admin import AdminProcessor, ConsumerManager
 from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.send import SendProcessor
+from broker.processors.sendback import SendBackProcessor
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -44,6 +45,7 @@ class BrokerNode:
         self.host = "0.0.0.0"
         self.node_name = stable_node_name(config)
         self.failover = None  # broker/ha/failover.FailoverService once started
+        self.stats = None  # broker/processors/runtime.BrokerStats once its service exists
         self.role_services: list = []  # HAService on a master, HAClient on a slave
         self.consumers = ConsumerManager()
         self.long_poll: LongPollWaiters
@@ -98,6 +100,8 @@ class BrokerNode:
         processors = {
             RequestCode.SEND_MESSAGE: send.send_v1,
             RequestCode.SEND_MESSAGE_V2: send.send_v2,
+            RequestCode.SEND_BATCH_MESSAGE: send.send_batch,
+            **SendBackProcessor(self, send).handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
         }
@@ -139,12 +143,16 @@ class BrokerNode:
         from broker.ha.failover import FailoverService
         from broker.ha.offset_sync import OffsetPreOnline
         from broker.processors.ha_admin import OffsetAdminService
+        from broker.processors.runtime import RuntimeInfoService
+        from broker.schedule import ScheduleMessageService
 
         services: list = [
+            RuntimeInfoService(self),
             FailoverService(self),
             OffsetPreOnline(self),
             OffsetAdminService(self),
             _RoleServices(self),
+            ScheduleMessageService(self.store),  # delivers only while the store is a master
         ]
         if self.config.archive_enable:
             from broker.archive.node_archiver import NodeArchiver

@@ -142,6 +142,8 @@ class PullProcessor:
             )
             result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
             code = pull_code(result.status, offset, is_master)
+        if self.node.stats is not None:
+            self.node.stats.on_get(result.found, len(result.records))
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
             commit = _opt_int(req, "commitOffset", -1)
             if commit >= 0:

@@ -1,12 +1,18 @@
-"""SEND_MESSAGE (10, long header names) and SEND_MESSAGE_V2 (310, a..m) → the store."""
+"""SEND_MESSAGE (10, long header names), SEND_MESSAGE_V2 (310, a..m) and SEND_BATCH_MESSAGE
+(320, or V2 with batch=true) → the store. Messages with a DELAY level go to the schedule topic
+(broker/store/delay.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
+import struct
 
+from broker.config import parse_delay_levels
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store import delay
 from broker.store import message as msgfmt
 from broker.store.results import PutMessageStatus
 
@@ -38,6 +44,78 @@ STATUS_CODES = {
 }
 
 PERM_WRITE = 0x2
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+
+# One message of a MessageBatch body (RocketMQ MessageDecoder.encodeMessage), big-endian:
+BATCH_ITEM_HEAD = struct.Struct(
+    ">i"  # TOTALSIZE: bytes of this item, this field included
+    "i"  # MAGICCODE (the client writes 0)
+    "i"  # BODYCRC (the client writes 0; the broker computes its own)
+    "i"  # FLAG
+    "i"  # BODY length, then the body bytes
+)
+BATCH_PROPS_LEN = struct.Struct(">h")  # PROPERTIES length (short), then the properties bytes
+
+
+class BatchFormatError(ValueError):
+    """A MessageBatch body that does not decode; names the item and byte offset."""
+
+
+def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
+    """(flag, body, properties) of every message in a MessageBatch body."""
+    out = []
+    pos, n = 0, len(body)
+    view = memoryview(body)
+    while pos < n:
+        item = len(out)
+        if n - pos < BATCH_ITEM_HEAD.size:
+            raise BatchFormatError(
+                f"batch item {item} at byte {pos}: {n - pos} bytes left, a header needs "
+                f"{BATCH_ITEM_HEAD.size}"
+            )
+        total, _magic, _crc, flag, body_len = BATCH_ITEM_HEAD.unpack_from(body, pos)
+        if total < BATCH_ITEM_HEAD.size + 2 or pos + total > n:
+            raise BatchFormatError(
+                f"batch item {item} at byte {pos}: TOTALSIZE {total} outside the {n}-byte body"
+            )
+        at = pos + BATCH_ITEM_HEAD.size
+        if body_len < 0 or at + body_len + 2 > pos + total:
+            raise BatchFormatError(
+                f"batch item {item} at byte {pos}: body length {body_len} overruns TOTALSIZE {total}"
+            )
+        payload = bytes(view[at : at + body_len])
+        at += body_len
+        (props_len,) = BATCH_PROPS_LEN.unpack_from(body, at)
+        at += 2
+        if props_len < 0 or at + props_len != pos + total:
+            raise BatchFormatError(
+                f"batch item {item} at byte {pos}: properties length {props_len} does not end "
+                f"at TOTALSIZE {total}"
+            )
+        try:
+            props = msgfmt.string_to_properties(bytes(view[at : at + props_len]).decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise BatchFormatError(
+                f"batch item {item} at byte {pos}: properties are not UTF-8: {exc}"
+            ) from exc
+        out.append((flag, payload, props))
+        pos += total
+    if not out:
+        raise BatchFormatError("batch body holds no message")
+    return out
+
+
+def encode_batch(messages: list[tuple[int, bytes, dict[str, str]]]) -> bytes:
+    """The client side: (flag, body, properties) → a MessageBatch body."""
+    parts = []
+    for flag, body, props in messages:
+        props_b = msgfmt.properties_to_string(props).encode("utf-8")
+        total = BATCH_ITEM_HEAD.size + len(body) + 2 + len(props_b)
+        parts.append(BATCH_ITEM_HEAD.pack(total, 0, 0, flag, len(body)))
+        parts.append(body)
+        parts.append(BATCH_PROPS_LEN.pack(len(props_b)))
+        parts.append(props_b)
+    return b"".join(parts)
 
 
 def v2_to_v1(req: RemotingCommand) -> dict[str, str]:
@@ -46,47 +124,39 @@ def v2_to_v1(req: RemotingCommand) -> dict[str, str]:
 
 
 class SendProcessor:
-    """Needs ``node`` with ``store``, ``config`` and ``ensure_topic(topic, default, nums)``."""
+    """Needs ``node`` with ``store``, ``config``, ``ensure_topic(topic, default, nums)`` and
+    ``await_replication``; counts puts in ``node.stats`` when it has one."""
 
     def __init__(self, node) -> None:
         self.node = node
+        self.levels_ms = parse_delay_levels(node.config.message_delay_level)
 
     async def send_v1(self, conn, req: RemotingCommand) -> RemotingCommand:
-        return await self._send(conn, req, dict(req.ext_fields))
+        return await self._send(conn, req, req.ext_fields)
 
     async def send_v2(self, conn, req: RemotingCommand) -> RemotingCommand:
         return await self._send(conn, req, v2_to_v1(req))
 
-    async def _send(self, conn, req: RemotingCommand, h: dict[str, str]) -> RemotingCommand:
-        def need(name: str) -> str:
-            value = h.get(name)
-            if value is None:
-                return req.field(name)  # raises MissingFieldError naming it
-            return value
+    async def send_batch(self, conn, req: RemotingCommand) -> RemotingCommand:
+        fields = req.ext_fields
+        if "b" in fields:  # a V2 header on code 320 (RocketMQ's client does this)
+            fields = v2_to_v1(req)
+        return await self._send(conn, req, fields, batch=True)
 
-        def need_int(name: str, default: int | None = None) -> int:
-            raw = h.get(name)
-            if raw is None and default is not None:
-                return default
-            try:
-                return int(need(name))
-            except ValueError:
-                raise _BadHeader(name, raw) from None
-
+    async def _send(
+        self, conn, req: RemotingCommand, h: dict[str, str], batch: bool = False
+    ) -> RemotingCommand:
         try:
-            topic = need("topic")
-            queue_id = need_int("queueId")
-            sys_flag = need_int("sysFlag", 0)
-            born_ts = need_int("bornTimestamp", 0)
-            flag = need_int("flag", 0)
-            reconsume = need_int("reconsumeTimes", 0)
-            default_nums = need_int("defaultTopicQueueNums", 4)
+            topic = _need(req, h, "topic")
+            queue_id = _need_int(req, h, "queueId")
+            sys_flag = _need_int(req, h, "sysFlag", 0)
+            born_ts = _need_int(req, h, "bornTimestamp", 0)
+            flag = _need_int(req, h, "flag", 0)
+            reconsume = _need_int(req, h, "reconsumeTimes", 0)
+            default_nums = _need_int(req, h, "defaultTopicQueueNums", 4)
         except _BadHeader as exc:
             return req.make_response(ResponseCode.MESSAGE_ILLEGAL, remark=str(exc))
-        if str(h.get("batch", "false")).lower() == "true":
-            return req.make_response(
-                ResponseCode.MESSAGE_ILLEGAL, remark="batch messages are not supported"
-            )
+        batch = batch or h.get("batch", "false").lower() == "true"
         tc = self.node.ensure_topic(topic, h.get("defaultTopic"), default_nums)
         if tc is None:
             return req.make_response(
@@ -106,20 +176,22 @@ class SendProcessor:
                 remark=f"request queueId[{queue_id}] is illegal, topic {topic} has "
                 f"{write_nums} write queues",
             )
-        host, _, port = conn.peer.rpartition(":")
+        born_host = _born_host(conn)
+        props = msgfmt.string_to_properties(h.get("properties") or "")
+        if batch:
+            return await self._put_batch(req, topic, queue_id, props, sys_flag, born_ts, born_host)
         msg = msgfmt.Message(
             topic=topic,
             body=req.body,
             queue_id=queue_id,
             flag=flag,
-            properties=msgfmt.string_to_properties(h.get("properties") or ""),
+            properties=props,
             born_timestamp=born_ts,
-            born_host=(host or "127.0.0.1", int(port) if port.isdigit() else 0),
+            born_host=born_host,
             sysflag=sys_flag,
             reconsume_times=reconsume,
         )
-        result = await self.node.store.put_message_async(msg)
-        status = await self.node.await_replication(result)
+        result, status = await self.put(msg)
         code = STATUS_CODES.get(status)
         if code is None:
             remark = f"{status.value}: {result.remark}".rstrip(": ")
@@ -135,6 +207,120 @@ class SendProcessor:
                 "TRACE_ON": "true",
             },
         )
+
+    async def put(self, msg: msgfmt.Message):
+        """Store one message (through the schedule topic when it has a DELAY level) and wait for
+        replication; returns (PutMessageResult, final status). Used by send and send-back."""
+        store = self.node.store
+        tags_code = None
+        if delay.to_schedule(msg, self.levels_ms):
+            level = delay.delay_level(msg.properties)
+            tags_code = delay.deliver_timestamp(self.levels_ms, level, store.clock_ms())
+        if tags_code is None:
+            result = await store.put_message_async(msg)
+        else:
+            result = await store.put_message_async(msg, tags_code=tags_code)
+        status = await self.node.await_replication(result)
+        stats = getattr(self.node, "stats", None)
+        if stats is not None and result.status is PutMessageStatus.PUT_OK:
+            stats.on_put(msg.topic, 1, result.wrote_bytes)
+        return result, status
+
+    async def _put_batch(
+        self, req, topic, queue_id, header_props, sys_flag, born_ts, born_host
+    ) -> RemotingCommand:
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return req.make_response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                remark=f"batch request does not support retry group topic {topic}",
+            )
+        try:
+            items = decode_batch(req.body)
+        except BatchFormatError as exc:
+            return req.make_response(ResponseCode.MESSAGE_ILLEGAL, remark=str(exc))
+        if delay.delay_level(header_props) > 0 or any(
+            delay.delay_level(p) > 0 for _, _, p in items
+        ):
+            return req.make_response(
+                ResponseCode.MESSAGE_ILLEGAL, remark="batch messages cannot have a delay level"
+            )
+        store = self.node.store
+        host = self.node.config.store_host
+        encoded = []
+        for i, (flag, body, props) in enumerate(items):
+            merged = {**header_props, **props} if header_props else props
+            msg = msgfmt.Message(topic, body, queue_id, flag, merged, born_ts, born_host, sys_flag)
+            try:
+                enc = msgfmt.encode_message(msg, host)
+            except ValueError as exc:
+                return req.make_response(
+                    ResponseCode.MESSAGE_ILLEGAL, remark=f"batch message {i}: {exc}"
+                )
+            if len(enc.data) > self.node.config.max_message_size_bytes:
+                return req.make_response(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    remark=f"batch message {i}: {len(enc.data)} bytes exceeds maxMessageSize",
+                )
+            encoded.append(enc)
+        # Appended back to back in one go (no await in between): contiguous in the commit log
+        # and in the queue, as RocketMQ's putMessages.
+        loop = asyncio.get_running_loop()
+        futures = [store.put_encoded(enc, loop) for enc in encoded]
+        results = []
+        for fut in futures:
+            results.append(fut.result() if fut.done() else await fut)
+        first_bad = next((r for r in results if r.status is not PutMessageStatus.PUT_OK), None)
+        if first_bad is not None and first_bad is results[0]:
+            remark = f"{first_bad.status.value}: {first_bad.remark}".rstrip(": ")
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+        ok = [r for r in results if r.wrote_offset >= 0]
+        status = await self.node.await_replication(ok[-1])
+        if first_bad is not None and status is PutMessageStatus.PUT_OK:
+            status = first_bad.status
+        stats = getattr(self.node, "stats", None)
+        if stats is not None:
+            stats.on_put(topic, len(ok), sum(r.wrote_bytes for r in ok))
+        code = STATUS_CODES.get(status)
+        if code is None:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=status.value)
+        return req.make_response(
+            code,
+            ext_fields={
+                "msgId": ",".join(r.msg_id for r in ok),
+                "queueId": queue_id,
+                "queueOffset": ok[0].queue_offset,
+                "MSG_REGION": "DefaultRegion",
+                "TRACE_ON": "true",
+            },
+        )
+
+
+def _born_host(conn) -> tuple[str, int]:
+    cached = getattr(conn, "attrs", {}).get("born_host")
+    if cached is not None:
+        return cached
+    host, _, port = conn.peer.rpartition(":")
+    value = (host or "127.0.0.1", int(port) if port.isdigit() else 0)
+    if hasattr(conn, "attrs"):
+        conn.attrs["born_host"] = value
+    return value
+
+
+def _need(req: RemotingCommand, h: dict[str, str], name: str) -> str:
+    value = h.get(name)
+    if value is None:
+        return req.field(name)  # raises MissingFieldError naming it
+    return value
+
+
+def _need_int(req: RemotingCommand, h: dict[str, str], name: str, default: int | None = None):
+    raw = h.get(name)
+    if raw is None and default is not None:
+        return default
+    try:
+        return int(_need(req, h, name))
+    except ValueError:
+        raise _BadHeader(name, raw) from None
 
 
 class _BadHeader(Exception):

@@ -1,0 +1,180 @@
+"""GET_BROKER_RUNTIME_INFO (28) and the counters behind it (RocketMQ StoreStatsService and
+BrokerStats, reduced to what haproof keeps).
+
+The answer's body is a KVTable, ``{"table": {key: string}}``, with RocketMQ's key names where
+they apply (AdminBrokerProcessor.prepareRuntimeInfo / DefaultMessageStore.getRuntimeInfo) plus
+what the node's services add through ``node.runtime_info()`` (HA, archive lag, delay offsets).
+TPS values are RocketMQ's "10 s, 1 min, 10 min" triple ("%.2f %.2f %.2f") over once-a-second
+samples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import datetime
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+BROKER_VERSION_DESC = "V4_9_4"  # the RocketMQ protocol level haproof speaks
+SAMPLE_INTERVAL_MS = 1000
+TPS_WINDOWS_S = (10, 60, 600)
+
+
+def time_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BrokerStats:
+    """Message counters (puts, gets found / missed / transferred) with per-second samples."""
+
+    def __init__(self, clock_ms: Callable[[], int] = time_ms) -> None:
+        self.clock_ms = clock_ms
+        self.boot_ms = clock_ms()
+        self.put_times = 0
+        self.put_bytes = 0
+        self.get_found = 0
+        self.get_miss = 0
+        self.get_transferred = 0  # messages handed to consumers
+        self._samples: collections.deque = collections.deque(maxlen=max(TPS_WINDOWS_S) + 2)
+        self._day = self._today()
+        self.put_today_morning = self.put_yesterday_morning = 0
+        self.get_today_morning = self.get_yesterday_morning = 0
+        self.sample()
+
+    def on_put(self, topic: str, count: int, size_bytes: int) -> None:
+        self.put_times += count
+        self.put_bytes += size_bytes
+
+    def on_get(self, found: bool, messages: int) -> None:
+        if found:
+            self.get_found += 1
+            self.get_transferred += messages
+        else:
+            self.get_miss += 1
+
+    def _today(self) -> datetime.date:
+        return datetime.datetime.fromtimestamp(self.clock_ms() / 1000).date()
+
+    def sample(self) -> None:
+        """Record the counters now (call once a second); rolls the day's morning totals."""
+        now = self.clock_ms()
+        day = self._today()
+        if day != self._day:
+            self._day = day
+            self.put_yesterday_morning, self.put_today_morning = (
+                self.put_today_morning,
+                self.put_times,
+            )
+            self.get_yesterday_morning, self.get_today_morning = (
+                self.get_today_morning,
+                self.get_transferred,
+            )
+        self._samples.append(
+            (now, self.put_times, self.get_found, self.get_miss, self.get_transferred)
+        )
+
+    def _tps(self, index: int) -> str:
+        if len(self._samples) < 2:
+            return " ".join("0.00" for _ in TPS_WINDOWS_S)
+        last = self._samples[-1]
+        out = []
+        for window_s in TPS_WINDOWS_S:
+            first = self._samples[0]
+            for s in self._samples:  # the oldest sample inside the window
+                if last[0] - s[0] <= window_s * 1000:
+                    first = s
+                    break
+            span_ms = last[0] - first[0]
+            out.append(
+                f"{(last[index] - first[index]) * 1000 / span_ms:.2f}" if span_ms else "0.00"
+            )
+        return " ".join(out)
+
+    def runtime_info(self) -> dict[str, str]:
+        up_s = (self.clock_ms() - self.boot_ms) // 1000
+        days, rest = divmod(up_s, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, seconds = divmod(rest, 60)
+        found_tps, miss_tps = self._tps(2), self._tps(3)
+        total_tps = " ".join(
+            f"{float(a) + float(b):.2f}"
+            for a, b in zip(found_tps.split(), miss_tps.split(), strict=True)
+        )
+        return {
+            "bootTimestamp": str(self.boot_ms),
+            "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
+            "putMessageTimesTotal": str(self.put_times),
+            "putMessageSizeTotal": str(self.put_bytes),
+            "putMessageAverageSize": (
+                f"{self.put_bytes / self.put_times:.2f}" if self.put_times else "0.00"
+            ),
+            "msgPutTotalYesterdayMorning": str(self.put_yesterday_morning),
+            "msgPutTotalTodayMorning": str(self.put_today_morning),
+            "msgPutTotalTodayNow": str(self.put_times),
+            "msgGetTotalYesterdayMorning": str(self.get_yesterday_morning),
+            "msgGetTotalTodayMorning": str(self.get_today_morning),
+            "msgGetTotalTodayNow": str(self.get_transferred),
+            "putTps": self._tps(1),
+            "getFoundTps": found_tps,
+            "getMissTps": miss_tps,
+            "getTotalTps": total_tps,
+            "getTransferedTps": self._tps(4),  # sic: RocketMQ's spelling
+        }
+
+
+class RuntimeInfoService:
+    """A node service: owns ``node.stats``, samples it every second, answers code 28."""
+
+    def __init__(self, node, clock_ms: Callable[[], int] = time_ms) -> None:
+        self.node = node
+        self.stats = BrokerStats(clock_ms)
+        node.stats = self.stats
+        self._task: asyncio.Task | None = None
+
+    def handlers(self) -> dict:
+        return {RequestCode.GET_BROKER_RUNTIME_INFO: self.get_runtime_info}
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._sample_loop())
+
+    async def _sample_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_INTERVAL_MS / 1000)
+            self.stats.sample()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def table(self) -> dict[str, str]:
+        store = self.node.store
+        table = {
+            "brokerVersionDesc": BROKER_VERSION_DESC,
+            "brokerName": self.node.config.broker_name,
+            "brokerRole": store.role.value,
+            "commitLogMaxOffset": str(store.max_phy_offset),
+            "commitLogMinOffset": str(store.min_phy_offset),
+            "dispatchBehindBytes": str(max(0, store.max_phy_offset - store.dispatched_offset)),
+        }
+        table.update(self.node.runtime_info())  # every service's keys, this one's included
+        return table
+
+    def runtime_info(self) -> dict[str, str]:
+        return self.stats.runtime_info()
+
+    async def get_runtime_info(self, conn, req: RemotingCommand) -> RemotingCommand:
+        body = json.dumps({"table": self.table()}).encode()
+        return req.make_response(ResponseCode.SUCCESS, body=body)

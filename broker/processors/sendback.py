@@ -1,0 +1,164 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer hands back a message it failed to consume.
+
+RocketMQ 4.x rules (SendMessageProcessor.consumerSendMsgBack): the message, found by its commit
+log offset, is stored again into ``%RETRY%{group}`` (created on demand with the subscription
+group's retryQueueNums queues, read+write) with reconsumeTimes + 1, RETRY_TOPIC = its first
+topic and ORIGIN_MESSAGE_ID = the first message's id, through delay level ``delayLevel`` (0:
+the broker picks 3 + reconsumeTimes). Once reconsumeTimes >= maxReconsumeTimes (the header's,
+else the group's retryMaxTimes, 16) or when delayLevel < 0 it goes to ``%DLQ%{group}`` instead
+(one queue, no delay).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.store import message as msgfmt
+from broker.store.config_store import topic_config
+from broker.store.results import PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+DLQ_NUMS_PER_GROUP = 1
+PERM_READ, PERM_WRITE = 0x4, 0x2
+DEFAULT_RETRY_MAX_TIMES = 16
+
+_CODES = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.SUCCESS,  # stored; RocketMQ answers OK
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.SUCCESS,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SUCCESS,
+}
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def subscription_group_config(group: str) -> dict:
+    """RocketMQ SubscriptionGroupConfig defaults."""
+    return {
+        "groupName": group,
+        "consumeEnable": True,
+        "consumeFromMinEnable": True,
+        "consumeBroadcastEnable": True,
+        "retryQueueNums": 1,
+        "retryMaxTimes": DEFAULT_RETRY_MAX_TIMES,
+        "brokerId": 0,
+        "whichBrokerWhenConsumeSlowly": 1,
+        "notifyConsumerIdsChangedEnable": True,
+    }
+
+
+class SendBackProcessor:
+    """Needs ``node`` (store, config, request_register) and the node's SendProcessor."""
+
+    def __init__(self, node, send) -> None:
+        self.node = node
+        self.send = send
+
+    def handlers(self) -> dict:
+        return {RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
+
+    def find_group(self, group: str) -> dict | None:
+        groups = self.node.store.subscription_groups
+        sub = groups.table.get(group)
+        if sub is None:
+            auto = str(self.node.config.extra.get("autoCreateSubscriptionGroup", "true"))
+            if auto.lower() != "true":
+                return None
+            sub = subscription_group_config(group)
+            groups.put(group, sub)
+            groups.persist()
+            log.info("auto-created subscription group %s", group)
+        return sub
+
+    def create_topic(self, topic: str, queue_nums: int, perm: int) -> dict:
+        """RocketMQ createTopicInSendMessageBackMethod: an existing config wins."""
+        table = self.node.store.topic_config
+        tc = table.table.get(topic)
+        if tc is None:
+            tc = topic_config(topic, queue_nums, perm)
+            table.put(topic, tc)
+            table.persist()
+            log.info("created topic %s (%d queues, perm %d)", topic, queue_nums, perm)
+            self.node.request_register()
+        return tc
+
+    async def send_back(self, conn, req: RemotingCommand) -> RemotingCommand:
+        group = req.field("group")
+        offset = req.int_field("offset")
+        delay_level = req.int_field("delayLevel")
+        max_raw = req.opt_field("maxReconsumeTimes")
+        sub = self.find_group(group)
+        if sub is None:
+            return req.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                remark=f"subscription group not exist, {group}",
+            )
+        if not sub.get("consumeEnable", True):
+            return req.make_response(
+                ResponseCode.NO_PERMISSION, remark=f"subscription group no permission, {group}"
+            )
+        retry_nums = int(sub.get("retryQueueNums", 1))
+        if retry_nums <= 0:  # RocketMQ: the group keeps no retries; the message is dropped
+            return req.make_response(ResponseCode.SUCCESS)
+        new_topic = retry_topic(group)
+        queue_id = random.randrange(retry_nums)
+        self.create_topic(new_topic, retry_nums, PERM_READ | PERM_WRITE)
+        try:
+            rec = self.node.store.look_message_by_offset(offset)
+        except Exception as exc:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"look message by offset failed, {offset}: {exc}",
+            )
+        props = dict(rec.properties)
+        props.setdefault(msgfmt.PROPERTY_RETRY_TOPIC, rec.topic)
+        props[msgfmt.PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        props.pop(msgfmt.PROPERTY_DELAY_TIME_LEVEL, None)
+        try:
+            max_times = int(max_raw) if max_raw else int(sub.get("retryMaxTimes", 16))
+        except ValueError:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"send-back header field 'maxReconsumeTimes' is not an integer: {max_raw!r}",
+            )
+        if rec.reconsume_times >= max_times or delay_level < 0:
+            new_topic = dlq_topic(group)
+            queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
+            self.create_topic(new_topic, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE)
+        else:
+            if delay_level == 0:
+                delay_level = 3 + rec.reconsume_times
+            props[msgfmt.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+        props[msgfmt.PROPERTY_ORIGIN_MESSAGE_ID] = (
+            props.get(msgfmt.PROPERTY_ORIGIN_MESSAGE_ID) or rec.msg_id
+        )
+        msg = msgfmt.Message(
+            topic=new_topic,
+            body=rec.body,
+            queue_id=queue_id,
+            flag=rec.flag,
+            properties=props,
+            born_timestamp=rec.born_timestamp,
+            born_host=rec.born_host,
+            sysflag=rec.sysflag,
+            reconsume_times=rec.reconsume_times + 1,
+        )
+        result, status = await self.send.put(msg)
+        code = _CODES.get(status)
+        if code is None:
+            remark = f"{status.value}: {result.remark}".rstrip(": ")
+            log.warning("send back of %d for %s refused: %s", offset, group, remark)
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+        return req.make_response(code)

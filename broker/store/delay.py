@@ -1,0 +1,73 @@
+"""Delayed messages in the store (RocketMQ CommitLog's timing-message handling).
+
+A message with the DELAY property (a level of ``messageDelayLevel``) is not stored in its topic:
+it goes to ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1``, with its real topic and queue in the
+REAL_TOPIC / REAL_QID properties, and its consume queue entry carries the delivery time
+(store timestamp + the level's delay) where other topics carry the tag hash code. The
+ScheduleMessageService (broker/schedule.py) reads those queues and delivers when due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.store import message as msgfmt
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DEFAULT_DELAY_MS = 1000  # RocketMQ: computeDeliverTimestamp for a level it does not know
+_TRAN_MASK = 0xC
+
+
+def queue_id_of_level(level: int) -> int:
+    return level - 1
+
+
+def delay_level(props: dict[str, str]) -> int:
+    """The DELAY property as an int (0 when absent or not a number)."""
+    raw = props.get(msgfmt.PROPERTY_DELAY_TIME_LEVEL)
+    if not raw:
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        return 0
+
+
+def deliver_timestamp(levels_ms: list[int], level: int, store_timestamp_ms: int) -> int:
+    if 1 <= level <= len(levels_ms):
+        return store_timestamp_ms + levels_ms[level - 1]
+    return store_timestamp_ms + DEFAULT_DELAY_MS
+
+
+def to_schedule(msg: msgfmt.Message, levels_ms: list[int]) -> bool:
+    """Redirect ``msg`` (in place) to the schedule topic when it carries a delay level > 0;
+    a level above the highest is clamped to it, as RocketMQ does. Transactional prepared and
+    rollback messages are left alone. Returns whether it was redirected."""
+    level = delay_level(msg.properties)
+    if level <= 0 or msg.sysflag & _TRAN_MASK in (
+        msgfmt.SYSFLAG_TRANSACTION_PREPARED,
+        msgfmt.SYSFLAG_TRANSACTION_ROLLBACK,
+    ):
+        return False
+    level = min(level, len(levels_ms))
+    props = msg.properties
+    props[msgfmt.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+    props[msgfmt.PROPERTY_REAL_TOPIC] = msg.topic
+    props[msgfmt.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    msg.topic = SCHEDULE_TOPIC
+    msg.queue_id = queue_id_of_level(level)
+    return True
+
+
+def record_tags_code(levels_ms: list[int]) -> Callable[[msgfmt.Record], int]:
+    """The dispatcher's tag-code function: delivery time for schedule records (from DELAY and
+    the record's store timestamp), else the tag hash code."""
+
+    def tags_code(rec: msgfmt.Record) -> int:
+        if rec.topic == SCHEDULE_TOPIC:
+            level = delay_level(rec.properties)
+            if level > 0:
+                return deliver_timestamp(levels_ms, min(level, len(levels_ms)), rec.store_timestamp)
+        return msgfmt.tags_hash_code(rec.tags)
+
+    return tags_code
