@@ -57,10 +57,12 @@ class Cluster:
         self.procs.append(self.master)
         self.slave = None
 
-    def start_slave(self, ha_addr: str | None = None, **extra):
-        ha_addr = ha_addr or f"127.0.0.1:{self.m_ha}"
+    def start_slave(self, ha_addr: str | None = None, learn: bool = False, **extra):
+        """``learn``: no haMasterAddress, the slave learns it from its registration."""
+        if not learn:
+            extra["haMasterAddress"] = ha_addr or f"127.0.0.1:{self.m_ha}"
         conf = _conf(self.tmp, "s", 1, "SLAVE", self.s_port, self.s_ha, self.ns.addr,
-                     haMasterAddress=ha_addr, **extra)  # fmt: skip
+                     **extra)  # fmt: skip
         self.slave = start_broker("s", conf, self.s_port, self.tmp)
         self.procs.append(self.slave)
         return self.slave
@@ -127,6 +129,12 @@ async def check_on(addr: str, acked: list) -> None:
     """Every acknowledged (result, body) pair is served by the broker at ``addr``."""
     client = RemotingClient()
     try:
+        res0 = acked[0][0]
+        # A slave knows the topic once SlaveSynchronize copied it (every 300 ms here).
+        await wait_for(
+            lambda: pull_queue(client, addr, res0.queue.queue_id, res0.queue_offset, 1),
+            what=f"{addr} serving {TOPIC}",
+        )
         for res, body in acked:
             recs = await pull_queue(client, addr, res.queue.queue_id, res.queue_offset, 1)
             assert recs, f"{addr} does not serve {res.queue} offset {res.queue_offset}"
@@ -340,5 +348,34 @@ def test_garbage_on_the_ha_port_drops_that_connection_only(tmp_path):
         assert c.master.alive() and c.slave.alive()
         log = (tmp_path / "m.log").read_text()
         assert "negative offset" in log and "beyond the master's log end" in log
+    finally:
+        c.close()
+
+
+def test_slave_learns_its_master_from_the_name_server(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        c.start_slave(learn=True)
+
+        async def main():
+            producer = Producer("PG", [c.ns.addr], retry_times=0)
+            try:
+                acked = [await send(producer, i, "l") for i in range(100)]
+            finally:
+                await producer.close()
+            await wait_for(lambda: caught_up(c.master.addr), what="slave caught up")
+            await check_on(c.slave.addr, acked)
+            client = RemotingClient()
+            try:
+                req = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+                resp = await client.invoke(c.slave.addr, req, 5000)
+                table = json.loads(resp.body)["table"]
+            finally:
+                await client.close()
+            # RegisterBrokerResponseHeader's haServerAddr is the master's haListenPort
+            assert table["haMasterAddress"] == f"127.0.0.1:{c.m_ha}"
+            assert table["haConnected"] in ("true", "True")
+
+        asyncio.run(main())
     finally:
         c.close()
