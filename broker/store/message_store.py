@@ -60,23 +60,43 @@ class _CompletedFuture(Future):
 
 
 class _Waiter:
-    """A put waiting for its flush: the future to complete, its result, and its event loop."""
+    """A put from a thread waiting for its flush: the future to complete and its result."""
 
-    __slots__ = ("future", "result", "loop")
+    __slots__ = ("future", "result")
 
-    def __init__(self, future, result: PutMessageResult, loop=None):
+    def __init__(self, future: Future, result: PutMessageResult):
         self.future = future
         self.result = result
-        self.loop = loop
 
     def done(self) -> bool:
         return self.future.done()
 
 
-def _settle_async(items: list[tuple[_Waiter, bool]]) -> None:
-    for waiter, _ in items:
-        if not waiter.future.done():
-            waiter.future.set_result(waiter.result)
+class _LoopBatch:
+    """The puts one event loop made in one turn: a single group commit waiter for all of
+    them (they are covered by the same flush), answered with one call into the loop."""
+
+    __slots__ = ("loop", "futures", "results", "settled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.futures: list[asyncio.Future] = []
+        self.results: list[PutMessageResult] = []
+        self.settled = False
+
+    def done(self) -> bool:
+        return self.settled
+
+    def settle(self, flushed_ok: bool) -> None:
+        """Runs in the loop: complete every put (FLUSH_DISK_TIMEOUT unless ``flushed_ok``)."""
+        if self.settled:
+            return
+        self.settled = True
+        for fut, result in zip(self.futures, self.results, strict=True):
+            if not flushed_ok:
+                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            if not fut.done():
+                fut.set_result(result)
 
 
 _PUT_OK = PutMessageStatus.PUT_OK
@@ -101,7 +121,7 @@ class MessageStore(QueryMixin):
         self.put_lock = threading.Lock()
         self._listeners: list[DispatchListener] = []
         # flush requests queued by each event loop, handed to group commit once per loop turn
-        self._loop_pending: dict[asyncio.AbstractEventLoop, list[tuple[int, _Waiter]]] = {}
+        self._loop_pending: dict[asyncio.AbstractEventLoop, _LoopBatch] = {}
         self._last_store_ts = 0
         self._lock_fd: int | None = None
         self._group_commit: GroupCommitService | None = None
@@ -278,26 +298,23 @@ class MessageStore(QueryMixin):
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
 
-    def _complete_flush(self, batch: list[tuple[_Waiter, bool]]) -> None:
-        """Complete a batch of put waiters: thread futures directly, asyncio futures with one
-        call into each event loop (not one wake-up per append)."""
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Waiter, bool]]] = {}
+    def _complete_flush(self, batch: list[tuple[_Waiter | _LoopBatch, bool]]) -> None:
+        """Complete a batch of put waiters: thread futures directly, a loop's puts with one
+        call into that loop per batch it handed over (not one wake-up per append)."""
         for waiter, ok in batch:
+            if waiter.__class__ is _LoopBatch:
+                try:
+                    waiter.loop.call_soon_threadsafe(waiter.settle, ok)
+                except RuntimeError:  # the loop is closed: nobody waits any more
+                    pass
+                continue
             if not ok:
                 waiter.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            if waiter.loop is None:
-                if not waiter.future.done():
-                    try:
-                        waiter.future.set_result(waiter.result)
-                    except Exception:  # completed by the other service thread meanwhile
-                        pass
-            else:
-                by_loop.setdefault(waiter.loop, []).append((waiter, ok))
-        for loop, items in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_settle_async, items)
-            except RuntimeError:  # the loop is closed: nobody waits any more
-                pass
+            if not waiter.future.done():
+                try:
+                    waiter.future.set_result(waiter.result)
+                except Exception:  # completed by the other service thread meanwhile
+                    pass
 
     def _cq_flush_loop(self) -> None:
         while not self._stop.wait(self.config.flush_interval_consume_queue_ms / 1000):
@@ -452,21 +469,24 @@ class MessageStore(QueryMixin):
     ) -> None:
         """Queue a flush request from an event loop; the loop hands over all it queued in one
         go at its next turn, so the flush thread is woken once per batch, not per append."""
-        pending = self._loop_pending.get(loop)
-        if pending is None:
-            pending = self._loop_pending[loop] = []
-        if not pending:
+        batch = self._loop_pending.get(loop)
+        if batch is None:
+            batch = self._loop_pending[loop] = _LoopBatch(loop)
             loop.call_soon(self._hand_over, loop)
-        pending.append((end, _Waiter(fut, result, loop)))
+        batch.futures.append(fut)
+        batch.results.append(result)
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         batch = self._loop_pending.pop(loop, None)
-        if batch:
-            group_commit = self._group_commit
-            if group_commit is None:  # shut down meanwhile
-                self._complete_flush([(w, False) for _, w in batch])
-            else:
-                group_commit.submit_many(batch)
+        if batch is None:
+            return
+        # appends are in offset order: the last one's end covers the whole batch
+        last = batch.results[-1]
+        group_commit = self._group_commit
+        if group_commit is None:  # shut down meanwhile
+            batch.settle(False)
+        else:
+            group_commit.submit(last.wrote_offset + last.wrote_bytes, batch)
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
         """Slave side: append replicated bytes at exactly the log end and index what completed."""
