@@ -1,5 +1,7 @@
 """``haproof bench archive``: ship a store directory to the embedded S3 server, MB/s, one JSON line.
 
+``--with-broker`` instead measures archiving inside a live broker (``bench_live.py``).
+
 Writes ``--messages`` records with our own store into a temp directory (or ships ``--store-dir``
 as is), starts the embedded moto S3 server, and times one full ship (record validation, chunk
 cutting, multipart uploads, manifests) plus an idempotent re-run (list + last manifest only).
@@ -27,6 +29,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mapped-file-size", type=int, default=16 * 1024 * 1024)
     p.add_argument("--chunk-max-bytes", type=int, default=8 * 1024 * 1024)
     p.add_argument("--store-dir", default=None, help="ship this store as is (no writing)")
+    p.add_argument(
+        "--with-broker",
+        action="store_true",
+        help="live broker processes under a 1 KiB async load, archiving off then on",
+    )
+    p.add_argument("--producers", type=int, default=16, help="--with-broker: async producers")
+    p.add_argument("--seconds", type=float, default=10.0, help="--with-broker: load per mode")
+    p.add_argument("--archive-interval-ms", type=int, default=1000, help="--with-broker")
     p.set_defaults(func=run)
 
 
@@ -78,6 +88,18 @@ def run_bench(store_dir: str, chunk_max_bytes: int, file_size: int | None) -> di
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.with_broker:
+        from broker.archive.bench_live import run_with_broker
+
+        figures = run_with_broker(
+            args.producers,
+            args.body_bytes,
+            args.seconds,
+            args.archive_interval_ms,
+            args.chunk_max_bytes,
+        )
+        print(json.dumps(figures))
+        return 0 if figures["ok"] else 1
     if args.store_dir:
         print(json.dumps(run_bench(args.store_dir, args.chunk_max_bytes, None)))
         return 0

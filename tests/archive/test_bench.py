@@ -34,3 +34,28 @@ def test_bench_archive_prints_one_json_line_and_rerun_is_idempotent() -> None:
     assert figures["rerun_new_chunks"] == 0
     assert figures["crc_failures"] == 0
     assert figures["mb_per_s"] > 0
+
+
+def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-broker"]
+        + ["--seconds", "2", "--producers", "4", "--archive-interval-ms", "200"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert figures["mode"] == "with-broker" and figures["ok"] is True
+    off, on = figures["off"], figures["on"]
+    assert off["failed"] == 0 and on["failed"] == 0 and off["sent"] > 0 and on["sent"] > 0
+    assert on["drained"] and on["storage_errors"] == []
+    # everything appended while archiving was on reached the archive (plus the warm-up send)
+    assert on["archived_bytes"] >= on["sent"] * 1024
+    assert on["lag_p99_ms"] >= on["lag_p50_ms"] >= 0
+    assert figures["throughput_ratio"] == round(on["msgs_per_s"] / off["msgs_per_s"], 3)
+    assert set(figures["targets"]) == {
+        "append_ge_20_mb_per_s",
+        "lag_p99_lt_2x_interval",
+        "ratio_ge_0_9",
+    }

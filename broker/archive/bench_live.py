@@ -1,0 +1,214 @@
+"""``haproof bench archive --with-broker``: archiving inside a live broker under load.
+
+Starts the embedded S3 server, then for each mode (archiving off, then on) a fresh name server and
+ASYNC_MASTER / ASYNC_FLUSH broker process, and drives it with K asyncio producers sending 1 KiB
+bodies for S seconds. A sampler asks the broker for its HA status (which carries the archive's
+runtime info) every 100 ms: the appended bytes (max offset) and, with archiving on, the archive's
+end and lag (bytes, ms). After the load it waits for the archive to catch up.
+
+One JSON line: per mode msgs/s and append MB/s; with archiving on the archive MB/s, lag p50/p99/max
+(ms and bytes) while loaded, the time to drain after the load; the on/off throughput ratio; and
+whether the targets hold (lag p99 < 2 x archiveIntervalMs at >= 20 MB/s appended, ratio >= 0.9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from broker.archive.s3server import DUMMY_CREDENTIALS, S3Server
+from broker.errors import HaproofError
+from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
+
+SAMPLE_EVERY_S = 0.1
+DRAIN_TIMEOUT_S = 120.0
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+async def _status(client, addr: str) -> dict:
+    from broker.remoting.codes import RequestCode, ResponseCode
+    from broker.remoting.command import RemotingCommand
+
+    resp = await client.invoke(
+        addr, RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS), 5000
+    )
+    if resp.code != ResponseCode.SUCCESS:
+        raise HaproofError(f"bench archive: HA status from {addr} failed: {resp.remark}")
+    return json.loads(resp.body)
+
+
+async def _drive(namesrv: str, addr: str, producers: int, body: bytes, seconds: float, on: bool):
+    from broker.client.producer import Producer, SendStatus
+    from broker.remoting.client import RemotingClient
+
+    topic = f"BenchArchive-{uuid.uuid4().hex[:6]}"
+    warm = Producer("bench-archive-warm", [namesrv])
+    await warm.send(topic, body)
+    await warm.close()
+    sent = failed = 0
+    stop = asyncio.Event()
+
+    async def producer() -> None:
+        nonlocal sent, failed
+        p = Producer(f"bench-archive-{uuid.uuid4().hex[:6]}", [namesrv])
+        try:
+            while not stop.is_set():
+                try:
+                    ok = (await p.send(topic, body)).status is SendStatus.SEND_OK
+                except HaproofError:
+                    ok = False
+                sent += ok
+                failed += not ok
+        finally:
+            await p.close()
+
+    client = RemotingClient()
+    samples: list[tuple[float, dict]] = []
+    try:
+        first = await _status(client, addr)
+        t0 = time.perf_counter()
+        tasks = [asyncio.create_task(producer()) for _ in range(producers)]
+        while time.perf_counter() - t0 < seconds:
+            await asyncio.sleep(SAMPLE_EVERY_S)  # the sampling cadence, not a synchronisation
+            samples.append((time.perf_counter() - t0, await _status(client, addr)))
+        stop.set()
+        await asyncio.gather(*tasks)
+        send_s = time.perf_counter() - t0
+        last = await _status(client, addr)
+        drained_at = None
+        if on:
+            deadline = time.perf_counter() + DRAIN_TIMEOUT_S
+            while time.perf_counter() < deadline:
+                st = await _status(client, addr)
+                if int(st["archiveEnd"]) >= int(last["maxOffset"]):
+                    drained_at = time.perf_counter() - t0
+                    last_archive = st
+                    break
+                await asyncio.sleep(SAMPLE_EVERY_S)
+    finally:
+        await client.close()
+    appended = int(last["maxOffset"]) - int(first["maxOffset"])
+    out = {
+        "sent": sent,
+        "failed": failed,
+        "send_s": round(send_s, 3),
+        "msgs_per_s": round(sent / send_s, 1),
+        "append_mb_per_s": round(appended / send_s / 1e6, 2),
+    }
+    if on:
+        lag_ms = [float(s["archiveLagMs"]) for _, s in samples]
+        lag_bytes = [float(s["archiveLagBytes"]) for _, s in samples]
+        errors = sorted({s["archiveLastError"] for _, s in samples if s["archiveLastError"]})
+        out.update(
+            {
+                "lag_p50_ms": _pct(lag_ms, 0.5),
+                "lag_p99_ms": _pct(lag_ms, 0.99),
+                "lag_max_ms": max(lag_ms, default=0.0),
+                "lag_p50_bytes": _pct(lag_bytes, 0.5),
+                "lag_p99_bytes": _pct(lag_bytes, 0.99),
+                "drained": drained_at is not None,
+                "drain_s": round(drained_at - send_s, 3) if drained_at is not None else None,
+                "storage_errors": errors,
+            }
+        )
+        if drained_at is not None:
+            archived = int(last_archive["archiveEnd"]) - int(first["archiveEnd"])
+            out["archived_bytes"] = archived
+            out["archive_mb_per_s"] = round(archived / drained_at / 1e6, 2)
+    return out
+
+
+def _run_mode(
+    server: S3Server,
+    bucket: str,
+    on: bool,
+    producers: int,
+    body: bytes,
+    seconds: float,
+    interval_ms: int,
+    chunk_max_bytes: int,
+) -> dict:
+    workdir = Path(tempfile.mkdtemp(prefix="haproof-bench-archive-live-"))
+    env = dict(DUMMY_CREDENTIALS)
+    procs = []
+    try:
+        ns = start_namesrv(workdir, env)
+        procs.append(ns)
+        port = free_port()
+        props = {
+            "brokerClusterName": "BenchCluster",
+            "brokerName": "bench-a",
+            "brokerId": 0,
+            "brokerRole": "ASYNC_MASTER",
+            "flushDiskType": "ASYNC_FLUSH",
+            "storePathRootDir": workdir / "store",
+            "listenPort": port,
+            "namesrvAddr": ns.addr,
+            "nodeName": "bench-0",
+            "mappedFileSizeCommitLog": 128 * 1024 * 1024,
+            "archiveEnable": "true" if on else "false",
+            "archiveRoot": f"s3://{bucket}/{'on' if on else 'off'}",
+            "archiveS3Endpoint": server.endpoint_url,
+            "archiveIntervalMs": interval_ms,
+            "archiveChunkMaxBytes": chunk_max_bytes,
+        }
+        conf = write_broker_conf(workdir / "broker.conf", props)
+        broker = start_broker("broker", conf, port, workdir, env)
+        procs.append(broker)
+        figures = asyncio.run(_drive(ns.addr, broker.addr, producers, body, seconds, on))
+        figures["broker_exit"] = broker.stop()
+        return figures
+    finally:
+        for p in procs:
+            p.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_with_broker(
+    producers: int, body_bytes: int, seconds: float, interval_ms: int, chunk_max_bytes: int
+) -> dict:
+    if producers <= 0 or seconds <= 0 or interval_ms <= 0:
+        raise HaproofError("bench archive: --producers, --seconds, --archive-interval-ms > 0")
+    body = os.urandom(body_bytes)
+    load_before = os.getloadavg()[0]
+    with S3Server.start() as server:
+        bucket = f"bench-{uuid.uuid4().hex[:8]}"
+        server.create_bucket(bucket)
+        off = _run_mode(
+            server, bucket, False, producers, body, seconds, interval_ms, chunk_max_bytes
+        )
+        on = _run_mode(server, bucket, True, producers, body, seconds, interval_ms, chunk_max_bytes)
+    ratio = on["msgs_per_s"] / off["msgs_per_s"] if off["msgs_per_s"] else 0.0
+    lag_ok = on.get("drained", False) and on["lag_p99_ms"] < 2 * interval_ms
+    return {
+        "bench": "archive",
+        "mode": "with-broker",
+        "producers": producers,
+        "body_bytes": body_bytes,
+        "seconds": seconds,
+        "archive_interval_ms": interval_ms,
+        "chunk_max_bytes": chunk_max_bytes,
+        "off": off,
+        "on": on,
+        "throughput_ratio": round(ratio, 3),
+        "targets": {
+            "append_ge_20_mb_per_s": on["append_mb_per_s"] >= 20,
+            "lag_p99_lt_2x_interval": bool(lag_ok),
+            "ratio_ge_0_9": ratio >= 0.9,
+        },
+        "ok": off["failed"] == 0 and on["failed"] == 0 and on.get("drained", False),
+        "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "cpus": os.cpu_count(),
+    }
