@@ -98,9 +98,7 @@ class BrokerNode:
         self.store.start()
         send, pull, admin = SendProcessor(self), PullProcessor(self), AdminProcessor(self)
         processors = {
-            RequestCode.SEND_MESSAGE: send.send_v1,
-            RequestCode.SEND_MESSAGE_V2: send.send_v2,
-            RequestCode.SEND_BATCH_MESSAGE: send.send_batch,
+            **send.handlers(),
             **SendBackProcessor(self, send).handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),

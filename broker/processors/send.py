@@ -9,9 +9,10 @@ import logging
 import random
 import struct
 
-from broker.config import parse_delay_levels
-from broker.remoting.codes import ResponseCode
+from broker.config import BrokerRole, parse_delay_levels
+from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.remoting.connection import Eager
 from broker.store import delay
 from broker.store import message as msgfmt
 from broker.store.results import PutMessageStatus
@@ -131,6 +132,20 @@ class SendProcessor:
         self.node = node
         self.levels_ms = parse_delay_levels(node.config.message_delay_level)
 
+    def handlers(self) -> dict:
+        """Sends start eagerly in the read loop (broker/remoting/connection.Eager)."""
+        return {
+            RequestCode.SEND_MESSAGE: Eager(self.send_v1),
+            RequestCode.SEND_MESSAGE_V2: Eager(self.send_v2),
+            RequestCode.SEND_BATCH_MESSAGE: Eager(self.send_batch),
+        }
+
+    async def _replication(self, result) -> PutMessageStatus:
+        node = self.node
+        if getattr(node, "ha", None) is not None and node.store.role is BrokerRole.SYNC_MASTER:
+            await asyncio.sleep(0)  # into a task of its own before the wait binds one
+        return await node.await_replication(result)
+
     async def send_v1(self, conn, req: RemotingCommand) -> RemotingCommand:
         return await self._send(conn, req, req.ext_fields)
 
@@ -220,7 +235,7 @@ class SendProcessor:
             result = await store.put_message_async(msg)
         else:
             result = await store.put_message_async(msg, tags_code=tags_code)
-        status = await self.node.await_replication(result)
+        status = await self._replication(result)
         stats = getattr(self.node, "stats", None)
         if stats is not None and result.status is PutMessageStatus.PUT_OK:
             stats.on_put(msg.topic, 1, result.wrote_bytes)
@@ -274,7 +289,7 @@ class SendProcessor:
             remark = f"{first_bad.status.value}: {first_bad.remark}".rstrip(": ")
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
         ok = [r for r in results if r.wrote_offset >= 0]
-        status = await self.node.await_replication(ok[-1])
+        status = await self._replication(ok[-1])
         if first_bad is not None and status is PutMessageStatus.PUT_OK:
             status = first_bad.status
         stats = getattr(self.node, "stats", None)

@@ -131,7 +131,7 @@ def decode_header(data: bytes, serialize_type: int, where: str, offset: int) -> 
                 opaque=int(doc.get("opaque", 0) or 0),
                 flag=int(doc.get("flag", 0) or 0),
                 remark=doc.get("remark"),
-                ext_fields={str(k): _ext_str(v) for k, v in ext.items()},
+                ext_fields={k: v if type(v) is str else _ext_str(v) for k, v in ext.items()},
                 serialize_type=SerializeType.JSON,
             )
         except (TypeError, ValueError) as exc:
@@ -192,42 +192,46 @@ class FrameReader:
         self._consumed = 0  # stream offset of _buf[0]
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
-        self._buf += data
-        out = []
-        while True:
-            cmd = self._next()
-            if cmd is None:
-                return out
-            out.append(cmd)
+        buf = self._buf
+        buf += data
+        out: list[RemotingCommand] = []
+        pos, end = 0, len(buf)
+        view = memoryview(buf)
+        try:
+            while end - pos >= 4:
+                (length,) = I32.unpack_from(buf, pos)
+                at = self._consumed + pos
+                if length < 4:
+                    raise FrameError(self.peer, at, f"frame length {length} is below the minimum 4")
+                if length + 4 > self.max_frame_bytes:
+                    raise FrameError(
+                        self.peer,
+                        at,
+                        f"frame length {length + 4} exceeds {self.max_frame_bytes} bytes",
+                    )
+                if end - pos < 4 + length:
+                    break
+                (word,) = I32.unpack_from(buf, pos + 4)
+                stype, hlen = (word >> 24) & 0xFF, word & 0xFFFFFF
+                if hlen > length - 4:
+                    raise FrameError(
+                        self.peer, at, f"header length {hlen} exceeds frame length {length}"
+                    )
+                body_at = pos + 8 + hlen
+                cmd = decode_header(bytes(view[pos + 8 : body_at]), stype, self.peer, at)
+                cmd.body = bytes(view[body_at : pos + 4 + length])
+                out.append(cmd)
+                pos += 4 + length
+        finally:
+            view.release()
+            if pos:  # one move of the unread tail per feed, not one per frame
+                del buf[:pos]
+                self._consumed += pos
+        return out
 
     @property
     def pending_bytes(self) -> int:
         return len(self._buf)
-
-    def _next(self) -> RemotingCommand | None:
-        if len(self._buf) < 4:
-            return None
-        (length,) = I32.unpack_from(self._buf, 0)
-        at = self._consumed
-        if length < 4:
-            raise FrameError(self.peer, at, f"frame length {length} is below the minimum 4")
-        if length + 4 > self.max_frame_bytes:
-            raise FrameError(
-                self.peer, at, f"frame length {length + 4} exceeds {self.max_frame_bytes} bytes"
-            )
-        if len(self._buf) < 4 + length:
-            return None
-        (word,) = I32.unpack_from(self._buf, 4)
-        stype, hlen = (word >> 24) & 0xFF, word & 0xFFFFFF
-        if hlen > length - 4:
-            raise FrameError(self.peer, at, f"header length {hlen} exceeds frame length {length}")
-        header = bytes(self._buf[8 : 8 + hlen])
-        body = bytes(self._buf[8 + hlen : 4 + length])
-        cmd = decode_header(header, stype, self.peer, at)
-        cmd.body = body
-        del self._buf[: 4 + length]
-        self._consumed += 4 + length
-        return cmd
 
 
 def decode_frame(frame: bytes) -> RemotingCommand:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import types
 from collections.abc import Awaitable, Callable
 
 from broker.errors import HaproofError, RemotingError
@@ -16,7 +17,44 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
 
-READ_CHUNK_BYTES = 64 * 1024
+READ_CHUNK_BYTES = 256 * 1024
+# Above this many unsent bytes, writers wait for the socket (and the read loop stops reading).
+WRITE_HIGH_WATER_BYTES = 1024 * 1024
+
+
+class Eager:
+    """Marks a handler that may start inside the connection's read loop: it runs until its
+    first real wait without a task of its own. Such a handler must not bind the current task
+    before that first wait (``asyncio.timeout`` does); ``await asyncio.sleep(0)`` first moves
+    it into its own task."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Handler) -> None:
+        self.fn = fn
+
+    def __call__(self, conn: Connection, request: RemotingCommand):
+        return self.fn(conn, request)
+
+
+@types.coroutine
+def _resume(coro, pending):
+    """Carry on a coroutine that was started eagerly and is waiting on ``pending`` (what its
+    first ``send(None)`` yielded): re-yields to the task what the coroutine yields and passes
+    back what the task sends or throws (cancellation included)."""
+    while True:
+        try:
+            sent = yield pending
+        except BaseException as exc:  # noqa: BLE001 - forwarded into the coroutine
+            try:
+                pending = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        try:
+            pending = coro.send(sent)
+        except StopIteration as stop:
+            return stop.value
 
 
 class RemotingTimeoutError(RemotingError):
@@ -41,6 +79,8 @@ class Connection:
         self.closed = asyncio.Event()
         self.close_cause: BaseException | None = None
         self.attrs: dict = {}  # free space for processors (client id, group, ...)
+        self._out: list[bytes] = []  # frames written this loop turn, sent together
+        self._loop = asyncio.get_running_loop()
 
     @classmethod
     def start(cls, reader, writer, processors: dict[int, Handler] | None = None) -> Connection:
@@ -78,17 +118,44 @@ class Connection:
     async def _write(self, cmd: RemotingCommand) -> None:
         if self.closed.is_set():
             raise ConnectionClosedError(f"{self.peer}: connection closed") from self.close_cause
+        self._send_frame(encode_frame(cmd))
+        if self._writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
+            await self._drain()
+
+    async def _drain(self) -> None:
+        self._flush_out()
         try:
-            self._writer.write(encode_frame(cmd))
             await self._writer.drain()
         except (ConnectionError, OSError) as exc:
             await self.close(exc)
             raise ConnectionClosedError(f"{self.peer}: write failed: {exc}") from exc
 
+    def _send_frame(self, frame: bytes) -> None:
+        """Queue a frame; every frame queued in one loop turn goes out in one write."""
+        out = self._out
+        out.append(frame)
+        if len(out) == 1:
+            self._loop.call_soon(self._flush_out)
+
+    def _flush_out(self) -> None:
+        out = self._out
+        if not out:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        transport = self._writer.transport
+        if transport.is_closing():
+            return
+        try:
+            transport.write(data)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            log.info("%s: write failed: %s", self.peer, exc)
+
     # ------------------------------------------------------------ reading
     async def _read_loop(self) -> None:
         frames = FrameReader(self.peer)
         cause: BaseException | None = None
+        transport = self._writer.transport
         try:
             while True:
                 data = await self._reader.read(READ_CHUNK_BYTES)
@@ -102,6 +169,8 @@ class Connection:
                     break
                 for cmd in frames.feed(data):
                     self._dispatch(cmd)
+                if transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
+                    await self._drain()  # a peer that does not read: stop reading it too
         except FrameError as exc:
             log.warning("closing connection: %s", exc)
             cause = exc
@@ -119,43 +188,76 @@ class Connection:
             else:
                 log.info("%s: response with unknown opaque %d dropped", self.peer, cmd.opaque)
             return
-        task = asyncio.get_running_loop().create_task(self._handle(cmd))
+        handler = self.processors.get(cmd.code)
+        if handler is None:
+            self._respond(
+                cmd,
+                cmd.make_response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    remark=f"request code {cmd.code} not supported",
+                ),
+            )
+            return
+        if type(handler) is not Eager:
+            task = self._loop.create_task(self._handle(cmd, handler))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        # Eager: most sends (ASYNC_FLUSH, no slave wait) finish without waiting at all.
+        coro = handler(self, cmd)
+        try:
+            pending = coro.send(None)
+        except StopIteration as stop:
+            self._respond(cmd, stop.value)
+            return
+        except Exception as exc:
+            self._respond(cmd, self._error_response(cmd, exc))
+            return
+        task = self._loop.create_task(self._finish(cmd, coro, pending))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle(self, request: RemotingCommand) -> None:
-        handler = self.processors.get(request.code)
-        if handler is None:
-            response = request.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                remark=f"request code {request.code} not supported",
-            )
-        else:
-            try:
-                response = await handler(self, request)
-            except MissingFieldError as exc:
-                response = request.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-            except HaproofError as exc:
-                response = request.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-            except Exception as exc:  # a handler bug must not kill the connection
-                log.exception("%s: handler for code %d failed", self.peer, request.code)
-                response = request.make_response(
-                    ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
-                )
-        if response is None or request.is_oneway:
-            return
+    async def _handle(self, request: RemotingCommand, handler: Handler) -> None:
+        try:
+            response = await handler(self, request)
+        except Exception as exc:
+            response = self._error_response(request, exc)
+        self._respond(request, response)
+
+    async def _finish(self, request: RemotingCommand, coro, pending) -> None:
+        try:
+            response = await _resume(coro, pending)
+        except Exception as exc:
+            response = self._error_response(request, exc)
+        self._respond(request, response)
+
+    def _error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        if isinstance(exc, MissingFieldError | HaproofError):
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        # a handler bug must not kill the connection
+        log.error("%s: handler for code %d failed", self.peer, request.code, exc_info=exc)
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
+        )
+
+    def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        if response is None or request.is_oneway or self.closed.is_set():
+            return  # nothing to answer, or the client vanished mid-request
         response.opaque = request.opaque
         response.flag |= 1
         response.serialize_type = request.serialize_type
         try:
-            await self._write(response)
-        except ConnectionClosedError:
-            pass  # the client vanished mid-request; nothing to answer
+            frame = encode_frame(response)
+        except FrameError as exc:
+            log.error("%s: response to code %d not sent: %s", self.peer, request.code, exc)
+            frame = encode_frame(request.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc)))
+        self._send_frame(frame)
 
     # ------------------------------------------------------------ closing
     async def _shutdown(self, cause: BaseException) -> None:
         if self.closed.is_set():
             return
+        self._flush_out()  # what was answered before the close still goes out
         self.close_cause = cause
         self.closed.set()
         for fut in list(self._pending.values()):
