@@ -136,6 +136,17 @@ class FailoverService:
             raise FailoverError(f"epoch {epoch} is not newer than this node's epoch {node.epoch}")
         old = node.store.role
         await node.stop_role_services()
+        # A slave's tail can be part of a record (HA frames split records and the master died
+        # mid-record): the new epoch starts after the last whole record, never after half one.
+        whole = node.store.dispatcher.dispatched_offset
+        torn_end = node.store.max_phy_offset
+        if whole < torn_end:
+            log.warning(
+                "%s: dropping a torn record tail [%d, %d) before becoming master",
+                node.node_name, whole, torn_end,
+            )  # fmt: skip
+            node.store.truncate_dirty(whole)
+            node.notify_truncated(torn_end, whole)
         start = node.store.max_phy_offset
         node.epochs.append(epoch, start)
         node.config = node.config.replace(broker_id=0, broker_role=role)

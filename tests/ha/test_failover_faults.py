@@ -269,12 +269,6 @@ def test_kill_master_under_load_promote_rejoin_stress(tmp_path, batch):
     assert len(figures) == ROUNDS_STRESS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug in broker/ha/failover.py become_master: the new epoch starts at "
-    "store.max_phy_offset even when the slave's tail is a torn record (dispatched_offset < "
-    "max_phy_offset), so new records follow half a record; remove this marker with the fix",
-)
 def test_promoted_slave_with_a_torn_tail_serves_whole_records(tmp_path):
     """The master died after sending the first part of a record (frames split records): the
     promoted slave must not write its new epoch after half a record."""
