@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
 from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
@@ -105,6 +106,8 @@ def group(tmp_path):
         s_conf = conf("s", 1, "SLAVE", s_port, s_ha, haMasterAddress=f"127.0.0.1:{m_ha}")
         s = start_broker("s", s_conf, s_port, tmp_path)
         procs.append(s)
+        # A SYNC_MASTER answers SLAVE_NOT_AVAILABLE until its slave is connected.
+        _wait(lambda: asyncio.run(ha_status([m.addr]))[0].get("slaves"), what="slave connected")
         assert asyncio.run(_send(ns.addr, 40)) == 40
         yield SimpleNamespace(ns=ns, m=m, s=s, tmp=tmp_path)
     finally:
