@@ -35,6 +35,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also start a SLAVE process and report replication lag (always on for SYNC_MASTER)",
     )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="load-generator processes sharing the producers (0: in this process)",
+    )
+    p.add_argument(
+        "--inflight", type=int, default=16, help="messages in flight per producer (pipelined)"
+    )
     p.add_argument("--namesrv", default=None, help="use this running name server instead")
     p.add_argument("--topic", default=None, help="default: a fresh BenchTopic-<id>")
     p.set_defaults(func=run)
@@ -164,11 +173,149 @@ class _LagSampler:
         return lags
 
 
+def _cpu_probe(pid: int):
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu_s() -> float:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+
+    return cpu_s
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return 0.0
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
+
+
+async def _produce(
+    namesrv: str,
+    topic: str,
+    producers: int,
+    inflight: int,
+    body: bytes,
+    seconds: float,
+    sample_acks: bool,
+    started=None,
+) -> dict:
+    """``producers`` Producers with ``inflight`` sends each in flight for ``seconds``: send
+    latencies, failures and (when ``sample_acks``) (ack time, physical offset) pairs.
+    ``started`` (an awaitable) is awaited once the routes are known: the start signal."""
+    from broker.client.producer import Producer, SendStatus
+    from broker.store.message import parse_message_id
+
+    latencies: list[float] = []
+    acked: list[tuple[float, int]] = []
+    failed = 0
+    ps = [Producer(f"bench-pg-{uuid.uuid4().hex[:6]}", [namesrv]) for _ in range(producers)]
+    for p in ps:
+        await p.route(topic)
+    if started is not None:
+        await started
+    deadline = time.perf_counter() + seconds
+
+    async def sender(p) -> None:
+        nonlocal failed
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            try:
+                r = await p.send(topic, body, tags="bench")
+                ok = r.status is SendStatus.SEND_OK
+                if ok and sample_acks:
+                    acked.append((time.perf_counter(), parse_message_id(r.offset_msg_id)[2]))
+            except HaproofError:
+                ok = False
+            latencies.append(time.perf_counter() - t0)
+            failed += 0 if ok else 1
+
+    t_start = time.perf_counter()
+    cpu0 = time.process_time()
+    try:
+        await asyncio.gather(*(sender(p) for p in ps for _ in range(inflight)))
+    finally:
+        for p in ps:
+            await p.close()
+    return {
+        "latencies": latencies,
+        "failed": failed,
+        "acked": acked,
+        "start": t_start,
+        "end": time.perf_counter(),
+        "cpu_s": time.process_time() - cpu0,
+    }
+
+
+def _worker(conn, namesrv, topic, producers, inflight, body, seconds, sample_acks) -> None:
+    """A load-generator process: ready → wait for go → send → results back over ``conn``."""
+
+    async def main() -> dict:
+        loop = asyncio.get_running_loop()
+
+        async def go() -> None:
+            conn.send("ready")
+            await loop.run_in_executor(None, conn.recv)
+
+        return await _produce(namesrv, topic, producers, inflight, body, seconds, sample_acks, go())
+
+    try:
+        conn.send(asyncio.run(main()))
+    except BaseException as exc:  # reported to the parent, which fails the bench
+        conn.send({"error": repr(exc)})
+    finally:
+        conn.close()
+
+
+def _produce_in_processes(
+    namesrv, topic, producers, processes, inflight, body, seconds, sample_acks
+) -> dict:
+    """Producers spread over ``processes`` worker processes (spawned: no inherited loop), all
+    started together once every worker has its routes; per-process results merged."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    shares = [producers // processes + (i < producers % processes) for i in range(processes)]
+    pipes, procs = [], []
+    try:
+        for share in shares:
+            if share == 0:
+                continue
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=_worker,
+                args=(child, namesrv, topic, share, inflight, body, seconds, sample_acks),
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            pipes.append(parent)
+            procs.append(proc)
+        for pipe in pipes:
+            msg = pipe.recv()
+            if msg != "ready":
+                raise HaproofError(f"bench broker: a load process failed: {msg.get('error')}")
+        for pipe in pipes:
+            pipe.send("go")
+        results = [pipe.recv() for pipe in pipes]
+    finally:
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+    errors = [r["error"] for r in results if "error" in r]
+    if errors:
+        raise HaproofError(f"bench broker: load process failed: {errors[0]}")
+    return {
+        "latencies": [x for r in results for x in r["latencies"]],
+        "failed": sum(r["failed"] for r in results),
+        "acked": [x for r in results for x in r["acked"]],
+        "start": min(r["start"] for r in results),  # perf_counter: system-wide monotonic clock
+        "end": max(r["end"] for r in results),
+        "cpu_s": sum(r["cpu_s"] for r in results),
+    }
 
 
 async def _load(
@@ -178,47 +325,54 @@ async def _load(
     body: bytes,
     seconds: float,
     master: str | None = None,
+    processes: int = 0,
+    inflight: int = 1,
+    broker_cpu_s=None,
 ) -> dict:
     from broker.client.consumer import Consumer
-    from broker.client.producer import Producer, SendStatus
-    from broker.store.message import parse_message_id
+    from broker.client.producer import Producer
 
     sampler = _LagSampler(master) if master else None
     sampling_done = asyncio.Event()
-    latencies: list[float] = []
-    failed = 0
-
-    async def producer() -> None:
-        nonlocal failed
-        p = Producer(f"bench-pg-{uuid.uuid4().hex[:6]}", [namesrv])
-        deadline = time.perf_counter() + seconds
-        try:
-            while time.perf_counter() < deadline:
-                t0 = time.perf_counter()
-                try:
-                    r = await p.send(topic, body, tags="bench")
-                    ok = r.status is SendStatus.SEND_OK
-                    if ok and sampler is not None:
-                        phys = parse_message_id(r.offset_msg_id)[2]
-                        sampler.acked.append((time.perf_counter(), phys))
-                        sampler.max_offset = max(sampler.max_offset, phys)
-                except HaproofError:
-                    ok = False
-                latencies.append(time.perf_counter() - t0)
-                failed += 0 if ok else 1
-        finally:
-            await p.close()
 
     # create the topic first so every producer sees its route
     warm = Producer("bench-warm", [namesrv])
     await warm.send(topic, body, tags="warm")
     await warm.close()
     sampling = asyncio.create_task(sampler.run(sampling_done)) if sampler else None
-    t0 = time.perf_counter()
-    await asyncio.gather(*(producer() for _ in range(producers)))
-    send_s = time.perf_counter() - t0
+    broker_cpu0 = broker_cpu_s() if broker_cpu_s else None
+    if processes > 0:
+        loop = asyncio.get_running_loop()
+        sent_figures = await loop.run_in_executor(
+            None,
+            _produce_in_processes,
+            namesrv,
+            topic,
+            producers,
+            processes,
+            inflight,
+            body,
+            seconds,
+            sampler is not None,
+        )
+    else:
+        sent_figures = await _produce(
+            namesrv, topic, producers, inflight, body, seconds, sampler is not None
+        )
+    latencies, failed = sent_figures["latencies"], sent_figures["failed"]
+    send_s = sent_figures["end"] - sent_figures["start"]
+    # CPU per message does not depend on what else loads the machine: the capacity figures.
+    cpu: dict = {}
+    if latencies:
+        cpu["client_cpu_us_per_msg"] = round(sent_figures["cpu_s"] / len(latencies) * 1e6, 1)
+        if broker_cpu0 is not None:
+            per_msg = (broker_cpu_s() - broker_cpu0) / len(latencies)
+            cpu["broker_cpu_us_per_msg"] = round(per_msg * 1e6, 1)
+            cpu["broker_msgs_per_cpu_s"] = round(1 / per_msg, 1) if per_msg > 0 else None
     lag: dict = {}
     if sampling is not None:
+        sampler.acked = sent_figures["acked"]
+        sampler.max_offset = max((off for _, off in sampler.acked), default=-1)
         sampling_done.set()
         try:
             async with asyncio.timeout(60):
@@ -256,13 +410,17 @@ async def _load(
         "p99_send_ms": round(_pct(latencies, 0.99) * 1e3, 3),
         "consumed": consumed,
         "consume_msgs_per_s": round(consumed / consume_s, 1) if consume_s else 0.0,
+        **cpu,
         **lag,
     }
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.producers <= 0 or args.seconds <= 0:
-        raise HaproofError("bench broker: --producers and --seconds must be positive")
+    if args.producers <= 0 or args.seconds <= 0 or args.inflight <= 0 or args.processes < 0:
+        raise HaproofError(
+            "bench broker: --producers, --seconds and --inflight must be positive, "
+            "--processes at least 0"
+        )
     workdir = tempfile.mkdtemp(prefix="haproof-bench-broker-")
     procs: list[subprocess.Popen] = []
     with_slave = args.with_slave or args.role == "SYNC_MASTER"
@@ -282,6 +440,9 @@ def run(args: argparse.Namespace) -> int:
                 os.urandom(args.body_bytes),
                 args.seconds,
                 master if with_slave else None,
+                args.processes,
+                args.inflight,
+                _cpu_probe(procs[-2].pid) if len(procs) >= 2 else None,
             )
         )
     finally:
@@ -299,6 +460,9 @@ def run(args: argparse.Namespace) -> int:
         "flush": args.flush,
         "with_slave": with_slave,
         "producers": args.producers,
+        "processes": args.processes,
+        "inflight": args.inflight,
+        "load_avg_1m": round(os.getloadavg()[0], 2),
         "body_bytes": args.body_bytes,
         **figures,
         "cpus": os.cpu_count(),

@@ -10,8 +10,8 @@ import random
 import struct
 
 from broker.config import BrokerRole, parse_delay_levels
-from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import RemotingCommand
+from broker.remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
+from broker.remoting.command import MissingFieldError, RemotingCommand
 from broker.remoting.connection import Eager
 from broker.store import delay
 from broker.store import message as msgfmt
@@ -119,6 +119,10 @@ def encode_batch(messages: list[tuple[int, bytes, dict[str, str]]]) -> bytes:
     return b"".join(parts)
 
 
+_V2_KEYS = {name: letter for letter, name in V2_NAMES.items()}
+_V1_KEYS = {name: name for name in V2_NAMES.values()}
+
+
 def v2_to_v1(req: RemotingCommand) -> dict[str, str]:
     """The V2 header with its long names (unknown letters kept as they are)."""
     return {V2_NAMES.get(k, k): v for k, v in req.ext_fields.items()}
@@ -147,32 +151,34 @@ class SendProcessor:
         return await node.await_replication(result)
 
     async def send_v1(self, conn, req: RemotingCommand) -> RemotingCommand:
-        return await self._send(conn, req, req.ext_fields)
+        return await self._send(conn, req, req.ext_fields, _V1_KEYS)
 
     async def send_v2(self, conn, req: RemotingCommand) -> RemotingCommand:
-        return await self._send(conn, req, v2_to_v1(req))
+        return await self._send(conn, req, req.ext_fields, _V2_KEYS)
 
     async def send_batch(self, conn, req: RemotingCommand) -> RemotingCommand:
-        fields = req.ext_fields
-        if "b" in fields:  # a V2 header on code 320 (RocketMQ's client does this)
-            fields = v2_to_v1(req)
-        return await self._send(conn, req, fields, batch=True)
+        # RocketMQ's client sends code 320 with a V2 header
+        keys = _V2_KEYS if "b" in req.ext_fields else _V1_KEYS
+        return await self._send(conn, req, req.ext_fields, keys, batch=True)
 
     async def _send(
-        self, conn, req: RemotingCommand, h: dict[str, str], batch: bool = False
+        self, conn, req: RemotingCommand, f: dict[str, str], k: dict[str, str], batch=False
     ) -> RemotingCommand:
+        """``f``: the header as sent; ``k``: long field name → its key in ``f``."""
         try:
-            topic = _need(req, h, "topic")
-            queue_id = _need_int(req, h, "queueId")
-            sys_flag = _need_int(req, h, "sysFlag", 0)
-            born_ts = _need_int(req, h, "bornTimestamp", 0)
-            flag = _need_int(req, h, "flag", 0)
-            reconsume = _need_int(req, h, "reconsumeTimes", 0)
-            default_nums = _need_int(req, h, "defaultTopicQueueNums", 4)
+            topic = f.get(k["topic"])
+            if topic is None:
+                raise MissingFieldError("topic", req.code)
+            queue_id = _int_field(req, f, k["queueId"])
+            sys_flag = _int_field(req, f, k["sysFlag"], 0)
+            born_ts = _int_field(req, f, k["bornTimestamp"], 0)
+            flag = _int_field(req, f, k["flag"], 0)
+            reconsume = _int_field(req, f, k["reconsumeTimes"], 0)
+            default_nums = _int_field(req, f, k["defaultTopicQueueNums"], 4)
         except _BadHeader as exc:
             return req.make_response(ResponseCode.MESSAGE_ILLEGAL, remark=str(exc))
-        batch = batch or h.get("batch", "false").lower() == "true"
-        tc = self.node.ensure_topic(topic, h.get("defaultTopic"), default_nums)
+        batch = batch or f.get(k["batch"], "false").lower() == "true"
+        tc = self.node.ensure_topic(topic, f.get(k["defaultTopic"]), default_nums)
         if tc is None:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -192,7 +198,7 @@ class SendProcessor:
                 f"{write_nums} write queues",
             )
         born_host = _born_host(conn)
-        props = msgfmt.string_to_properties(h.get("properties") or "")
+        props = msgfmt.string_to_properties(f.get(k["properties"]) or "")
         if batch:
             return await self._put_batch(req, topic, queue_id, props, sys_flag, born_ts, born_host)
         msg = msgfmt.Message(
@@ -212,15 +218,19 @@ class SendProcessor:
             remark = f"{status.value}: {result.remark}".rstrip(": ")
             log.warning("send to %s/%d refused: %s", topic, queue_id, remark)
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
-        return req.make_response(
-            code,
+        return RemotingCommand(  # make_response without re-stringifying every field
+            code=code,
+            version=req.version,
+            opaque=req.opaque,
+            flag=FLAG_RESPONSE,
             ext_fields={
                 "msgId": result.msg_id,
-                "queueId": queue_id,
-                "queueOffset": result.queue_offset,
+                "queueId": str(queue_id),
+                "queueOffset": str(result.queue_offset),
                 "MSG_REGION": "DefaultRegion",
                 "TRACE_ON": "true",
             },
+            serialize_type=req.serialize_type,
         )
 
     async def put(self, msg: msgfmt.Message):
@@ -321,21 +331,16 @@ def _born_host(conn) -> tuple[str, int]:
     return value
 
 
-def _need(req: RemotingCommand, h: dict[str, str], name: str) -> str:
-    value = h.get(name)
-    if value is None:
-        return req.field(name)  # raises MissingFieldError naming it
-    return value
-
-
-def _need_int(req: RemotingCommand, h: dict[str, str], name: str, default: int | None = None):
-    raw = h.get(name)
-    if raw is None and default is not None:
-        return default
+def _int_field(req: RemotingCommand, f: dict[str, str], key: str, default: int | None = None):
+    raw = f.get(key)
+    if raw is None:
+        if default is not None:
+            return default
+        raise MissingFieldError(V2_NAMES.get(key, key), req.code)
     try:
-        return int(_need(req, h, name))
+        return int(raw)
     except ValueError:
-        raise _BadHeader(name, raw) from None
+        raise _BadHeader(V2_NAMES.get(key, key), raw) from None
 
 
 class _BadHeader(Exception):

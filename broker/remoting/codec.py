@@ -81,18 +81,19 @@ def encode_header(cmd: RemotingCommand) -> bytes:
             ext += I16.pack(len(k)) + k + I32.pack(len(v)) + v
         parts.append(I32.pack(len(ext)) + bytes(ext))
         return b"".join(parts)
-    doc: dict = {
-        "code": cmd.code,
-        "language": cmd.language,
-        "version": cmd.version,
-        "opaque": cmd.opaque,
-        "flag": cmd.flag,
-        "serializeTypeCurrentRPC": "JSON",
-    }
-    if cmd.remark is not None:
-        doc["remark"] = cmd.remark
-    doc["extFields"] = {k: _ext_str(v) for k, v in cmd.ext_fields.items()}
-    return json.dumps(doc, separators=(",", ":")).encode()
+    # The same JSON as json.dumps of the whole document, with the fixed parts formatted
+    # directly: only the remark and extFields go through the encoder.
+    language = '"JAVA"' if cmd.language == "JAVA" else _dumps(cmd.language)
+    remark = "" if cmd.remark is None else f'"remark":{_dumps(cmd.remark)},'
+    ext = {k: v if type(v) is str else _ext_str(v) for k, v in cmd.ext_fields.items()}
+    return (
+        f'{{"code":{int(cmd.code)},"language":{language},"version":{int(cmd.version)},'
+        f'"opaque":{int(cmd.opaque)},"flag":{int(cmd.flag)},"serializeTypeCurrentRPC":"JSON",'
+        f'{remark}"extFields":{_dumps(ext)}}}'
+    ).encode()
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def encode_frame(cmd: RemotingCommand) -> bytes:

@@ -22,6 +22,23 @@ def test_bench_broker_prints_one_json_line_and_reads_back_everything() -> None:
     assert fig["bench"] == "broker" and fig["failed"] == 0
     assert fig["sent"] > 10 and fig["consumed"] == fig["sent"]
     assert fig["msgs_per_s"] > 0 and fig["p99_send_ms"] >= fig["p50_send_ms"] > 0
+    # two load processes, 16 sends in flight each producer; CPU cost per message of both sides
+    assert (fig["processes"], fig["inflight"]) == (2, 16)
+    assert fig["broker_cpu_us_per_msg"] > 0 and fig["client_cpu_us_per_msg"] > 0
+    assert abs(fig["broker_msgs_per_cpu_s"] * fig["broker_cpu_us_per_msg"] / 1e6 - 1) < 0.01
+
+
+def test_bench_broker_in_process_one_in_flight() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bench", "broker", "--producers", "2",
+         "--seconds", "1", "--body-bytes", "64", "--processes", "0", "--inflight", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    fig = json.loads(res.stdout.strip().splitlines()[-1])
+    assert fig["processes"] == 0 and fig["failed"] == 0 and fig["consumed"] == fig["sent"] > 2
 
 
 def test_bench_broker_rejects_bad_arguments() -> None:
