@@ -15,7 +15,9 @@ import hashlib
 import logging
 import mmap
 import os
+import struct
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -104,6 +106,105 @@ class StoreDirSource:
         for m in self._maps.values():
             m.close()
         self._maps.clear()
+
+
+# The fields the shipper needs from a record's fixed head (message format v1/v2, DESIGN.md 2).
+_HEAD = struct.Struct(
+    ">i"  # TOTALSIZE
+    "I"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # QUEUEID
+    "4x"  # FLAG
+    "q"  # QUEUEOFFSET
+    "8x"  # PHYSICALOFFSET
+    "i"  # SYSFLAG
+    "8x"  # BORNTIMESTAMP
+)
+_I64 = struct.Struct(">q")  # STORETIMESTAMP
+_I32 = struct.Struct(">i")  # BODYLEN
+_I16 = struct.Struct(">h")  # v2 TOPICLEN, PROPERTIESLENGTH
+_MIN_RECORD = msgfmt.encoded_length(0, 0, 0)
+
+
+@dataclass(slots=True)
+class _Rec:
+    """What the shipper keeps of a record (no body or properties copy)."""
+
+    physical_offset: int
+    total_size: int
+    is_blank: bool
+    crc_ok: bool = True
+    topic: str = ""
+    queue_id: int = 0
+    queue_offset: int = 0
+    store_timestamp: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.physical_offset + self.total_size
+
+
+def _walk(view, base: int, start: int, limit: int, source: str):
+    """Records from ``view[start:limit]`` with the framing checks of ``decode_record`` (size
+    chaining, magic, body/topic/properties lengths ending exactly at the record end) but no
+    host, body or properties decoding; anything unusual is left to ``decode_record``, which
+    raises the precise :class:`CorruptRecordError`. Stops at a zero TOTALSIZE or after a BLANK.
+    """
+    topics: dict[bytes, str] = {}
+    pos = start
+    while pos < limit:
+        if limit - pos >= 4 and _I32.unpack_from(view, pos)[0] == 0:
+            return
+        rec = None
+        if limit - pos >= _HEAD.size + 40:
+            total, magic, crc, queue_id, queue_offset, sysflag = _HEAD.unpack_from(view, pos)
+            rec_end = pos + total
+            if magic == msgfmt.MAGIC_BLANK and 8 <= total and rec_end <= limit:
+                rec = _Rec(base + pos, total, True)
+            elif magic in msgfmt.MAGICS and _MIN_RECORD <= total and rec_end <= limit:
+                p = pos + _HEAD.size + (20 if sysflag & msgfmt.SYSFLAG_BORNHOST_V6 else 8)
+                (store_ts,) = _I64.unpack_from(view, p)
+                p += 8 + (20 if sysflag & msgfmt.SYSFLAG_STOREHOST_V6 else 8) + 12
+                (body_len,) = _I32.unpack_from(view, p)
+                p += 4
+                body_at = p
+                p += body_len
+                if 0 <= body_len and p + 3 <= rec_end:
+                    if magic == msgfmt.MAGIC_V2:
+                        (topic_len,) = _I16.unpack_from(view, p)
+                        p += 2
+                    else:
+                        topic_len = view[p]
+                        p += 1
+                    t_end = p + topic_len
+                    if 0 <= topic_len and t_end + 2 <= rec_end:
+                        (props_len,) = _I16.unpack_from(view, t_end)
+                        raw = bytes(view[p:t_end])
+                        topic = topics.get(raw)
+                        if topic is None:
+                            try:
+                                topic = topics[raw] = raw.decode("utf-8")
+                            except UnicodeDecodeError:
+                                topic = None
+                        if topic is not None and t_end + 2 + props_len == rec_end:
+                            ok = zlib.crc32(view[body_at : body_at + body_len]) & 0x7FFFFFFF
+                            rec = _Rec(
+                                base + pos, total, False, ok == crc, topic, queue_id,
+                                queue_offset, store_ts,
+                            )  # fmt: skip
+        if rec is None:  # not plainly well-formed: the full decoder decides (and names why)
+            full = msgfmt.decode_record(
+                view, pos, base_offset=base, limit=limit, source=source, with_body=True
+            )
+            rec = _Rec(
+                full.physical_offset, full.total_size, full.is_blank,
+                full.is_blank or full.crc_ok, full.topic, full.queue_id, full.queue_offset,
+                full.store_timestamp,
+            )  # fmt: skip
+        yield rec
+        if rec.is_blank:
+            return
+        pos += rec.total_size
 
 
 @dataclass
@@ -233,20 +334,29 @@ class Shipper:
             if self.progress:
                 self.progress(result.end - start, end_limit - start)
 
+        file_start = seg_from = 0
+        view: memoryview | bytes = b""
+
+        def take() -> None:
+            """Copy the records walked since the last copy (``view[seg_from:offset]``)."""
+            nonlocal seg_from
+            upto = offset - file_start
+            if upto > seg_from:
+                pending.append(bytes(view[seg_from:upto]))
+            seg_from = upto
+
         while offset < end_limit:
             file_start = offset - offset % fsize
             view = source.file_view(file_start)
             limit = min(len(view), end_limit - file_start)
             rel = offset - file_start
             closed = False
+            seg_from = rel
             try:
-                for rec in msgfmt.scan_records(
-                    view, base_offset=file_start, start=rel, limit=limit, source=_name(source)
-                ):
+                for rec in _walk(view, file_start, rel, limit, _name(source)):
                     if chunk_len and chunk_len + rec.total_size > self.chunk_max_bytes:
+                        take()
                         flush_chunk()
-                    pos = rec.physical_offset - file_start
-                    pending.append(bytes(view[pos : pos + rec.total_size]))
                     chunk_len += rec.total_size
                     records += 1
                     offset = rec.end
@@ -261,8 +371,10 @@ class Shipper:
                     q = qmax.setdefault(rec.topic, {})
                     q[str(rec.queue_id)] = max(q.get(str(rec.queue_id), 0), rec.queue_offset + 1)
             except CorruptRecordError as exc:
+                take()
                 result.stopped_by = exc
                 break
+            take()
             if not closed:
                 break  # the written log ends inside this file
         flush_chunk()
