@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "TBW102"  # the auto-create template topic
 DEFAULT_TOPIC_QUEUE_NUMS = 4
+_DEFAULT_NUMS_STR = str(DEFAULT_TOPIC_QUEUE_NUMS)
 
 
 class SendStatus(enum.Enum):
@@ -181,19 +182,19 @@ class Producer:
     async def _send_once(
         self, addr, mq: MessageQueue, body, props, flag, batch: bool = False
     ) -> SendResult:
-        header = {
+        header = {  # values as the strings they travel as
             "a": self.group,  # producerGroup
             "b": mq.topic,  # topic
             "c": DEFAULT_TOPIC,  # defaultTopic
-            "d": DEFAULT_TOPIC_QUEUE_NUMS,  # defaultTopicQueueNums
-            "e": mq.queue_id,  # queueId
-            "f": 0,  # sysFlag
-            "g": int(time.time() * 1000),  # bornTimestamp
-            "h": flag,  # flag
+            "d": _DEFAULT_NUMS_STR,  # defaultTopicQueueNums
+            "e": str(mq.queue_id),  # queueId
+            "f": "0",  # sysFlag
+            "g": str(time.time_ns() // 1_000_000),  # bornTimestamp
+            "h": str(flag),  # flag
             "i": properties_to_string(props),  # properties
-            "j": 0,  # reconsumeTimes
-            "k": False,  # unitMode
-            "m": batch,  # batch
+            "j": "0",  # reconsumeTimes
+            "k": "false",  # unitMode
+            "m": "true" if batch else "false",  # batch
         }
         if batch:
             header["i"] = ""  # per-message properties travel inside the batch body

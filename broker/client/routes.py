@@ -41,6 +41,15 @@ class TopicRoute:
         return cls(topic, list(doc.get("queueDatas") or []), addrs)
 
     def queues(self, perm: int) -> list[MessageQueue]:
+        """The queues with ``perm``, computed once per route (a route is replaced, not
+        changed, when it is fetched again)."""
+        cache = self.__dict__.setdefault("_queue_cache", {})
+        found = cache.get(perm)
+        if found is None:
+            found = cache[perm] = self._queues(perm)
+        return found
+
+    def _queues(self, perm: int) -> list[MessageQueue]:
         out = []
         for qd in sorted(self.queue_datas, key=lambda q: q["brokerName"]):
             if not int(qd.get("perm", 6)) & perm or qd["brokerName"] not in self.broker_addrs:

@@ -36,6 +36,9 @@ class RemotingClient:
         self._lock = asyncio.Lock()
 
     async def connection(self, addr: str) -> Connection:
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.closed.is_set():
+            return conn  # the common case, without the lock
         async with self._lock:
             conn = self._conns.get(addr)
             if conn is None or conn.closed.is_set():

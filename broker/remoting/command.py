@@ -49,7 +49,11 @@ class RemotingCommand:
             code=int(code),
             opaque=next(_opaques),
             flag=FLAG_ONEWAY if oneway else 0,
-            ext_fields={k: _as_str(v) for k, v in (ext_fields or {}).items() if v is not None},
+            ext_fields={
+                k: v if type(v) is str else _as_str(v)
+                for k, v in (ext_fields or {}).items()
+                if v is not None
+            },
             body=body,
         )
 

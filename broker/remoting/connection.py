@@ -22,6 +22,16 @@ READ_CHUNK_BYTES = 256 * 1024
 WRITE_HIGH_WATER_BYTES = 1024 * 1024
 
 
+def _expire(fut: asyncio.Future, peer: str, request: RemotingCommand, timeout_ms: int) -> None:
+    if not fut.done():
+        fut.set_exception(
+            RemotingTimeoutError(
+                f"{peer}: no response to request code {request.code} opaque "
+                f"{request.opaque} within {timeout_ms} ms"
+            )
+        )
+
+
 class Eager:
     """Marks a handler that may start inside the connection's read loop: it runs until its
     first real wait without a task of its own. Such a handler must not bind the current task
@@ -95,19 +105,18 @@ class Connection:
         """Send a request and wait for its response (matched by opaque)."""
         if self.closed.is_set():
             raise ConnectionClosedError(f"{self.peer}: connection closed") from self.close_cause
-        fut = asyncio.get_running_loop().create_future()
-        self._pending[request.opaque] = fut
+        loop = self._loop
+        fut = loop.create_future()
+        opaque = request.opaque
+        self._pending[opaque] = fut
+        # a plain timer failing the future: cheaper than asyncio.timeout's task cancellation
+        timer = loop.call_later(timeout_ms / 1000, _expire, fut, self.peer, request, timeout_ms)
         try:
             await self._write(request)
-            async with asyncio.timeout(timeout_ms / 1000):
-                return await fut
-        except TimeoutError as exc:
-            raise RemotingTimeoutError(
-                f"{self.peer}: no response to request code {request.code} opaque "
-                f"{request.opaque} within {timeout_ms} ms"
-            ) from exc
+            return await fut
         finally:
-            self._pending.pop(request.opaque, None)
+            timer.cancel()
+            self._pending.pop(opaque, None)
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         from broker.remoting.codes import FLAG_ONEWAY
