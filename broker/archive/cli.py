@@ -1,6 +1,7 @@
 """``haproof archive``: ship a store directory (ours or a real RocketMQ broker's) to the archive.
 
-Once, or ``--follow`` to keep shipping as the log grows. Each run also writes a snapshot built
+Once, or ``--follow`` to keep shipping as the log grows (a range is shipped one round after it was
+first seen written, so a record a live broker is still copying is never read half-written). Each run also writes a snapshot built
 from the store's ``config/`` (consumer and delay offsets) and the queue max offsets it saw, and a
 ``started`` event the first time a node is shipped. Exit 0 on success; 1 when the log is corrupt
 (what was before the corruption is shipped) or the archive fails (missing bucket, denied access,
@@ -153,15 +154,26 @@ def _ship(args: argparse.Namespace, shipper: Shipper, source: StoreDirSource) ->
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     code = 0
+    seen: int | None = None  # --follow: where the log was seen written last round
     while True:
         try:
+            if args.follow:
+                # ship only what was already written a round earlier (a live writer may be
+                # copying the newest record right now): the first round ships nothing new
+                source.refresh()
+                if seen is None:
+                    archived = shipper.archived_end()
+                    seen = source.min_offset() if archived is None else archived
+                source.cap = seen
+                seen = source.written_end(seen)
             result = ship_once(shipper, source, args.store_dir, first)
         except ArchiveError as exc:
             if not args.follow:
                 raise
             log.error("archive round failed (retrying): %s", exc)
             result = None
-        first = False
+        if result is not None:
+            first = False  # the started event is written
         if result is not None:
             print(
                 f"haproof archive: node {identity.node}: {len(result.chunks)} new chunk(s), "
@@ -181,5 +193,4 @@ def _ship(args: argparse.Namespace, shipper: Shipper, source: StoreDirSource) ->
                 code = 1
         if not args.follow or stop.wait(args.interval_ms / 1000):
             break
-        source.refresh()
     return code

@@ -46,6 +46,7 @@ class StoreDirSource:
         self.mapped_file_size = mapped_file_size
         self.files = files  # (start offset, path), sorted
         self._maps: dict[int, mmap.mmap] = {}
+        self.cap: int | None = None  # --follow: ship nothing at or past this offset yet
 
     @classmethod
     def open(cls, store_dir: str, mapped_file_size: int | None = None) -> StoreDirSource:
@@ -74,9 +75,36 @@ class StoreDirSource:
         return self.files[0][0]
 
     def shippable_end(self) -> int:
-        """A stopped store: everything written (the cutter stops at the end of the records)."""
+        """A stopped store: everything written (the cutter stops at the end of the records);
+        a followed store: up to ``cap``."""
         start, path = self.files[-1]
-        return start + os.path.getsize(path)
+        end = start + os.path.getsize(path)
+        return end if self.cap is None else min(end, self.cap)
+
+    def written_end(self, start: int) -> int:
+        """End of the last record written at or after ``start`` (a record boundary).
+
+        A live writer may be in the middle of copying a record: a torn header ends the scan
+        here, and ``--follow`` ships a range only one round after it saw it written, so a record
+        being copied is complete by the time its bytes are read for shipping.
+        """
+        end = offset = start
+        files = {s for s, _ in self.files}
+        size = self.mapped_file_size
+        while True:
+            file_start = offset - offset % size
+            if file_start not in files:
+                return end
+            view = self.file_view(file_start)
+            closed = False
+            try:
+                for rec in _walk(view, file_start, offset - file_start, len(view), self.directory):
+                    end = offset = rec.end
+                    closed = rec.is_blank
+            except CorruptRecordError:
+                return end
+            if not closed:
+                return end
 
     def file_view(self, file_start: int) -> memoryview | bytes:
         for start, path in self.files:

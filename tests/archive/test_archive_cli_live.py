@@ -13,6 +13,7 @@ import uuid
 from broker.archive import layout
 from broker.archive.object_store import open_store
 from broker.archive.s3server import DUMMY_CREDENTIALS
+from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message import Message
 from broker.store.message_store import MessageStore
@@ -166,3 +167,41 @@ def test_follow_ships_a_growing_store_and_stops_cleanly_on_sigterm(tmp_path) -> 
     assert kinds == ["started"]
     text = err_path.read_text()
     assert "corrupt" not in text and "CRC" not in text, text
+
+
+def test_follow_cap_never_reads_a_record_still_being_copied(tmp_path) -> None:
+    store_dir = tmp_path / "store"
+    cfg = BrokerConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=64 * 1024)
+    store = MessageStore.open(cfg)
+    store.start()
+    _put(store, 20, 200, "cap")
+    store.shutdown()
+    data = log_bytes(store_dir)
+    last = len(data) - len(log_bytes_of_last_record(data))
+    path = store_dir / "commitlog" / f"{0:020d}"
+    raw = bytearray(path.read_bytes())
+    raw[last + 8 : len(data)] = bytes(len(data) - last - 8)  # head copied, the rest not yet
+    path.write_bytes(bytes(raw))
+
+    src = StoreDirSource.open(str(store_dir))
+    assert src.written_end(0) == last  # the half-copied record is not "written"
+    src.cap = src.written_end(0)
+    archive = open_store(f"file://{tmp_path}/archive")
+    shipped = Shipper(archive, NodeIdentity(CLUSTER, GROUP, "a")).ship(src)
+    assert shipped.end == last and shipped.stopped_by is None and not shipped.crc_failures
+
+    path.write_bytes(bytes(raw[:last]) + data[last:] + bytes(len(raw) - len(data)))
+    src.refresh()
+    assert src.written_end(last) == len(data)  # the copy finished
+    src.cap = len(data)
+    rest = Shipper(archive, NodeIdentity(CLUSTER, GROUP, "a")).ship(src)
+    assert rest.start == last and rest.end == len(data) and not rest.crc_failures
+    assert archived_bytes(archive, "a") == data
+    src.close()
+
+
+def log_bytes_of_last_record(data: bytes) -> bytes:
+    from broker.store import message as msgfmt
+
+    recs = list(msgfmt.scan_records(data, with_body=False))
+    return data[recs[-1].physical_offset :]
