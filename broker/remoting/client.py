@@ -21,10 +21,13 @@ async def connect(
     try:
         # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
         async with asyncio.timeout(timeout_ms / 1000):
-            reader, writer = await asyncio.open_connection(host, port)
+            loop = asyncio.get_running_loop()
+            _, conn = await loop.create_connection(
+                lambda: Connection(dict(processors or {})), host, port
+            )
     except (OSError, TimeoutError) as exc:
         raise ConnectionClosedError(f"{addr}: cannot connect: {exc!r}") from exc
-    return Connection.start(reader, writer, processors)
+    return conn
 
 
 class RemotingClient:

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
 
-READ_CHUNK_BYTES = 256 * 1024
+CLOSE_FLUSH_TIMEOUT_MS = 5000  # a closing connection's unsent bytes get this long
 # Above this many unsent bytes, writers wait for the socket (and the read loop stops reading).
 WRITE_HIGH_WATER_BYTES = 1024 * 1024
 
@@ -75,30 +75,80 @@ class ConnectionClosedError(RemotingError):
     """The connection closed before a response arrived."""
 
 
-class Connection:
-    """Use Connection.start(reader, writer, processors) (the read loop starts there)."""
+class Connection(asyncio.Protocol):
+    """An asyncio protocol: bytes arrive in ``data_received`` and are dispatched at once (no
+    read task, no stream buffer in between). Made by ``RemotingServer`` and ``connect``."""
 
-    def __init__(self, reader, writer, processors: dict[int, Handler], peer: str) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, processors: dict[int, Handler], registry: set | None = None) -> None:
         self.processors = processors
-        self.peer = peer
+        self.peer = "unknown"
+        self.transport: asyncio.Transport | None = None
+        self._frames = FrameReader(self.peer)
+        self._registry = registry  # the server's live connections
         self._pending: dict[int, asyncio.Future] = {}
         self._tasks: set[asyncio.Task] = set()
-        self._read_task: asyncio.Task | None = None
         self.closed = asyncio.Event()
         self.close_cause: BaseException | None = None
         self.attrs: dict = {}  # free space for processors (client id, group, ...)
         self._out: list[bytes] = []  # frames written this loop turn, sent together
         self._loop = asyncio.get_running_loop()
+        self._lost = self._loop.create_future()  # set by connection_lost
+        self._writable: asyncio.Future | None = None  # pending while the peer reads too slowly
 
-    @classmethod
-    def start(cls, reader, writer, processors: dict[int, Handler] | None = None) -> Connection:
-        addr = writer.get_extra_info("peername")
-        peer = f"{addr[0]}:{addr[1]}" if addr else "unknown"
-        conn = cls(reader, writer, dict(processors or {}), peer)
-        conn._read_task = asyncio.get_running_loop().create_task(conn._read_loop())
-        return conn
+    # ------------------------------------------------------------ protocol callbacks
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        addr = transport.get_extra_info("peername")
+        self.peer = f"{addr[0]}:{addr[1]}" if addr else "unknown"
+        self._frames.peer = self.peer
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
+        if self._registry is not None:
+            self._registry.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._frames.feed(data)
+        except FrameError as exc:
+            log.warning("closing connection: %s", exc)
+            self._shutdown(exc)
+            return
+        for cmd in commands:
+            self._dispatch(cmd)
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is None:
+            if self._frames.pending_bytes:
+                exc = ConnectionClosedError(
+                    f"{self.peer}: closed inside a frame "
+                    f"({self._frames.pending_bytes} bytes pending)"
+                )
+                log.warning("%s", exc)
+            else:
+                exc = ConnectionClosedError(f"{self.peer}: peer closed")
+        self._shutdown(exc)
+        if not self._lost.done():
+            self._lost.set_result(None)
+        self._wake_writers()
+
+    def pause_writing(self) -> None:
+        # the peer reads too slowly: stop reading its requests until it catches up
+        if self._writable is None:
+            self._writable = self._loop.create_future()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+        self._wake_writers()
+
+    def _wake_writers(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     # ------------------------------------------------------------ sending
     async def invoke(self, request: RemotingCommand, timeout_ms: int = 3000) -> RemotingCommand:
@@ -128,16 +178,11 @@ class Connection:
         if self.closed.is_set():
             raise ConnectionClosedError(f"{self.peer}: connection closed") from self.close_cause
         self._send_frame(encode_frame(cmd))
-        if self._writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
-            await self._drain()
-
-    async def _drain(self) -> None:
-        self._flush_out()
-        try:
-            await self._writer.drain()
-        except (ConnectionError, OSError) as exc:
-            await self.close(exc)
-            raise ConnectionClosedError(f"{self.peer}: write failed: {exc}") from exc
+        if self._writable is not None:
+            self._flush_out()
+            await asyncio.shield(self._writable)
+            if self.closed.is_set():
+                raise ConnectionClosedError(f"{self.peer}: connection closed") from self.close_cause
 
     def _send_frame(self, frame: bytes) -> None:
         """Queue a frame; every frame queued in one loop turn goes out in one write."""
@@ -152,43 +197,15 @@ class Connection:
             return
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
-        transport = self._writer.transport
-        if transport.is_closing():
+        transport = self.transport
+        if transport is None or transport.is_closing():
             return
         try:
             transport.write(data)
         except (ConnectionError, OSError, RuntimeError) as exc:
             log.info("%s: write failed: %s", self.peer, exc)
 
-    # ------------------------------------------------------------ reading
-    async def _read_loop(self) -> None:
-        frames = FrameReader(self.peer)
-        cause: BaseException | None = None
-        transport = self._writer.transport
-        try:
-            while True:
-                data = await self._reader.read(READ_CHUNK_BYTES)
-                if not data:
-                    if frames.pending_bytes:
-                        cause = ConnectionClosedError(
-                            f"{self.peer}: closed inside a frame "
-                            f"({frames.pending_bytes} bytes pending)"
-                        )
-                        log.warning("%s", cause)
-                    break
-                for cmd in frames.feed(data):
-                    self._dispatch(cmd)
-                if transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
-                    await self._drain()  # a peer that does not read: stop reading it too
-        except FrameError as exc:
-            log.warning("closing connection: %s", exc)
-            cause = exc
-        except (ConnectionError, OSError) as exc:
-            cause = exc
-        except asyncio.CancelledError:
-            cause = ConnectionClosedError(f"{self.peer}: closed locally")
-        await self._shutdown(cause or ConnectionClosedError(f"{self.peer}: peer closed"))
-
+    # ------------------------------------------------------------ requests
     def _dispatch(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:
             fut = self._pending.get(cmd.opaque)
@@ -263,12 +280,14 @@ class Connection:
         self._send_frame(frame)
 
     # ------------------------------------------------------------ closing
-    async def _shutdown(self, cause: BaseException) -> None:
+    def _shutdown(self, cause: BaseException) -> None:
         if self.closed.is_set():
             return
         self._flush_out()  # what was answered before the close still goes out
         self.close_cause = cause
         self.closed.set()
+        if self._registry is not None:
+            self._registry.discard(self)
         for fut in list(self._pending.values()):
             if not fut.done():
                 err = ConnectionClosedError(f"{self.peer}: connection closed: {cause}")
@@ -279,18 +298,16 @@ class Connection:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
-        self._writer.close()
-        try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+        if self.transport is not None:
+            self.transport.close()
 
     async def close(self, cause: BaseException | None = None) -> None:
-        await self._shutdown(cause or ConnectionClosedError(f"{self.peer}: closed locally"))
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        """Close and wait until the transport is gone (aborted if it cannot flush in time)."""
+        self._shutdown(cause or ConnectionClosedError(f"{self.peer}: closed locally"))
+        if self.transport is None or self._lost.done():
+            return
+        try:
+            async with asyncio.timeout(CLOSE_FLUSH_TIMEOUT_MS / 1000):
+                await asyncio.shield(self._lost)
+        except TimeoutError:
+            self.transport.abort()

@@ -23,19 +23,13 @@ class RemotingServer:
         self.processors[int(code)] = handler
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> RemotingServer:
-        self._server = await asyncio.start_server(self._accept, host, port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self.processors, self.connections), host, port
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("remoting server listening on %s:%d", host, self.port)
         return self
-
-    async def _accept(self, reader, writer) -> None:
-        conn = Connection.start(reader, writer, self.processors)
-        self.connections.add(conn)
-        try:
-            await conn.closed.wait()
-        finally:
-            self.connections.discard(conn)
-            await conn.close()
 
     async def stop(self) -> None:
         if self._server is not None:
