@@ -189,6 +189,31 @@ class Consumer:
             await self.persist()
         return records
 
+    async def send_back(
+        self, rec: Record, delay_level: int = 0, max_reconsume_times: int = 16
+    ) -> None:
+        """Hand a message this consumer failed to process back to its broker
+        (CONSUMER_SEND_MSG_BACK): it returns through ``%RETRY%{group}`` after the delay level
+        (0: the broker's choice, 3 + reconsumeTimes), or to ``%DLQ%{group}`` once
+        ``max_reconsume_times`` is reached or with ``delay_level`` < 0. As RocketMQ's client,
+        the broker is the record's store host."""
+        host, port = rec.store_host
+        header = {
+            "offset": rec.stored_physical_offset,
+            "group": self.group,
+            "delayLevel": delay_level,
+            "originMsgId": rec.properties.get("UNIQ_KEY") or rec.msg_id,
+            "originTopic": rec.properties.get("RETRY_TOPIC") or rec.topic,
+            "unitMode": False,
+            "maxReconsumeTimes": max_reconsume_times,
+        }
+        req = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        resp = await self.client.invoke(f"{host}:{port}", req, self.timeout_ms)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RemotingError(
+                f"{host}:{port}: send back of {rec.msg_id} refused: {resp.code} {resp.remark}"
+            )
+
     async def persist(self) -> None:
         if isinstance(self.offsets, LocalFileOffsetStore):
             self.offsets.persist()

@@ -145,3 +145,50 @@ def test_explicit_delay_level_and_bad_requests(tmp_path):
         assert r.code == ResponseCode.SYSTEM_ERROR and "'offset'" in r.remark
 
     run_node(tmp_path, body)
+
+
+def test_consumer_send_back_returns_through_retry_topic_on_real_processes(start_broker, namesrv):
+    import time
+
+    from broker.client.consumer import Consumer, decode_pull_body
+    from broker.client.producer import Producer
+
+    broker = start_broker()
+
+    async def main():
+        producer = Producer("PG", [namesrv.addr])
+        consumer = Consumer("CG", [namesrv.addr], "RetryTopic")
+        client = RemotingClient()
+        try:
+            sent = await producer.send("RetryTopic", b"try-again", tags="A")
+            deadline = time.monotonic() + 30
+            got = []
+            while not got:
+                assert time.monotonic() < deadline, "message never consumed"
+                got = await consumer.poll()
+            (rec,) = got
+            await consumer.send_back(rec, delay_level=1)  # 1 s
+            while True:  # polling the retry queue with a deadline
+                assert time.monotonic() < deadline, "retry never delivered"
+                req = RemotingCommand.request(
+                    RequestCode.PULL_MESSAGE,
+                    {"consumerGroup": "CG", "topic": "%RETRY%CG", "queueId": 0,
+                     "queueOffset": 0, "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
+                     "suspendTimeoutMillis": 0, "subscription": "*"},
+                )  # fmt: skip
+                resp = await client.invoke(broker.addr, req, 5000)
+                if resp.code == ResponseCode.SUCCESS:
+                    break
+                await asyncio.sleep(0.05)
+            (retry,) = decode_pull_body(resp.body, "retry")
+            assert retry.body == b"try-again" and retry.reconsume_times == 1
+            assert retry.properties["RETRY_TOPIC"] == "RetryTopic"
+            assert retry.properties["ORIGIN_MESSAGE_ID"] == sent.offset_msg_id
+            assert retry.store_timestamp - rec.store_timestamp >= 1000
+        finally:
+            await producer.close()
+            await consumer.close()
+            await client.close()
+
+    asyncio.run(main())
+    assert broker.terminate() == 0
