@@ -24,7 +24,13 @@ from pathlib import Path
 
 from broker.archive.s3server import DUMMY_CREDENTIALS, S3Server
 from broker.errors import HaproofError
-from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
+from broker.localcluster import (
+    LocalProcessError,
+    free_port,
+    start_broker,
+    start_namesrv,
+    write_broker_conf,
+)
 
 SAMPLE_EVERY_S = 0.1
 DRAIN_TIMEOUT_S = 120.0
@@ -130,6 +136,17 @@ async def _drive(namesrv: str, addr: str, producers: int, body: bytes, seconds: 
     return out
 
 
+def _started(start, attempts: int = 3):
+    """Start a process on a fresh free port; another process may grab the port first."""
+    for attempt in range(attempts):
+        try:
+            return start()
+        except LocalProcessError as exc:
+            if "address already in use" not in str(exc) or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _run_mode(
     server: S3Server,
     bucket: str,
@@ -144,9 +161,8 @@ def _run_mode(
     env = dict(DUMMY_CREDENTIALS)
     procs = []
     try:
-        ns = start_namesrv(workdir, env)
+        ns = _started(lambda: start_namesrv(workdir, env))
         procs.append(ns)
-        port = free_port()
         props = {
             "brokerClusterName": "BenchCluster",
             "brokerName": "bench-a",
@@ -154,7 +170,6 @@ def _run_mode(
             "brokerRole": "ASYNC_MASTER",
             "flushDiskType": "ASYNC_FLUSH",
             "storePathRootDir": workdir / "store",
-            "listenPort": port,
             "namesrvAddr": ns.addr,
             "nodeName": "bench-0",
             "mappedFileSizeCommitLog": 128 * 1024 * 1024,
@@ -164,8 +179,13 @@ def _run_mode(
             "archiveIntervalMs": interval_ms,
             "archiveChunkMaxBytes": chunk_max_bytes,
         }
-        conf = write_broker_conf(workdir / "broker.conf", props)
-        broker = start_broker("broker", conf, port, workdir, env)
+
+        def start():
+            port = free_port()
+            conf = write_broker_conf(workdir / "broker.conf", {**props, "listenPort": port})
+            return start_broker("broker", conf, port, workdir, env)
+
+        broker = _started(start)
         procs.append(broker)
         figures = asyncio.run(_drive(ns.addr, broker.addr, producers, body, seconds, on))
         figures["broker_exit"] = broker.stop()
