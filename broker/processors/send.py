@@ -135,6 +135,7 @@ class SendProcessor:
     def __init__(self, node) -> None:
         self.node = node
         self.levels_ms = parse_delay_levels(node.config.message_delay_level)
+        self._topics: dict[str, tuple[dict, tuple[int, int, int]]] = {}
 
     def handlers(self) -> dict:
         """Sends start eagerly in the read loop (broker/remoting/connection.Eager)."""
@@ -148,7 +149,30 @@ class SendProcessor:
         node = self.node
         if getattr(node, "ha", None) is not None and node.store.role is BrokerRole.SYNC_MASTER:
             await asyncio.sleep(0)  # into a task of its own before the wait binds one
+            return await node.await_replication(result)
+        if result.status is PutMessageStatus.PUT_OK and getattr(node, "ha", None) is None:
+            return result.status  # nothing to wait for: skip a coroutine per message
         return await node.await_replication(result)
+
+    def _topic(self, topic: str, default_topic: str | None, default_nums: int):
+        """(perm, writeQueueNums, max(write, read)) of ``topic``, created when allowed; cached
+        while the topic's config object stays the one in the table. None: no such topic."""
+        table = self.node.store.topic_config.table
+        tc = table.get(topic)
+        cached = self._topics.get(topic)
+        if cached is not None and cached[0] is tc:
+            return cached[1]
+        tc = self.node.ensure_topic(topic, default_topic, default_nums)
+        if tc is None:
+            return None
+        write_nums = int(tc.get("writeQueueNums", 0))
+        info = (
+            int(tc.get("perm", 6)),
+            write_nums,
+            max(write_nums, int(tc.get("readQueueNums", 0))),
+        )
+        self._topics[topic] = (tc, info)
+        return info
 
     async def send_v1(self, conn, req: RemotingCommand) -> RemotingCommand:
         return await self._send(conn, req, req.ext_fields, _V1_KEYS)
@@ -178,20 +202,20 @@ class SendProcessor:
         except _BadHeader as exc:
             return req.make_response(ResponseCode.MESSAGE_ILLEGAL, remark=str(exc))
         batch = batch or f.get(k["batch"], "false").lower() == "true"
-        tc = self.node.ensure_topic(topic, f.get(k["defaultTopic"]), default_nums)
-        if tc is None:
+        info = self._topic(topic, f.get(k["defaultTopic"]), default_nums)
+        if info is None:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
                 remark=f"topic[{topic}] not exist, apply first please!",
             )
-        if not int(tc.get("perm", 6)) & PERM_WRITE:
+        perm, write_nums, max_nums = info
+        if not perm & PERM_WRITE:
             return req.make_response(
                 ResponseCode.NO_PERMISSION, remark=f"the topic[{topic}] sending is forbidden"
             )
-        write_nums = int(tc.get("writeQueueNums", 0))
         if queue_id < 0:
             queue_id = random.randrange(max(write_nums, 1))
-        elif queue_id >= max(write_nums, int(tc.get("readQueueNums", 0))):
+        elif queue_id >= max_nums:
             return req.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 remark=f"request queueId[{queue_id}] is illegal, topic {topic} has "
