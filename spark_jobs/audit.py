@@ -32,9 +32,14 @@ from spark_jobs import incremental as inc
 from spark_jobs.archive_reader import GroupArchive, list_broker_names, load_group
 from spark_jobs.log_integrity import run_log_integrity
 from spark_jobs.offset_monotonicity import run_offset_monotonicity
-from spark_jobs.replica_consistency import run_replica_consistency
+from spark_jobs.replica_consistency import (
+    clip,
+    epoch_plans,
+    node_view,
+    run_replica_consistency,
+)
 
-FAILING_RANGES = ("divergent", "missing", "extra")
+FAILING_RANGES = ("divergent", "missing", "extra", "conflict")
 DEFAULT_MAX_LAG_BYTES = 256 * 1024 * 1024
 
 
@@ -76,6 +81,177 @@ def pick_master(ga: GroupArchive) -> str:
     raise AuditInputError(f"{ga.cluster}/{ga.broker_name}: cannot tell which node is the master")
 
 
+def epoch_masters(ga: GroupArchive) -> list[tuple[int, int, str]]:
+    """``[(epoch, start offset, master node)]``: who was master in each epoch and where the
+    epoch's bytes begin. The master of an epoch comes from its non-SLAVE chunk manifests,
+    snapshots and ``role_changed`` events; an epoch begins at the first byte its master archived
+    under it, or at the truncation point a ``truncated`` event of that epoch names (the old
+    master's cut is where the new master's log went its own way). Epochs without a known master
+    or without bytes are left out; with no epochs at all the final master owns everything."""
+    masters: dict[int, str] = {}
+    first_byte: dict[int, int] = {}
+    for na in ga.nodes.values():
+        for c in na.chunks:
+            if c["role"] != "SLAVE":
+                masters.setdefault(c["epoch"], na.node)
+    for na in ga.nodes.values():
+        for snap in na.snapshots:
+            if snap.role != "SLAVE":
+                masters.setdefault(snap.epoch, na.node)
+        for ev in na.events:
+            if ev["kind"] == "role_changed" and ev.get("to") not in (None, "SLAVE"):
+                masters.setdefault(int(ev["epoch"]), na.node)
+    for na in ga.nodes.values():
+        for c in na.chunks:
+            if masters.get(c["epoch"]) == na.node:
+                first_byte[c["epoch"]] = min(first_byte.get(c["epoch"], c["start"]), c["start"])
+        for ev in na.events:
+            if ev["kind"] == "truncated" and int(ev["epoch"]) in masters:
+                e = int(ev["epoch"])
+                first_byte[e] = min(first_byte.get(e, ev["to"]), ev["to"])
+    out: list[tuple[int, int, str]] = []
+    for e in sorted(first_byte):
+        start = first_byte[e] if out else 0
+        if out and start <= out[-1][1]:
+            start = out[-1][1]
+            if masters[e] != out[-1][2]:
+                out[-1] = (e, start, masters[e])  # the earlier epoch left no bytes of its own
+                continue
+        out.append((e, start, masters[e]))
+    if not out:
+        out = [(0, 0, pick_master(ga))]
+    return out
+
+
+def old_master_tails(ga, epochs, chunks: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """Per node, the bytes it wrote as master of an earlier epoch that lie in a later epoch's
+    range of another master: its unreplicated tail, cut off by the failover (``extra``)."""
+    tails: dict[str, list[dict]] = {}
+    for node, cs in chunks.items():
+        for c in cs:
+            if c["role"] == "SLAVE":
+                continue
+            for i, (e, lo, m) in enumerate(epochs):
+                if e <= c["epoch"] or m == node:
+                    continue
+                hi = epochs[i + 1][1] if i + 1 < len(epochs) else None
+                for seg in clip([{**c, "kstart": c["start"]}], lo, hi):
+                    seg.update(epoch=c["epoch"], new_epoch=e, new_master=m)
+                    tails.setdefault(node, []).append(seg)
+    return tails
+
+
+def conflict_plans(chunks: dict[str, list[dict]]) -> list[tuple[str, list, list]]:
+    """Chunks of one node and one epoch that overlap must hold the same bytes there: each
+    overlap is compared like a replica pair ``node->node`` (see :func:`judge_conflicts`)."""
+    plans = []
+    for node, cs in sorted(chunks.items()):
+        for i, a in enumerate(cs):
+            for b in cs[i + 1 :]:
+                lo, hi = max(a["start"], b["start"]), min(a["end"], b["end"])
+                if a["epoch"] != b["epoch"] or lo >= hi:
+                    continue
+                seg = [
+                    {"start": lo, "end": hi, "key": c["key"], "kstart": c["start"]} for c in (a, b)
+                ]
+                plans.append((f"{node}->{node}", [seg[0]], [seg[1]]))
+    return plans
+
+
+def judge_conflicts(ranges: list[dict]) -> list[dict]:
+    """Rows of the ``node->node`` overlap comparisons: equal bytes are no news and are dropped;
+    different bytes are an archive ``conflict`` (DESIGN.md section 3) naming both chunks."""
+    out = []
+    for r in ranges:
+        a, b = r["pair"].split("->", 1)
+        if a != b:
+            out.append(r)
+        elif r["verdict"] != "match":
+            out.append(
+                {**r, "verdict": "conflict" if r["verdict"] == "divergent" else r["verdict"]}
+            )
+    return out
+
+
+def tail_ranges(ga, tails: dict[str, list[dict]], start_at: dict[str, int]) -> list[dict]:
+    """``extra`` rows for old masters' tails: allowed unless that master had acknowledged them."""
+    rows = []
+    for node, segs in tails.items():
+        promised = [
+            (max([s.confirmOffset, *s.slaves.values()]), s)
+            for s in ga.nodes[node].snapshots
+            if s.role != "SLAVE"
+        ]
+        for seg in sorted(segs, key=lambda t: t["start"]):
+            pair = f"{seg['new_master']}->{node}"
+            if seg["end"] <= start_at.get(pair, 0):
+                continue
+            acked = [(a, s) for a, s in promised if s.epoch == seg["epoch"] and a > seg["start"]]
+            detail = (
+                f"unreplicated tail of {node}, master in epoch {seg['epoch']}; "
+                f"epoch {seg['new_epoch']} belongs to {seg['new_master']}"
+            )
+            row = {"pair": pair, "start": seg["start"], "end": seg["end"], "verdict": "extra"}
+            if acked:
+                a, s = max(acked, key=lambda x: x[0])
+                row["detail"] = (
+                    f"{detail}; acknowledged up to {a} by {node}/snapshots/{s.takenAt:013d}.json"
+                )
+                row["acked_tail"] = True
+            else:
+                row["detail"] = detail + "; not acknowledged (allowed)"
+                row["allowed"] = True
+            last = rows[-1] if rows else None
+            if last and (last["pair"], last["end"], last["detail"]) == (
+                row["pair"], row["start"], row["detail"]
+            ):  # fmt: skip
+                last["end"] = row["end"]  # chunk boundaries do not matter
+            else:
+                rows.append(row)
+    return rows
+
+
+def matched_by_identity(ranges: list[dict], views: dict[str, list[dict]]) -> dict[str, list]:
+    """Per node, the (start, end, key) pieces its comparison read and found equal to the
+    master's bytes."""
+    out: dict[str, list] = {}
+    for r in ranges:
+        master, node = r["pair"].split("->", 1)
+        if r["verdict"] != "match" or master == node:
+            continue
+        for seg in views.get(node, []):
+            lo, hi = max(seg["start"], r["start"]), min(seg["end"], r["end"])
+            if lo < hi:
+                out.setdefault(node, []).append((lo, hi, seg["key"]))
+    return out
+
+
+def _identical(chunk: dict, matched: dict[str, list]) -> bool:
+    pieces = sorted(p for p in matched.get(chunk["node"], []) if p[2] == chunk["key"])
+    pos = chunk["start"]
+    for lo, hi, _key in pieces:
+        if lo > pos:
+            break
+        pos = max(pos, hi)
+    return pos >= chunk["end"]
+
+
+def mirrored_issues(issues: list[dict], identical: list[dict], ranges: list[dict]) -> list[dict]:
+    """A record issue of a master inside bytes a slave holds identically is the slave's too."""
+    out = []
+    for c in identical:
+        for r in ranges:
+            master, node = r["pair"].split("->", 1)
+            if node != c["node"] or r["verdict"] != "match":
+                continue
+            for i in issues:
+                if i["node"] == master and max(r["start"], c["start"]) <= i["offset"] < min(
+                    r["end"], c["end"]
+                ):
+                    out.append({**i, "node": node})
+    return out
+
+
 def _in_window(c: dict, since: int | None, until: int | None) -> bool:
     if since is not None and c["lastStoreTs"] and c["lastStoreTs"] < since:
         return False
@@ -97,12 +273,12 @@ def acked_durability(
             if snap.role == "SLAVE" or snap.takenAt <= since_snapshot_at:
                 continue
             for slave, ack in snap.slaves.items():
-                pair = f"{master}->{slave}"
+                pair = f"{na.node}->{slave}"
                 for r in ranges:
                     if r["pair"] != pair or r["start"] >= ack or r["verdict"] == "match":
                         continue
-                    if na.node != master:
-                        continue  # an old master's promise is checked through truncations
+                    if r.get("allowed") or r.get("acked_tail"):
+                        continue  # the slave's own old-master tail: judged below
                     findings.append(
                         {
                             "kind": "ack_not_on_slave",
@@ -114,24 +290,46 @@ def acked_durability(
                             "ack": ack,
                         }
                     )
-    promised: list[tuple[int, int, str]] = []  # (acknowledged offset, at, snapshot)
+    for r in ranges:
+        if not r.get("acked_tail"):
+            continue
+        node = r["pair"].split("->", 1)[1]
+        cut = [
+            e for e in ga.nodes[node].events if e["kind"] == "truncated" and e["to"] <= r["start"]
+        ]
+        if cut:
+            continue  # reported below as acknowledged_bytes_truncated
+        ack = int(r["detail"].split("acknowledged up to ")[1].split()[0])
+        findings.append(
+            {
+                "kind": "acknowledged_not_on_new_master",
+                "slave": r["pair"].split("->", 1)[0],
+                "lost_start": r["start"],
+                "lost_end": min(r["end"], ack),
+                "verdict": "extra",
+                "snapshot": r["detail"].rsplit(" by ", 1)[1],
+                "ack": ack,
+            }
+        )
+    # (acknowledged offset, at, snapshot, epoch): a truncation into a new epoch may only cut
+    # bytes no master of an earlier epoch had acknowledged
+    promised: list[tuple[int, int, str, int]] = []
     if prior_promise and prior_promise[0] > 0:
-        promised.append(tuple(prior_promise))
+        promised.append((*prior_promise, -1))
     for na in ga.nodes.values():
         for snap in na.snapshots:
             if snap.role != "SLAVE":
                 acks = [snap.confirmOffset, *snap.slaves.values()]
-                promised.append(
-                    (max(acks), snap.takenAt, f"{na.node}/snapshots/{snap.takenAt:013d}.json")
-                )
+                snap_key = f"{na.node}/snapshots/{snap.takenAt:013d}.json"
+                promised.append((max(acks), snap.takenAt, snap_key, snap.epoch))
     for na in ga.nodes.values():
         for ev in na.events:
             if ev["kind"] != "truncated":
                 continue
             if ev["at"] <= since_snapshot_at:
                 continue  # judged by an earlier passing run
-            for ack, at, snap in promised:
-                if at <= ev["at"] and ack > ev["to"]:
+            for ack, at, snap, epoch in promised:
+                if at <= ev["at"] and epoch < int(ev["epoch"]) and ack > ev["to"]:
                     findings.append(
                         {
                             "kind": "acknowledged_bytes_truncated",
@@ -156,37 +354,46 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         state_in = inc.AuditState()
     else:
         state_in = state
+    windowed = {
+        n: [c for c in na.chunks if _in_window(c, opts.since_ms, opts.until_ms)]
+        for n, na in ga.nodes.items()
+    }
+    slaves = [n for n in ga.nodes if n != master]
+    epochs = epoch_masters(ga)
+    views = {n: node_view(cs) for n, cs in windowed.items()}
+    tails = old_master_tails(ga, epochs, windowed)
+    plans = epoch_plans(views, epochs, {n: [t for t in ts] for n, ts in tails.items()})
+    plans += conflict_plans(windowed)
+    start_at = {}
+    for pair, _m, _s in plans:
+        a, b = pair.split("->", 1)
+        start_at[pair] = min(state_in.verified.get(a, 0), state_in.verified.get(b, 0))
+    ranges = run_replica_consistency(
+        spark, opts.spec, plans, opts.max_lag_bytes, opts.window_bytes, start_at=start_at
+    )
+    ranges = judge_conflicts(ranges) + tail_ranges(ga, tails, start_at)
+    _progress(f"{broker_name}: replica consistency: {len(ranges)} range(s)")
+    t0 = time.monotonic()
     all_chunks = []
     for na in ga.nodes.values():
         mine = [c for c in na.chunks if _in_window(c, opts.since_ms, opts.until_ms)]
         if opts.incremental:
             mine = inc.chunks_to_check(mine, state_in.verified.get(na.node, -1))
         all_chunks += mine
-    t0 = time.monotonic()
-    issues_df, records = run_log_integrity(spark, opts.spec, all_chunks)
+    # a chunk whose bytes all matched its epoch's master was verified by identity: its records
+    # are the master's, checked once; only the other chunks are read again
+    matched = matched_by_identity(ranges, views)
+    to_read = [c for c in all_chunks if not _identical(c, matched)]
+    identical = [c for c in all_chunks if _identical(c, matched)]
+    issues_df, records = run_log_integrity(spark, opts.spec, to_read)
     issues = [r.asDict() for r in issues_df.collect()]
-    _progress(f"{broker_name}: log integrity: {records} records, {len(issues)} issue(s)")
-    slaves = {
-        n: [c for c in na.chunks if _in_window(c, opts.since_ms, opts.until_ms)]
-        for n, na in ga.nodes.items()
-        if n != master
-    }
-    m_chunks = [c for c in ga.nodes[master].chunks if _in_window(c, opts.since_ms, opts.until_ms)]
-    start_at = {
-        f"{master}->{n}": min(state_in.verified.get(master, 0), state_in.verified.get(n, 0))
-        for n in slaves
-    }
-    ranges = run_replica_consistency(
-        spark,
-        opts.spec,
-        m_chunks,
-        slaves,
-        master,
-        opts.max_lag_bytes,
-        opts.window_bytes,
-        start_at=start_at,
+    issues += mirrored_issues(issues, identical, ranges)
+    by_identity = sum(c["records"] for c in identical)
+    records += by_identity
+    _progress(
+        f"{broker_name}: log integrity: {records} records ({by_identity} by identity with "
+        f"their master's bytes), {len(issues)} issue(s)"
     )
-    _progress(f"{broker_name}: replica consistency: {len(ranges)} range(s)")
     durability = acked_durability(
         ga, master, ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)
     )
@@ -206,7 +413,11 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     counts: dict[str, int] = {}
     for r in ranges:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    rc_fail = [r for r in ranges if r["verdict"] in FAILING_RANGES or r.get("lag_exceeded")]
+    rc_fail = [
+        r
+        for r in ranges
+        if (r["verdict"] in FAILING_RANGES and not r.get("allowed")) or r.get("lag_exceeded")
+    ]
     checks = [
         {
             "name": "replica_consistency",
@@ -219,7 +430,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
             "name": "log_integrity",
             "passed": not issues,
             "findings": len(issues),
-            "detail": f"{records} records checked",
+            "detail": f"{records} records checked ({by_identity} by identity)",
         },  # fmt: skip
         {"name": "offset_monotonicity", "passed": not violations, "findings": len(violations)},
     ]
@@ -233,6 +444,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         "counts": counts,
         "checks": checks,
         "recordsChecked": records,
+        "recordsByIdentity": by_identity,
         "seconds": round(time.monotonic() - t0, 3),
         "findings": {
             "ranges": [r for r in ranges if r["verdict"] != "match"][:100],
@@ -273,7 +485,7 @@ def _write_parquet(store, key: str, rows: list[dict], columns: list[str] | None)
     import pandas as pd
 
     df = pd.DataFrame(rows, columns=columns) if columns else pd.DataFrame(rows)
-    for col in ("lag_exceeded",):
+    for col in ("lag_exceeded", "allowed", "acked_tail"):
         if col in df.columns:
             df = df.drop(columns=[col])
     buf = io.BytesIO()

@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     records = full["groupVerdicts"][0]["recordsChecked"]
+    by_identity = full["groupVerdicts"][0].get("recordsByIdentity", 0)
     mb = built["log_bytes"] / 1e6
     print(
         json.dumps(
@@ -132,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
                 "gib_per_node": args.gib,
                 "log_bytes_per_node": built["log_bytes"],
                 "records_checked": records,
+                "records_by_identity": by_identity,
+                "records_decoded_per_s": round((records - by_identity) / full_s),
                 "passed": full["passed"],
                 "build_s": round(build_s, 1),
                 "spark_startup_s": round(startup_s, 1),

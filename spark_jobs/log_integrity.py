@@ -21,9 +21,35 @@ from spark_jobs.session import default_parallelism, rows_frame
 
 ISSUE_SCHEMA = (
     "kind string, node string, offset long, check string, detail string, topic string, "
-    "queue_id int, first_qo long, last_qo long, chunk_start long, records long"
+    "queue_id int, first_qo long, last_qo long, chunk_start long, records long, chain int"
 )
-CHUNK_COLUMNS = ["node", "key", "start", "end", "mappedFileSize", "epoch"]
+CHUNK_COLUMNS = ["node", "key", "start", "end", "mappedFileSize", "epoch", "chain"]
+
+
+def assign_chains(chunks: list[dict]) -> list[dict]:
+    """Copies of ``chunks`` with ``chain``: chunks of one node that follow each other (a chunk's
+    predecessor ends where it starts, in its epoch or the latest earlier one). A chunk after a
+    truncation point (no predecessor) or a second successor starts a new chain; queue offsets
+    are checked for continuity along a chain."""
+    out = []
+    by_node: dict[str, list[dict]] = {}
+    for c in chunks:
+        by_node.setdefault(c["node"], []).append(dict(c))
+    chain_no = 0
+    for cs in by_node.values():
+        cs.sort(key=lambda c: (c["epoch"], c["start"]))
+        continued: set[int] = set()
+        for i, c in enumerate(cs):
+            prev = [j for j in range(i) if cs[j]["end"] == c["start"] and j not in continued]
+            if prev:
+                j = max(prev, key=lambda j: cs[j]["epoch"])
+                continued.add(j)
+                c["chain"] = cs[j]["chain"]
+            else:
+                chain_no += 1
+                c["chain"] = chain_no
+        out += cs
+    return out
 
 
 _HEAD = msgfmt._HEAD  # TOTALSIZE .. BORNTIMESTAMP, one unpack per record
@@ -170,18 +196,22 @@ def _check_partition(spec: StoreSpec):
                 issues, queues, n = check_chunk(data, c.start, c.mappedFileSize, c.node)
                 for off, check, detail, topic, qid in issues:
                     rows.append(
-                        ("issue", c.node, off, check, detail, topic, qid, None, None, c.start, None)
-                    )
+                        ("issue", c.node, off, check, detail, topic, qid, None, None, c.start,
+                         None, c.chain)
+                    )  # fmt: skip
                 for (topic, qid), (first, last) in queues.items():
                     rows.append(
-                        ("queue", c.node, None, None, None, topic, qid, first, last, c.start, None)
-                    )
-                rows.append(("count", c.node, None, None, None, None, None, None, None, c.start, n))
+                        ("queue", c.node, None, None, None, topic, qid, first, last, c.start,
+                         None, c.chain)
+                    )  # fmt: skip
+                rows.append(
+                    ("count", c.node, None, None, None, None, None, None, None, c.start, n, c.chain)
+                )
             yield pd.DataFrame(
                 rows,
                 columns=[
                     "kind", "node", "offset", "check", "detail", "topic", "queue_id",
-                    "first_qo", "last_qo", "chunk_start", "records",
+                    "first_qo", "last_qo", "chunk_start", "records", "chain",
                 ],
             )  # fmt: skip
 
@@ -196,12 +226,12 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]):
     if not chunks:
         empty = spark.createDataFrame([], "node string, offset long, check string, detail string")
         return empty, 0
-    rows = [tuple(c[k] for k in CHUNK_COLUMNS) for c in chunks]
+    rows = [tuple(c[k] for k in CHUNK_COLUMNS) for c in assign_chains(chunks)]
     n_parts = max(1, min(len(rows), default_parallelism(spark) * 4))
     df = rows_frame(
         spark,
         rows,
-        "node string, key string, start long, end long, mappedFileSize long, epoch long",
+        "node string, key string, start long, end long, mappedFileSize long, epoch long, chain int",
         n_parts,
     )
     # read every chunk once; the small per-chunk results are kept for the transforms below
@@ -214,7 +244,7 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]):
         F.lit("").alias("detail"),
     )
     # queue offsets continue across chunk boundaries
-    w = Window.partitionBy("node", "topic", "queue_id").orderBy("chunk_start")
+    w = Window.partitionBy("node", "chain", "topic", "queue_id").orderBy("chunk_start")
     gaps = (
         out.where("kind = 'queue'")
         .withColumn("prev_last", F.lag("last_qo").over(w))

@@ -177,24 +177,82 @@ def classify(rows: list[tuple], m_end: int, s_end: int, max_lag_bytes: int) -> l
     return merged
 
 
+def clip(segs: list[dict], lo: int, hi: int | None) -> list[dict]:
+    """The parts of ``segs`` inside [lo, hi) (``hi=None``: no upper bound)."""
+    out = []
+    for s in segs:
+        a, b = max(s["start"], lo), s["end"] if hi is None else min(s["end"], hi)
+        if a < b:
+            out.append({**s, "start": a, "end": b})
+    return out
+
+
+def epoch_plans(
+    views: dict[str, list[dict]],
+    epochs: list[tuple[int, int, str]],
+    tails: dict[str, list[dict]],
+) -> list[tuple[str, list, list]]:
+    """(pair, master segments, slave segments) per epoch range and node that was not its master.
+
+    ``epochs`` is ``[(epoch, start offset, master node)]`` in order: epoch ``e`` covers
+    [start_e, start_next); its bytes are compared against the node that was master in it.
+    ``tails`` are segments taken out of comparison (an old master's unreplicated tail).
+    """
+    plans = []
+    for node in sorted(views):
+        for i, (_epoch, lo, master) in enumerate(epochs):
+            if master == node or master not in views:
+                continue
+            hi = epochs[i + 1][1] if i + 1 < len(epochs) else None
+            m = clip(views[master], lo, hi)
+            s = clip(_minus_keyed(views[node], tails.get(node, [])), lo, hi)
+            if m or s:
+                plans.append((f"{master}->{node}", m, s))
+    return plans
+
+
+def _minus(segs: list[dict], holes: list[dict]) -> list[dict]:
+    out = segs
+    for h in holes:
+        nxt = []
+        for s in out:
+            if s["end"] <= h["start"] or s["start"] >= h["end"]:
+                nxt.append(s)
+                continue
+            if s["start"] < h["start"]:
+                nxt.append({**s, "end": h["start"]})
+            if s["end"] > h["end"]:
+                nxt.append({**s, "start": h["end"]})
+        out = nxt
+    return out
+
+
+def _minus_keyed(segs: list[dict], holes: list[dict]) -> list[dict]:
+    """``segs`` less the holes, each hole only cutting segments read from its own object."""
+    out = []
+    for s in segs:
+        out += _minus([s], [h for h in holes if h["key"] == s["key"]])
+    return out
+
+
 def run_replica_consistency(
     spark,
     spec: StoreSpec,
-    master_chunks: list[dict],
-    slaves: dict[str, list[dict]],
-    master_name: str,
+    plans: list[tuple[str, list, list]],
     max_lag_bytes: int,
     window_bytes: int = DEFAULT_WINDOW_BYTES,
     start_at: dict[str, int] | None = None,
 ) -> list[dict]:
-    """Compare (master, each slave) over the union of their logs, from ``start_at[pair]`` on
-    (an incremental run's verified watermark) when given."""
-    m_view = node_view(master_chunks)
+    """Compare each plan's (master segments, slave segments) over the union of both, from
+    ``start_at[pair]`` on (an incremental run's verified watermark) when given."""
     pairs, windows, ends = {}, [], {}
-    for slave_name, chunks in sorted(slaves.items()):
-        pair = f"{master_name}->{slave_name}"
-        s_view = node_view(chunks)
-        pairs[pair] = (m_view, s_view)
+    slave_ends: dict[str, int] = {}
+    for pair, _m, s_view in plans:
+        slave = pair.split("->", 1)[1]
+        slave_ends[slave] = max([slave_ends.get(slave, 0), *(s["end"] for s in s_view)])
+    for i, (pair, m_view, s_view) in enumerate(plans):
+        key = f"{i}:{pair}"
+        pairs[key] = (m_view, s_view)
         views = m_view + s_view
         if not views:
             continue
@@ -202,13 +260,11 @@ def run_replica_consistency(
         hi = max(s["end"] for s in views)
         if lo >= hi:
             continue
-        ends[pair] = (
-            max((s["end"] for s in m_view), default=0),
-            max((s["end"] for s in s_view), default=0),
-        )
+        # the slave's tail is where its whole log ends, not where this epoch's part of it ends
+        ends[key] = (max((s["end"] for s in m_view), default=0), slave_ends[pair.split("->")[1]])
         first = lo - lo % window_bytes
         for ws in range(first, hi, window_bytes):
-            windows.append((pair, max(ws, lo), min(ws + window_bytes, hi)))
+            windows.append((key, max(ws, lo), min(ws + window_bytes, hi)))
     if not windows:
         return []
     n = max(1, min(len(windows), default_parallelism(spark) * 4))
@@ -217,6 +273,7 @@ def run_replica_consistency(
         tuple(r) for r in df.mapInPandas(_compare_partition(spec, pairs), RANGE_SCHEMA).collect()
     ]
     out = []
-    for pair, (m_end, s_end) in ends.items():
-        out += classify([r for r in rows if r[0] == pair], m_end, s_end, max_lag_bytes)
-    return out
+    for key, (m_end, s_end) in ends.items():
+        mine = [(key.split(":", 1)[1], *r[1:]) for r in rows if r[0] == key]
+        out += classify(mine, m_end, s_end, max_lag_bytes)
+    return sorted(out, key=lambda r: (r["pair"], r["start"]))
