@@ -97,6 +97,16 @@ def _status(addr: str) -> dict:
     return asyncio.run(ha_status([addr]))[0]
 
 
+def _wait_in_sync(pair: Pair, master: str, slave: str, what: str) -> None:
+    """Wait until every slave of ``master`` acknowledged its whole log; on a timeout say what
+    the master reported and show both nodes' log tails."""
+    try:
+        _wait(lambda: _in_sync(pair.addr(master)), what=what)
+    except AssertionError as exc:
+        tails = {n: pair.log_text(n)[-3000:] for n in (master, slave)}
+        raise AssertionError(f"{exc}; status {_status(pair.addr(master))}; logs {tails}") from exc
+
+
 def _in_sync(master_addr: str) -> bool:
     st = _status(master_addr)
     slaves = st.get("slaves") or []
@@ -211,12 +221,12 @@ def _run_rounds(tmp_path, rounds: int, **extra) -> list[dict]:
         # The first send auto-creates the topic on the master; wait until the slave has copied
         # its config (SlaveSynchronize) — until then a promoted slave answers TOPIC_NOT_EXIST for
         # messages it holds (test_promoted_slave_without_the_topic_config_serves_its_messages).
-        _wait(lambda: _in_sync(pair.addr(master)), what="slave in sync")
+        _wait_in_sync(pair, master, slave, "slave in sync")
         asyncio.run(_warm_up(pair.ns.addr))
         _wait(lambda: _knows_topic(pair.addr(slave)), what="topic config copied to the slave")
         for r in range(rounds):
-            m_addr, s_addr = pair.addr(master), pair.addr(slave)
-            _wait(lambda m=m_addr: _in_sync(m), what=f"round {r}: {slave} in sync")
+            s_addr = pair.addr(slave)
+            _wait_in_sync(pair, master, slave, f"round {r}: {slave} in sync")
             load = Load(pair.ns.addr, f"r{r}")
             t0 = time.monotonic()
             load.start()
@@ -244,7 +254,7 @@ def _run_rounds(tmp_path, rounds: int, **extra) -> list[dict]:
             ).rstrip(b"\0"))  # fmt: skip
             log_mark = len(pair.log_text(master))
             pair.start(master, master=slave)
-            _wait(lambda s=s_addr: _in_sync(s), what=f"round {r}: {master} rejoined and in sync")
+            _wait_in_sync(pair, slave, master, f"round {r}: {master} rejoined and in sync")
             rejoined = pair.log_text(master)[log_mark:]
             if old_end > new_end:
                 assert "truncating the commit log" in rejoined, (old_end, new_end, rejoined[-2000:])
