@@ -88,6 +88,7 @@ def rebuild_consume_queues(
     cq_root: str,
     queues: dict[tuple[str, int], ConsumeQueue],
     open_queue: Callable[[str, int], ConsumeQueue],
+    tags_code: Callable[[msgfmt.Record], int] = tags_code_of,
 ) -> int:
     """Delete every consume queue and index the whole commit log again; returns records indexed."""
     for cq in queues.values():
@@ -103,7 +104,7 @@ def rebuild_consume_queues(
             queues[key] = open_queue(topic, qid)
         return queues[key]
 
-    d = Dispatcher(commit_log, queue_for)
+    d = Dispatcher(commit_log, queue_for, tags_code)
     count = 0
     for rec in commit_log.iter_records(commit_log.min_offset):
         if not rec.is_blank:

@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from broker.config import BrokerConfig, BrokerRole, FlushDiskType
+from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
 from broker.errors import StoreError
+from broker.store import delay
 from broker.store import message as msgfmt
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, RecoveryReport
@@ -131,6 +132,8 @@ class MessageStore(QueryMixin):
         self.running = False
         self.role: BrokerRole = config.broker_role  # changes at failover; config stays as read
         self.dispatcher: Dispatcher
+        # schedule-topic entries carry their delivery time, derived from DELAY + store time
+        self._tags_code = delay.record_tags_code(parse_delay_levels(config.message_delay_level))
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -159,7 +162,7 @@ class MessageStore(QueryMixin):
             self.config.store_host,
         )
         self._load_consume_queues()
-        self.dispatcher = Dispatcher(self.commit_log, self.consume_queue)
+        self.dispatcher = Dispatcher(self.commit_log, self.consume_queue, self._tags_code)
         redispatch: list[msgfmt.Record] = []
         self.recovery = self.commit_log.recover(
             abnormal, self.checkpoint.min_timestamp, redispatch.append if abnormal else None
@@ -214,14 +217,18 @@ class MessageStore(QueryMixin):
             self.dispatcher.dispatch_until(end)
         except StoreError as exc:
             log.warning("consume queues inconsistent with the commit log (%s); rebuilding", exc)
-            rebuild_consume_queues(self.commit_log, self.cq_root, self.queues, self._open_queue)
+            rebuild_consume_queues(
+                self.commit_log, self.cq_root, self.queues, self._open_queue, self._tags_code
+            )
             self.dispatcher.dispatched_offset = end
         for key, cq in self.queues.items():
             self.topic_queue_table[key] = cq.max_offset_in_queue
 
     def rebuild_consume_queues(self) -> int:
         with self.put_lock:
-            n = rebuild_consume_queues(self.commit_log, self.cq_root, self.queues, self._open_queue)
+            n = rebuild_consume_queues(
+                self.commit_log, self.cq_root, self.queues, self._open_queue, self._tags_code
+            )
             self.topic_queue_table = {k: cq.max_offset_in_queue for k, cq in self.queues.items()}
             self.dispatcher.dispatched_offset = self.commit_log.max_offset
             return n
