@@ -36,7 +36,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--producers", type=int, default=16, help="--with-broker: async producers")
     p.add_argument("--seconds", type=float, default=10.0, help="--with-broker: load per mode")
-    p.add_argument("--archive-interval-ms", type=int, default=1000, help="--with-broker")
+    p.add_argument("--archive-interval-ms", type=int, default=1000, help="--with-broker/store")
+    p.add_argument(
+        "--with-store",
+        action="store_true",
+        help="the node archiver over an in-process store appending --rate-mb-s (no network)",
+    )
+    p.add_argument("--rate-mb-s", type=float, default=20.0, help="--with-store append rate")
     p.set_defaults(func=run)
 
 
@@ -88,6 +94,15 @@ def run_bench(store_dir: str, chunk_max_bytes: int, file_size: int | None) -> di
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.with_store:
+        from broker.archive.bench_live import run_with_store
+
+        figures = run_with_store(
+            args.rate_mb_s, args.body_bytes, args.seconds, args.archive_interval_ms,
+            args.chunk_max_bytes,
+        )  # fmt: skip
+        print(json.dumps(figures))
+        return 0 if figures["ok"] else 1
     if args.with_broker:
         from broker.archive.bench_live import run_with_broker
 

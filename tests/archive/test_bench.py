@@ -59,3 +59,19 @@ def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() 
         "lag_p99_lt_2x_interval",
         "ratio_ge_0_9",
     }
+
+
+def test_bench_archive_with_store_paces_appends_and_the_node_archiver_drains() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-store"]
+        + ["--seconds", "2", "--rate-mb-s", "2", "--archive-interval-ms", "200"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert figures["mode"] == "with-store" and figures["ok"] is True and figures["drained"]
+    assert figures["sent"] > 0 and 0 < figures["append_mb_per_s"] <= 2 * 1.2
+    assert figures["storage_errors"] == [] and figures["archive_mb_per_s"] > 0
+    assert figures["lag_max_ms"] >= figures["lag_p99_ms"] >= figures["lag_p50_ms"]
