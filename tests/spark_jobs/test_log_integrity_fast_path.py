@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from broker.store import message as m
-from spark_jobs.log_integrity import _check_slow, check_chunk
+from spark_jobs.log_integrity import _check_slow, check_chunk_np, check_chunk_py
 from tests.spark_jobs.builder import FILE_SIZE, make_store
+
+IMPLS = pytest.mark.parametrize("check_chunk", [check_chunk_py, check_chunk_np], ids=["py", "np"])
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +21,8 @@ def log(tmp_path_factory) -> tuple[bytes, list]:
     return data[:end], results
 
 
-def test_clean_log_fast_equals_slow(log) -> None:
+@IMPLS
+def test_clean_log_fast_equals_slow(log, check_chunk) -> None:
     data, results = log
     fast = check_chunk(data, 0, FILE_SIZE, "n")
     slow = _check_slow(data, 0, FILE_SIZE, "n")
@@ -32,7 +35,8 @@ def test_clean_log_fast_equals_slow(log) -> None:
     assert queues[("orders", 1)] == [0, 39]
 
 
-def test_chunk_starting_mid_log_keeps_absolute_offsets(log) -> None:
+@IMPLS
+def test_chunk_starting_mid_log_keeps_absolute_offsets(log, check_chunk) -> None:
     data, results = log
     r = results[50]
     chunk = data[r.wrote_offset :]
@@ -50,7 +54,10 @@ def test_chunk_starting_mid_log_keeps_absolute_offsets(log) -> None:
         ("size", "record_malformed"),
     ],
 )
-def test_faults_fall_back_to_the_full_decoder_at_the_exact_offset(log, field, expected_check):
+@IMPLS
+def test_faults_fall_back_to_the_full_decoder_at_the_exact_offset(
+    log, field, expected_check, check_chunk
+):
     data, results = log
     r = results[77]
     buf = bytearray(data)
