@@ -231,6 +231,7 @@ class NodeArchiver:
         backoff_s = 0.0
         pending: list = []
         while True:
+            round_start = time.monotonic()
             stopping = self._stop.is_set()
             while True:
                 try:
@@ -255,7 +256,9 @@ class NodeArchiver:
                 if pending:
                     log.warning("archiver stopping with %d job(s) not written", len(pending))
                 return
-            self._wake.wait(backoff_s or interval_s)
+            # the cadence counts from the round's start: a round that took the whole interval
+            # (the archive is behind) is followed by the next one at once
+            self._wake.wait(backoff_s or max(0.0, interval_s - (time.monotonic() - round_start)))
             self._wake.clear()
 
     def _set_error(self, message: str | None) -> None:
