@@ -30,6 +30,7 @@ from broker.ha.epoch import EpochFile, consistent_point
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.config_store import topic_config
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,7 @@ class FailoverService:
             )  # fmt: skip
             node.store.truncate_dirty(whole)
             node.notify_truncated(torn_end, whole)
+        self._adopt_orphan_topics()
         start = node.store.max_phy_offset
         node.epochs.append(epoch, start)
         node.config = node.config.replace(broker_id=0, broker_role=role)
@@ -158,6 +160,21 @@ class FailoverService:
             node.node_name, role.value, node.config.broker_name, epoch, start,
         )  # fmt: skip
         node.notify_role_changed(old, role, epoch)
+
+    def _adopt_orphan_topics(self) -> None:
+        """A slave promoted before SlaveSynchronize copied a new topic's config holds the
+        topic's messages and queues but no config: create one, or pulls would answer
+        TOPIC_NOT_EXIST for acknowledged messages."""
+        store = self.node.store
+        queues: dict[str, int] = {}
+        for topic, qid in list(store.queues):
+            queues[topic] = max(queues.get(topic, 0), qid + 1)
+        for topic, n in sorted(queues.items()):
+            if topic not in store.topic_config.table:
+                store.topic_config.put(topic, topic_config(topic, n))
+                log.warning("%s: topic %s had queues but no config: created with %d queues",
+                            self.node.node_name, topic, n)  # fmt: skip
+        store.topic_config.persist()
 
     async def become_slave(self, master_addr: str, master_ha_addr: str | None, broker_id: int):
         node = self.node

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 
 from broker.config import BrokerRole
 from broker.ha.epoch import EpochEntry
@@ -13,9 +14,17 @@ from tests.ha.test_replication import _config, log_bytes, put, stop, wait_for
 
 
 async def node(tmp_path, name: str, **kw) -> BrokerNode:
-    return await BrokerNode.start(
-        _config(tmp_path, name, listenPort=free_port(), **kw), "127.0.0.1"
-    )
+    """A node on a free port pair (listenPort, listenPort + 1 for HA); another process can take
+    a port between the probe and the bind, so a clash is retried with new ports."""
+    for attempt in range(5):
+        try:
+            return await BrokerNode.start(
+                _config(tmp_path, name, listenPort=free_port(), **kw), "127.0.0.1"
+            )
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or attempt == 4:
+                raise
+    raise AssertionError("unreachable")
 
 
 def test_promote_then_old_master_rejoins_and_truncates_its_unreplicated_tail(tmp_path):

@@ -345,13 +345,6 @@ def test_promoted_slave_with_a_torn_tail_serves_whole_records(tmp_path):
     asyncio.run(main())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: a slave promoted before SlaveSynchronize copied a new topic's config "
-    "holds the topic's messages and consume queues but answers TOPIC_NOT_EXIST (17) to pulls; "
-    "RocketMQ has the same window. Fix idea: at promotion, create configs for topics that have "
-    "consume queues but no config. Remove this marker with the fix",
-)
 def test_promoted_slave_without_the_topic_config_serves_its_messages(tmp_path):
     from broker.config import BrokerRole
     from broker.store.config_store import topic_config

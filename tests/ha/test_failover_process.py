@@ -150,6 +150,7 @@ def test_kill_master_promote_slave_no_acknowledged_message_lost(tmp_path):
         a2 = start_broker("a", _conf(tmp_path, "a", 1, "SLAVE", a_port, a_ha, ns.addr,
                                      haMasterAddress=f"127.0.0.1:{b_ha}"), a_port, tmp_path)  # fmt: skip
         procs.append(a2)
+        _wait(lambda: asyncio.run(ha_status([b.addr]))[0].get("slaves"), what="a2 connected")
         more = asyncio.run(_send(ns.addr, 50, "after"))
         assert len(more) == 50  # b is SYNC_MASTER and a acknowledges again
         status = subprocess.run(
