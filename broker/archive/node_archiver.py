@@ -28,7 +28,7 @@ from collections.abc import Callable
 from broker.archive import layout
 from broker.archive.object_store import open_store
 from broker.archive.shipper import NodeIdentity, Shipper
-from broker.errors import ArchiveError, HaproofError
+from broker.errors import ArchiveConflictError, ArchiveError, HaproofError
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +278,15 @@ class NodeArchiver:
             name, fields = arg
             shipper.put_event(name, **fields)
         elif kind == "snapshot":
-            shipper.put_snapshot(arg[0])
+            snap = arg[0]
+            while True:
+                try:
+                    shipper.put_snapshot(snap)
+                    break
+                except ArchiveConflictError:
+                    # another snapshot was taken in the same millisecond (a role change next to
+                    # a periodic one): the key is its time, so this one takes the next free ms
+                    snap.takenAt += 1
             self.snapshots_written += 1
         elif kind == "identity":
             new = arg[0]
