@@ -182,7 +182,9 @@ def _run_mode(
 
         def start():
             port = free_port()
-            conf = write_broker_conf(workdir / "broker.conf", {**props, "listenPort": port})
+            conf = write_broker_conf(
+                workdir / "broker.conf", {**props, "listenPort": port, "haListenPort": free_port()}
+            )
             return start_broker("broker", conf, port, workdir, env)
 
         broker = _started(start)

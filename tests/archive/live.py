@@ -9,7 +9,7 @@ from pathlib import Path
 from broker.admin import ha_status
 from broker.archive import layout
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import write_broker_conf
+from broker.localcluster import free_port, write_broker_conf
 from broker.store import message as msgfmt
 
 CLUSTER, GROUP = "C", "broker-a"
@@ -38,6 +38,7 @@ def broker_conf(tmp_path: Path, node: str, port: int, namesrv: str, root: str, *
         "flushCommitLogLeastPages": 0,
         "storePathRootDir": tmp_path / f"store-{node}",
         "listenPort": port,
+        "haListenPort": free_port(),  # not listenPort + 1, which another process may hold
         "namesrvAddr": namesrv,
         "nodeName": node,
         "mappedFileSizeCommitLog": FILE_SIZE,
