@@ -333,14 +333,14 @@ def _check_partition(spec: StoreSpec):
     return run
 
 
-def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]):
-    """Returns (issues DataFrame, records checked)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]) -> tuple[list[dict], int]:
+    """Returns (issues as dicts ``node, offset, check, detail``, records checked).
 
+    One Spark job: the executors read and check the chunks and return small per-chunk rows
+    (issues, per-queue first/last offsets, record counts); queue continuity across the chunks of
+    a chain is then judged on the driver over those summaries."""
     if not chunks:
-        empty = spark.createDataFrame([], "node string, offset long, check string, detail string")
-        return empty, 0
+        return [], 0
     rows = [tuple(c[k] for k in CHUNK_COLUMNS) for c in assign_chains(chunks)]
     n_parts = max(1, min(len(rows), default_parallelism(spark) * 4))
     df = rows_frame(
@@ -349,34 +349,29 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]):
         "node string, key string, start long, end long, mappedFileSize long, epoch long, chain int",
         n_parts,
     )
-    # read every chunk once; the small per-chunk results are kept for the transforms below
-    out = df.mapInPandas(_check_partition(spec), ISSUE_SCHEMA).localCheckpoint(eager=True)
-    issues = out.where("kind = 'issue'").select("node", "offset", "check", "detail")
-    counts = out.where("kind = 'count'").select(
-        "node",
-        F.col("records").alias("offset"),
-        F.lit("__records__").alias("check"),
-        F.lit("").alias("detail"),
-    )
-    # queue offsets continue across chunk boundaries
-    w = Window.partitionBy("node", "chain", "topic", "queue_id").orderBy("chunk_start")
-    gaps = (
-        out.where("kind = 'queue'")
-        .withColumn("prev_last", F.lag("last_qo").over(w))
-        .where(F.col("prev_last").isNotNull() & (F.col("first_qo") != F.col("prev_last") + 1))
-        .select(
-            "node",
-            F.col("chunk_start").alias("offset"),
-            F.lit("queue_offset_gap").alias("check"),
-            F.concat(
-                F.lit("topic "), F.col("topic"), F.lit(" queue "), F.col("queue_id").cast("string"),
-                F.lit(": expected queue offset "), (F.col("prev_last") + 1).cast("string"),
-                F.lit(", found "), F.col("first_qo").cast("string"),
-            ).alias("detail"),
-        )
-    )  # fmt: skip
-    rows = issues.unionByName(gaps).unionByName(counts).collect()
-    records = sum(r["offset"] for r in rows if r["check"] == "__records__")
-    found = [r for r in rows if r["check"] != "__records__"]
-    schema = "node string, offset long, check string, detail string"
-    return spark.createDataFrame(found, schema), int(records)
+    out = [r.asDict() for r in df.mapInPandas(_check_partition(spec), ISSUE_SCHEMA).collect()]
+    issues = [
+        {k: r[k] for k in ("node", "offset", "check", "detail")}
+        for r in out
+        if r["kind"] == "issue"
+    ]
+    records = sum(r["records"] for r in out if r["kind"] == "count")
+    chains: dict[tuple, list[dict]] = {}
+    for r in out:
+        if r["kind"] == "queue":
+            chains.setdefault((r["node"], r["chain"], r["topic"], r["queue_id"]), []).append(r)
+    for (node, _chain, topic, qid), qs in sorted(chains.items(), key=lambda kv: str(kv[0])):
+        qs.sort(key=lambda r: r["chunk_start"])
+        for prev, cur in zip(qs, qs[1:], strict=False):
+            if cur["first_qo"] != prev["last_qo"] + 1:
+                issues.append(
+                    {
+                        "node": node,
+                        "offset": cur["chunk_start"],
+                        "check": "queue_offset_gap",
+                        "detail": f"topic {topic} queue {qid}: expected queue offset "
+                        f"{prev['last_qo'] + 1}, found {cur['first_qo']}",
+                    }
+                )
+    issues.sort(key=lambda i: (i["node"], i["offset"]))
+    return issues, int(records)

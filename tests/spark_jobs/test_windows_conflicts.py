@@ -84,3 +84,13 @@ def test_identical_overlapping_chunks_are_no_finding(spark, tmp_path) -> None:
     v = run_audit(spark, AuditOptions(spec=archive.spec, cluster=CLUSTER, broker_name=GROUP))
     v = v["groupVerdicts"][0]
     assert v["passed"] and v["counts"] == {}, v["findings"]
+
+
+def test_replica_windows_end_on_master_chunk_boundaries() -> None:
+    from spark_jobs.replica_consistency import split_windows
+
+    m = [{"start": 0, "end": 60}, {"start": 60, "end": 130}, {"start": 130, "end": 300}]
+    assert split_windows(m, 0, 300, 100) == [(0, 60), (60, 130), (130, 230), (230, 300)]
+    assert split_windows(m, 10, 250, 64) == [(10, 60), (60, 124), (124, 130), (130, 194),
+                                             (194, 250)]  # fmt: skip
+    assert split_windows([], 0, 250, 100) == [(0, 100), (100, 200), (200, 250)]
