@@ -97,6 +97,11 @@ def _decode_java_compressed(data: bytes, broker_addr: str | None) -> dict:
 class NameServer:
     def __init__(self, routes: RouteInfoManager | None = None) -> None:
         self.routes = routes or RouteInfoManager()
+        # broker address -> the connection it last registered over (RocketMQ's
+        # BrokerHousekeepingService: a broker whose channel closes leaves the routes at once,
+        # so clients switch to its slave without waiting for the 120 s expiry)
+        self._broker_conns: dict[str, object] = {}
+        self._watchers: set[asyncio.Task] = set()
         self.server = RemotingServer(
             {
                 RequestCode.REGISTER_BROKER: self._register,
@@ -118,10 +123,31 @@ class NameServer:
             ha_server_addr=req.opt_field("haServerAddr", "") or "",
             topic_config_wrapper=body.get("topicConfigSerializeWrapper"),
         )
+        self._watch(conn, req.field("clusterName"), req.field("brokerAddr"),
+                    req.field("brokerName"), req.int_field("brokerId"))  # fmt: skip
         return req.make_response(
             ResponseCode.SUCCESS,
             ext_fields={"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr},
         )
+
+    def _watch(self, conn, cluster: str, addr: str, name: str, broker_id: int) -> None:
+        if self._broker_conns.get(addr) is conn or not hasattr(conn, "closed"):
+            return
+        self._broker_conns[addr] = conn
+
+        async def on_close() -> None:
+            await conn.closed.wait()
+            if self._broker_conns.get(addr) is conn:
+                del self._broker_conns[addr]
+                live = self.routes.live_table.get(addr)
+                if live is not None:
+                    log.info("broker %s (%s id %d) connection closed: removed", addr, name,
+                             live.broker_id)  # fmt: skip
+                    self.routes.unregister_broker(cluster, addr, name, live.broker_id)
+
+        task = asyncio.get_running_loop().create_task(on_close())
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
 
     async def _unregister(self, conn, req: RemotingCommand) -> RemotingCommand:
         self.routes.unregister_broker(

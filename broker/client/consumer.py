@@ -101,16 +101,43 @@ class Consumer:
             {"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": [data]}
         ).encode()
 
+    def _addrs(self, broker_name: str) -> list[str]:
+        """A group's addresses, master first, then its slaves by brokerId (RocketMQ's client
+        reads from a slave when the master is gone)."""
+        addrs = self.route.broker_addrs.get(broker_name) or {}
+        return [addrs[i] for i in sorted(addrs)]
+
     async def heartbeat(self) -> None:
+        """To every node of every group, as RocketMQ's client does (a slave must know the
+        group's consumers to serve them when its master is down); fails only when no node of
+        a group answers."""
         self.route = await fetch_route(self.client, self.namesrv_addrs, self.topic)
         for name in sorted(self.route.broker_addrs):
-            addr = self.route.master_addr(name)
-            if addr is None:
-                continue
-            req = RemotingCommand.request(RequestCode.HEART_BEAT, body=self._heartbeat_body())
-            resp = await self.client.invoke(addr, req, self.timeout_ms)
-            if resp.code != ResponseCode.SUCCESS:
-                raise RemotingError(f"{addr}: heartbeat refused: {resp.code} {resp.remark}")
+            ok, last = False, None
+            for addr in self._addrs(name):
+                req = RemotingCommand.request(RequestCode.HEART_BEAT, body=self._heartbeat_body())
+                try:
+                    resp = await self.client.invoke(addr, req, self.timeout_ms)
+                except RemotingError as exc:
+                    last = exc
+                    continue
+                if resp.code != ResponseCode.SUCCESS:
+                    last = RemotingError(f"{addr}: heartbeat refused: {resp.code} {resp.remark}")
+                    continue
+                ok = True
+            if not ok:
+                raise RemotingError(f"{name}: no node took the heartbeat: {last}")
+
+    async def _invoke_any(self, broker_name: str, req: RemotingCommand) -> tuple[str, object]:
+        """Send to the group's master, else to its slaves in turn; the first answer wins."""
+        last: Exception | None = None
+        for addr in self._addrs(broker_name):
+            try:
+                return addr, await self.client.invoke(addr, req, self.timeout_ms)
+            except RemotingError as exc:
+                last = exc
+        self.rebalance_needed = True  # the route may have changed: read it again next poll
+        raise RemotingError(f"{broker_name}: no node answered: {last}") from last
 
     async def rebalance(self) -> list[MessageQueue]:
         await self.heartbeat()
@@ -118,11 +145,10 @@ class Consumer:
         if self.mode == BROADCASTING:
             self.assigned = sorted(queues)
         else:
-            addr = self.route.any_addr(sorted(self.route.broker_addrs)[0])
             req = RemotingCommand.request(
                 RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
             )
-            resp = await self.client.invoke(addr, req, self.timeout_ms)
+            addr, resp = await self._invoke_any(sorted(self.route.broker_addrs)[0], req)
             if resp.code != ResponseCode.SUCCESS:
                 raise RemotingError(f"{addr}: consumer list refused: {resp.code} {resp.remark}")
             cids = json.loads(resp.body).get("consumerIdList") or []
@@ -130,14 +156,14 @@ class Consumer:
         self.rebalance_needed = False
         return self.assigned
 
-    async def _initial_offset(self, mq: MessageQueue, addr: str) -> int:
+    async def _initial_offset(self, mq: MessageQueue) -> int:
         if self.mode == BROADCASTING:
             return 0
         req = RemotingCommand.request(
             RequestCode.QUERY_CONSUMER_OFFSET,
             {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id},
         )
-        resp = await self.client.invoke(addr, req, self.timeout_ms)
+        addr, resp = await self._invoke_any(mq.broker_name, req)
         if resp.code == ResponseCode.SUCCESS:
             return resp.int_field("offset")
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
@@ -145,10 +171,9 @@ class Consumer:
         raise RemotingError(f"{addr}: offset query refused: {resp.code} {resp.remark}")
 
     async def pull(self, mq: MessageQueue) -> list[Record]:
-        addr = self.route.master_addr(mq.broker_name) or self.route.any_addr(mq.broker_name)
         offset = self.offsets.read(mq)
         if offset is None:
-            offset = await self._initial_offset(mq, addr)
+            offset = await self._initial_offset(mq)
             self.offsets.update(mq, offset)
         commit = self.offsets.read(mq) if self.mode == CLUSTERING else 0
         sys_flag = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit else 0)
@@ -166,7 +191,7 @@ class Consumer:
             "expressionType": "TAG",
         }
         req = RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
-        resp = await self.client.invoke(addr, req, self.timeout_ms)
+        addr, resp = await self._invoke_any(mq.broker_name, req)
         if resp.code == ResponseCode.SUCCESS:
             records = decode_pull_body(resp.body, f"pull {addr} {mq}")
             self.offsets.update(mq, resp.int_field("nextBeginOffset"))
@@ -221,17 +246,19 @@ class Consumer:
         for mq, offset in sorted(self.offsets.offsets.items()):
             if mq not in self.assigned:
                 continue
-            addr = self.route.master_addr(mq.broker_name)
-            if addr is None:
-                continue
             header = {
                 "consumerGroup": self.group,
                 "topic": mq.topic,
                 "queueId": mq.queue_id,
                 "commitOffset": offset,
             }
+            # The master, else a slave (RocketMQ's client commits to a slave when the master is
+            # down; the master takes the larger offsets back when it returns).
             req = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
-            await self.client.invoke_oneway(addr, req)
+            try:
+                await self._invoke_any(mq.broker_name, req)
+            except RemotingError as exc:
+                log.warning("offset commit of %s failed: %s", mq, exc)
 
     async def close(self) -> None:
         try:

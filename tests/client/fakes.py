@@ -13,6 +13,9 @@ async def start_namesrv() -> NameServer:
     return ns
 
 
+_REGISTRATIONS: list = []
+
+
 async def register(ns: NameServer, broker: RemotingServer, name: str, topics: dict, bid=0):
     body = json.dumps(
         {"topicConfigSerializeWrapper": {"topicConfigTable": topics, "dataVersion": {}}}
@@ -30,4 +33,6 @@ async def register(ns: NameServer, broker: RemotingServer, name: str, topics: di
         body,
     )
     assert (await conn.invoke(req)).code == 0
-    await conn.close()
+    # Kept open, as a broker's connection to its name server is: the name server drops a
+    # broker whose registration connection closes (RocketMQ's BrokerHousekeepingService).
+    _REGISTRATIONS.append(conn)
