@@ -37,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--producers", type=int, default=16, help="--with-broker: async producers")
     p.add_argument("--seconds", type=float, default=10.0, help="--with-broker: load per mode")
     p.add_argument("--archive-interval-ms", type=int, default=1000, help="--with-broker/store")
+    p.add_argument("--rounds", type=int, default=2, help="--with-broker: off/on pairs (ABBA)")
     p.add_argument(
         "--with-store",
         action="store_true",
@@ -112,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             args.seconds,
             args.archive_interval_ms,
             args.chunk_max_bytes,
+            args.rounds,
         )
         print(json.dumps(figures))
         return 0 if figures["ok"] else 1

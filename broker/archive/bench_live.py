@@ -174,7 +174,7 @@ def _run_mode(
             "nodeName": "bench-0",
             "mappedFileSizeCommitLog": 128 * 1024 * 1024,
             "archiveEnable": "true" if on else "false",
-            "archiveRoot": f"s3://{bucket}/{'on' if on else 'off'}",
+            "archiveRoot": f"s3://{bucket}/{'on' if on else 'off'}-{uuid.uuid4().hex[:6]}",
             "archiveS3Endpoint": server.endpoint_url,
             "archiveIntervalMs": interval_ms,
             "archiveChunkMaxBytes": chunk_max_bytes,
@@ -198,20 +198,61 @@ def _run_mode(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _combine(runs: list[dict]) -> dict:
+    """Several runs of one mode: totals, mean rates, the worst lag, drained only if all did."""
+    out = dict(runs[0])
+    if len(runs) == 1:
+        return out
+    for key in ("sent", "failed", "archived_bytes"):
+        if key in out:
+            out[key] = sum(r.get(key, 0) for r in runs)
+    for key in ("msgs_per_s", "append_mb_per_s", "archive_mb_per_s", "send_s"):
+        if key in out and all(r.get(key) is not None for r in runs):
+            out[key] = round(sum(r[key] for r in runs) / len(runs), 3)
+    for key in ("lag_p50_ms", "lag_p99_ms", "lag_max_ms", "lag_p50_bytes", "lag_p99_bytes"):
+        if key in out:
+            out[key] = max(r[key] for r in runs)
+    if "drained" in out:
+        out["drained"] = all(r["drained"] for r in runs)
+        out["drain_s"] = max((r["drain_s"] or 0.0) for r in runs)
+        out["storage_errors"] = sorted({e for r in runs for e in r["storage_errors"]})
+    out["broker_exit"] = max(r["broker_exit"] for r in runs)
+    return out
+
+
 def run_with_broker(
-    producers: int, body_bytes: int, seconds: float, interval_ms: int, chunk_max_bytes: int
+    producers: int,
+    body_bytes: int,
+    seconds: float,
+    interval_ms: int,
+    chunk_max_bytes: int,
+    rounds: int = 1,
 ) -> dict:
-    if producers <= 0 or seconds <= 0 or interval_ms <= 0:
+    """``rounds`` off/on pairs in ABBA order (off on, on off, ...), so a drifting machine load
+    weighs on both modes alike."""
+    if producers <= 0 or seconds <= 0 or interval_ms <= 0 or rounds <= 0:
         raise HaproofError("bench archive: --producers, --seconds, --archive-interval-ms > 0")
     body = os.urandom(body_bytes)
     load_before = os.getloadavg()[0]
+    runs: dict[bool, list[dict]] = {False: [], True: []}
     with S3Server.start() as server:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
-        off = _run_mode(
-            server, bucket, False, producers, body, seconds, interval_ms, chunk_max_bytes
-        )
-        on = _run_mode(server, bucket, True, producers, body, seconds, interval_ms, chunk_max_bytes)
+        for i in range(rounds):
+            for on_mode in (False, True) if i % 2 == 0 else (True, False):
+                runs[on_mode].append(
+                    _run_mode(
+                        server,
+                        bucket,
+                        on_mode,
+                        producers,
+                        body,
+                        seconds,
+                        interval_ms,
+                        chunk_max_bytes,
+                    )  # fmt: skip
+                )
+    off, on = _combine(runs[False]), _combine(runs[True])
     ratio = on["msgs_per_s"] / off["msgs_per_s"] if off["msgs_per_s"] else 0.0
     lag_ok = on.get("drained", False) and on["lag_p99_ms"] < 2 * interval_ms
     return {
@@ -222,6 +263,11 @@ def run_with_broker(
         "seconds": seconds,
         "archive_interval_ms": interval_ms,
         "chunk_max_bytes": chunk_max_bytes,
+        "rounds": rounds,
+        "ratio_per_round": [
+            round(a["msgs_per_s"] / b["msgs_per_s"], 3) if b["msgs_per_s"] else 0.0
+            for a, b in zip(runs[True], runs[False], strict=True)
+        ],
         "off": off,
         "on": on,
         "throughput_ratio": round(ratio, 3),

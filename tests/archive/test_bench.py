@@ -39,7 +39,7 @@ def test_bench_archive_prints_one_json_line_and_rerun_is_idempotent() -> None:
 def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-broker"]
-        + ["--seconds", "2", "--producers", "4", "--archive-interval-ms", "200"],
+        + ["--seconds", "1.5", "--producers", "4", "--archive-interval-ms", "200", "--rounds", "2"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -54,6 +54,7 @@ def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() 
     assert on["archived_bytes"] >= on["sent"] * 1024
     assert on["lag_p99_ms"] >= on["lag_p50_ms"] >= 0
     assert figures["throughput_ratio"] == round(on["msgs_per_s"] / off["msgs_per_s"], 3)
+    assert figures["rounds"] == 2 and len(figures["ratio_per_round"]) == 2
     assert set(figures["targets"]) == {
         "append_ge_20_mb_per_s",
         "lag_p99_lt_2x_interval",
