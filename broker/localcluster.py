@@ -7,6 +7,7 @@ once its port accepts connections (or raises with the log's tail when the proces
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,8 +22,22 @@ class LocalProcessError(HaproofError):
     """A local process did not start or did not stop in time."""
 
 
+# Listening ports are picked below Linux's ephemeral range (32768-60999): a port the kernel
+# hands to some outgoing connection between our probe and a (re)start's bind cannot clash.
+PORT_RANGE = (20000, 32000)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port that is free now, outside the ephemeral range."""
+    for _ in range(200):
+        port = random.randrange(*PORT_RANGE)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # the range is crowded: let the kernel choose
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

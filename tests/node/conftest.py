@@ -11,9 +11,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from broker.localcluster import free_port as pick
+
+    return pick()
 
 
 def _wait_port(proc, port: int, log_path, what: str) -> None:
