@@ -123,6 +123,23 @@ async def _ha_ack(client, master: str) -> int:
     return max((s["ackOffset"] for s in slaves), default=-1)
 
 
+async def _ack_history(master: str) -> list[tuple[float, int]]:
+    """The master's record of when its best slave ack rose (empty if it keeps none)."""
+    from broker.remoting.client import RemotingClient
+    from broker.remoting.codes import RequestCode, ResponseCode
+    from broker.remoting.command import RemotingCommand
+
+    client = RemotingClient()
+    try:
+        req = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS, {"ackHistory": "true"})
+        resp = await client.invoke(master, req, 30_000)
+    finally:
+        await client.close()
+    if resp.code != ResponseCode.SUCCESS:
+        return []
+    return [(float(t), int(o)) for t, o in json.loads(resp.body).get("ackHistory") or []]
+
+
 async def _wait_slave(master: str, timeout_s: float = 30.0) -> None:
     from broker.remoting.client import RemotingClient
 
@@ -161,15 +178,19 @@ class _LagSampler:
         finally:
             await client.close()
 
-    def lags_ms(self) -> list[float]:
+    def lags_ms(self, history: list[tuple[float, int]] | None = None) -> list[float]:
+        """Per acked message: when the first ack covering it landed on the master (its own ack
+        history when it keeps one: monotonic clock, shared by every process here; else the
+        polled samples) minus when its send was acknowledged."""
         import bisect
 
-        acks = [a for _, a in self.samples]
+        points = history or self.samples
+        acks = [a for _, a in points]
         lags = []
         for t_ack, off in self.acked:
-            i = bisect.bisect_right(acks, off)  # first sample with ack > the message's start
-            if i < len(self.samples):
-                lags.append(max(0.0, self.samples[i][0] - t_ack) * 1e3)
+            i = bisect.bisect_right(acks, off)  # first ack beyond the message's start
+            if i < len(points):
+                lags.append(max(0.0, points[i][0] - t_ack) * 1e3)
         return lags
 
 
@@ -379,12 +400,14 @@ async def _load(
                 await sampling
         except TimeoutError:
             sampling.cancel()
-        lags = sampler.lags_ms()
+        history = await _ack_history(master)
+        lags = sampler.lags_ms(history)
         lag = {
             "replication_lag_p50_ms": round(_pct(lags, 0.5), 3),
             "replication_lag_p99_ms": round(_pct(lags, 0.99), 3),
             "replication_lag_samples": len(lags),
-            "lag_sample_interval_ms": round(sampler.interval_s * 1e3, 1),
+            "lag_sample_interval_ms": 0.0 if history else round(sampler.interval_s * 1e3, 1),
+            "lag_measured_at": "master ack history" if history else "status polling",
         }
     sent = len(latencies) - failed + 1  # + the warm-up message
 

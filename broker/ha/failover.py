@@ -101,6 +101,9 @@ class FailoverService:
         doc.pop("epochList")
         if self.node.ha is not None:
             doc.update(self.node.ha.status())
+            if str(req.opt_field("ackHistory", "false")).lower() == "true":
+                # [monotonic s, best ack offset] each time the best slave ack rose
+                doc["ackHistory"] = [list(e) for e in self.node.ha.ack_history]
         client = self.node.ha_client
         if client is not None:
             doc.update(

@@ -31,6 +31,7 @@ from broker.store.results import PutMessageStatus
 log = logging.getLogger(__name__)
 
 SPEED_WINDOW_S = 5.0
+ACK_HISTORY_LEN = 500_000
 
 
 class HAConnection:
@@ -155,6 +156,9 @@ class HAService:
         self._server: asyncio.Server | None = None
         self.port = self.config.ha_listen_port  # the bound port once started
         self.peer_names: dict[str, str] = {}  # HA connection peer -> the slave's node name
+        # (time.monotonic() s, push2slave_max) each time the best ack rose: replication lag
+        # measured where the ack lands, without a poller's granularity (bench, haStatus)
+        self.ack_history: deque[tuple[float, int]] = deque(maxlen=ACK_HISTORY_LEN)
         self._tasks: set[asyncio.Task] = set()
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
         self._seq = itertools.count()
@@ -213,6 +217,7 @@ class HAService:
     def on_ack(self, offset: int) -> None:
         if offset > self.push2slave_max:
             self.push2slave_max = offset
+            self.ack_history.append((time.monotonic(), offset))
         while self._waiters and self._waiters[0][0] <= self.push2slave_max:
             _end, _seq, fut = heapq.heappop(self._waiters)
             if not fut.done():

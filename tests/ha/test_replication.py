@@ -268,3 +268,21 @@ def test_slave_drops_a_master_sending_the_wrong_offset_and_reconnects(tmp_path):
             server.close()
 
     asyncio.run(main())
+
+
+def test_master_keeps_a_history_of_rising_acks(tmp_path):
+    async def main():
+        master, slave = await start_pair(tmp_path)
+        try:
+            await wait_for(lambda: master.ha.status()["slaves"], what="slave connected")
+            for i in range(30):
+                await put(master, i)
+            end = master.store.max_phy_offset
+            await wait_for(lambda: master.ha.push2slave_max == end, what="acked")
+            hist = list(master.ha.ack_history)
+            assert hist[-1][1] == end
+            assert all(a[0] <= b[0] and a[1] < b[1] for a, b in zip(hist, hist[1:], strict=False))
+        finally:
+            await stop(slave, master)
+
+    asyncio.run(main())
