@@ -262,13 +262,15 @@ class NodeArchiver:
             self._wake.clear()
 
     def _set_error(self, message: str | None) -> None:
-        if message != self.last_error:
-            if message is None:
+        """One ERROR when archiving starts failing, one INFO when it works again; while it
+        keeps failing (each round names another key) the details go to DEBUG."""
+        if message is None:
+            if self.last_error is not None:
                 log.info("archive storage is reachable again; catching up")
-            else:
-                log.error(
-                    "archiving to %s failed (will retry): %s", self.config.archive_root, message
-                )
+        elif self.last_error is None:
+            log.error("archiving to %s failed (will retry): %s", self.config.archive_root, message)
+        elif message != self.last_error:
+            log.debug("archiving still failing: %s", message)
         self.last_error = message
 
     def _do(self, job) -> None:
