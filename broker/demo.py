@@ -135,8 +135,7 @@ class Demo:
         self.procs["broker-a-1"] = start_broker("broker-a-1", conf, s_port, self.workdir, self.env)
         for name in ("namesrv", "broker-a-0", "broker-a-1"):
             self.say(f"  {name} on {self.procs[name].addr} (log {self.procs[name].log_path})")
-        if not _has("broker.ha.service"):
-            self.skip("replication", "broker/ha is not built yet: the slave stays empty")
+        self._wait_slave(self.procs["broker-a-0"].addr)
 
     async def _traffic(self, n: int, label: str) -> None:
         from broker.client.producer import Producer, SendStatus
@@ -196,8 +195,20 @@ class Demo:
         )
         self.procs["broker-a-0"] = start_broker("broker-a-0", conf, m_port, self.workdir, self.env)
         self.say("  broker-a-0 restarted as a slave of broker-a-1 (it truncates what it alone had)")
+        self._wait_slave(self.procs["broker-a-1"].addr)
         self.roles = {"broker-a-0": (1, "SLAVE", 2), "broker-a-1": (0, "SYNC_MASTER", 2)}
         asyncio.run(self._traffic(self.args.messages // 2, "after-failover"))
+
+    def _wait_slave(self, master_addr: str, timeout_s: float = 60.0) -> None:
+        """Until the master sees a slave: a SYNC_MASTER answers SLAVE_NOT_AVAILABLE before."""
+        from broker.admin import ha_status
+
+        deadline = time.monotonic() + timeout_s
+        while not asyncio.run(ha_status([master_addr]))[0].get("slaves"):
+            if time.monotonic() > deadline:
+                raise DemoError(f"no slave connected to {master_addr} within {timeout_s:.0f} s")
+            time.sleep(0.1)
+        self.say(f"  {master_addr} replicates to its slave again")
 
     def archive(self) -> None:
         self.step("archive: every node's commit log, snapshots and events in S3")

@@ -122,6 +122,12 @@ class NodeArchiver:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._thread is None:
             return
+        # Stopping: flush first, so the last round ships every byte the final snapshot (and a
+        # slave's ack in it) covers; otherwise an ASYNC_FLUSH tail would be acked but unshipped.
+        try:
+            self.node.store.flush_all()
+        except Exception:
+            log.exception("flush before the final archive round failed")
         self._jobs.put(("snapshot", self._snapshot()))
         self._jobs.put(("ship", None))
         self._stop.set()
