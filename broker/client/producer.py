@@ -117,26 +117,7 @@ class Producer:
             props["KEYS"] = keys
         props.setdefault(PROPERTY_UNIQ_KEY, uuid.uuid4().hex.upper())
         props.setdefault("WAIT", "true")
-        last: Exception | None = None
-        avoid: str | None = None
-        for attempt in range(1 + self.retry_times):
-            route = await self.route(topic, refresh=attempt > 0)
-            queues = route.queues(PERM_WRITE)
-            if not queues:
-                raise SendFailedError(f"topic {topic!r}: no writable queue in its route")
-            mq = self._pick(queues, avoid)
-            addr = route.master_addr(mq.broker_name)
-            if addr is None:
-                avoid, last = mq.broker_name, RemotingError(f"{mq.broker_name}: no master")
-                continue
-            try:
-                return await self._send_once(addr, mq, body, props, flag)
-            except RemotingError as exc:
-                log.info("send to %s (%s) failed, attempt %d: %s", addr, mq, attempt + 1, exc)
-                avoid, last = mq.broker_name, exc
-        raise SendFailedError(
-            f"topic {topic!r}: send failed after {1 + self.retry_times} attempts: {last}"
-        ) from last
+        return await self._send_with_retry(topic, "send", body, props, flag)
 
     async def send_batch(
         self, topic: str, messages: list[tuple[bytes, dict[str, str] | None]]
@@ -156,6 +137,14 @@ class Producer:
             items.append((0, body, props))
         batch_body = encode_batch(items)
         uniq = ",".join(p[PROPERTY_UNIQ_KEY] for _, _, p in items)
+        return await self._send_with_retry(
+            topic, "batch send", batch_body, {PROPERTY_UNIQ_KEY: uniq}, 0, batch=True
+        )
+
+    async def _send_with_retry(
+        self, topic: str, what: str, body: bytes, props: dict, flag: int, batch: bool = False
+    ) -> SendResult:
+        """Send to a writable queue's master; on failure, retry on another broker group."""
         last: Exception | None = None
         avoid: str | None = None
         for attempt in range(1 + self.retry_times):
@@ -169,14 +158,12 @@ class Producer:
                 avoid, last = mq.broker_name, RemotingError(f"{mq.broker_name}: no master")
                 continue
             try:
-                return await self._send_once(
-                    addr, mq, batch_body, {PROPERTY_UNIQ_KEY: uniq}, 0, batch=True
-                )
+                return await self._send_once(addr, mq, body, props, flag, batch=batch)
             except RemotingError as exc:
-                log.info("batch to %s (%s) failed, attempt %d: %s", addr, mq, attempt + 1, exc)
+                log.info("%s to %s (%s) failed, attempt %d: %s", what, addr, mq, attempt + 1, exc)
                 avoid, last = mq.broker_name, exc
         raise SendFailedError(
-            f"topic {topic!r}: batch send failed after {1 + self.retry_times} attempts: {last}"
+            f"topic {topic!r}: {what} failed after {1 + self.retry_times} attempts: {last}"
         ) from last
 
     async def _send_once(

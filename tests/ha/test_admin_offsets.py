@@ -4,10 +4,10 @@ SYNC_MASTER and its SLAVE), their exit codes, and the reset's record (offset-res
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -21,19 +21,14 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import ConsumerOffsetTable
+from tests.conftest import wait_until
 
 TOPIC = "ProgressTopic"
 GROUP = "CG"
 
 
-def _wait(cond, timeout_s=60.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+# A shared machine: generous deadlines.
+_wait = functools.partial(wait_until, timeout_s=60.0)
 
 
 def _admin(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:

@@ -5,6 +5,7 @@ and commits on the slave, and the restarted master takes the larger offsets back
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 from broker.admin import ha_status
@@ -15,20 +16,15 @@ from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
+from tests.conftest import wait_until
 from tests.ha.test_failover_process import _conf
 
 TOPIC = "FailoverTopic"  # the name _conf's brokers expect nothing of; any topic works
 N = 400
 
 
-def _wait(cond, timeout_s=60.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+# A shared machine: generous deadlines.
+_wait = functools.partial(wait_until, timeout_s=60.0)
 
 
 async def _committed(addr: str) -> int:

@@ -11,6 +11,7 @@ polls a condition with a deadline.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 import time
@@ -27,6 +28,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store import message as msgfmt
 from broker.store.cli import iter_dump
+from tests.conftest import wait_until
 
 TOPIC = "FaultTopic"
 PRODUCERS = 3
@@ -35,14 +37,8 @@ ROUNDS_STRESS = 20
 ACKED_BEFORE_KILL = 120  # acknowledged sends per round before the kill (at least)
 
 
-def _wait(cond, timeout_s=90.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(0.05)
+# A shared machine: generous deadlines.
+_wait = functools.partial(wait_until, timeout_s=90.0)
 
 
 class Pair:

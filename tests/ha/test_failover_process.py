@@ -5,9 +5,9 @@ for byte, the old master rejoins as a slave and the two logs are identical again
 from __future__ import annotations
 
 import asyncio
+import functools
 import subprocess
 import sys
-import time
 
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
@@ -17,18 +17,13 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store import message as msgfmt
+from tests.conftest import wait_until
 
 TOPIC = "FailoverTopic"
 
 
-def _wait(cond, timeout_s=60.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+# A shared machine: generous deadlines.
+_wait = functools.partial(wait_until, timeout_s=60.0)
 
 
 def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, **extra):

@@ -8,6 +8,7 @@ test: consumers commit on the slave while the master is down, the master restart
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from types import SimpleNamespace
 
@@ -21,6 +22,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
+from tests.conftest import wait_until
 
 # -- units -----------------------------------------------------------------------------------
 
@@ -143,14 +145,8 @@ TOPIC = "OffsetTopic"
 GROUP = "CG"
 
 
-def _wait(cond, timeout_s=60.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+# A shared machine: generous deadlines.
+_wait = functools.partial(wait_until, timeout_s=60.0)
 
 
 def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, **extra):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import time
 import uuid
 
 from broker.admin import ha_status
@@ -13,16 +13,10 @@ from broker.archive.object_store import open_store
 from broker.archive.s3server import DUMMY_CREDENTIALS
 from broker.client.producer import Producer, SendStatus
 from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
+from tests.conftest import wait_until
 
-
-def _wait(cond, timeout_s=60.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+# A shared machine: generous deadlines.
+_wait = functools.partial(wait_until, timeout_s=60.0)
 
 
 def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, root, endpoint, **extra):
