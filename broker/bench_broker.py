@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import time
 import uuid
 
 from broker.errors import HaproofError
+from broker.localcluster import process_cpu_s
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -195,15 +197,7 @@ class _LagSampler:
 
 
 def _cpu_probe(pid: int):
-    """CPU seconds (user + system) used so far by process ``pid`` (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def cpu_s() -> float:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-
-    return cpu_s
+    return functools.partial(process_cpu_s, pid)
 
 
 def _pct(values: list[float], q: float) -> float:

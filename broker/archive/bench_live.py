@@ -27,6 +27,7 @@ from broker.errors import HaproofError
 from broker.localcluster import (
     LocalProcessError,
     free_port,
+    process_cpu_s,
     start_broker,
     start_namesrv,
     write_broker_conf,
@@ -189,7 +190,18 @@ def _run_mode(
 
         broker = _started(start)
         procs.append(broker)
+        pids = {"broker": broker.proc.pid, "s3": server.proc.pid, "loadgen": os.getpid()}
+        cpu0 = {k: process_cpu_s(pid) for k, pid in pids.items()}
         figures = asyncio.run(_drive(ns.addr, broker.addr, producers, body, seconds, on))
+        # CPU of each process over the send and the drain, per MB appended: what archiving costs
+        # wherever it runs (the broker's archiver thread, the S3 server), whatever else loads
+        # the machine
+        appended_mb = figures["append_mb_per_s"] * figures["send_s"]
+        for k, pid in pids.items():
+            used = process_cpu_s(pid) - cpu0[k]
+            figures[f"{k}_cpu_ms_per_mb"] = (
+                round(used * 1e3 / appended_mb, 2) if appended_mb else None
+            )
         figures["broker_exit"] = broker.stop()
         return figures
     finally:
@@ -206,7 +218,9 @@ def _combine(runs: list[dict]) -> dict:
     for key in ("sent", "failed", "archived_bytes"):
         if key in out:
             out[key] = sum(r.get(key, 0) for r in runs)
-    for key in ("msgs_per_s", "append_mb_per_s", "archive_mb_per_s", "send_s"):
+    rates = ("msgs_per_s", "append_mb_per_s", "archive_mb_per_s", "send_s")
+    cpus = ("broker_cpu_ms_per_mb", "s3_cpu_ms_per_mb", "loadgen_cpu_ms_per_mb")
+    for key in rates + cpus:
         if key in out and all(r.get(key) is not None for r in runs):
             out[key] = round(sum(r[key] for r in runs) / len(runs), 3)
     for key in ("lag_p50_ms", "lag_p99_ms", "lag_max_ms", "lag_p50_bytes", "lag_p99_bytes"):

@@ -42,7 +42,8 @@ class ObjectInfo:
 class ObjectStore(Protocol):
     root: str
 
-    def put(self, key: str, data: bytes) -> bool: ...
+    # ``sha256``: the caller's hex digest of ``data`` when it has one (saves hashing it again)
+    def put(self, key: str, data: bytes, sha256: str | None = None) -> bool: ...
     def put_mutable(self, key: str, data: bytes) -> None: ...
     def get(self, key: str) -> bytes: ...
     def get_range(self, key: str, start: int, end: int) -> bytes: ...
@@ -143,7 +144,7 @@ class FileObjectStore:
                 pass
             raise ArchiveError(f"cannot write {path}: {exc.strerror}") from exc
 
-    def put(self, key: str, data: bytes) -> bool:
+    def put(self, key: str, data: bytes, sha256: str | None = None) -> bool:
         path = self._p(key)
         if os.path.exists(path):
             if self.get(key) == data:
@@ -294,8 +295,8 @@ class S3ObjectStore:
         except ObjectNotFoundError:
             return None
 
-    def put(self, key: str, data: bytes) -> bool:
-        digest = hashlib.sha256(data).hexdigest()
+    def put(self, key: str, data: bytes, sha256: str | None = None) -> bool:
+        digest = sha256 or hashlib.sha256(data).hexdigest()
         head = self._head(key)
         if head is not None:
             existing = head.get("Metadata", {}).get("sha256")

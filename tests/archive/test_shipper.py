@@ -311,3 +311,50 @@ def test_truncation_keeps_old_chunks_and_continues_under_the_new_epoch(
     assert all(c.epoch == 1 for c in res.chunks)
     assert set(old_keys) <= {i.key for i in archive.list("")}  # history stays immutable
     assert Shipper(archive, ident(epoch=1)).ship(StoreDirSource.open(str(store_dir))).chunks == []
+
+
+class _Framed(StoreDirSource):
+    """The same files, declared framed by their writer (as a live node's store is)."""
+
+    framing_trusted = True
+
+
+def _manifests(archive) -> list[dict]:
+    out = []
+    for info in archive.list("v1/"):
+        if info.key.endswith(".json") and "/commitlog/" in info.key:
+            doc = json.loads(archive.get(info.key))
+            doc.pop("uploadedAt")
+            out.append({"key": info.key, **doc})
+    return out
+
+
+@pytest.mark.parametrize("chunk_max_bytes", [172, 500, 5000, 8192 + 300, 1 << 20])
+def test_framed_walk_cuts_the_same_chunks_as_the_full_walk(
+    tmp_path, golden_stores, chunk_max_bytes
+) -> None:
+    """A live node's shipper chains frames instead of decoding records: same keys, byte ranges,
+    record counts, first/last store timestamps and bytes as the full walk, across files and
+    their BLANK fillers, for chunk sizes below one record up to the whole log."""
+    full, framed = open_store(f"file://{tmp_path}/full"), open_store(f"file://{tmp_path}/fr")
+    a = Shipper(full, ident(), chunk_max_bytes).ship(StoreDirSource.open(str(golden_stores / ERIC)))
+    b = Shipper(framed, ident(), chunk_max_bytes).ship(_Framed.open(str(golden_stores / ERIC)))
+    assert a.end == b.end == 24576 + 38 * 172 and b.stopped_by is None
+    assert len(a.chunks) > (1 if chunk_max_bytes < 8192 else 0)
+    assert _manifests(full) == _manifests(framed)
+    logs = [i.key for i in full.list("v1/") if i.key.endswith(".log")]
+    assert logs and all(framed.get(k) == full.get(k) for k in logs)
+
+
+def test_framed_walk_ships_up_to_a_bad_frame_and_names_it(tmp_path, golden_stores) -> None:
+    store_dir = copy_golden(golden_stores, tmp_path)
+    f = store_dir / "commitlog" / "00000000000000016384"
+    data = bytearray(f.read_bytes())
+    data[172 * 3 + 4 : 172 * 3 + 8] = b"\x00\x00\x00\x07"  # bad magic on the 4th record
+    f.write_bytes(bytes(data))
+    res = Shipper(open_store(f"file://{tmp_path}/a"), ident(), 1000).ship(
+        _Framed.open(str(store_dir))
+    )
+    assert res.stopped_by is not None and res.stopped_by.offset == 16384 + 172 * 3
+    assert "magic" in str(res.stopped_by)
+    assert res.end == 16384 + 172 * 3  # everything before it is archived
