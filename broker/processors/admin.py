@@ -10,12 +10,19 @@ import time
 from dataclasses import dataclass, field
 
 from broker.errors import RemotingError
+from broker.processors.sendback import (
+    create_topic_in_send_back,
+    find_subscription_group,
+    retry_topic,
+)
+from broker.processors.topics import TopicAdminProcessor
 from broker.remoting.codec import loads_fastjson
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
+PERM_RW = 0x6  # PermName.PERM_READ | PERM_WRITE
 CLIENT_IDLE_MAX_MS = 120_000  # RocketMQ's channel expiry: no heartbeat for 2 minutes
 
 
@@ -137,6 +144,7 @@ class AdminProcessor:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self._dump(
                 lambda s: s.subscription_groups.to_json()
             ),
+            **TopicAdminProcessor(self.node).handlers(),
         }
 
     async def query_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
@@ -176,16 +184,30 @@ class AdminProcessor:
         try:
             doc = loads_fastjson(req.body)
             client_id = doc["clientID"]
+            groups: list[tuple[str, dict[str, str]]] = []
             for data in doc.get("consumerDataSet") or []:
                 subs = {
                     s["topic"]: s.get("subString") or "*"
                     for s in data.get("subscriptionDataSet") or []
                 }
-                self.node.consumers.heartbeat(conn, client_id, data["groupName"], subs)
+                groups.append((data["groupName"], subs))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RemotingError(
                 f"HEART_BEAT from {conn.peer}: body is not HeartbeatData: {exc!r}"
             ) from exc
+        created = False
+        for group, subs in groups:
+            # RocketMQ (ClientManageProcessor.heartBeat): a consumer group's retry topic exists
+            # from its first heartbeat on, so clients can route %RETRY%{group} before anything
+            # was sent back; a new one is registered with the name servers before the answer.
+            sub = find_subscription_group(self.node, group)
+            if sub is not None:
+                created |= create_topic_in_send_back(
+                    self.node, retry_topic(group), int(sub.get("retryQueueNums", 1)), PERM_RW
+                )
+            self.node.consumers.heartbeat(conn, client_id, group, subs)
+        if created:
+            await self.node.register_all()
         return req.make_response(ResponseCode.SUCCESS)
 
     async def unregister(self, conn, req: RemotingCommand) -> RemotingCommand:

@@ -59,6 +59,34 @@ def subscription_group_config(group: str) -> dict:
     }
 
 
+def find_subscription_group(node, group: str) -> dict | None:
+    """RocketMQ SubscriptionGroupManager.findSubscriptionGroupConfig: the group's config,
+    created with the defaults when ``autoCreateSubscriptionGroup`` (default true)."""
+    groups = node.store.subscription_groups
+    sub = groups.table.get(group)
+    if sub is None:
+        auto = str(node.config.extra.get("autoCreateSubscriptionGroup", "true"))
+        if auto.lower() != "true":
+            return None
+        sub = subscription_group_config(group)
+        groups.put(group, sub)
+        groups.persist()
+        log.info("auto-created subscription group %s", group)
+    return sub
+
+
+def create_topic_in_send_back(node, topic: str, queue_nums: int, perm: int) -> bool:
+    """RocketMQ createTopicInSendMessageBackMethod: an existing config wins; True when the
+    topic was created now (the caller then registers with the name servers)."""
+    table = node.store.topic_config
+    if table.table.get(topic) is not None:
+        return False
+    table.put(topic, topic_config(topic, queue_nums, perm))
+    table.persist()
+    log.info("created topic %s (%d queues, perm %d)", topic, queue_nums, perm)
+    return True
+
+
 class SendBackProcessor:
     """Needs ``node`` (store, config, request_register) and the node's SendProcessor."""
 
@@ -70,29 +98,11 @@ class SendBackProcessor:
         return {RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
 
     def find_group(self, group: str) -> dict | None:
-        groups = self.node.store.subscription_groups
-        sub = groups.table.get(group)
-        if sub is None:
-            auto = str(self.node.config.extra.get("autoCreateSubscriptionGroup", "true"))
-            if auto.lower() != "true":
-                return None
-            sub = subscription_group_config(group)
-            groups.put(group, sub)
-            groups.persist()
-            log.info("auto-created subscription group %s", group)
-        return sub
+        return find_subscription_group(self.node, group)
 
-    def create_topic(self, topic: str, queue_nums: int, perm: int) -> dict:
-        """RocketMQ createTopicInSendMessageBackMethod: an existing config wins."""
-        table = self.node.store.topic_config
-        tc = table.table.get(topic)
-        if tc is None:
-            tc = topic_config(topic, queue_nums, perm)
-            table.put(topic, tc)
-            table.persist()
-            log.info("created topic %s (%d queues, perm %d)", topic, queue_nums, perm)
+    def create_topic(self, topic: str, queue_nums: int, perm: int) -> None:
+        if create_topic_in_send_back(self.node, topic, queue_nums, perm):
             self.node.request_register()
-        return tc
 
     async def send_back(self, conn, req: RemotingCommand) -> RemotingCommand:
         group = req.field("group")

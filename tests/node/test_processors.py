@@ -308,7 +308,8 @@ def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path):
         await conn2.close()
 
         r = await client.invoke(addr, RemotingCommand.request(21))
-        assert set(json.loads(r.body)["topicConfigTable"]) == {"TBW102", "TO"}
+        # the consumer group's retry topic exists from its first heartbeat on (RocketMQ)
+        assert set(json.loads(r.body)["topicConfigTable"]) == {"TBW102", "TO", "%RETRY%G"}
         r = await client.invoke(addr, RemotingCommand.request(43))
         assert json.loads(r.body)["offsetTable"] == {"TO@G": {"0": 2}}
         r = await client.invoke(addr, RemotingCommand.request(45))

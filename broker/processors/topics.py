@@ -1,0 +1,96 @@
+"""UPDATE_AND_CREATE_TOPIC (17): an administrator (``mqadmin updateTopic``, or a client's admin
+API such as ali-ons' ``createTopic``) creates or replaces a topic's config on a broker.
+
+RocketMQ's rules (AdminBrokerProcessor.updateAndCreateTopic): a SLAVE refuses; the topic name
+must be non-blank, at most 127 characters of ``[%|a-zA-Z0-9_-]`` and not a system topic; the
+config comes from the header (readQueueNums, writeQueueNums, perm, topicFilterType, topicSysFlag,
+order) and replaces any existing one; the broker registers with its name servers before it
+answers, so a route lookup right after the answer already sees the topic.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+TOPIC_MAX_LENGTH = 127
+_TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+# RocketMQ TopicValidator's system topics that an update may not touch.
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+
+
+def topic_name_problem(topic: str) -> str | None:
+    """Why ``topic`` is not a valid topic name for an update (RocketMQ's remarks), or None."""
+    if not topic.strip():
+        return "The specified topic is blank."
+    if not _TOPIC_CHARS.match(topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):
+        return f"The topic[{topic}] is conflict with system topic."
+    return None
+
+
+class TopicAdminProcessor:
+    """Needs ``node`` with ``config`` (broker_role), ``store`` (topic_config) and
+    ``register_all()``."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    def handlers(self) -> dict[int, object]:
+        return {RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create}
+
+    async def update_and_create(self, conn, req: RemotingCommand) -> RemotingCommand:
+        if not self.node.config.broker_role.is_master:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark="Can't modify topic or subscription group from slave broker, "
+                "please execute it from master broker.",
+            )
+        topic = req.field("topic")
+        problem = topic_name_problem(topic)
+        if problem is not None:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
+        filter_type = req.opt_field("topicFilterType") or "SINGLE_TAG"
+        if filter_type not in FILTER_TYPES:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"topicFilterType must be one of {', '.join(FILTER_TYPES)}: {filter_type!r}",
+            )
+        sys_flag = req.opt_field("topicSysFlag")
+        tc = {
+            "topicName": topic,
+            "readQueueNums": req.int_field("readQueueNums"),
+            "writeQueueNums": req.int_field("writeQueueNums"),
+            "perm": req.int_field("perm"),
+            "topicFilterType": filter_type,
+            "topicSysFlag": int(req.int_field("topicSysFlag") if sys_flag else 0),
+            "order": (req.opt_field("order") or "false").lower() == "true",
+        }
+        configs = self.node.store.topic_config
+        configs.put(topic, tc)
+        configs.persist()
+        log.info("topic %s created/updated by %s: %s", topic, conn.peer, tc)
+        await self.node.register_all()
+        return req.make_response(ResponseCode.SUCCESS)

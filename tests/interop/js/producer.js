@@ -1,0 +1,54 @@
+'use strict';
+// Sends --count messages to --topic, one at a time; tag TagA/TagB/TagC by index, keys
+// "key-<i>" and "k<i % 7>", body "body-<i>" (padded to --body-bytes when given). Prints one JSON
+// line per send result, then {"done": true, ...}. Exit code 1 on a send error.
+// ali-ons does not create topics through TBW102 as the Java client does (an unknown topic is an
+// error), so with --create-on BROKER_ADDR it first creates the topic there with
+// UPDATE_AND_CREATE_TOPIC (--queues queues), as `mqadmin updateTopic -b BROKER_ADDR` would.
+const { Producer, Message } = require('ali-ons');
+const { parseArgs, emit, clientOptions } = require('./common');
+
+const TAGS = [ 'TagA', 'TagB', 'TagC' ];
+
+function bodyOf(i, bodyBytes) {
+  const head = `body-${i}`;
+  return bodyBytes > head.length ? head + '.'.repeat(bodyBytes - head.length) : head;
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2), {
+    group: 'PG_js_interop', count: '10', 'body-bytes': '0', sign: '1',
+  });
+  const count = Number(args.count);
+  const producer = new Producer(Object.assign(clientOptions(args), {
+    producerGroup: args.group,
+    retryTimesWhenSendFailed: 2,
+  }));
+  producer.on('error', err => console.error('producer error', err));
+  await producer.ready();
+  if (args['create-on']) {
+    const queues = Number(args.queues || 4);
+    await producer._mqClient.createTopic(args['create-on'], 'TBW102', {
+      topicName: args.topic, readQueueNums: queues, writeQueueNums: queues, perm: 6,
+      topicFilterType: 'SINGLE_TAG', topicSysFlag: 0, order: false,
+    }, 3000);
+    emit({ created: args.topic, on: args['create-on'], queues });
+  }
+  for (let i = 0; i < count; i++) {
+    const tags = TAGS[i % TAGS.length];
+    const msg = new Message(args.topic, tags, bodyOf(i, Number(args['body-bytes'])));
+    msg.keys = [ `key-${i}`, `k${i % 7}` ];
+    const r = await producer.send(msg);
+    emit({
+      i, status: r.sendStatus, msgId: r.msgId, queueId: Number(r.messageQueue.queueId),
+      brokerName: r.messageQueue.brokerName, queueOffset: r.queueOffset, tags,
+    });
+  }
+  await producer.close();
+  emit({ done: true, sent: count });
+}
+
+main().then(() => process.exit(0), err => {
+  console.error('producer failed', err);
+  process.exit(1);
+});
