@@ -13,16 +13,21 @@ import functools
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from broker.errors import HaproofError
-from broker.localcluster import process_cpu_s
+from broker.localcluster import (
+    LocalProcess,
+    LocalProcessError,
+    free_port,
+    process_cpu_s,
+    start_broker,
+    start_namesrv,
+    write_broker_conf,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,64 +56,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(proc: subprocess.Popen, port: int, what: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if proc.poll() is not None:
-                raise HaproofError(f"bench broker: {what} exited with {proc.returncode}") from None
-            if time.monotonic() > deadline:
-                raise HaproofError(f"bench broker: {what} did not listen on {port}") from None
-            time.sleep(0.05)
-
-
 def _start_cluster(
     workdir: str, role: str, flush: str, with_slave: bool = False
-) -> tuple[list[subprocess.Popen], str, str]:
-    """Name server, master and optionally a slave: (processes, namesrv addr, master addr)."""
-    ns_port, br_port, ha_port = _free_port(), _free_port(), _free_port()
-    cli = [sys.executable, "-m", "broker.cli", "--log-level", "WARNING"]
-    logs = open(os.path.join(workdir, "processes.log"), "wb")  # noqa: SIM115
-    ns = subprocess.Popen(
-        [*cli, "namesrv", "--host", "127.0.0.1", "--listen-port", str(ns_port)], stderr=logs
-    )
-    _wait_port(ns, ns_port, "namesrv")
-    conf = os.path.join(workdir, "broker.conf")
-    with open(conf, "w") as fh:
-        fh.write(
-            "brokerClusterName=BenchCluster\nbrokerName=bench-a\nbrokerId=0\n"
-            f"brokerRole={role}\nflushDiskType={flush}\n"
-            f"storePathRootDir={os.path.join(workdir, 'store')}\nlistenPort={br_port}\n"
-            f"namesrvAddr=127.0.0.1:{ns_port}\nhaListenPort={ha_port}\n"
-        )
-    br = subprocess.Popen([*cli, "broker", "-c", conf], stderr=logs)
-    _wait_port(br, br_port, "broker")
-    procs = [br, ns]
-    if with_slave:
-        sl_port = _free_port()
-        sconf = os.path.join(workdir, "slave.conf")
-        with open(sconf, "w") as fh:
-            fh.write(
-                "brokerClusterName=BenchCluster\nbrokerName=bench-a\nbrokerId=1\n"
-                f"brokerRole=SLAVE\nflushDiskType={flush}\n"
-                f"storePathRootDir={os.path.join(workdir, 'store-slave')}\n"
-                f"listenPort={sl_port}\nhaListenPort={_free_port()}\n"
-                f"namesrvAddr=127.0.0.1:{ns_port}\nhaMasterAddress=127.0.0.1:{ha_port}\n"
-            )
-        sl = subprocess.Popen([*cli, "broker", "-c", sconf], stderr=logs)
-        procs.insert(0, sl)
-        _wait_port(sl, sl_port, "slave")
-        asyncio.run(_wait_slave(f"127.0.0.1:{br_port}"))
-    return procs, f"127.0.0.1:{ns_port}", f"127.0.0.1:{br_port}"
+) -> tuple[list[LocalProcess], str, str]:
+    """Name server, master and optionally a slave: (processes, namesrv addr, master addr); the
+    master is ``processes[-2]``."""
+    wd = Path(workdir)
+    ns = start_namesrv(wd, log_level="WARNING")
+    procs = [ns]
+    try:
+        base = {
+            "brokerClusterName": "BenchCluster",
+            "brokerName": "bench-a",
+            "flushDiskType": flush,
+            "namesrvAddr": ns.addr,
+        }
+        port, ha_port = free_port(), free_port()
+        conf = write_broker_conf(
+            wd / "broker.conf",
+            {**base, "brokerId": 0, "brokerRole": role, "storePathRootDir": wd / "store",
+             "listenPort": port, "haListenPort": ha_port},
+        )  # fmt: skip
+        br = start_broker("broker", conf, port, wd, log_level="WARNING")
+        procs.insert(0, br)
+        if with_slave:
+            sl_port = free_port()
+            sconf = write_broker_conf(
+                wd / "slave.conf",
+                {**base, "brokerId": 1, "brokerRole": "SLAVE",
+                 "storePathRootDir": wd / "store-slave", "listenPort": sl_port,
+                 "haListenPort": free_port(), "haMasterAddress": f"127.0.0.1:{ha_port}"},
+            )  # fmt: skip
+            procs.insert(0, start_broker("slave", sconf, sl_port, wd, log_level="WARNING"))
+            asyncio.run(_wait_slave(br.addr))
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+    return procs, ns.addr, br.addr
 
 
 async def _ha_ack(client, master: str) -> int:
@@ -439,7 +424,7 @@ def run(args: argparse.Namespace) -> int:
             "--processes at least 0"
         )
     workdir = tempfile.mkdtemp(prefix="haproof-bench-broker-")
-    procs: list[subprocess.Popen] = []
+    procs: list[LocalProcess] = []
     with_slave = args.with_slave or args.role == "SYNC_MASTER"
     master = None
     try:
@@ -459,17 +444,15 @@ def run(args: argparse.Namespace) -> int:
                 master if with_slave else None,
                 args.processes,
                 args.inflight,
-                _cpu_probe(procs[-2].pid) if len(procs) >= 2 else None,
+                _cpu_probe(procs[-2].proc.pid) if len(procs) >= 2 else None,
             )
         )
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            try:
+                p.stop(20)
+            except LocalProcessError:
+                pass  # killed after 20 s; the figures are already taken
         shutil.rmtree(workdir, ignore_errors=True)
     out = {
         "bench": "broker",

@@ -119,9 +119,11 @@ class LocalProcess:
         self._log_file.close()
 
 
-def start_namesrv(workdir: Path, env: dict[str, str] | None = None) -> LocalProcess:
+def start_namesrv(
+    workdir: Path, env: dict[str, str] | None = None, log_level: str = "INFO"
+) -> LocalProcess:
     port = free_port()
-    args = ["namesrv", "--host", "127.0.0.1", "--listen-port", str(port)]
+    args = ["--log-level", log_level, "namesrv", "--host", "127.0.0.1", "--listen-port", str(port)]
     return LocalProcess.start("namesrv", args, port, workdir / "namesrv.log", env)
 
 
@@ -131,7 +133,12 @@ def write_broker_conf(path: Path, props: dict[str, object]) -> Path:
 
 
 def start_broker(
-    name: str, conf: Path, port: int, workdir: Path, env: dict[str, str] | None = None
+    name: str,
+    conf: Path,
+    port: int,
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    log_level: str = "INFO",
 ) -> LocalProcess:
-    args = ["--log-level", "INFO", "broker", "-c", str(conf), "--host", "127.0.0.1"]
+    args = ["--log-level", log_level, "broker", "-c", str(conf), "--host", "127.0.0.1"]
     return LocalProcess.start(name, args, port, workdir / f"{name}.log", env)
