@@ -7,6 +7,7 @@ import logging
 import os
 import time
 import uuid
+import zlib
 
 from broker.client.offsets import (
     LocalFileOffsetStore,
@@ -14,12 +15,23 @@ from broker.client.offsets import (
     RemoteOffsetSchedule,
     allocate_averagely,
 )
-from broker.client.routes import PERM_READ, MessageQueue, TopicRoute, fetch_route
+from broker.client.routes import (
+    PERM_READ,
+    MessageQueue,
+    TopicNotExistError,
+    TopicRoute,
+    fetch_route,
+)
 from broker.errors import RemotingError
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.message import Record, decode_record
+from broker.store.message import (
+    PROPERTY_RETRY_TOPIC,
+    SYSFLAG_COMPRESSED,
+    Record,
+    decode_record,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +42,12 @@ PULL_FLAG_CLASS_FILTER = 0x8
 
 CLUSTERING = "CLUSTERING"
 BROADCASTING = "BROADCASTING"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+REBALANCE_INTERVAL_MS = 20_000  # RocketMQ RebalanceService's wait between rounds
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
 
 
 def decode_pull_body(body: bytes, source: str) -> list[Record]:
@@ -41,8 +59,29 @@ def decode_pull_body(body: bytes, source: str) -> list[Record]:
     return records
 
 
+def as_delivered(rec: Record, group: str) -> Record:
+    """What RocketMQ's client hands to the application: a compressed body inflated
+    (MessageDecoder), and a message that came back through ``%RETRY%{group}`` under its
+    original topic (RETRY_TOPIC; DefaultMQPushConsumerImpl.resetRetryAndNamespace)."""
+    if rec.sysflag & SYSFLAG_COMPRESSED:
+        try:
+            rec.body = zlib.decompress(rec.body)
+        except zlib.error as exc:
+            raise RemotingError(
+                f"message {rec.msg_id} of {rec.topic}: compressed body does not inflate: {exc}"
+            ) from exc
+    original = rec.properties.get(PROPERTY_RETRY_TOPIC)
+    if original and rec.topic == retry_topic(group):
+        rec.topic = original
+    return rec
+
+
 class Consumer:
-    """No I/O here. ``await poll()`` rebalances when needed, pulls every owned queue once."""
+    """No I/O here. ``await poll()`` rebalances when needed, pulls every owned queue once.
+
+    In clustering mode the consumer also subscribes its group's retry topic
+    ``%RETRY%{group}`` (``*``), as RocketMQ's client does: messages handed back with
+    :meth:`send_back` return through it after their delay level, under their original topic."""
 
     def __init__(
         self,
@@ -57,62 +96,106 @@ class Consumer:
         max_msg_nums: int = 32,
         timeout_ms: int = 3000,
         clock_ms=lambda: int(time.time() * 1000),
+        rebalance_interval_ms: int = REBALANCE_INTERVAL_MS,
     ) -> None:
         self.group, self.topic, self.sub_expression, self.mode = group, topic, sub_expression, mode
+        # topic -> subscription expression, the application's topic first
+        self.subscriptions: dict[str, str] = {topic: sub_expression}
+        if mode == CLUSTERING:
+            self.subscriptions.setdefault(retry_topic(group), "*")
         self.namesrv_addrs = list(namesrv_addrs)
         self.client_id = client_id or f"127.0.0.1@{os.getpid()}@{uuid.uuid4().hex[:8]}"
         self.max_msg_nums, self.timeout_ms = max_msg_nums, timeout_ms
         self.sub_version = clock_ms()
         self.client = RemotingClient({RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_notify})
         self.schedule = RemoteOffsetSchedule(persist_interval_ms, clock_ms)
+        # RocketMQ's client rebalances every 20 s besides when told: routes change, and a
+        # retry topic missing at the first rebalance is picked up at a later one.
+        self.rebalance_schedule = RemoteOffsetSchedule(rebalance_interval_ms, clock_ms)
         if mode == BROADCASTING:
             if offset_file is None:
                 raise ValueError("broadcasting mode needs offset_file")
             self.offsets: OffsetTable = LocalFileOffsetStore(offset_file)
         else:
             self.offsets = OffsetTable()
-        self.route: TopicRoute | None = None
+        self.routes: dict[str, TopicRoute] = {}  # the subscribed topics that have a route
         self.assigned: list[MessageQueue] = []
         self.rebalance_needed = True
+
+    @property
+    def route(self) -> TopicRoute | None:
+        """The application topic's route."""
+        return self.routes.get(self.topic)
 
     async def _on_notify(self, conn, req: RemotingCommand) -> None:
         self.rebalance_needed = True
         return None
 
     def _heartbeat_body(self) -> bytes:
-        sub = {
-            "classFilterMode": False,
-            "topic": self.topic,
-            "subString": self.sub_expression,
-            "tagsSet": [] if self.sub_expression == "*" else self.sub_expression.split("||"),
-            "codeSet": [],
-            "subVersion": self.sub_version,
-            "expressionType": "TAG",
-        }
+        subs = [
+            {
+                "classFilterMode": False,
+                "topic": topic,
+                "subString": expression,
+                "tagsSet": [] if expression == "*" else expression.split("||"),
+                "codeSet": [],
+                "subVersion": self.sub_version,
+                "expressionType": "TAG",
+            }
+            for topic, expression in self.subscriptions.items()
+        ]
         data = {
             "groupName": self.group,
             "consumeType": "CONSUME_PASSIVELY",
             "messageModel": self.mode,
             "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-            "subscriptionDataSet": [sub],
+            "subscriptionDataSet": subs,
             "unitMode": False,
         }
         return json.dumps(
             {"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": [data]}
         ).encode()
 
+    def _broker_addrs(self) -> dict[str, dict[int, str]]:
+        """brokerName -> {brokerId: addr} over every subscribed topic's route."""
+        out: dict[str, dict[int, str]] = {}
+        for route in self.routes.values():
+            for name, addrs in route.broker_addrs.items():
+                out.setdefault(name, {}).update(addrs)
+        return out
+
     def _addrs(self, broker_name: str) -> list[str]:
         """A group's addresses, master first, then its slaves by brokerId (RocketMQ's client
         reads from a slave when the master is gone)."""
-        addrs = self.route.broker_addrs.get(broker_name) or {}
+        addrs = self._broker_addrs().get(broker_name) or {}
         return [addrs[i] for i in sorted(addrs)]
+
+    async def _fetch_routes(self) -> None:
+        """Every subscribed topic's route. The application's topic must exist; the retry topic
+        may not yet (a broker creates it at the group's first heartbeat): it is then left out
+        until a later rebalance, as RocketMQ's client does."""
+        routes = {self.topic: await fetch_route(self.client, self.namesrv_addrs, self.topic)}
+        for topic in self.subscriptions:
+            if topic == self.topic:
+                continue
+            try:
+                routes[topic] = await fetch_route(self.client, self.namesrv_addrs, topic)
+            except TopicNotExistError:
+                log.debug("%s: no route for %s yet", self.group, topic)
+        self.routes = routes
 
     async def heartbeat(self) -> None:
         """To every node of every group, as RocketMQ's client does (a slave must know the
         group's consumers to serve them when its master is down); fails only when no node of
         a group answers."""
-        self.route = await fetch_route(self.client, self.namesrv_addrs, self.topic)
-        for name in sorted(self.route.broker_addrs):
+        await self._fetch_routes()
+        await self._send_heartbeats()
+        if len(self.routes) < len(self.subscriptions):
+            # the first heartbeat made the brokers create the retry topic: route it now
+            await self._fetch_routes()
+
+    async def _send_heartbeats(self) -> None:
+        for name in sorted(self._broker_addrs()):
             ok, last = False, None
             for addr in self._addrs(name):
                 req = RemotingCommand.request(RequestCode.HEART_BEAT, body=self._heartbeat_body())
@@ -141,9 +224,8 @@ class Consumer:
 
     async def rebalance(self) -> list[MessageQueue]:
         await self.heartbeat()
-        queues = self.route.queues(PERM_READ)
         if self.mode == BROADCASTING:
-            self.assigned = sorted(queues)
+            self.assigned = sorted(q for r in self.routes.values() for q in r.queues(PERM_READ))
         else:
             req = RemotingCommand.request(
                 RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
@@ -152,7 +234,15 @@ class Consumer:
             if resp.code != ResponseCode.SUCCESS:
                 raise RemotingError(f"{addr}: consumer list refused: {resp.code} {resp.remark}")
             cids = json.loads(resp.body).get("consumerIdList") or []
-            self.assigned = allocate_averagely(queues, cids, self.client_id)
+            # per topic, as RocketMQ's rebalanceByTopic: the application's topic first
+            self.assigned = [
+                mq
+                for topic in self.subscriptions
+                if topic in self.routes
+                for mq in allocate_averagely(
+                    self.routes[topic].queues(PERM_READ), cids, self.client_id
+                )
+            ]
         self.rebalance_needed = False
         return self.assigned
 
@@ -186,7 +276,7 @@ class Consumer:
             "sysFlag": sys_flag,
             "commitOffset": commit,
             "suspendTimeoutMillis": 0,
-            "subscription": self.sub_expression,
+            "subscription": self.subscriptions.get(mq.topic, "*"),
             "subVersion": self.sub_version,
             "expressionType": "TAG",
         }
@@ -195,7 +285,7 @@ class Consumer:
         if resp.code == ResponseCode.SUCCESS:
             records = decode_pull_body(resp.body, f"pull {addr} {mq}")
             self.offsets.update(mq, resp.int_field("nextBeginOffset"))
-            return records
+            return [as_delivered(rec, self.group) for rec in records]
         if resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
             self.offsets.update(mq, resp.int_field("nextBeginOffset"))
             return []
@@ -205,6 +295,8 @@ class Consumer:
         raise RemotingError(f"{addr}: pull {mq} refused: {resp.code} {resp.remark}")
 
     async def poll(self) -> list[Record]:
+        if self.rebalance_schedule.due():
+            self.rebalance_needed = True
         if self.rebalance_needed:
             await self.rebalance()
         records: list[Record] = []

@@ -104,7 +104,7 @@ class FakeBroker:
         key = (req.field("consumerGroup"), req.int_field("queueId"))
         self.updates.append((key, req.int_field("commitOffset")))
         self.committed[key] = req.int_field("commitOffset")
-        return None
+        return req.make_response(ResponseCode.SUCCESS)
 
 
 async def _poll_until(cond, timeout_s=5.0):
@@ -169,6 +169,44 @@ def test_broadcasting_reads_everything_and_writes_offset_file(tmp_path):
         await c.close()
         doc = json.loads(open(path).read())
         assert doc["offsetTable"] == {f"T@b@{q}": 2 for q in range(4)}
+        await fb.server.stop()
+        await ns.server.stop()
+
+    asyncio.run(main())
+
+
+def test_delivered_records_are_inflated_and_retries_keep_their_topic():
+    import zlib
+
+    from broker.client.consumer import as_delivered, decode_pull_body
+    from broker.store.message import SYSFLAG_COMPRESSED
+
+    body = b"x" * 5000
+    msg = Message("%RETRY%G", zlib.compress(body), properties={"RETRY_TOPIC": "T"})
+    msg.sysflag = SYSFLAG_COMPRESSED
+    raw = bytes(encode_message(msg, ("127.0.0.1", 10911)).stamp(0, 0, 1))
+    (rec,) = decode_pull_body(raw, "test")
+    rec = as_delivered(rec, "G")
+    assert rec.body == body and rec.topic == "T"
+    (other,) = decode_pull_body(raw, "test")
+    assert as_delivered(other, "OtherGroup").topic == "%RETRY%G"  # not this group's retry
+
+
+def test_clustering_consumer_subscribes_its_retry_topic():
+    async def main():
+        ns = await start_namesrv()
+        fb = FakeBroker(1)
+        await fb.server.start()
+        topics = dict(TOPICS, **{"%RETRY%G": {"readQueueNums": 1, "writeQueueNums": 1, "perm": 6}})
+        await register(ns, fb.server, "b", topics)
+        c = Consumer("G", [f"127.0.0.1:{ns.server.port}"], "T", client_id="c1")
+        await c.poll()
+        assert [(m.topic, m.queue_id) for m in c.assigned] == [
+            *(("T", q) for q in range(4)),
+            ("%RETRY%G", 0),
+        ]
+        assert {p["topic"] for p in fb.pulls} == {"T", "%RETRY%G"}
+        await c.close()
         await fb.server.stop()
         await ns.server.stop()
 
