@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
 import logging
 import os
 from collections.abc import Mapping
@@ -154,6 +155,12 @@ class BrokerConfig:
         for fname in ("listen_port", "ha_listen_port"):
             if not 0 <= getattr(self, fname) <= 65535:
                 raise bad(fname, "not a TCP port")
+        try:
+            ipaddress.ip_address(self.broker_ip1)
+        except ValueError:
+            raise bad(
+                "broker_ip1", "must be an IP address (it is written into every record's STOREHOST)"
+            ) from None
         if self.mapped_file_size_commit_log < 4096:
             raise bad("mapped_file_size_commit_log", "must be at least 4096 bytes")
         if self.mapped_file_size_consume_queue < 20 or self.mapped_file_size_consume_queue % 20:

@@ -42,6 +42,7 @@ def test_broker_conf_with_rocketmq_names(tmp_path) -> None:
         ("flushDiskType=SOMETIMES", "flushDiskType"),
         ("syncFlushTimeout=0", "syncFlushTimeout=0: must be positive"),
         ("messageDelayLevel=1s 5x", "bad level '5x'"),
+        ("brokerIP1=broker-a-0", "brokerIP1='broker-a-0': must be an IP address"),
     ],
 )
 def test_bad_values_name_key_and_line(tmp_path, line: str, message: str) -> None:
