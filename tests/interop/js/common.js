@@ -33,6 +33,11 @@ const noHttpClient = {
 // With accessKey/secretKey set, ali-ons signs every request (AccessKey, Signature, OnsChannel
 // ext fields, as Aliyun's ACL expects); an open-source broker without ACL ignores them.
 function clientOptions(args) {
+  for (const name of [ 'namesrv', 'topic' ]) {
+    if (!args[name]) {
+      throw new Error(`--${name} is required`);
+    }
+  }
   const opts = {
     httpclient: noHttpClient,
     nameSrv: args.namesrv.split(';'),

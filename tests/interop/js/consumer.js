@@ -10,7 +10,7 @@ const { parseArgs, emit, clientOptions } = require('./common');
 async function main() {
   const args = parseArgs(process.argv.slice(2), {
     group: 'CG_js_interop', sub: '*', expect: '0', 'fail-first': '0', sign: '1',
-    'persist-ms': '1000',
+    'persist-ms': '1000', 'route-poll-ms': '1000',
   });
   const expect = Number(args.expect);
   let toFail = Number(args['fail-first']);
@@ -18,6 +18,9 @@ async function main() {
     consumerGroup: args.group,
     persistConsumerOffsetInterval: Number(args['persist-ms']),
     rebalanceInterval: 2000,
+    // The broker creates %RETRY%<group> at the first heartbeat, after ali-ons first asked for
+    // its route: a short route refresh picks it up soon (the default is 30 s).
+    pollNameServerInteval: Number(args['route-poll-ms']),
     // The first start of a group: the broker answers QUERY_CONSUMER_OFFSET with 0 while the
     // queue still starts at 0, so CONSUME_FROM_LAST_OFFSET (the default) reads from the start.
   }));

@@ -1,6 +1,7 @@
 'use strict';
 // Sends --count messages to --topic, one at a time; tag TagA/TagB/TagC by index, keys
-// "key-<i>" and "k<i % 7>", body "body-<i>" (padded to --body-bytes when given). Prints one JSON
+// "key-<i>" and "k<i % 7>", body "body-<i>" padded with dots to --body-bytes, and to 5000 bytes
+// for every --big-every-th message (ali-ons compresses bodies of 4 KiB and more). Prints one JSON
 // line per send result, then {"done": true, ...}. Exit code 1 on a send error.
 // ali-ons does not create topics through TBW102 as the Java client does (an unknown topic is an
 // error), so with --create-on BROKER_ADDR it first creates the topic there with
@@ -10,14 +11,17 @@ const { parseArgs, emit, clientOptions } = require('./common');
 
 const TAGS = [ 'TagA', 'TagB', 'TagC' ];
 
-function bodyOf(i, bodyBytes) {
+function bodyOf(i, bodyBytes, bigEvery) {
   const head = `body-${i}`;
+  if (bigEvery > 0 && i % bigEvery === 0) {
+    bodyBytes = 5000;
+  }
   return bodyBytes > head.length ? head + '.'.repeat(bodyBytes - head.length) : head;
 }
 
 async function main() {
   const args = parseArgs(process.argv.slice(2), {
-    group: 'PG_js_interop', count: '10', 'body-bytes': '0', sign: '1',
+    group: 'PG_js_interop', count: '10', 'body-bytes': '0', 'big-every': '0', sign: '1',
   });
   const count = Number(args.count);
   const producer = new Producer(Object.assign(clientOptions(args), {
@@ -36,7 +40,7 @@ async function main() {
   }
   for (let i = 0; i < count; i++) {
     const tags = TAGS[i % TAGS.length];
-    const msg = new Message(args.topic, tags, bodyOf(i, Number(args['body-bytes'])));
+    const msg = new Message(args.topic, tags, bodyOf(i, Number(args['body-bytes']), Number(args['big-every'])));
     msg.keys = [ `key-${i}`, `k${i % 7}` ];
     const r = await producer.send(msg);
     emit({
