@@ -316,6 +316,57 @@ class ShipResult:
         return sum(c.end - c.start for c in self.chunks)
 
 
+def _window(source: CommitLogSource, offset: int, end_limit: int):
+    """(file start, the file's bytes, shippable limit in the file, ``offset`` in the file)."""
+    fsize = source.mapped_file_size
+    file_start = offset - offset % fsize
+    view = source.file_view(file_start)
+    return file_start, view, min(len(view), end_limit - file_start), offset - file_start
+
+
+class _Chunks:
+    """The chunk being assembled during one ``ship``: bytes copied out of the log, its record
+    count and store-timestamp range; ``flush`` writes it (chunk, then manifest)."""
+
+    def __init__(self, shipper: Shipper, fsize: int, start: int, end_limit: int) -> None:
+        self.shipper, self.fsize = shipper, fsize
+        self.start, self.end_limit = start, end_limit
+        self.result = ShipResult(start=start, end=start)
+        self._reset(start)
+
+    def _reset(self, chunk_start: int) -> None:
+        self.chunk_start, self.length, self.records = chunk_start, 0, 0
+        self.first_ts = self.last_ts = 0
+        self.pending: list[bytes] = []
+
+    def note(self, records: int, length: int) -> None:
+        self.records += records
+        self.length += length
+
+    def timestamps(self, first_ts: int, last_ts: int) -> None:
+        self.first_ts = self.first_ts or first_ts
+        self.last_ts = last_ts
+
+    def add(self, data) -> None:
+        if len(data):
+            self.pending.append(bytes(data))
+
+    def flush(self) -> None:
+        if not self.length:
+            return
+        sh = self.shipper
+        self.result.chunks.append(
+            sh._put_chunk(
+                b"".join(self.pending), self.chunk_start, self.records, self.first_ts,
+                self.last_ts, self.fsize,
+            )
+        )  # fmt: skip
+        self.result.end = self.chunk_start + self.length
+        self._reset(self.result.end)
+        if sh.progress:
+            sh.progress(self.result.end - self.start, self.end_limit - self.start)
+
+
 class Shipper:
     def __init__(
         self,
@@ -390,62 +441,36 @@ class Shipper:
             archived = self.archived_end()
             start = source.min_offset() if archived is None else archived
         end_limit = source.shippable_end()
-        result = ShipResult(start=start, end=start)
         if start > end_limit:
             raise ArchiveError(
                 f"node {self.id.node}: the archive holds its log up to {start} but the store ends "
                 f"at {end_limit}; a truncated log is shipped under a new epoch after a "
                 "'truncated' event"
             )
+        out = _Chunks(self, source.mapped_file_size, start, end_limit)
         if getattr(source, "framing_trusted", False):
-            return self._ship_framed(source, start, end_limit, result)
-        fsize = source.mapped_file_size
-        pending: list[bytes | memoryview] = []
-        chunk_start = start
-        chunk_len = 0
-        records = 0
-        first_ts = last_ts = 0
-        offset = start
+            self._ship_framed(source, out)
+        else:
+            self._ship_walked(source, out)
+        out.flush()
+        return out.result
+
+    def _ship_walked(self, source: CommitLogSource, out: _Chunks) -> None:
+        """Decode every record on the way: CRC failures and queue max offsets are reported."""
+        result = out.result
         qmax = result.queue_max_offsets
-
-        def flush_chunk() -> None:
-            nonlocal pending, chunk_start, chunk_len, records, first_ts, last_ts
-            if not chunk_len:
-                return
-            result.chunks.append(
-                self._put_chunk(b"".join(pending), chunk_start, records, first_ts, last_ts, fsize)
-            )
-            chunk_start += chunk_len
-            result.end = chunk_start
-            pending, chunk_len, records, first_ts, last_ts = [], 0, 0, 0, 0
-            if self.progress:
-                self.progress(result.end - start, end_limit - start)
-
-        file_start = seg_from = 0
-        view: memoryview | bytes = b""
-
-        def take() -> None:
-            """Copy the records walked since the last copy (``view[seg_from:offset]``)."""
-            nonlocal seg_from
-            upto = offset - file_start
-            if upto > seg_from:
-                pending.append(bytes(view[seg_from:upto]))
-            seg_from = upto
-
-        while offset < end_limit:
-            file_start = offset - offset % fsize
-            view = source.file_view(file_start)
-            limit = min(len(view), end_limit - file_start)
-            rel = offset - file_start
+        offset = out.start
+        while offset < out.end_limit:
+            file_start, view, limit, rel = _window(source, offset, out.end_limit)
+            seg_from = rel  # the records walked since the last copy start here
             closed = False
-            seg_from = rel
             try:
                 for rec in _walk(view, file_start, rel, limit, _name(source)):
-                    if chunk_len and chunk_len + rec.total_size > self.chunk_max_bytes:
-                        take()
-                        flush_chunk()
-                    chunk_len += rec.total_size
-                    records += 1
+                    if out.length and out.length + rec.total_size > self.chunk_max_bytes:
+                        out.add(view[seg_from : offset - file_start])
+                        seg_from = offset - file_start
+                        out.flush()
+                    out.note(1, rec.total_size)
                     offset = rec.end
                     if rec.is_blank:
                         closed = True
@@ -453,71 +478,41 @@ class Shipper:
                     if not rec.crc_ok:
                         log.warning("body CRC mismatch at %d: shipped as is", rec.physical_offset)
                         result.crc_failures.append(rec.physical_offset)
-                    first_ts = first_ts or rec.store_timestamp
-                    last_ts = rec.store_timestamp
+                    out.timestamps(rec.store_timestamp, rec.store_timestamp)
                     q = qmax.setdefault(rec.topic, {})
                     q[str(rec.queue_id)] = max(q.get(str(rec.queue_id), 0), rec.queue_offset + 1)
             except CorruptRecordError as exc:
-                take()
                 result.stopped_by = exc
-                break
-            take()
+                closed = False
+            out.add(view[seg_from : offset - file_start])
             if not closed:
-                break  # the written log ends inside this file
-        flush_chunk()
-        return result
+                return  # the written log ends inside this file (or at a bad record)
 
-    def _ship_framed(
-        self, source: CommitLogSource, start: int, end_limit: int, result: ShipResult
-    ) -> ShipResult:
-        """``ship`` for a source whose writer framed its records (``framing_trusted``): the same
-        chunks, cut at record boundaries found by chaining TOTALSIZE, with first and last store
+    def _ship_framed(self, source: CommitLogSource, out: _Chunks) -> None:
+        """For a source whose writer framed its records (``framing_trusted``): the same chunks,
+        cut at record boundaries found by chaining TOTALSIZE, with first and last store
         timestamps read from two records; a few Python steps per record instead of a decode
         (a live node's archiver thread shares the interpreter with its send path)."""
-        fsize = source.mapped_file_size
-        pending: list[bytes] = []
-        chunk_start, chunk_len, records, first_ts, last_ts = start, 0, 0, 0, 0
-
-        def flush_chunk() -> None:
-            nonlocal pending, chunk_start, chunk_len, records, first_ts, last_ts
-            data = b"".join(pending)
-            result.chunks.append(
-                self._put_chunk(data, chunk_start, records, first_ts, last_ts, fsize)
-            )
-            chunk_start += chunk_len
-            result.end = chunk_start
-            pending, chunk_len, records, first_ts, last_ts = [], 0, 0, 0, 0
-            if self.progress:
-                self.progress(result.end - start, end_limit - start)
-
-        offset = start
-        while offset < end_limit:
-            file_start = offset - offset % fsize
-            view = source.file_view(file_start)
-            limit = min(len(view), end_limit - file_start)
-            rel = offset - file_start
+        offset = out.start
+        while offset < out.end_limit:
+            file_start, view, limit, rel = _window(source, offset, out.end_limit)
             end, n, last, why = _scan_frames(
-                view, file_start, rel, limit, self.chunk_max_bytes - chunk_len, not chunk_len,
+                view, file_start, rel, limit, self.chunk_max_bytes - out.length, not out.length,
                 _name(source),
             )  # fmt: skip
             if n:
                 if last >= 0:  # the frame at rel is a message too (only a BLANK ends a scan)
-                    first_ts = first_ts or _store_timestamp(view, rel)
-                    last_ts = _store_timestamp(view, last)
-                pending.append(bytes(view[rel:end]))
-                chunk_len += end - rel
-                records += n
+                    out.timestamps(_store_timestamp(view, rel), _store_timestamp(view, last))
+                out.note(n, end - rel)
+                out.add(view[rel:end])
                 offset = file_start + end
             if why == "budget":
-                flush_chunk()
+                out.flush()
             elif why == "end":
-                break  # the written log ends inside this file
+                return  # the written log ends inside this file
             elif why != "blank":
-                result.stopped_by = why
-                break
-        if chunk_len:
-            flush_chunk()
-        return result
+                out.result.stopped_by = why
+                return
 
     def _put_chunk(
         self, data: bytes, start: int, records: int, first_ts: int, last_ts: int, fsize: int

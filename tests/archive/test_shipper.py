@@ -108,12 +108,18 @@ def test_flipped_body_byte_is_shipped_and_reported(tmp_path, golden_stores) -> N
     assert res.end == 24576 + 38 * 172
 
 
-def test_structural_corruption_stops_the_ship_before_it(tmp_path, golden_stores) -> None:
+def bad_magic_store(golden_stores, tmp_path):
+    """The golden store with a bad magic on the 4th record of the file at 16384."""
     store_dir = copy_golden(golden_stores, tmp_path)
     f = store_dir / "commitlog" / "00000000000000016384"
     data = bytearray(f.read_bytes())
-    data[172 * 3 + 4 : 172 * 3 + 8] = b"\x00\x00\x00\x07"  # bad magic on the 4th record
+    data[172 * 3 + 4 : 172 * 3 + 8] = b"\x00\x00\x00\x07"
     f.write_bytes(bytes(data))
+    return store_dir
+
+
+def test_structural_corruption_stops_the_ship_before_it(tmp_path, golden_stores) -> None:
+    store_dir = bad_magic_store(golden_stores, tmp_path)
     res = Shipper(open_store(f"file://{tmp_path}/a"), ident()).ship(
         StoreDirSource.open(str(store_dir))
     )
@@ -347,11 +353,7 @@ def test_framed_walk_cuts_the_same_chunks_as_the_full_walk(
 
 
 def test_framed_walk_ships_up_to_a_bad_frame_and_names_it(tmp_path, golden_stores) -> None:
-    store_dir = copy_golden(golden_stores, tmp_path)
-    f = store_dir / "commitlog" / "00000000000000016384"
-    data = bytearray(f.read_bytes())
-    data[172 * 3 + 4 : 172 * 3 + 8] = b"\x00\x00\x00\x07"  # bad magic on the 4th record
-    f.write_bytes(bytes(data))
+    store_dir = bad_magic_store(golden_stores, tmp_path)
     res = Shipper(open_store(f"file://{tmp_path}/a"), ident(), 1000).ship(
         _Framed.open(str(store_dir))
     )
