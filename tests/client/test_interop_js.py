@@ -6,6 +6,8 @@ fields (AccessKey, Signature, OnsChannel), which a broker without ACL ignores.
 - JS producer → JS push consumer (clustering): 1,000 messages with tags and keys, every 50th
   body large enough for ali-ons to compress; bodies, tags and keys arrive, and the consumer's
   committed offsets reach the broker.
+- Two JS push consumers of one group split the queues (ali-ons rebalancing against our consumer
+  list) and commit what they consumed.
 - JS producer → our Python consumer, and our Python producer → JS consumer, whose handler fails
   on the first delivery of some messages: they come back through %RETRY%<group> after ali-ons'
   CONSUMER_SEND_MSG_BACK.
@@ -179,4 +181,79 @@ def test_python_producer_to_js_consumer_with_retries_through_the_broker(tmp_path
             lambda: committed_offsets(broker.addr, group, "%RETRY%" + group, 1) == {0: fail_first},
             timeout_s=30,
             what="offsets of the retry topic committed",
+        )
+
+
+def _json_lines(path: Path) -> list[dict]:
+    """Complete JSON lines written so far (a line still being written is left out)."""
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(x) for x in text.split("\n")[:-1] if x.startswith("{")]
+
+
+def test_two_js_consumers_of_a_group_share_the_queues(tmp_path):
+    topic, group = "JsShared", "CG_js_two"
+    node = _node()
+    with single_broker(tmp_path) as (ns, broker):
+        _run_js(
+            "producer.js",
+            *("--namesrv", ns.addr, "--topic", topic, "--count", "0", "--create-on", broker.addr),
+        )
+        outs = [tmp_path / f"consumer-{k}.jsonl" for k in range(2)]
+        procs = []
+        try:
+            for out in outs:
+                with open(out, "wb") as fh, open(out.with_suffix(".err"), "wb") as err:
+                    procs.append(
+                        subprocess.Popen(
+                            [node, "consumer.js", "--namesrv", ns.addr, "--topic", topic,
+                             "--group", group, "--expect", "0"],
+                            cwd=JS_DIR, stdout=fh, stderr=err,
+                        )
+                    )  # fmt: skip
+
+            def assignments() -> list[list[int]] | None:
+                latest = []
+                for out in outs:
+                    assigned = [x["assigned"] for x in _json_lines(out) if "assigned" in x]
+                    if not assigned:
+                        return None
+                    latest.append(assigned[-1])
+                return latest
+
+            # both rebalanced onto two queues each (ali-ons rebalances every 2 s here)
+            mine, theirs = wait_until(
+                lambda: (a := assignments()) and sorted(a[0] + a[1]) == [0, 1, 2, 3] and a,
+                timeout_s=60,
+                what="the group's queues split between the two consumers",
+            )
+            assert len(mine) == len(theirs) == 2
+            sent = _produce_js(ns.addr, broker.addr, topic)
+
+            def received() -> list[list[dict]]:
+                return [[x for x in _json_lines(out) if "msgId" in x] for out in outs]
+
+            wait_until(
+                lambda: len({m["msgId"] for got in received() for m in got}) == N,
+                timeout_s=60,
+                what=f"{N} messages consumed by the group",
+            )
+            for proc in procs:
+                proc.terminate()  # SIGTERM: the consumer closes and commits its offsets
+            assert [proc.wait(PROCESS_TIMEOUT_S) for proc in procs] == [0, 0]
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        got = received()
+        for own, queues in zip(got, (mine, theirs), strict=True):
+            assert own and {m["queueId"] for m in own} <= set(queues)
+        assert sorted(m["msgId"] for own in got for m in own) == sorted(x["msgId"] for x in sent)
+        want: dict[int, int] = {}
+        for x in sent:
+            want[x["queueId"]] = max(want.get(x["queueId"], 0), x["queueOffset"] + 1)
+        wait_until(
+            lambda: committed_offsets(broker.addr, group, topic, 4) == want,
+            timeout_s=30,
+            what=f"committed offsets {want}",
         )

@@ -3,7 +3,8 @@
 // JSON line per message handed to the handler; after --expect distinct msgIds it closes (which
 // commits its offsets to the broker) and prints {"closed": true, ...}. With --fail-first N the
 // handler throws on the first delivery of the first N messages (they come back through
-// %RETRY%<group> after a CONSUMER_SEND_MSG_BACK).
+// %RETRY%<group> after a CONSUMER_SEND_MSG_BACK). With --expect 0 it runs until SIGTERM, then
+// closes; {"assigned": [queue ids]} lines follow its rebalances.
 const { Consumer } = require('ali-ons');
 const { parseArgs, emit, clientOptions } = require('./common');
 
@@ -43,6 +44,14 @@ async function main() {
     if (expect > 0 && seen.size >= expect) {
       finish();
     }
+  });
+  // After each rebalance that changes this consumer's queues of --topic: {"assigned": [ids]}.
+  consumer.on(`topic_${args.topic}_queue_changed`, () => {
+    const ids = [ ...consumer.processQueueTable.values() ]
+      .filter(x => x.messageQueue.topic === args.topic)
+      .map(x => x.messageQueue.queueId)
+      .sort((a, b) => a - b);
+    emit({ assigned: ids });
   });
   await consumer.ready();
   emit({ ready: true, clientId: consumer._mqClient.clientId });
