@@ -2,9 +2,24 @@
 
 Builds a master/slave archive of ``--gib`` GiB of log per node in the embedded S3 server (moto,
 over HTTP), then measures in the same run:
-- baseline: download both replicas' chunks with boto3 and compare the bytes (no record checks);
-- the full audit (Spark local mode; session start-up measured apart);
+- baseline: download both replicas' chunks with boto3 (plain GETs) and compare the bytes (no
+  record checks); ``baseline_same_path``: the same download over the audit's own path (whole
+  object Range GETs, in a process with the executors' malloc settings), the stricter yardstick;
+- the full audit (Spark local mode; session start-up measured apart), end to end;
+- the record checks alone: the master's chunks (downloaded first, not timed) checked by
+  ``check_chunk`` in one process per core, wall time from start to the last chunk done;
 - an incremental re-run with no new data.
+
+Figures (one JSON line):
+- ``audit_s``: wall seconds of the second full audit (warm session), listing to outputs written;
+  ``audit_vs_baseline`` = ``baseline_s / audit_s`` (target >= 0.7);
+- ``records_checked``: every record of both nodes (the slave's verified by identity: its bytes
+  equal the master's, whose records were decoded and checked);
+- ``record_checks_per_s``: records decoded and checked / wall seconds of the record checks
+  alone on ``cpus`` processes (target >= 3 M on 2 cores); ``audit_record_check_*``: the seconds
+  the audit's own tasks spent inside the record checks (wall and CPU, summed over chunks) and
+  records decoded per CPU second there;
+- ``records_per_s``: records_checked / audit_s, end to end.
 """
 
 from __future__ import annotations
@@ -13,6 +28,8 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -54,24 +71,104 @@ def build_archive(workdir: str, server: S3Server, gib: float, body_bytes: int) -
     return {"messages": n, "log_bytes": end}
 
 
-def baseline(server: S3Server) -> float:
-    """Download both replicas' chunks with boto3 and compare their bytes."""
+def baseline(server: S3Server, ranges: bool = False) -> float:
+    """Download both replicas' chunks with boto3 and compare their bytes (``ranges``: each
+    object by one Range GET of all its bytes, the path the audit's executors use)."""
     client = server.client()
+    get = client.get_object
+    if ranges:
+        sizes = {}
+
+        def get(Bucket, Key):  # noqa: N803 (boto3's names)
+            rng = f"bytes=0-{sizes[Key] - 1}"
+            return client.get_object(Bucket=Bucket, Key=Key, Range=rng)
+
     t0 = time.perf_counter()
     logs = {}
     for node in ("a-0", "a-1"):
         pages = client.get_paginator("list_objects_v2").paginate(
             Bucket="bench", Prefix=f"audit/v1/bench/broker-a/{node}/commitlog/"
         )
-        logs[node] = [
-            o["Key"] for p in pages for o in p.get("Contents", []) if o["Key"].endswith(".log")
-        ]
+        objs = [o for p in pages for o in p.get("Contents", []) if o["Key"].endswith(".log")]
+        logs[node] = [o["Key"] for o in objs]
+        if ranges:
+            sizes.update((o["Key"], o["Size"]) for o in objs)
     for k0, k1 in zip(sorted(logs["a-0"]), sorted(logs["a-1"]), strict=True):
-        a = client.get_object(Bucket="bench", Key=k0)["Body"].read()
-        b = client.get_object(Bucket="bench", Key=k1)["Body"].read()
+        a = get(Bucket="bench", Key=k0)["Body"].read()
+        b = get(Bucket="bench", Key=k1)["Body"].read()
         if a != b:
             raise AssertionError(f"baseline: {k0} and {k1} differ")
     return time.perf_counter() - t0
+
+
+def baseline_same_path(server: S3Server) -> float:
+    """:func:`baseline` with Range GETs, in a child process started with the executors' malloc
+    settings (``spark.executorEnv.MALLOC_*``): the audit's transport with nothing checked."""
+    from spark_jobs.session import DEFAULT_CONF
+
+    env = dict(os.environ)
+    prefix = "spark.executorEnv."
+    env.update({k[len(prefix) :]: v for k, v in DEFAULT_CONF.items() if k.startswith(prefix)})
+    code = (
+        "import sys\n"
+        "from broker.archive.s3server import S3Server\n"
+        "from spark_jobs.bench import baseline\n"
+        "print(baseline(S3Server(int(sys.argv[1]), None), ranges=True))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(server.port)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+_FORKED_CHUNKS: list[tuple[bytes, int, int]] = []  # set before the pool forks: never pickled
+
+
+def _check_chunks(indexes: list[int]) -> tuple[int, float]:
+    """Child process of :func:`record_checks_alone`: check the chunks at ``indexes``."""
+    from spark_jobs.log_integrity import check_chunk
+
+    n = 0
+    for i in indexes:
+        data, start, file_size = _FORKED_CHUNKS[i]
+        issues, _queues, records = check_chunk(data, start, file_size, "bench")
+        if issues:
+            raise AssertionError(f"bench archive: record issue {issues[0]}")
+        n += records
+    return n, time.process_time()
+
+
+def record_checks_alone(server: S3Server, processes: int) -> dict:
+    """The record checks (``check_chunk``) over the master's chunks, on ``processes`` processes
+    forked after the chunks were downloaded (the download is not timed)."""
+    import multiprocessing
+
+    store = open_store("s3://bench/audit", **server.store_options())
+    prefix = "v1/bench/broker-a/a-0/commitlog/"
+    chunks = []
+    for o in store.list(prefix):
+        if o.key.endswith(".json"):
+            man = json.loads(store.get(o.key))
+            data = store.get(o.key[: -len(".json")] + ".log")
+            chunks.append((data, man["start"], man["mappedFileSize"]))
+    chunks.sort(key=lambda c: -len(c[0]))
+    _FORKED_CHUNKS[:] = chunks
+    shares = [list(range(i, len(chunks), processes)) for i in range(processes)]
+    ctx = multiprocessing.get_context("fork")
+    try:
+        with ctx.Pool(processes) as pool:
+            pool.map(_check_chunks, [[] for _ in range(processes)])  # up, imports done
+            t0 = time.perf_counter()
+            done = pool.map(_check_chunks, shares, chunksize=1)
+            wall_s = time.perf_counter() - t0
+    finally:
+        _FORKED_CHUNKS.clear()
+    records = sum(n for n, _cpu in done)
+    return {"records": records, "wall_s": wall_s, "processes": processes}
 
 
 def _warm(batches):
@@ -102,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         built = build_archive(workdir, server, args.gib, args.body_bytes)
         build_s = time.perf_counter() - t0
         base_s = baseline(server)
+        same_path_s = baseline_same_path(server)
         t0 = time.perf_counter()
         spark = get_spark("haproof-bench-audit", args.spark_master)
         warm_up(spark)
@@ -113,18 +211,20 @@ def run(args: argparse.Namespace) -> int:
         first_s = time.perf_counter() - t0
         opts.run_id = "full-again"  # the same audit with Spark's plans and workers warm
         t0 = time.perf_counter()
-        run_audit(spark, opts)
+        again = run_audit(spark, opts)
         full_s = time.perf_counter() - t0
         opts.incremental, opts.run_id = True, "incremental"
         t0 = time.perf_counter()
         run_audit(spark, opts)
         inc_s = time.perf_counter() - t0
         spark.stop()
+        alone = record_checks_alone(server, os.cpu_count() or 2)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     records = full["groupVerdicts"][0]["recordsChecked"]
     by_identity = full["groupVerdicts"][0].get("recordsByIdentity", 0)
+    timing = again["groupVerdicts"][0]["timing"]
     mb = built["log_bytes"] / 1e6
     print(
         json.dumps(
@@ -134,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
                 "log_bytes_per_node": built["log_bytes"],
                 "records_checked": records,
                 "records_by_identity": by_identity,
-                "records_decoded_per_s": round((records - by_identity) / full_s),
+                "records_decoded": records - by_identity,
                 "passed": full["passed"],
                 "build_s": round(build_s, 1),
                 "spark_startup_s": round(startup_s, 1),
@@ -144,7 +244,21 @@ def run(args: argparse.Namespace) -> int:
                 "audit_s": round(full_s, 2),
                 "audit_mb_per_s_per_pair": round(mb / full_s, 1),
                 "audit_vs_baseline": round(base_s / full_s, 2),
+                "baseline_same_path_s": round(same_path_s, 2),
+                "audit_vs_baseline_same_path": round(same_path_s / full_s, 2),
                 "records_per_s": round(records / full_s),
+                "record_checks_alone_s": round(alone["wall_s"], 3),
+                "record_checks_per_s": round(alone["records"] / alone["wall_s"]),
+                "record_checks_processes": alone["processes"],
+                "audit_scan_job_s": timing["scanJobS"],
+                "audit_log_integrity_job_s": timing["logIntegrityJobS"],
+                "audit_task_read_s": timing["scanReadS"],
+                "audit_task_compare_s": timing["scanCompareS"],
+                "audit_record_check_s": timing["recordCheckS"],
+                "audit_record_check_cpu_s": timing["recordCheckCpuS"],
+                "audit_records_decoded_per_cpu_s": round(
+                    timing["recordsDecoded"] / max(timing["recordCheckCpuS"], 1e-9)
+                ),
                 "incremental_noop_s": round(inc_s, 2),
                 "incremental_vs_full": round(inc_s / full_s, 3),
                 "cpus": os.cpu_count(),

@@ -15,14 +15,17 @@ truncation and re-replication), the later epoch is the node's current content.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pandas as pd
 
 from broker.archive.object_store import StoreSpec
-from broker.errors import CorruptRecordError
+from broker.errors import CorruptRecordError, ObjectNotFoundError
 from broker.store import message as msgfmt
-from spark_jobs.archive_reader import executor_store, read_log_range
+from spark_jobs.archive_reader import executor_store
+from spark_jobs.log_integrity import SCAN_COLUMNS, SCAN_SCHEMA, chunk_rows, scan_row
 from spark_jobs.session import default_parallelism, rows_frame
 
 RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string"
@@ -90,24 +93,73 @@ def record_at(store, segs: list[dict], offset: int) -> dict:
     return {"offset": offset, "error": "no record found"}
 
 
-def compare_window(store, pair: str, master: list, slave: list, ws: int, we: int) -> list[tuple]:
+def read_pieces(store, segs: list[dict], ws: int, we: int) -> list[tuple[int, int, bytes | None]]:
+    """``(start, end, bytes)`` for each segment's part inside [ws, end): one range read per
+    segment (None when the object cannot be read)."""
+    out = []
+    for s in segs:
+        a, b = max(s["start"], ws), min(s["end"], we)
+        if a >= b:
+            continue
+        base = s.get("kstart", s["start"])
+        try:
+            out.append((a, b, store.get_range(s["key"], a - base, b - base)))
+        except ObjectNotFoundError:
+            out.append((a, b, None))
+    return out
+
+
+def _slice(pieces: list[tuple], a: int, b: int) -> bytes | None:
+    """Bytes [a, b) from the one piece holding them (the caller cut at every piece boundary)."""
+    for pa, pb, data in pieces:
+        if pa <= a and b <= pb:
+            if data is None or (pa, pb) == (a, b):
+                return data
+            return data[a - pa : b - pa]
+    return None
+
+
+def first_difference(a: bytes, b: bytes) -> int:
+    """Index of the first differing byte of two unequal, equally long byte strings (memcmp by
+    64 KiB blocks, then byte by byte inside the block)."""
+    step = 1 << 16
+    for i in range(0, len(a), step):
+        x, y = a[i : i + step], b[i : i + step]
+        if x != y:
+            return i + next(k for k in range(len(x)) if x[k] != y[k])
+    raise ValueError("the byte strings are equal")
+
+
+def compare_window(
+    store, pair: str, master: list, slave: list, ws: int, we: int
+) -> tuple[list[tuple], list[tuple], tuple[float, float]]:
+    """Range rows ``(pair, start, end, verdict, detail)`` for [ws, we), the master's pieces and
+    (seconds reading, seconds comparing).
+
+    Each side's bytes in the window are read once (one range read per segment); sub-ranges cut
+    at both sides' segment boundaries are compared in memory with ``==`` (memcmp), nothing is
+    decoded unless they differ."""
     cuts = {ws, we}
     for s in master + slave:
         for x in (s["start"], s["end"]):
             if ws < x < we:
                 cuts.add(x)
     bounds = sorted(cuts)
+    t0 = time.perf_counter()
+    m_pieces = read_pieces(store, master, ws, we)
+    s_pieces = read_pieces(store, slave, ws, we)
+    t1 = time.perf_counter()
     rows = []
     for a, b in zip(bounds, bounds[1:], strict=False):
         m_has, s_has = _covered(master, a, b), _covered(slave, a, b)
         if m_has and s_has:
-            mb, sb = read_log_range(store, master, a, b), read_log_range(store, slave, a, b)
+            mb, sb = _slice(m_pieces, a, b), _slice(s_pieces, a, b)
             if mb is None or sb is None:
                 rows.append((pair, a, b, "unverifiable", "a chunk could not be read"))
             elif mb == sb:
                 rows.append((pair, a, b, "match", ""))
             else:
-                i = next(k for k in range(len(mb)) if mb[k] != sb[k])
+                i = first_difference(mb, sb)
                 if i:
                     rows.append((pair, a, a + i, "match", ""))
                 detail = {
@@ -122,7 +174,12 @@ def compare_window(store, pair: str, master: list, slave: list, ws: int, we: int
             rows.append((pair, a, b, "slave_only", ""))
         else:
             rows.append((pair, a, b, "neither", ""))
-    return rows
+    timing = (t1 - t0, time.perf_counter() - t1)
+    return rows, m_pieces, timing
+
+
+WINDOW_COLUMNS = "pair string, start long, end long, check_node string, check_key string, "
+WINDOW_COLUMNS += "file_size long"
 
 
 def _compare_partition(spec: StoreSpec, pairs: dict):
@@ -132,8 +189,21 @@ def _compare_partition(spec: StoreSpec, pairs: dict):
             rows = []
             for w in pdf.itertuples(index=False):
                 master, slave = pairs[w.pair]
-                rows.extend(compare_window(store, w.pair, master, slave, w.start, w.end))
-            yield pd.DataFrame(rows, columns=["pair", "start", "end", "verdict", "detail"])
+                ranges, m_pieces, (read_s, compare_s) = compare_window(
+                    store, w.pair, master, slave, w.start, w.end
+                )
+                rows += [
+                    scan_row(kind="range", pair=p, start=a, end=b, verdict=v, detail=d)
+                    for p, a, b, v, d in ranges
+                ]
+                rows.append(scan_row(kind="window", read_s=read_s, compare_s=compare_s))
+                if isinstance(w.check_key, str) and m_pieces and m_pieces[0][2] is not None:
+                    # the window is exactly one master chunk: check its records on the bytes
+                    # just read (each byte is read once)
+                    rows += chunk_rows(
+                        w.check_node, w.check_key, w.start, m_pieces[0][2], int(w.file_size)
+                    )
+            yield pd.DataFrame(rows, columns=SCAN_COLUMNS)
 
     return run
 
@@ -256,6 +326,33 @@ def split_windows(m_view: list[dict], lo: int, hi: int, window_bytes: int) -> li
     return out
 
 
+def _checkable(
+    m_view: list[dict], windows: list[tuple], chunks: list[dict], master: str, taken: set
+) -> dict[tuple[int, int], dict]:
+    """Windows that are exactly one of ``chunks`` of ``master``, read whole from that chunk's
+    object: the comparison task checks that chunk's records too (each chunk once)."""
+    by_span = {
+        (c["start"], c["end"]): c for c in chunks if c["node"] == master and c["key"] not in taken
+    }
+    whole = {(s["start"], s["end"]): s["key"] for s in m_view if s["kstart"] == s["start"]}
+    out = {}
+    for _key, a, b in windows:
+        c = by_span.get((a, b))
+        if c is not None and whole.get((a, b)) == c["key"] and c["key"] not in taken:
+            taken.add(c["key"])
+            out[(a, b)] = c
+    return out
+
+
+@dataclass
+class ScanResult:
+    ranges: list[dict]  # classified range verdicts, sorted by (pair, start)
+    check_rows: list[dict]  # log integrity rows of the master chunks checked in the same tasks
+    checked_keys: set[str]  # those chunks' keys
+    read_s: float = 0.0  # wall seconds the tasks spent reading bytes, summed over windows
+    compare_s: float = 0.0  # wall seconds comparing them, summed over windows
+
+
 def run_replica_consistency(
     spark,
     spec: StoreSpec,
@@ -263,11 +360,16 @@ def run_replica_consistency(
     max_lag_bytes: int,
     window_bytes: int = DEFAULT_WINDOW_BYTES,
     start_at: dict[str, int] | None = None,
-) -> list[dict]:
+    check_chunks: list[dict] | None = None,
+) -> ScanResult:
     """Compare each plan's (master segments, slave segments) over the union of both, from
-    ``start_at[pair]`` on (an incremental run's verified watermark) when given."""
+    ``start_at[pair]`` on (an incremental run's verified watermark) when given.
+
+    A window that is exactly one of ``check_chunks`` of the pair's master also gets that chunk's
+    record checks (log integrity) in the same task, over the bytes read for the comparison."""
     pairs, windows, ends = {}, [], {}
     slave_ends: dict[str, int] = {}
+    taken: set[str] = set()
     for pair, _m, s_view in plans:
         slave = pair.split("->", 1)[1]
         slave_ends[slave] = max([slave_ends.get(slave, 0), *(s["end"] for s in s_view)])
@@ -283,16 +385,38 @@ def run_replica_consistency(
             continue
         # the slave's tail is where its whole log ends, not where this epoch's part of it ends
         ends[key] = (max((s["end"] for s in m_view), default=0), slave_ends[pair.split("->")[1]])
-        windows += [(key, a, b) for a, b in split_windows(m_view, lo, hi, window_bytes)]
+        mine = [(key, a, b) for a, b in split_windows(m_view, lo, hi, window_bytes)]
+        master, slave = pair.split("->", 1)
+        checks = {} if master == slave else _checkable(
+            m_view, mine, check_chunks or [], master, taken
+        )  # fmt: skip
+        for k, a, b in mine:
+            c = checks.get((a, b))
+            windows.append(
+                (k, a, b, c and c["node"], c and c["key"], c and c["mappedFileSize"])
+            )  # fmt: skip
     if not windows:
-        return []
+        return ScanResult([], [], set())
     n = max(1, min(len(windows), default_parallelism(spark) * 4))
-    df = rows_frame(spark, windows, "pair string, start long, end long", n)
-    rows = [
-        tuple(r) for r in df.mapInPandas(_compare_partition(spec, pairs), RANGE_SCHEMA).collect()
+    df = rows_frame(spark, windows, WINDOW_COLUMNS, n)
+    out = [
+        r.asDict() for r in df.mapInPandas(_compare_partition(spec, pairs), SCAN_SCHEMA).collect()
     ]
-    out = []
+    rows = [
+        (r["pair"], r["start"], r["end"], r["verdict"], r["detail"])
+        for r in out
+        if r["kind"] == "range"
+    ]
+    ranges = []
     for key, (m_end, s_end) in ends.items():
         mine = [(key.split(":", 1)[1], *r[1:]) for r in rows if r[0] == key]
-        out += classify(mine, m_end, s_end, max_lag_bytes)
-    return sorted(out, key=lambda r: (r["pair"], r["start"]))
+        ranges += classify(mine, m_end, s_end, max_lag_bytes)
+    check_rows = [r for r in out if r["kind"] in ("issue", "queue", "count")]
+    win = [r for r in out if r["kind"] == "window"]
+    return ScanResult(
+        sorted(ranges, key=lambda r: (r["pair"], r["start"])),
+        check_rows,
+        {r["key"] for r in check_rows if r["kind"] == "count"},
+        sum(r["read_s"] for r in win),
+        sum(r["compare_s"] for r in win),
+    )
