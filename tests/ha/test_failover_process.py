@@ -12,12 +12,13 @@ import sys
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.client.routes import fetch_route
-from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
+from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store import message as msgfmt
 from tests.conftest import wait_until
+from tests.support.cluster import conf_factory
 
 TOPIC = "FailoverTopic"
 
@@ -26,26 +27,9 @@ TOPIC = "FailoverTopic"
 _wait = functools.partial(wait_until, timeout_s=60.0)
 
 
-def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, **extra):
-    return write_broker_conf(
-        tmp_path / f"{node}.conf",
-        {
-            "brokerClusterName": "C",
-            "brokerName": "broker-a",
-            "brokerId": broker_id,
-            "brokerRole": role,
-            "flushDiskType": "SYNC_FLUSH",
-            "storePathRootDir": tmp_path / f"store-{node}",
-            "listenPort": port,
-            "haListenPort": ha_port,
-            "namesrvAddr": namesrv,
-            "nodeName": node,
-            "mappedFileSizeCommitLog": 256 * 1024,
-            "haSendHeartbeatInterval": 500,
-            "slaveSyncIntervalMs": 300,
-            **extra,
-        },
-    )
+_conf = conf_factory(
+    flushDiskType="SYNC_FLUSH", haSendHeartbeatInterval=500, slaveSyncIntervalMs=300
+)
 
 
 async def _send(namesrv: str, n: int, label: str) -> list:

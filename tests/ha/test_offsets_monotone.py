@@ -17,12 +17,13 @@ import pytest
 from broker.config import BrokerRole
 from broker.errors import RemotingError
 from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
-from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
+from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
 from tests.conftest import wait_until
+from tests.support.cluster import conf_factory
 
 # -- units -----------------------------------------------------------------------------------
 
@@ -149,25 +150,7 @@ GROUP = "CG"
 _wait = functools.partial(wait_until, timeout_s=60.0)
 
 
-def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, **extra):
-    return write_broker_conf(
-        tmp_path / f"{node}.conf",
-        {
-            "brokerClusterName": "C",
-            "brokerName": "broker-a",
-            "brokerId": broker_id,
-            "brokerRole": role,
-            "storePathRootDir": tmp_path / f"store-{node}",
-            "listenPort": port,
-            "haListenPort": ha_port,
-            "namesrvAddr": namesrv,
-            "nodeName": node,
-            "mappedFileSizeCommitLog": 256 * 1024,
-            "slaveSyncIntervalMs": 200,
-            "flushConsumerOffsetInterval": 200,
-            **extra,
-        },
-    )
+_conf = conf_factory(slaveSyncIntervalMs=200, flushConsumerOffsetInterval=200)
 
 
 async def _call(addr: str, code: RequestCode, fields: dict | None = None) -> RemotingCommand:

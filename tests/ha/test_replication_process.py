@@ -10,37 +10,24 @@ import time
 
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
+from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store import message as msgfmt
+from tests.support.cluster import conf_factory
 from tests.support.faultproxy import FaultProxy
 
 TOPIC = "HaTopic"
 FILE_SIZE = 256 * 1024
 
 
-def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, **extra):
-    return write_broker_conf(
-        tmp_path / f"{node}.conf",
-        {
-            "brokerClusterName": "C",
-            "brokerName": "broker-a",
-            "brokerId": broker_id,
-            "brokerRole": role,
-            "storePathRootDir": tmp_path / f"store-{node}",
-            "listenPort": port,
-            "haListenPort": ha_port,
-            "namesrvAddr": namesrv,
-            "nodeName": node,
-            "mappedFileSizeCommitLog": FILE_SIZE,
-            "haSendHeartbeatInterval": 500,
-            "haHousekeepingInterval": 5000,
-            "slaveSyncIntervalMs": 300,
-            **extra,
-        },
-    )
+_conf = conf_factory(
+    mappedFileSizeCommitLog=FILE_SIZE,
+    haSendHeartbeatInterval=500,
+    haHousekeepingInterval=5000,
+    slaveSyncIntervalMs=300,
+)
 
 
 class Cluster:

@@ -12,39 +12,22 @@ from broker.archive import layout
 from broker.archive.object_store import open_store
 from broker.archive.s3server import DUMMY_CREDENTIALS
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
+from broker.localcluster import free_port, start_broker, start_namesrv
 from tests.conftest import wait_until
+from tests.support.cluster import node_conf
 
 # A shared machine: generous deadlines.
 _wait = functools.partial(wait_until, timeout_s=60.0)
 
 
 def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, root, endpoint, **extra):
-    return write_broker_conf(
-        tmp_path / f"{node}.conf",
-        {
-            "brokerClusterName": "C",
-            "brokerName": "broker-a",
-            "brokerId": broker_id,
-            "brokerRole": role,
-            "flushDiskType": "ASYNC_FLUSH",
-            "flushIntervalCommitLog": 100,
-            "flushCommitLogLeastPages": 0,
-            "storePathRootDir": tmp_path / f"store-{node}",
-            "listenPort": port,
-            "haListenPort": ha_port,
-            "namesrvAddr": namesrv,
-            "nodeName": node,
-            "mappedFileSizeCommitLog": 128 * 1024,
-            "archiveEnable": "true",
-            "archiveRoot": root,
-            "archiveS3Endpoint": endpoint,
-            "archiveChunkMaxBytes": 64 * 1024,
-            "archiveIntervalMs": 200,
-            "snapshotIntervalMs": 300,
-            **extra,
-        },
-    )
+    return node_conf(
+        tmp_path, node, broker_id, role, port, ha_port, namesrv,
+        flushDiskType="ASYNC_FLUSH", flushIntervalCommitLog=100, flushCommitLogLeastPages=0,
+        mappedFileSizeCommitLog=128 * 1024, archiveEnable="true", archiveRoot=root,
+        archiveS3Endpoint=endpoint, archiveChunkMaxBytes=64 * 1024, archiveIntervalMs=200,
+        snapshotIntervalMs=300, **extra,
+    )  # fmt: skip
 
 
 async def _send(namesrv, n):
