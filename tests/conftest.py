@@ -34,8 +34,14 @@ def golden_stores() -> Path:
     return GOLDEN_STORES
 
 
-def wait_until(cond: Callable[[], object], timeout_s: float = 10.0, what: str = "condition"):
-    """Poll ``cond`` until it returns something truthy; fail after ``timeout_s``."""
+def wait_until(
+    cond: Callable[[], object],
+    timeout_s: float = 10.0,
+    what: str = "condition",
+    every_s: float = 0.01,
+):
+    """Poll ``cond`` every ``every_s`` until it returns something truthy; fail after
+    ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = cond()
@@ -43,7 +49,7 @@ def wait_until(cond: Callable[[], object], timeout_s: float = 10.0, what: str = 
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(every_s)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import functools
 from pathlib import Path
 
 from broker.admin import ha_status
@@ -11,20 +11,14 @@ from broker.archive import layout
 from broker.client.producer import Producer, SendStatus
 from broker.localcluster import free_port, write_broker_conf
 from broker.store import message as msgfmt
+from tests.conftest import wait_until
 
 CLUSTER, GROUP = "C", "broker-a"
 FILE_SIZE = 128 * 1024
 
 
-def wait_for(cond, timeout_s: float = 90.0, what: str = "condition", every_s: float = 0.1):
-    """Poll ``cond`` until truthy; generous deadline (the CI machine is shared)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(every_s)
+# generous deadlines: the CI machine is shared
+wait_for = functools.partial(wait_until, timeout_s=90.0, every_s=0.1)
 
 
 def broker_conf(tmp_path: Path, node: str, port: int, namesrv: str, root: str, **extra) -> Path:
