@@ -1,53 +1,21 @@
 import asyncio
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 import zlib
 
 import pytest
 
+from broker.localcluster import start_namesrv
 from broker.remoting.client import connect
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture
 def namesrv(tmp_path):
-    port = _free_port()
-    log_path = tmp_path / "namesrv.log"
-    log_file = open(log_path, "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.namesrv", "--host", "127.0.0.1", "--listen-port", str(port)],
-        cwd=ROOT,
-        stderr=log_file,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"namesrv did not start: {log_path.read_text()}") from None
-            time.sleep(0.05)
-    yield proc, f"127.0.0.1:{port}"
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    log_file.close()
+    ns = start_namesrv(tmp_path)
+    yield ns.proc, ns.addr
+    ns.kill()
 
 
 def _register(broker_id, addr, compressed=False):
