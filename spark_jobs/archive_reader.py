@@ -7,7 +7,9 @@ read their ranges.
 
 from __future__ import annotations
 
+import json
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from broker.archive import layout
@@ -52,6 +54,7 @@ class GroupArchive:
     cluster: str
     broker_name: str
     nodes: dict[str, NodeArchive]
+    docs: dict[str, dict] = field(default_factory=dict)  # key -> JSON of what was loaded
 
 
 def list_broker_names(store: ObjectStore, cluster: str) -> list[str]:
@@ -62,31 +65,50 @@ def list_broker_names(store: ObjectStore, cluster: str) -> list[str]:
     return names
 
 
-def load_group(store: ObjectStore, cluster: str, broker_name: str) -> GroupArchive:
+def load_group(
+    store: ObjectStore, cluster: str, broker_name: str, known: dict[str, dict] | None = None
+) -> GroupArchive:
+    """Every node's chunks (manifests), snapshots and events of one group. ``known``: JSON of
+    objects read by an earlier run (archive objects never change), used instead of reading
+    them again; keys no longer listed are ignored."""
+    known = known or {}
     prefix = layout.group_prefix(cluster, broker_name)
     nodes: dict[str, NodeArchive] = {}
     logs: dict[str, str] = {}
+    small: list[tuple] = []  # (parsed key, key) of the JSON objects to read
     for info in store.list(prefix):
         parsed = layout.parse_key(info.key)
         if parsed is None or parsed.kind == "audit_state":
             continue
-        na = nodes.setdefault(parsed.node, NodeArchive(parsed.node))
+        nodes.setdefault(parsed.node, NodeArchive(parsed.node))
         if parsed.kind == "chunk":
             logs[info.key] = parsed.node
-        elif parsed.kind == "manifest":
+        elif parsed.kind in ("manifest", "snapshot", "event"):
+            small.append((parsed, info.key))
+    # the small JSON objects are read concurrently (one request each; a nightly incremental
+    # run with nothing new is mostly these reads)
+    todo = [key for _parsed, key in small if key not in known]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        fetched = dict(zip(todo, pool.map(store.get, todo), strict=True))
+    docs: dict[str, dict] = {}
+    for parsed, key in small:
+        body = fetched[key] if key in fetched else known[key]  # bytes, or the parsed JSON
+        na = nodes[parsed.node]
+        if parsed.kind == "manifest":
             try:
-                man = layout.ChunkManifest.from_json(store.get(info.key), what=info.key)
+                man = layout.ChunkManifest.from_json(body, what=key)
             except (layout.LayoutError, ValueError) as exc:
-                raise AuditInputError(f"unreadable manifest {info.key}: {exc}") from exc
+                raise AuditInputError(f"unreadable manifest {key}: {exc}") from exc
             doc = {f: getattr(man, f) for f in man.__dataclass_fields__}
             doc["key"] = layout.chunk_key(
                 cluster, broker_name, parsed.node, man.start, man.end, man.epoch
             )
             na.chunks.append(doc)
         elif parsed.kind == "snapshot":
-            na.snapshots.append(layout.Snapshot.from_json(store.get(info.key), what=info.key))
-        elif parsed.kind == "event":
-            na.events.append(layout.parse_event(store.get(info.key), what=info.key))
+            na.snapshots.append(layout.Snapshot.from_json(body, what=key))
+        else:
+            na.events.append(layout.parse_event(body, what=key))
+        docs[key] = json.loads(body) if key in fetched else known[key]
     if not nodes:
         raise AuditInputError(f"no archive for {cluster}/{broker_name} under {store.root}")
     for na in nodes.values():
@@ -95,7 +117,7 @@ def load_group(store: ObjectStore, cluster: str, broker_name: str) -> GroupArchi
         na.chunks.sort(key=lambda c: (c["start"], c["epoch"]))
         na.snapshots.sort(key=lambda s: s.takenAt)
         na.events.sort(key=lambda e: e["at"])
-    return GroupArchive(cluster, broker_name, nodes)
+    return GroupArchive(cluster, broker_name, nodes, docs)
 
 
 def read_log_range(store: ObjectStore, segments: list[dict], start: int, end: int) -> bytes | None:

@@ -28,6 +28,10 @@ class AuditState:
     last_snapshot_at: int = -1
     max_ack: list = field(default_factory=lambda: [0, 0, ""])  # (offset, at, snapshot)
     run_id: str = ""
+    # key -> parsed JSON of the manifests, snapshots and events a passing run read: archive
+    # objects never change, so an incremental run reads only the ones not listed here (the
+    # listing itself is always fresh)
+    objects: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -38,6 +42,7 @@ class AuditState:
                 "lastSnapshotAt": self.last_snapshot_at,
                 "maxAck": self.max_ack,
                 "runId": self.run_id,
+                "objects": self.objects,
             },
             sort_keys=True,
             indent=1,
@@ -60,6 +65,7 @@ def load_state(store, cluster: str, broker_name: str) -> AuditState:
         last_snapshot_at=int(doc.get("lastSnapshotAt", -1)),
         max_ack=list(doc.get("maxAck", [0, 0, ""])),
         run_id=doc.get("runId", ""),
+        objects=doc.get("objects", {}),
     )
 
 
@@ -106,6 +112,7 @@ def next_state(
     timeline: list[dict],
     snapshots: list[Snapshot],
     max_ack: tuple[int, int, str] | None,
+    objects: dict[str, dict] | None = None,
 ) -> AuditState:
     new = AuditState(
         verified=dict(state.verified),
@@ -113,6 +120,7 @@ def next_state(
         last_snapshot_at=state.last_snapshot_at,
         max_ack=list(state.max_ack),
         run_id=run_id,
+        objects=dict(objects if objects is not None else state.objects),
     )
     for node, end in node_ends.items():
         new.verified[node] = max(end, new.verified.get(node, 0))

@@ -27,7 +27,7 @@ from broker.archive.object_store import StoreSpec
 from broker.errors import CorruptRecordError
 from broker.store import message as msgfmt
 from spark_jobs.archive_reader import executor_store
-from spark_jobs.session import default_parallelism, rows_frame
+from spark_jobs.session import deal, rows_frame, task_partitions
 
 
 def assign_chains(chunks: list[dict]) -> list[dict]:
@@ -429,7 +429,8 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]) -> list[dict]:
     if not chunks:
         return []
     rows = [(c["node"], c["key"], c["start"], c["end"], c["mappedFileSize"]) for c in chunks]
-    n_parts = max(1, min(len(rows), default_parallelism(spark) * 4))
+    n_parts = task_partitions(spark, len(rows))
+    rows = deal(sorted(rows, key=lambda r: r[2] - r[3]), n_parts)  # largest first, round-robin
     df = rows_frame(
         spark, rows, "node string, key string, start long, end long, mappedFileSize long", n_parts
     )

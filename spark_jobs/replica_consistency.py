@@ -26,7 +26,7 @@ from broker.errors import CorruptRecordError, ObjectNotFoundError
 from broker.store import message as msgfmt
 from spark_jobs.archive_reader import executor_store
 from spark_jobs.log_integrity import SCAN_COLUMNS, SCAN_SCHEMA, chunk_rows, scan_row
-from spark_jobs.session import default_parallelism, rows_frame
+from spark_jobs.session import deal, rows_frame, task_partitions
 
 RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string"
 DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
@@ -397,8 +397,9 @@ def run_replica_consistency(
             )  # fmt: skip
     if not windows:
         return ScanResult([], [], set())
-    n = max(1, min(len(windows), default_parallelism(spark) * 4))
-    df = rows_frame(spark, windows, WINDOW_COLUMNS, n)
+    n = task_partitions(spark, len(windows))
+    by_size = sorted(windows, key=lambda w: w[1] - w[2])  # largest first, dealt round-robin
+    df = rows_frame(spark, deal(by_size, n), WINDOW_COLUMNS, n)
     out = [
         r.asDict() for r in df.mapInPandas(_compare_partition(spec, pairs), SCAN_SCHEMA).collect()
     ]
