@@ -145,8 +145,18 @@ def _check_chunks(indexes: list[int]) -> tuple[int, float]:
 def record_checks_alone(server: S3Server, processes: int) -> dict:
     """The record checks (``check_chunk``) over the master's chunks, on ``processes`` processes
     forked after the chunks were downloaded (the download is not timed)."""
+    import ctypes
     import multiprocessing
 
+    from spark_jobs import fastscan
+
+    fastscan.warm()  # loaded before the fork: the children start warm
+    try:  # as the executors (spark.executorEnv.MALLOC_*): reuse the heap, no page faults
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-4, 0)  # M_MMAP_MAX
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
     store = open_store("s3://bench/audit", **server.store_options())
     prefix = "v1/bench/broker-a/a-0/commitlog/"
     chunks = []
@@ -176,6 +186,9 @@ def _warm(batches):
 
     import spark_jobs.log_integrity  # noqa: F401
     import spark_jobs.replica_consistency  # noqa: F401
+    from spark_jobs import fastscan
+
+    fastscan.warm()  # numba's import and the cached kernels (compiled on a first run)
 
     yield from batches
 

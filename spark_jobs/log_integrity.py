@@ -26,6 +26,7 @@ except ImportError:  # the record walk below does the same work, slower
 from broker.archive.object_store import StoreSpec
 from broker.errors import CorruptRecordError
 from broker.store import message as msgfmt
+from spark_jobs import fastscan
 from spark_jobs.archive_reader import executor_store
 from spark_jobs.session import deal, rows_frame, task_partitions
 
@@ -63,11 +64,26 @@ _BORN6, _STORE6 = msgfmt.SYSFLAG_BORNHOST_V6, msgfmt.SYSFLAG_STOREHOST_V6
 
 
 def check_chunk(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
-    """Check one chunk: the vectorised scan (NumPy) when available, else the record walk below;
-    both hand anything unusual to the full decoder, so the results are the same."""
+    """Check one chunk: the compiled walk (numba, :mod:`spark_jobs.fastscan`) when installed,
+    else the vectorised scan (NumPy), else the record walk below; each hands anything unusual
+    to the next and finally to the full decoder, so the results are the same."""
     if _np is not None and len(data) >= 64 * 1024:
+        if fastscan.available():
+            return check_chunk_nb(data, start, file_size, node)
         return check_chunk_np(data, start, file_size, node)
     return check_chunk_py(data, start, file_size, node)
+
+
+def check_chunk_nb(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
+    """The compiled walk checks every record's framing, offsets, lengths and body CRC in one
+    pass, then queue offset continuity per (topic, queueId) in a second compiled loop."""
+    fast = fastscan.scan(data, start, file_size)
+    if fast is not None:
+        n, a, topic, tlen, qid, qo = fast
+        queues = fastscan.queue_ranges(a, topic, tlen, qid, qo)
+        if queues is not None:
+            return [], queues, n
+    return check_chunk_np(data, start, file_size, node)
 
 
 # The 48 fixed bytes every non-BLANK record starts with (big-endian), read for all records at

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from broker.store import message as m
-from spark_jobs.log_integrity import _check_slow, check_chunk_np, check_chunk_py
+from spark_jobs.log_integrity import _check_slow, check_chunk_nb, check_chunk_np, check_chunk_py
 from tests.spark_jobs.builder import FILE_SIZE, make_store
 
-IMPLS = pytest.mark.parametrize("check_chunk", [check_chunk_py, check_chunk_np], ids=["py", "np"])
+IMPLS = pytest.mark.parametrize(
+    "check_chunk", [check_chunk_py, check_chunk_np, check_chunk_nb], ids=["py", "np", "numba"]
+)
 
 
 @pytest.fixture(scope="module")

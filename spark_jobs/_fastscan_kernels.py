@@ -1,0 +1,141 @@
+"""Compiled kernels of :mod:`spark_jobs.fastscan` (imports numba: loaded only when a chunk is
+checked, never by ``import spark_jobs.log_integrity``)."""
+
+from __future__ import annotations
+
+import ctypes.util
+
+import numba
+import numpy as np
+from llvmlite import binding as _llvm
+from numba import types as _nt
+
+from broker.store import message as msgfmt
+
+# zlib's C library (the one Python's zlib module uses) made visible to compiled code; the
+# buffer goes as an address (size_t: the same register as a pointer on the ABIs numba
+# targets). A named external function keeps the compiled code cacheable on disk.
+_llvm.load_library_permanently(ctypes.util.find_library("z") or "libz.so.1")
+_ZCRC32 = _nt.ExternalFunction("crc32", _nt.uint64(_nt.uint64, _nt.uintp, _nt.uint32))
+
+_V1, _V2, _BLANK = msgfmt.MAGIC_V1, msgfmt.MAGIC_V2, msgfmt.MAGIC_BLANK
+_BORN6, _STORE6 = msgfmt.SYSFLAG_BORNHOST_V6, msgfmt.SYSFLAG_STOREHOST_V6
+
+
+@numba.njit(cache=True, nogil=True)
+def _be(a, p, width):
+    """Unsigned big-endian integer of ``width`` bytes at ``a[p]``."""
+    v = 0
+    for k in range(width):
+        v = (v << 8) | np.int64(a[p + k])
+    return v
+
+
+@numba.njit(cache=True, nogil=True)
+def _signed(v, width):
+    """``v`` (``width`` < 8 bytes, unsigned) as a signed integer; 8-byte values already
+    wrapped to int64 in :func:`_be`."""
+    if width < 8 and v >= np.int64(1) << (8 * width - 1):
+        return v - (np.int64(1) << (8 * width))
+    return v
+
+
+@numba.njit(cache=True, nogil=True)
+def walk(a, addr, start, file_size, topic, tlen, qid, qo):
+    """Check every record; fill the per-record arrays of non-BLANK records. Returns (records
+    including BLANKs, non-BLANK records), or (-1, -1) at the first unusual thing."""
+    size = a.shape[0]
+    p = 0
+    n = 0
+    m = 0
+    while p < size:
+        if size - p < 8:
+            return -1, -1
+        total = _signed(_be(a, p, 4), 4)
+        if total < 8 or p + total > size:
+            return -1, -1
+        magic = _be(a, p + 4, 4)
+        off = start + p
+        end = p + total
+        if magic == _BLANK:
+            if (off + total) % file_size != 0:
+                return -1, -1
+            n += 1
+            p = end
+            continue
+        if (magic != _V1 and magic != _V2) or total < 98:
+            return -1, -1
+        crc = _be(a, p + 8, 4)
+        phys = _signed(_be(a, p + 28, 8), 8)
+        if phys != off or off // file_size != (off + total - 1) // file_size:
+            return -1, -1
+        sysflag = _be(a, p + 36, 4)
+        q = p + 48 + (20 if sysflag & _BORN6 else 8) + 8 + (20 if sysflag & _STORE6 else 8)
+        q += 12
+        if q + 4 > end:
+            return -1, -1
+        blen = _signed(_be(a, q, 4), 4)
+        body = q + 4
+        tl_at = body + blen
+        if blen < 0 or tl_at + 2 > end:
+            return -1, -1
+        if magic == _V2:
+            tl = _be(a, tl_at, 2)
+            t0 = tl_at + 2
+        else:
+            tl = np.int64(a[tl_at])
+            t0 = tl_at + 1
+        props = t0 + tl
+        if props + 2 > end or props + 2 + _be(a, props, 2) != end:
+            return -1, -1
+        if (_ZCRC32(0, addr + body, blen) & 0x7FFFFFFF) != crc:
+            return -1, -1
+        if m >= topic.shape[0]:
+            return -1, -1
+        topic[m] = t0
+        tlen[m] = tl
+        qid[m] = _signed(_be(a, p + 12, 4), 4)
+        qo[m] = _signed(_be(a, p + 20, 8), 8)
+        m += 1
+        n += 1
+        p = end
+    return n, m
+
+
+@numba.njit(cache=True, nogil=True)
+def queues(a, topic, tlen, qid, qo):
+    """Per (topic, queueId) in record order: queue offsets must go up by one. Returns
+    (representative record, first, last) arrays per queue, or empty arrays when a queue
+    skips or two topic names collide in the hash (the caller falls back)."""
+    m = topic.shape[0]
+    slot_of = dict()
+    rep = np.empty(m, np.int64)
+    first = np.empty(m, np.int64)
+    last = np.empty(m, np.int64)
+    k = 0
+    none = np.empty(0, np.int64)
+    for i in range(m):
+        h = np.uint64(14695981039346656037)  # FNV-1a over the topic bytes, then the length
+        t0 = topic[i]
+        for j in range(tlen[i]):
+            h = (h ^ np.uint64(a[t0 + j])) * np.uint64(1099511628211)
+        h = (h ^ np.uint64(tlen[i])) * np.uint64(1099511628211)
+        key = np.int64(h ^ (np.uint64(qid[i] & 0xFFFFFFFF) * np.uint64(0x9E3779B97F4A7C15)))
+        if key not in slot_of:
+            slot_of[key] = k
+            rep[k] = i
+            first[k] = qo[i]
+            last[k] = qo[i]
+            k += 1
+            continue
+        s = slot_of[key]
+        r = rep[s]
+        if tlen[r] != tlen[i] or qid[r] != qid[i]:
+            return none, none, none
+        for j in range(tlen[i]):
+            if a[topic[r] + j] != a[t0 + j]:
+                return none, none, none
+        if qo[i] != last[s] + 1:
+            return none, none, none
+        last[s] = qo[i]
+    return rep[:k], first[:k], last[:k]
