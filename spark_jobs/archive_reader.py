@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -66,12 +67,15 @@ def list_broker_names(store: ObjectStore, cluster: str) -> list[str]:
 
 
 def load_group(
-    store: ObjectStore, cluster: str, broker_name: str, known: dict[str, dict] | None = None
+    store: ObjectStore,
+    cluster: str,
+    broker_name: str,
+    known: dict[str, dict] | Callable[[], dict[str, dict] | None] | None = None,
 ) -> GroupArchive:
     """Every node's chunks (manifests), snapshots and events of one group. ``known``: JSON of
     objects read by an earlier run (archive objects never change), used instead of reading
-    them again; keys no longer listed are ignored."""
-    known = known or {}
+    them again; keys no longer listed are ignored. It may be a callable, called once the
+    listing is done (so its own read can overlap the listing)."""
     prefix = layout.group_prefix(cluster, broker_name)
     nodes: dict[str, NodeArchive] = {}
     logs: dict[str, str] = {}
@@ -87,6 +91,7 @@ def load_group(
             small.append((parsed, info.key))
     # the small JSON objects are read concurrently (one request each; a nightly incremental
     # run with nothing new is mostly these reads)
+    known = (known() if callable(known) else known) or {}
     todo = [key for _parsed, key in small if key not in known]
     with ThreadPoolExecutor(max_workers=8) as pool:
         fetched = dict(zip(todo, pool.map(store.get, todo), strict=True))

@@ -353,10 +353,15 @@ def acked_durability(
 
 
 def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str) -> dict:
-    state = inc.load_state(store, opts.cluster, broker_name)
-    ga = load_group(
-        store, opts.cluster, broker_name, known=state.objects if opts.incremental else None
-    )
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the state's read overlaps the listing
+        state_f = pool.submit(inc.load_state, store, opts.cluster, broker_name)
+        ga = load_group(
+            store,
+            opts.cluster,
+            broker_name,
+            known=lambda: state_f.result().objects if opts.incremental else None,
+        )
+        state = state_f.result()
     master = pick_master(ga)
     mode = f"incremental from run {state.run_id or '(none)'}" if opts.incremental else "full"
     _progress(f"{broker_name}: {len(ga.nodes)} node(s), master {master}, {mode}")
@@ -501,11 +506,16 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         ("offset_timeline.parquet", timeline, None),
         ("offset_violations.parquet", violations, None),
     ]
-    with ThreadPoolExecutor(max_workers=len(tables)) as pool:  # independent small PUTs
+    verdict_json = json.dumps(verdict, indent=2, default=str).encode()
+    with ThreadPoolExecutor(max_workers=len(tables) + 2) as pool:  # independent small PUTs
         done = [pool.submit(_write_parquet, store, prefix + n, r, c) for n, r, c in tables]
+        done.append(pool.submit(store.put_mutable, prefix + "verdict.json", verdict_json))
+        if opts.broker_name:  # a one-group run: the run's verdict is this group's
+            run_key = layout.audit_run_prefix(run_id) + "verdict.json"
+            done.append(pool.submit(store.put_mutable, run_key, verdict_json))
         for f in done:
             f.result()
-    store.put_mutable(prefix + "verdict.json", json.dumps(verdict, indent=2, default=str).encode())
+    # the watermarks move only after every output of a passing run is written
     if verdict["passed"]:
         promises = [
             (max([s.confirmOffset, *s.slaves.values()]), s.takenAt,
@@ -571,9 +581,10 @@ def run_audit(spark, opts: AuditOptions) -> dict[str, Any]:
         for v in verdicts:
             for k, n in v["counts"].items():
                 summary["counts"][k] = summary["counts"].get(k, 0) + n
-    store.put_mutable(
-        layout.audit_run_prefix(run_id) + "verdict.json",
-        json.dumps(summary, indent=2, default=str).encode(),
-    )
+    if not opts.broker_name:  # (a one-group run wrote it with the group's outputs)
+        store.put_mutable(
+            layout.audit_run_prefix(run_id) + "verdict.json",
+            json.dumps(summary, indent=2, default=str).encode(),
+        )
     summary["groupVerdicts"] = verdicts
     return summary

@@ -195,10 +195,10 @@ def _warm(batches):
 
 def warm_up(spark) -> None:
     """Start the Python workers and their imports: part of start-up, not of the audit."""
-    from spark_jobs.session import default_parallelism
+    from spark_jobs.session import default_parallelism, run_tasks
 
     n = default_parallelism(spark)
-    spark.range(0, n, 1, n).mapInPandas(_warm, "id long").collect()
+    run_tasks(spark, [(i,) for i in range(n)], "id long", n, _warm, "id long")
 
 
 def run(args: argparse.Namespace) -> int:

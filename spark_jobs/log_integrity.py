@@ -16,8 +16,6 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pandas as pd
-
 try:
     import numpy as _np
 except ImportError:  # the record walk below does the same work, slower
@@ -28,7 +26,7 @@ from broker.errors import CorruptRecordError
 from broker.store import message as msgfmt
 from spark_jobs import fastscan
 from spark_jobs.archive_reader import executor_store
-from spark_jobs.session import deal, rows_frame, task_partitions
+from spark_jobs.session import deal, run_tasks, task_partitions
 
 
 def assign_chains(chunks: list[dict]) -> list[dict]:
@@ -426,14 +424,11 @@ def chunk_rows(node: str, key: str, start: int, data: bytes, file_size: int) -> 
 
 
 def _check_partition(spec: StoreSpec):
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def run(chunks: Iterator[tuple]) -> Iterator[tuple]:
         store = executor_store(spec)
-        for pdf in batches:
-            rows = []
-            for c in pdf.itertuples(index=False):
-                data = store.get_range(c.key, 0, c.end - c.start)
-                rows += chunk_rows(c.node, c.key, c.start, data, c.mappedFileSize)
-            yield pd.DataFrame(rows, columns=SCAN_COLUMNS)
+        for node, key, start, end, file_size in chunks:
+            data = store.get_range(key, 0, end - start)
+            yield from chunk_rows(node, key, start, data, int(file_size))
 
     return run
 
@@ -447,10 +442,8 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict]) -> list[dict]:
     rows = [(c["node"], c["key"], c["start"], c["end"], c["mappedFileSize"]) for c in chunks]
     n_parts = task_partitions(spark, len(rows))
     rows = deal(sorted(rows, key=lambda r: r[2] - r[3]), n_parts)  # largest first, round-robin
-    df = rows_frame(
-        spark, rows, "node string, key string, start long, end long, mappedFileSize long", n_parts
-    )
-    return [r.asDict() for r in df.mapInPandas(_check_partition(spec), SCAN_SCHEMA).collect()]
+    schema = "node string, key string, start long, end long, mappedFileSize long"
+    return run_tasks(spark, rows, schema, n_parts, _check_partition(spec), SCAN_SCHEMA)
 
 
 @dataclass

@@ -19,14 +19,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pandas as pd
-
 from broker.archive.object_store import StoreSpec
 from broker.errors import CorruptRecordError, ObjectNotFoundError
 from broker.store import message as msgfmt
 from spark_jobs.archive_reader import executor_store
-from spark_jobs.log_integrity import SCAN_COLUMNS, SCAN_SCHEMA, chunk_rows, scan_row
-from spark_jobs.session import deal, rows_frame, task_partitions
+from spark_jobs.log_integrity import SCAN_SCHEMA, chunk_rows, scan_row
+from spark_jobs.session import deal, run_tasks, task_partitions
 
 RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string"
 DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
@@ -183,27 +181,20 @@ WINDOW_COLUMNS += "file_size long"
 
 
 def _compare_partition(spec: StoreSpec, pairs: dict):
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def run(windows: Iterator[tuple]) -> Iterator[tuple]:
         store = executor_store(spec)
-        for pdf in batches:
-            rows = []
-            for w in pdf.itertuples(index=False):
-                master, slave = pairs[w.pair]
-                ranges, m_pieces, (read_s, compare_s) = compare_window(
-                    store, w.pair, master, slave, w.start, w.end
-                )
-                rows += [
-                    scan_row(kind="range", pair=p, start=a, end=b, verdict=v, detail=d)
-                    for p, a, b, v, d in ranges
-                ]
-                rows.append(scan_row(kind="window", read_s=read_s, compare_s=compare_s))
-                if isinstance(w.check_key, str) and m_pieces and m_pieces[0][2] is not None:
-                    # the window is exactly one master chunk: check its records on the bytes
-                    # just read (each byte is read once)
-                    rows += chunk_rows(
-                        w.check_node, w.check_key, w.start, m_pieces[0][2], int(w.file_size)
-                    )
-            yield pd.DataFrame(rows, columns=SCAN_COLUMNS)
+        for pair, start, end, check_node, check_key, file_size in windows:
+            master, slave = pairs[pair]
+            ranges, m_pieces, (read_s, compare_s) = compare_window(
+                store, pair, master, slave, start, end
+            )
+            for p, a, b, v, d in ranges:
+                yield scan_row(kind="range", pair=p, start=a, end=b, verdict=v, detail=d)
+            yield scan_row(kind="window", read_s=read_s, compare_s=compare_s)
+            if check_key is not None and m_pieces and m_pieces[0][2] is not None:
+                # the window is exactly one master chunk: check its records on the bytes
+                # just read (each byte is read once)
+                yield from chunk_rows(check_node, check_key, start, m_pieces[0][2], int(file_size))
 
     return run
 
@@ -399,10 +390,9 @@ def run_replica_consistency(
         return ScanResult([], [], set())
     n = task_partitions(spark, len(windows))
     by_size = sorted(windows, key=lambda w: w[1] - w[2])  # largest first, dealt round-robin
-    df = rows_frame(spark, deal(by_size, n), WINDOW_COLUMNS, n)
-    out = [
-        r.asDict() for r in df.mapInPandas(_compare_partition(spec, pairs), SCAN_SCHEMA).collect()
-    ]
+    out = run_tasks(
+        spark, deal(by_size, n), WINDOW_COLUMNS, n, _compare_partition(spec, pairs), SCAN_SCHEMA
+    )
     rows = [
         (r["pair"], r["start"], r["end"], r["verdict"], r["detail"])
         for r in out

@@ -75,3 +75,33 @@ def rows_frame(spark, rows: list[tuple], schema: str, partitions: int):
     except Exception:  # Spark Connect
         return spark.createDataFrame(rows, schema).repartition(partitions)
     return spark.createDataFrame(sc.parallelize(rows, partitions), schema)
+
+
+def run_tasks(spark, rows: list[tuple], schema: str, partitions: int, fn, out_schema: str):
+    """``fn(iterator of input tuples) -> iterator of output tuples`` over ``rows`` cut into
+    ``partitions`` contiguous slices; the output tuples (``out_schema`` order) as dicts.
+
+    With a SparkContext the rows travel as pickled tuples (``parallelize`` + ``mapPartitions``:
+    no Arrow or pandas conversion, ~0.3 s less per job here than ``mapInPandas``); on Spark
+    Connect (no RDDs) through ``mapInPandas``."""
+    columns = [c.strip().split()[0] for c in out_schema.split(",")]
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect
+        sc = None
+    if sc is not None:
+        out = sc.parallelize(rows, partitions).mapPartitions(fn).collect()
+        return [dict(zip(columns, r, strict=True)) for r in out]
+
+    def run(batches):
+        import pandas as pd
+
+        for pdf in batches:
+            items = (
+                tuple(None if pd.isna(v) else v for v in t)
+                for t in pdf.itertuples(index=False, name=None)
+            )
+            yield pd.DataFrame(list(fn(items)), columns=columns)
+
+    df = rows_frame(spark, rows, schema, partitions)
+    return [r.asDict() for r in df.mapInPandas(run, out_schema).collect()]
