@@ -47,8 +47,8 @@ def test_two_snapshots_in_one_millisecond_both_land_and_shipping_goes_on(tmp_pat
             await asyncio.to_thread(
                 wait_for,
                 lambda: archiver.archived_end >= store.max_phy_offset > 0,
-                60,
-                "the worker to ship past the conflicting snapshot",
+                timeout_s=60,
+                what="the worker to ship past the conflicting snapshot",
             )
         finally:
             await archiver.stop()
