@@ -17,12 +17,12 @@ Judgement rules (see DESIGN.md section 4):
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import sys
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from spark_jobs import incremental as inc
 from spark_jobs.archive_reader import (
     GroupArchive,
     executor_store,
+    io_pool,
     list_broker_names,
     load_group,
 )
@@ -353,15 +354,15 @@ def acked_durability(
 
 
 def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str) -> dict:
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the state's read overlaps the listing
-        state_f = pool.submit(inc.load_state, store, opts.cluster, broker_name)
-        ga = load_group(
-            store,
-            opts.cluster,
-            broker_name,
-            known=lambda: state_f.result().objects if opts.incremental else None,
-        )
-        state = state_f.result()
+    # the state's read overlaps the listing
+    state_f = io_pool().submit(inc.load_state, store, opts.cluster, broker_name)
+    ga = load_group(
+        store,
+        opts.cluster,
+        broker_name,
+        known=lambda: state_f.result().objects if opts.incremental else None,
+    )
+    state = state_f.result()
     master = pick_master(ga)
     mode = f"incremental from run {state.run_id or '(none)'}" if opts.incremental else "full"
     _progress(f"{broker_name}: {len(ga.nodes)} node(s), master {master}, {mode}")
@@ -507,14 +508,14 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         ("offset_violations.parquet", violations, None),
     ]
     verdict_json = json.dumps(verdict, indent=2, default=str).encode()
-    with ThreadPoolExecutor(max_workers=len(tables) + 2) as pool:  # independent small PUTs
-        done = [pool.submit(_write_parquet, store, prefix + n, r, c) for n, r, c in tables]
-        done.append(pool.submit(store.put_mutable, prefix + "verdict.json", verdict_json))
-        if opts.broker_name:  # a one-group run: the run's verdict is this group's
-            run_key = layout.audit_run_prefix(run_id) + "verdict.json"
-            done.append(pool.submit(store.put_mutable, run_key, verdict_json))
-        for f in done:
-            f.result()
+    pool = io_pool()  # independent small PUTs
+    done = [pool.submit(_write_parquet, store, prefix + n, r, c) for n, r, c in tables]
+    done.append(pool.submit(store.put_mutable, prefix + "verdict.json", verdict_json))
+    if opts.broker_name:  # a one-group run: the run's verdict is this group's
+        run_key = layout.audit_run_prefix(run_id) + "verdict.json"
+        done.append(pool.submit(store.put_mutable, run_key, verdict_json))
+    for f in done:
+        f.result()
     # the watermarks move only after every output of a passing run is written
     if verdict["passed"]:
         promises = [
@@ -531,7 +532,11 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
             max(promises) if promises else None,
             objects=ga.docs,
         )
-        inc.save_state(store, opts.cluster, broker_name, new_state)
+        if opts.incremental and new_state == dataclasses.replace(state_in, run_id=run_id):
+            # nothing new was verified: the watermarks stay those of the run that verified them
+            _progress(f"{broker_name}: state unchanged (still as of run {state_in.run_id})")
+        else:
+            inc.save_state(store, opts.cluster, broker_name, new_state)
     return verdict
 
 

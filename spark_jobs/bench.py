@@ -8,10 +8,11 @@ over HTTP), then measures in the same run:
 - the full audit (Spark local mode; session start-up measured apart), end to end;
 - the record checks alone: the master's chunks (downloaded first, not timed) checked by
   ``check_chunk`` on one thread per core, wall time from start to the last chunk done;
-- an incremental re-run with no new data.
+- incremental re-runs with no new data.
 
 Figures (one JSON line):
-- ``audit_s``: wall seconds of the second full audit (warm session), listing to outputs written;
+- ``audit_s``: wall seconds of a warm full audit (the better of the second and third runs, as
+  the baselines are the better of two), listing to outputs written;
   ``audit_vs_baseline`` = ``baseline_s / audit_s`` (target >= 0.7);
 - ``records_checked``: every record of both nodes (the slave's verified by identity: its bytes
   equal the master's, whose records were decoded and checked);
@@ -19,7 +20,10 @@ Figures (one JSON line):
   alone on ``cpus`` threads (target >= 3 M on 2 cores); ``audit_record_check_*``: the seconds
   the audit's own tasks spent inside the record checks (wall and CPU, summed over chunks) and
   records decoded per CPU second there;
-- ``records_per_s``: records_checked / audit_s, end to end.
+- ``records_per_s``: records_checked / audit_s, end to end;
+- ``incremental_noop_s``: a warm incremental run with no new data (the better of the second and
+  third; ``incremental_noop_first_s`` the first), ``incremental_vs_full`` its share of
+  ``audit_s`` (target <= 5 %).
 """
 
 from __future__ import annotations
@@ -205,14 +209,23 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         full = run_audit(spark, opts)
         first_s = time.perf_counter() - t0
-        opts.run_id = "full-again"  # the same audit with Spark's plans and workers warm
-        t0 = time.perf_counter()
-        again = run_audit(spark, opts)
-        full_s = time.perf_counter() - t0
-        opts.incremental, opts.run_id = True, "incremental"
-        t0 = time.perf_counter()
-        run_audit(spark, opts)
-        inc_s = time.perf_counter() - t0
+        # the same audit with Spark's plans and workers warm: the better of two runs, as for
+        # the baselines (the machine is shared; one run moves by up to 40 % here)
+        warm = []
+        for i in range(2):
+            opts.run_id = f"full-again-{i}"
+            t0 = time.perf_counter()
+            verdict = run_audit(spark, opts)
+            warm.append((time.perf_counter() - t0, verdict))
+        full_s, again = min(warm, key=lambda w: w[0])
+        # no-op incremental runs: the first, then the better of the next two (warm, likewise)
+        inc_runs = []
+        for i in range(3):
+            opts.incremental, opts.run_id = True, f"incremental-{i}"
+            t0 = time.perf_counter()
+            run_audit(spark, opts)
+            inc_runs.append(time.perf_counter() - t0)
+        inc_first_s, inc_s = inc_runs[0], min(inc_runs[1:])
         spark.stop()
         alone = record_checks_alone(server, os.cpu_count() or 2)
     finally:
@@ -255,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
                 "audit_records_decoded_per_cpu_s": round(
                     timing["recordsDecoded"] / max(timing["recordCheckCpuS"], 1e-9)
                 ),
-                "incremental_noop_s": round(inc_s, 2),
+                "incremental_noop_s": round(inc_s, 3),
+                "incremental_noop_first_s": round(inc_first_s, 3),
                 "incremental_vs_full": round(inc_s / full_s, 3),
                 "cpus": os.cpu_count(),
             }

@@ -34,9 +34,11 @@ def test_incremental_checks_only_new_data_and_state_moves_on_pass(spark, tmp_pat
     assert full["passed"]
     end1 = first[-1].end_offset
     assert state(archive)["verified"] == {"a-0": end1, "a-1": end1}
-    # nothing new: nothing read
+    after_full = archive.store.get("v1/c1/broker-a/_audit/state.json")
+    # nothing new: nothing read, and the state is not rewritten (it still names the full run)
     idle = audit(spark, archive, incremental=True)
     assert idle["passed"] and idle["recordsChecked"] == 0 and idle["counts"] == {}
+    assert archive.store.get("v1/c1/broker-a/_audit/state.json") == after_full
     # new data: only the new chunks (plus the last verified one per node) are checked
     more = grow_store(path, 30, already=40)
     ship_pair(archive, path)
@@ -47,6 +49,7 @@ def test_incremental_checks_only_new_data_and_state_moves_on_pass(spark, tmp_pat
     assert matched == []  # every compared range matched ...
     assert nxt["counts"] == {"match": 1}  # ... and it is one range from the watermark
     assert state(archive)["verified"]["a-0"] == more[-1].end_offset
+    assert state(archive)["runId"] != json.loads(after_full)["runId"]  # new data: a new state
     # an offset regression across runs is still caught through the recorded point
     archive.snapshot("a-0", "SYNC_MASTER", 9_000, consumerOffsets={"orders@g": {"0": 9}})
     bad = audit(spark, archive, incremental=True)
