@@ -284,8 +284,9 @@ class Consumer:
         addr, resp = await self._invoke_any(mq.broker_name, req)
         if resp.code == ResponseCode.SUCCESS:
             records = decode_pull_body(resp.body, f"pull {addr} {mq}")
-            self.offsets.update(mq, resp.int_field("nextBeginOffset"))
-            return [as_delivered(rec, self.group) for rec in records]
+            delivered = [as_delivered(rec, self.group) for rec in records]
+            self.offsets.update(mq, resp.int_field("nextBeginOffset"))  # only once delivered
+            return delivered
         if resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
             self.offsets.update(mq, resp.int_field("nextBeginOffset"))
             return []
@@ -300,8 +301,19 @@ class Consumer:
         if self.rebalance_needed:
             await self.rebalance()
         records: list[Record] = []
+        failed: RemotingError | None = None
+        n_failed = 0
         for mq in self.assigned:
-            records += await self.pull(mq)
+            # one queue's failed pull must not cost the records already pulled from the others
+            # (their offsets have moved on): as RocketMQ's client retries a failed pull
+            # request later on its own, the queue is pulled again at the next poll
+            try:
+                records += await self.pull(mq)
+            except RemotingError as exc:
+                log.warning("%s: pull %s failed, retried at the next poll: %s", self.group, mq, exc)
+                failed, n_failed = exc, n_failed + 1  # (no node answering: rebalance_needed)
+        if failed is not None and n_failed == len(self.assigned):
+            raise failed  # no queue could be pulled: the caller hears of it
         if self.schedule.due():
             await self.persist()
         return records

@@ -211,3 +211,37 @@ def test_clustering_consumer_subscribes_its_retry_topic():
         await ns.server.stop()
 
     asyncio.run(main())
+
+
+class _RetryTopicRefused(FakeBroker):
+    """Refuses pulls of the retry topic (as a slave that has not copied its config yet)."""
+
+    async def pull(self, conn, req):
+        if req.field("topic").startswith("%RETRY%"):
+            self.pulls.append(dict(req.ext_fields))
+            return req.make_response(ResponseCode.SUBSCRIPTION_NOT_EXIST, remark="no such group")
+        return await super().pull(conn, req)
+
+
+def test_a_failed_pull_of_one_queue_keeps_the_records_of_the_others():
+    async def main():
+        ns = await start_namesrv()
+        fb = _RetryTopicRefused(3)
+        await fb.server.start()
+        topics = dict(TOPICS, **{"%RETRY%G": {"readQueueNums": 1, "writeQueueNums": 1, "perm": 6}})
+        await register(ns, fb.server, "b", topics)
+        c = Consumer("G", [f"127.0.0.1:{ns.server.port}"], "T", client_id="c1")
+        got = await c.poll()  # the retry queue is pulled last and refused
+        assert sorted(r.body for r in got) == sorted(
+            b"q%d-%d" % (q, i) for q in range(4) for i in range(3)
+        )
+        assert any(p["topic"] == "%RETRY%G" for p in fb.pulls)
+        # nothing new anywhere and the retry queue still refused: an empty poll, no raise
+        assert await c.poll() == []
+        fb.queues[0].append(fb.queues[0][0])  # one more record in queue 0 ...
+        assert [r.queue_offset for r in await c.poll()] == [0]  # ... (a copy of its first)
+        await c.close()
+        await fb.server.stop()
+        await ns.server.stop()
+
+    asyncio.run(main())
