@@ -192,14 +192,19 @@ def test_delivered_records_are_inflated_and_retries_keep_their_topic():
     assert as_delivered(other, "OtherGroup").topic == "%RETRY%G"  # not this group's retry
 
 
+async def _with_retry_topic(fb: FakeBroker):
+    """A name server routing T and %RETRY%G to ``fb`` (started), and group G's consumer."""
+    ns = await start_namesrv()
+    await fb.server.start()
+    topics = dict(TOPICS, **{"%RETRY%G": {"readQueueNums": 1, "writeQueueNums": 1, "perm": 6}})
+    await register(ns, fb.server, "b", topics)
+    return ns, Consumer("G", [f"127.0.0.1:{ns.server.port}"], "T", client_id="c1")
+
+
 def test_clustering_consumer_subscribes_its_retry_topic():
     async def main():
-        ns = await start_namesrv()
         fb = FakeBroker(1)
-        await fb.server.start()
-        topics = dict(TOPICS, **{"%RETRY%G": {"readQueueNums": 1, "writeQueueNums": 1, "perm": 6}})
-        await register(ns, fb.server, "b", topics)
-        c = Consumer("G", [f"127.0.0.1:{ns.server.port}"], "T", client_id="c1")
+        ns, c = await _with_retry_topic(fb)
         await c.poll()
         assert [(m.topic, m.queue_id) for m in c.assigned] == [
             *(("T", q) for q in range(4)),
@@ -225,12 +230,8 @@ class _RetryTopicRefused(FakeBroker):
 
 def test_a_failed_pull_of_one_queue_keeps_the_records_of_the_others():
     async def main():
-        ns = await start_namesrv()
         fb = _RetryTopicRefused(3)
-        await fb.server.start()
-        topics = dict(TOPICS, **{"%RETRY%G": {"readQueueNums": 1, "writeQueueNums": 1, "perm": 6}})
-        await register(ns, fb.server, "b", topics)
-        c = Consumer("G", [f"127.0.0.1:{ns.server.port}"], "T", client_id="c1")
+        ns, c = await _with_retry_topic(fb)
         got = await c.poll()  # the retry queue is pulled last and refused
         assert sorted(r.body for r in got) == sorted(
             b"q%d-%d" % (q, i) for q in range(4) for i in range(3)

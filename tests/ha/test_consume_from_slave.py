@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import time
 
 from broker.admin import ha_status
@@ -19,6 +18,7 @@ from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from tests.conftest import wait_until
 from tests.ha.test_failover_process import _conf
+from tests.support.cluster import knows_topic
 
 TOPIC = "FailoverTopic"  # the name _conf's brokers expect nothing of; any topic works
 N = 400
@@ -42,16 +42,6 @@ async def _committed(addr: str) -> int:
     finally:
         await client.close()
     return total
-
-
-async def _slave_has_topic(addr: str) -> bool:
-    client = RemotingClient()
-    try:
-        req = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)
-        resp = await client.invoke(addr, req, 5000)
-        return TOPIC in json.loads(resp.body).get("topicConfigTable", {})
-    finally:
-        await client.close()
 
 
 def test_consumers_go_on_from_the_slave_while_the_master_is_down(tmp_path):
@@ -99,7 +89,7 @@ def test_consumers_go_on_from_the_slave_while_the_master_is_down(tmp_path):
             # the slave serves a topic once SlaveSynchronize copied its config (every 300 ms
             # here; the messages are there already, SYNC_MASTER). On a loaded machine the kill
             # came first once, and the slave rightly answered TOPIC_NOT_EXIST (as RocketMQ's)
-            _wait(lambda: asyncio.run(_slave_has_topic(b.addr)), what="the slave has the topic")
+            _wait(lambda: knows_topic(b.addr, TOPIC), what="the slave has the topic")
             a.kill()  # the master is gone; the slave holds everything
 
             async def master_gone():

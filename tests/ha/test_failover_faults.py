@@ -29,6 +29,7 @@ from broker.remoting.command import RemotingCommand
 from broker.store import message as msgfmt
 from broker.store.cli import iter_dump
 from tests.conftest import wait_until
+from tests.support.cluster import knows_topic
 
 TOPIC = "FaultTopic"
 PRODUCERS = 3
@@ -188,19 +189,6 @@ async def _warm_up(namesrv: str) -> None:
         await producer.close()
 
 
-def _knows_topic(addr: str) -> bool:
-    async def main():
-        client = RemotingClient()
-        try:
-            req = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)
-            resp = await client.invoke(addr, req, 5000)
-            return TOPIC in json.loads(resp.body).get("topicConfigTable", {})
-        finally:
-            await client.close()
-
-    return asyncio.run(main())
-
-
 def _log_bytes(store_dir, end: int) -> bytes:
     files = sorted((store_dir / "commitlog").iterdir())
     return b"".join(f.read_bytes() for f in files)[:end]
@@ -219,7 +207,7 @@ def _run_rounds(tmp_path, rounds: int, **extra) -> list[dict]:
         # messages it holds (test_promoted_slave_without_the_topic_config_serves_its_messages).
         _wait_in_sync(pair, master, slave, "slave in sync")
         asyncio.run(_warm_up(pair.ns.addr))
-        _wait(lambda: _knows_topic(pair.addr(slave)), what="topic config copied to the slave")
+        _wait(lambda: knows_topic(pair.addr(slave), TOPIC), what="topic config copied to the slave")
         for r in range(rounds):
             s_addr = pair.addr(slave)
             _wait_in_sync(pair, master, slave, f"round {r}: {slave} in sync")

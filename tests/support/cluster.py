@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
 from pathlib import Path
 
 from broker.localcluster import write_broker_conf
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode
+from broker.remoting.command import RemotingCommand
 
 
 def node_conf(
@@ -35,3 +40,18 @@ def node_conf(
 def conf_factory(**defaults):
     """A ``node_conf`` with this test module's own defaults (a call's keywords still win)."""
     return functools.partial(node_conf, **defaults)
+
+
+def knows_topic(addr: str, topic: str) -> bool:
+    """Whether the node at ``addr`` holds ``topic``'s config (GET_ALL_TOPIC_CONFIG)."""
+
+    async def main() -> bool:
+        client = RemotingClient()
+        try:
+            req = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)
+            resp = await client.invoke(addr, req, 5000)
+            return topic in json.loads(resp.body).get("topicConfigTable", {})
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
