@@ -82,6 +82,9 @@ class NodeArchiver:
         self.chunks_shipped = 0
         self.snapshots_written = 0
         self._next_start: int | None = None  # None: ask the archive where it ends
+        # epoch -> the master role this node had in it (seen at start and at promotions): a
+        # chunk is labelled with the epoch and role that wrote its bytes, not the current ones
+        self._mastered: dict[int, str] = {}
 
     # -- lifecycle (event loop) -----------------------------------------------------------------
 
@@ -153,6 +156,8 @@ class NodeArchiver:
     # -- node hooks (event loop) ----------------------------------------------------------------
 
     def _on_role_changed(self, old_role, new_role, epoch: int) -> None:
+        if new_role.is_master:
+            self._mastered[epoch] = new_role.value
         self._jobs.put(("identity", self._identity()))
         self._jobs.put(("event", "role_changed", {"from": old_role.value, "to": new_role.value}))
         self._jobs.put(("snapshot", self._snapshot()))
@@ -300,7 +305,7 @@ class NodeArchiver:
                     # a periodic one): the key is its time, so this one takes the next free ms
                     snap.takenAt += 1
             self.snapshots_written += 1
-        elif kind == "identity":
+        elif kind == "identity":  # what later events say; chunks carry their bytes' own labels
             new = arg[0]
             shipper.id.broker_id, shipper.id.role = new.broker_id, new.role
             shipper.id.epoch = max(shipper.id.epoch, new.epoch)
@@ -308,7 +313,7 @@ class NodeArchiver:
             from_offset, to_offset, epoch = arg[0]
             end = shipper.archived_end()
             if end is not None and to_offset < end:
-                shipper.record_truncation(to_offset, max(epoch, shipper.id.epoch + 1))
+                shipper.record_truncation(to_offset, max(epoch, shipper.max_chunk_epoch + 1))
             else:  # nothing archived left the log; record what did
                 shipper.id.epoch = max(epoch, shipper.id.epoch)
                 shipper.put_event("truncated", **{"from": from_offset, "to": to_offset})
@@ -318,15 +323,59 @@ class NodeArchiver:
             pass  # a final round happens in _run after the queue drains
 
     def _ship(self) -> None:
-        # A slave adopts its master's epochs when it (re)joins: chunks carry the current one.
-        self.shipper.id.epoch = max(self.shipper.id.epoch, self.node.epoch)
-        source = LiveStoreSource(self.node.store)
+        node, shipper = self.node, self.shipper
+        shipper.id.epoch = max(shipper.id.epoch, node.epoch)  # events say the current epoch
+        role = node.store.role
+        if role.is_master:
+            self._mastered.setdefault(node.epoch, role.value)
+        entries = list(node.epochs.entries) if getattr(node, "epochs", None) is not None else []
+        source = LiveStoreSource(node.store)
         target = source.shippable_end()
-        result = self.shipper.ship(source, self._next_start)
-        self.chunks_shipped += len(result.chunks)
-        self.archived_end = result.end
-        self._next_start = result.end
-        if result.stopped_by is not None:
-            raise ArchiveError(f"shipping stopped at a bad record: {result.stopped_by}")
-        if result.end >= target:
+        start = self._next_start
+        if start is None:
+            archived = shipper.archived_end()
+            start = source.min_offset() if archived is None else archived
+        if start > target:
+            shipper.ship(source, start)  # raises: the archive holds more than the log
+        # one ship per epoch range: a backlog that spans a promotion (the archiver was behind
+        # when this slave became master) keeps the old epoch and SLAVE for the old bytes
+        for seg_start, seg_end, epoch in epoch_ranges(entries, start, target, node.epoch):
+            result = shipper.ship(
+                source, seg_start, end=seg_end,
+                epoch=max(epoch, shipper.truncation_epoch), role=self._role_in(epoch),
+            )  # fmt: skip
+            self.chunks_shipped += len(result.chunks)
+            self.archived_end = self._next_start = result.end
+            if result.stopped_by is not None:
+                raise ArchiveError(f"shipping stopped at a bad record: {result.stopped_by}")
+            if result.end < seg_end:
+                break  # the flushed log ends inside a record; the rest ships next round
+        if self.archived_end >= target:
             self.archived_at_ms = self.clock_ms()
+
+    def _role_in(self, epoch: int) -> str:
+        """The role this node had while ``epoch``'s bytes were written: the master role if it
+        was promoted into (or started as master in) that epoch or its archive holds master
+        chunks of it, its current role where the group
+        runs without epochs, else SLAVE (it copied them)."""
+        mastered = self._mastered.get(epoch) or self.shipper.master_epochs.get(epoch)
+        if mastered is not None:
+            return mastered
+        return self.node.store.role.value if epoch == 0 else "SLAVE"
+
+
+def epoch_ranges(entries, start: int, end: int, default_epoch: int):
+    """``(from, to, epoch)`` covering ``[start, end)`` by the epoch file's entries (an entry
+    holds from its start offset to the next one's); bytes before the first entry, or every byte
+    when there are no entries, belong to epoch 0 (``default_epoch`` without entries)."""
+    if start >= end:
+        return
+    if not entries:
+        yield start, end, default_epoch
+        return
+    bounds = [(0, 0)] + [(e.start_offset, e.epoch) for e in entries]
+    for i, (lo, epoch) in enumerate(bounds):
+        hi = bounds[i + 1][0] if i + 1 < len(bounds) else end
+        lo, hi = max(lo, start), min(hi, end)
+        if lo < hi:
+            yield lo, hi, epoch

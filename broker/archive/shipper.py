@@ -264,7 +264,8 @@ def _scan_frames(view, base: int, pos: int, limit: int, budget: int, take_first:
 
     Returns (end, frames, start of the last message or -1, why it stopped): ``"blank"`` after a
     BLANK (the file is closed), ``"budget"`` before a record that does not fit, ``"end"`` at
-    ``limit`` or a zero TOTALSIZE (the written end), or the decoder's precise
+    ``limit``, a zero TOTALSIZE or a well-framed record running past ``limit`` (the written
+    end), or the decoder's precise
     :class:`CorruptRecordError` for a frame that is not a plain record (bad magic, size out of
     range); the frames before it are good.
     """
@@ -278,6 +279,9 @@ def _scan_frames(view, base: int, pos: int, limit: int, budget: int, take_first:
             break
         end = pos + total
         ok = 8 <= total if magic == blank else (magic in magics and least <= total)
+        if ok and limit < end <= len(view):
+            break  # a record (or BLANK) not wholly flushed yet: a slave's log grows by HA
+            # frames that split records; the written end for now, it ships once complete
         if not ok or end > limit:
             try:
                 msgfmt.decode_record(view, pos, base_offset=base, limit=limit, source=source)
@@ -328,9 +332,12 @@ class _Chunks:
     """The chunk being assembled during one ``ship``: bytes copied out of the log, its record
     count and store-timestamp range; ``flush`` writes it (chunk, then manifest)."""
 
-    def __init__(self, shipper: Shipper, fsize: int, start: int, end_limit: int) -> None:
+    def __init__(
+        self, shipper: Shipper, fsize: int, start: int, end_limit: int, epoch: int, role: str
+    ) -> None:
         self.shipper, self.fsize = shipper, fsize
         self.start, self.end_limit = start, end_limit
+        self.epoch, self.role = epoch, role
         self.result = ShipResult(start=start, end=start)
         self._reset(start)
 
@@ -358,7 +365,7 @@ class _Chunks:
         self.result.chunks.append(
             sh._put_chunk(
                 b"".join(self.pending), self.chunk_start, self.records, self.first_ts,
-                self.last_ts, self.fsize,
+                self.last_ts, self.fsize, self.epoch, self.role,
             )
         )  # fmt: skip
         self.result.end = self.chunk_start + self.length
@@ -383,6 +390,12 @@ class Shipper:
         self.chunk_max_bytes = chunk_max_bytes
         self.clock_ms = clock_ms
         self.progress = progress
+        # the highest epoch a chunk of this node carries (learnt from the manifests, raised by
+        # every put) and the epoch of the latest truncation: chunks after a truncation carry at
+        # least that one, so they supersede the cut ones
+        self.max_chunk_epoch = 0
+        self.truncation_epoch = 0
+        self.master_epochs: dict[int, str] = {}  # epoch -> role, of this node's master chunks
 
     # -- what the archive already holds ----------------------------------------------------------
 
@@ -394,6 +407,10 @@ class Shipper:
             if parsed is None or parsed.kind != "manifest":
                 continue
             out.append(layout.ChunkManifest.from_json(self.store.get(info.key), what=info.key))
+        self.max_chunk_epoch = max([self.max_chunk_epoch, *(m.epoch for m in out)])
+        for m in out:
+            if m.role != "SLAVE":
+                self.master_epochs.setdefault(m.epoch, m.role)
         return sorted(out, key=lambda m: (m.start, m.epoch))
 
     def archived_end(self) -> int | None:
@@ -407,6 +424,7 @@ class Shipper:
         if trunc is None:
             return max((m.end for m in mans), default=None)
         epoch, to = trunc
+        self.truncation_epoch = max(self.truncation_epoch, epoch)
         return max((m.end for m in mans if m.epoch >= epoch), default=to)
 
     def _latest_truncation(self) -> tuple[int, int] | None:
@@ -420,34 +438,50 @@ class Shipper:
 
     def record_truncation(self, to_offset: int, new_epoch: int) -> str:
         """The log was cut back to ``to_offset``: write the ``truncated`` event (bytes
-        [to_offset, archived end) left the log) and ship what follows under ``new_epoch``."""
+        [to_offset, archived end) left the log) and ship what follows under ``new_epoch`` or
+        later (it must be above every chunk already shipped, so the cut chunks are superseded)."""
         end = self.archived_end()
         if end is None or to_offset >= end:
             raise ArchiveError(
                 f"node {self.id.node}: truncation to {to_offset} but the archive ends at {end}"
             )
-        if new_epoch <= self.id.epoch:
+        if new_epoch <= self.max_chunk_epoch:
             raise ArchiveError(
-                f"node {self.id.node}: a truncation needs a new epoch above {self.id.epoch}"
+                f"node {self.id.node}: a truncation needs a new epoch above {self.max_chunk_epoch}, "
+                "the latest its chunks carry"
             )
-        self.id.epoch = new_epoch
+        self.id.epoch = self.truncation_epoch = new_epoch
         return self.put_event("truncated", **{"from": end, "to": to_offset})
 
     # -- shipping ---------------------------------------------------------------------------------
 
-    def ship(self, source: CommitLogSource, start: int | None = None) -> ShipResult:
-        """Ship every complete record from ``start`` (default: where the archive ends)."""
+    def ship(
+        self,
+        source: CommitLogSource,
+        start: int | None = None,
+        end: int | None = None,
+        epoch: int | None = None,
+        role: str | None = None,
+    ) -> ShipResult:
+        """Ship every complete record from ``start`` (default: where the archive ends) up to
+        ``end`` (default: all that is shippable), as chunks of ``epoch`` and ``role`` (default:
+        the identity's; a node labels each range with the epoch and role that wrote it)."""
         if start is None:
             archived = self.archived_end()
             start = source.min_offset() if archived is None else archived
         end_limit = source.shippable_end()
+        if end is not None:
+            end_limit = min(end_limit, max(end, start))
         if start > end_limit:
             raise ArchiveError(
                 f"node {self.id.node}: the archive holds its log up to {start} but the store ends "
                 f"at {end_limit}; a truncated log is shipped under a new epoch after a "
                 "'truncated' event"
             )
-        out = _Chunks(self, source.mapped_file_size, start, end_limit)
+        out = _Chunks(
+            self, source.mapped_file_size, start, end_limit,
+            self.id.epoch if epoch is None else epoch, self.id.role if role is None else role,
+        )  # fmt: skip
         if getattr(source, "framing_trusted", False):
             self._ship_framed(source, out)
         else:
@@ -515,11 +549,21 @@ class Shipper:
                 return
 
     def _put_chunk(
-        self, data: bytes, start: int, records: int, first_ts: int, last_ts: int, fsize: int
+        self,
+        data: bytes,
+        start: int,
+        records: int,
+        first_ts: int,
+        last_ts: int,
+        fsize: int,
+        epoch: int,
+        role: str,
     ) -> layout.ChunkManifest:
+        if role not in layout.ROLES:
+            raise ArchiveError(f"role {role!r} is not one of {', '.join(layout.ROLES)}")
         end = start + len(data)
         key = layout.chunk_key(
-            self.id.cluster, self.id.broker_name, self.id.node, start, end, self.id.epoch
+            self.id.cluster, self.id.broker_name, self.id.node, start, end, epoch
         )
         digest = hashlib.sha256(data).hexdigest()
         self.store.put(key, data, sha256=digest)
@@ -532,12 +576,13 @@ class Shipper:
             sha256=digest,
             node=self.id.node,
             brokerId=self.id.broker_id,
-            role=self.id.role,
-            epoch=self.id.epoch,
+            role=role,
+            epoch=epoch,
             uploadedAt=self.clock_ms(),
             mappedFileSize=fsize,
         )
         mkey = layout.manifest_key(key)
+        self.max_chunk_epoch = max(self.max_chunk_epoch, epoch)
         if self.store.exists(mkey):
             # re-ship after a crash: the earlier manifest stands (uploadedAt differs)
             old = layout.ChunkManifest.from_json(self.store.get(mkey), what=mkey)

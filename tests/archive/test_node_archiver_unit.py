@@ -8,7 +8,8 @@ from broker.archive import layout
 from broker.archive.bench_live import _StoreNode
 from broker.archive.node_archiver import NodeArchiver
 from broker.archive.object_store import open_store
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, BrokerRole
+from broker.ha.epoch import EpochFile
 from broker.store.message import Message
 from broker.store.message_store import MessageStore
 from tests.archive.live import wait_for
@@ -65,3 +66,148 @@ def test_two_snapshots_in_one_millisecond_both_land_and_shipping_goes_on(tmp_pat
     assert len(set(taken)) == len(taken)  # every snapshot got its own key
     assert snaps[1].maxPhyOffset > snaps[0].maxPhyOffset
     assert archiver.last_error is None
+
+
+def _chunks(archive, prefix: str) -> list[layout.ChunkManifest]:
+    keys = [o.key for o in archive.list(prefix + "commitlog/") if o.key.endswith(".json")]
+    return sorted(
+        (layout.ChunkManifest.from_json(archive.get(k)) for k in keys), key=lambda m: m.start
+    )
+
+
+class _EpochNode(_StoreNode):
+    """A node with an epoch file, as FailoverService gives one."""
+
+    epochs: EpochFile
+
+    @property
+    def epoch(self) -> int:
+        return self.epochs.current_epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:  # _StoreNode's constructor sets 0
+        pass
+
+
+def _labelled_setup(tmp_path, interval_ms: int):
+    root = f"file://{tmp_path}/archive"
+    cfg = BrokerConfig(
+        store_path_root_dir=str(tmp_path / "store"),
+        mapped_file_size_commit_log=64 * 1024,
+        archive_enable=True,
+        archive_root=root,
+        archive_interval_ms=interval_ms,
+        snapshot_interval_ms=3_600_000,
+        broker_cluster_name="C",
+        broker_name="broker-a",
+        broker_role=BrokerRole.SYNC_MASTER,
+    )
+    store = MessageStore.open(cfg)
+    store.start()
+    node = _EpochNode(cfg, store)
+    node.epochs = EpochFile.load(cfg.store_path_root_dir)
+    node.epochs.append(1, 0)
+    return root, cfg, store, node
+
+
+def _write(store, n: int, fill: bytes) -> None:
+    for i in range(n):
+        store.put_message(Message("T", fill * 300, queue_id=i % 2)).result()
+    store.flush_all()
+
+
+def _promote(store, node) -> int:
+    """What FailoverService.become_master does to the log, epochs and role."""
+    start = store.max_phy_offset
+    node.epochs.append(2, start)
+    store.role = BrokerRole.SYNC_MASTER
+    return start
+
+
+def test_a_backlog_across_a_promotion_keeps_each_range_own_epoch_and_role(tmp_path) -> None:
+    """A slave promoted while its archiver is behind: the epoch-1 bytes it copied ship as epoch
+    1 / SLAVE and end exactly where epoch 2 begins; the bytes it wrote as master ship as epoch 2
+    (a chunk labelled with the current epoch would make the audit start epoch 2 too early)."""
+    root, cfg, store, node = _labelled_setup(tmp_path, interval_ms=3_600_000)
+    archive = open_store(root)
+    archiver = NodeArchiver(node, clock_ms=lambda: 1_700_000_000_000)
+    prefix = layout.node_prefix("C", "broker-a", "bench-0")
+
+    async def scenario() -> int:
+        _write(store, 40, b"a")  # copied from the old master (written here as master: a slave
+        store.role = BrokerRole.SLAVE  # store takes no puts), archived as a slave's bytes
+        await archiver.start()
+        # the first round shipped the 40 records; more arrive before the promotion
+        await asyncio.to_thread(
+            wait_for, lambda: archiver.archived_end == store.max_phy_offset, what="first round"
+        )
+        store.role = BrokerRole.SYNC_MASTER
+        _write(store, 40, b"b")
+        store.role = BrokerRole.SLAVE
+        start = _promote(store, node)
+        _write(store, 40, b"c")
+        archiver._on_role_changed(BrokerRole.SLAVE, BrokerRole.SYNC_MASTER, 2)
+        try:
+            await asyncio.to_thread(
+                wait_for,
+                lambda: archiver.archived_end >= store.max_phy_offset,
+                what="the backlog across the promotion to ship",
+            )
+        finally:
+            await archiver.stop()
+        return start
+
+    try:
+        epoch2_start = asyncio.run(scenario())
+    finally:
+        store.shutdown()
+    chunks = _chunks(archive, prefix)
+    labels = [(c.epoch, c.role) for c in chunks]
+    assert all(c.end <= epoch2_start or c.start >= epoch2_start for c in chunks), labels
+    assert {(c.epoch, c.role) for c in chunks if c.end <= epoch2_start} == {(1, "SLAVE")}
+    assert {(c.epoch, c.role) for c in chunks if c.start >= epoch2_start} == {(2, "SYNC_MASTER")}
+    assert chunks[0].start == 0 and chunks[-1].end == store.max_phy_offset
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))
+    assert archiver.last_error is None
+
+
+def test_a_restarted_master_labels_its_backlog_by_the_epoch_file(tmp_path) -> None:
+    """Restart after a promotion with nothing archived: the epoch file alone splits the log."""
+    root, cfg, store, node = _labelled_setup(tmp_path, interval_ms=50)
+    archive = open_store(root)
+    _write(store, 30, b"a")
+    epoch2_start = _promote(store, node)
+    _write(store, 30, b"b")
+    archiver = NodeArchiver(node, clock_ms=lambda: 1_700_000_000_000)
+
+    async def scenario() -> None:
+        await archiver.start()
+        try:
+            await asyncio.to_thread(
+                wait_for, lambda: archiver.archived_end >= store.max_phy_offset, what="backlog"
+            )
+        finally:
+            await archiver.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.shutdown()
+    chunks = _chunks(archive, layout.node_prefix("C", "broker-a", "bench-0"))
+    assert [(c.start, c.end, c.epoch, c.role) for c in chunks] == [
+        (0, epoch2_start, 1, "SLAVE"),
+        (epoch2_start, chunks[-1].end, 2, "SYNC_MASTER"),
+    ]
+
+
+def test_epoch_ranges_split_a_range_at_each_epoch_start() -> None:
+    from broker.archive.node_archiver import epoch_ranges
+    from broker.ha.epoch import EpochEntry
+
+    entries = [EpochEntry(1, 100), EpochEntry(2, 500), EpochEntry(4, 900)]
+    assert list(epoch_ranges(entries, 0, 1000, 4)) == [
+        (0, 100, 0), (100, 500, 1), (500, 900, 2), (900, 1000, 4),
+    ]  # fmt: skip
+    assert list(epoch_ranges(entries, 600, 700, 4)) == [(600, 700, 2)]
+    assert list(epoch_ranges(entries, 700, 700, 4)) == []
+    assert list(epoch_ranges([], 5, 9, 3)) == [(5, 9, 3)]
