@@ -199,6 +199,10 @@ class FileObjectStore:
             pass
 
 
+class _KeyExists(ArchiveError):
+    """A conditional put found the key taken (HTTP 412)."""
+
+
 _PERMANENT = {
     "NoSuchBucket": "bucket {bucket} does not exist",
     "AccessDenied": "access denied to {bucket}",
@@ -235,6 +239,7 @@ class S3ObjectStore:
         self.retries = retries
         self.part_size = max(5 * 1024 * 1024, part_size)
         self._sleep = sleep
+        self._if_none_match: bool | None = None  # does the server honour If-None-Match: *?
         session = boto3.session.Session(
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
@@ -269,11 +274,14 @@ class S3ObjectStore:
                 status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
                 if code in ("NoSuchKey", "404", "NotFound"):
                     raise ObjectNotFoundError(f"{where} does not exist") from None
+                if code == "PreconditionFailed" or status == 412:
+                    raise _KeyExists(f"{where} exists") from None
                 if code in _PERMANENT:
                     raise ArchiveError(
                         f"{what} {where}: " + _PERMANENT[code].format(bucket=self.bucket)
                     ) from None
-                if status and status < 500 and code not in ("SlowDown", "RequestTimeout"):
+                transient = ("SlowDown", "RequestTimeout", "ConditionalRequestConflict")
+                if status and status < 500 and code not in transient:
                     raise ArchiveError(f"{what} {where} failed: {code} (HTTP {status})") from None
                 reason = f"{code} (HTTP {status})"
             except BotoCoreError as exc:
@@ -296,30 +304,68 @@ class S3ObjectStore:
             return None
 
     def put(self, key: str, data: bytes, sha256: str | None = None) -> bool:
+        """Write ``key`` once. Where the server honours ``If-None-Match: *`` (AWS S3, MinIO,
+        moto; probed once) that is one conditional request, and only a refused one looks at what
+        the key holds; elsewhere a HEAD comes first (a concurrent writer could slip in between)."""
         digest = sha256 or hashlib.sha256(data).hexdigest()
+        if self._conditional_puts():
+            try:
+                self._upload(key, data, digest, if_absent=True)
+                return True
+            except _KeyExists:
+                head = self._head(key)
+                if head is None:  # gone again (deleted between): write it
+                    return self.put(key, data, digest)
+                return self._same_or_conflict(key, head, digest)
         head = self._head(key)
         if head is not None:
-            existing = head.get("Metadata", {}).get("sha256")
-            if existing is None:
-                existing = hashlib.sha256(self.get(key)).hexdigest()
-            if existing == digest:
-                return False
-            raise ArchiveConflictError(f"{self.root}/{key} already holds different content")
+            return self._same_or_conflict(key, head, digest)
         self._upload(key, data, digest)
         return True
+
+    def _same_or_conflict(self, key: str, head: dict[str, Any], digest: str) -> bool:
+        existing = head.get("Metadata", {}).get("sha256")
+        if existing is None:
+            existing = hashlib.sha256(self.get(key)).hexdigest()
+        if existing == digest:
+            return False
+        raise ArchiveConflictError(f"{self.root}/{key} already holds different content")
+
+    def _conditional_puts(self) -> bool:
+        """Does the server refuse a second ``If-None-Match: *`` PUT of a key? Asked once per
+        store with a probe key outside the archive layout (deleted after); a server that ignores
+        the header would overwrite, so the answer decides whether puts check with a HEAD."""
+        if self._if_none_match is None:
+            probe = f"_haproof/conditional-put-probe/{os.getpid()}-{random.getrandbits(64):016x}"
+            body, digest = b"probe", hashlib.sha256(b"probe").hexdigest()
+            self._upload(probe, body, digest, if_absent=True)
+            try:
+                self._upload(probe, body, digest, if_absent=True)
+                self._if_none_match = False
+                log.info("%s: the server ignores If-None-Match; puts check with HEAD", self.root)
+            except _KeyExists:
+                self._if_none_match = True
+            try:
+                self.delete(probe)
+            except ArchiveError as exc:
+                log.warning("%s: could not delete the probe object %s: %s", self.root, probe, exc)
+        return self._if_none_match
 
     def put_mutable(self, key: str, data: bytes) -> None:
         self._upload(key, data, hashlib.sha256(data).hexdigest())
 
-    def _upload(self, key: str, data: bytes, digest: str) -> None:
+    def _upload(self, key: str, data: bytes, digest: str, if_absent: bool = False) -> None:
+        """PUT (multipart above the part size); ``if_absent``: raise :class:`_KeyExists` when
+        the key exists (the server answers 412 to ``If-None-Match: *``)."""
         k = self._k(key)
         meta = {"sha256": digest}
+        cond = {"IfNoneMatch": "*"} if if_absent else {}
         if len(data) <= self.part_size:
             self._call(
                 "put",
                 key,
                 lambda: self._client.put_object(
-                    Bucket=self.bucket, Key=k, Body=data, Metadata=meta
+                    Bucket=self.bucket, Key=k, Body=data, Metadata=meta, **cond
                 ),
             )
             return
@@ -346,7 +392,11 @@ class S3ObjectStore:
                 "complete multipart",
                 key,
                 lambda: self._client.complete_multipart_upload(
-                    Bucket=self.bucket, Key=k, UploadId=upload_id, MultipartUpload={"Parts": parts}
+                    Bucket=self.bucket,
+                    Key=k,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                    **cond,
                 ),
             )
         except BaseException:

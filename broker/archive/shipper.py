@@ -24,7 +24,7 @@ from typing import Protocol
 
 from broker.archive import layout
 from broker.archive.object_store import ObjectStore
-from broker.errors import ArchiveError, CorruptRecordError, StoreError
+from broker.errors import ArchiveConflictError, ArchiveError, CorruptRecordError, StoreError
 from broker.store import message as msgfmt
 
 log = logging.getLogger(__name__)
@@ -583,13 +583,16 @@ class Shipper:
         )
         mkey = layout.manifest_key(key)
         self.max_chunk_epoch = max(self.max_chunk_epoch, epoch)
-        if self.store.exists(mkey):
+        try:
+            self.store.put(mkey, man.to_json())
+        except ArchiveConflictError:
             # re-ship after a crash: the earlier manifest stands (uploadedAt differs)
             old = layout.ChunkManifest.from_json(self.store.get(mkey), what=mkey)
             if old.sha256 != man.sha256:
-                raise ArchiveError(f"{mkey}: archived chunk differs from the log (conflict)")
+                raise ArchiveError(
+                    f"{mkey}: archived chunk differs from the log (conflict)"
+                ) from None
             return old
-        self.store.put(mkey, man.to_json())
         return man
 
     # -- snapshots and events -------------------------------------------------------------------

@@ -70,6 +70,63 @@ def test_multipart_upload_of_a_large_chunk(s3_server, s3_root) -> None:
     assert store.put("v1/big.log", data) is False  # idempotent without re-reading the bytes
 
 
+class _Calls:
+    """The real boto3 client, counting its calls; ``strip_if_none_match`` drops the header, as
+    a server that ignores it would (the real server then overwrites)."""
+
+    def __init__(self, client, strip_if_none_match: bool = False) -> None:
+        self._client, self.strip = client, strip_if_none_match
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        fn = getattr(self._client, name)
+
+        def call(**kw):
+            self.calls.append(name)
+            if self.strip:
+                kw.pop("IfNoneMatch", None)
+            return fn(**kw)
+
+        return call
+
+
+@pytest.mark.parametrize("size", [3, 7 * 1024 * 1024])  # one PUT; multipart (5 MiB parts)
+def test_a_new_object_is_one_conditional_write_and_a_taken_key_is_never_overwritten(
+    s3_server, s3_root, size
+) -> None:
+    store = open_store(s3_root, part_size=5 * 1024 * 1024, **s3_server.store_options())
+    calls = _Calls(store._client)
+    store._client = calls
+    data = os.urandom(size)
+    assert store.put("v1/a.log", data) is True
+    probe = ["put_object", "put_object", "delete_object"]  # the once-per-store probe
+    writes = (
+        ["put_object"]
+        if size < 5 << 20
+        else ["create_multipart_upload", "upload_part", "upload_part", "complete_multipart_upload"]
+    )
+    assert calls.calls == probe + writes  # no HEAD before a write
+    assert [o.key for o in store.list("")] == ["v1/a.log"]  # the probe is gone
+    calls.calls.clear()
+    assert store.put("v1/a.log", data) is False  # same bytes: refused, then found identical
+    with pytest.raises(ArchiveConflictError, match="different content"):
+        store.put("v1/a.log", data[::-1])
+    assert store.get("v1/a.log") == data
+    assert "head_object" in calls.calls
+
+
+def test_a_server_ignoring_if_none_match_gets_a_head_before_each_write(s3_server, s3_root) -> None:
+    store = open_store(s3_root, **s3_server.store_options())
+    calls = _Calls(store._client, strip_if_none_match=True)
+    store._client = calls
+    assert store.put("v1/a.log", b"abc") is True
+    assert calls.calls[-2:] == ["head_object", "put_object"]
+    with pytest.raises(ArchiveConflictError, match="different content"):
+        store.put("v1/a.log", b"abd")
+    assert store.get("v1/a.log") == b"abc"
+    assert [o.key for o in store.list("")] == ["v1/a.log"]
+
+
 def test_missing_bucket_is_a_clear_permanent_error(s3_server) -> None:
     store = open_store("s3://no-such-bucket-here", **s3_server.store_options())
     with pytest.raises(ArchiveError, match="bucket no-such-bucket-here does not exist"):
