@@ -79,6 +79,8 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveIntervalMs": ("archive_interval_ms", 10_000),
     "archiveS3Endpoint": ("archive_s3_endpoint", None),
     "archiveS3Region": ("archive_s3_region", None),
+    "archiveInProcess": ("archive_in_process", False),
+    "archiveNice": ("archive_nice", 19),
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
@@ -124,6 +126,11 @@ class BrokerConfig:
     archive_interval_ms: int = 10_000
     archive_s3_endpoint: str | None = None  # default: HAPROOF_S3_ENDPOINT, else AWS
     archive_s3_region: str | None = None
+    # the archiver's reads, hashing and uploads run in a child process at this nice increment
+    # (0-19) so they never hold the broker's interpreter lock or outrank its send path;
+    # archiveInProcess=true keeps them in a thread of the broker instead
+    archive_in_process: bool = False
+    archive_nice: int = 19
     snapshot_interval_ms: int = 60_000
     extra: Mapping[str, str] = field(default_factory=dict)
 
@@ -179,6 +186,8 @@ class BrokerConfig:
         ):
             if getattr(self, fname) <= 0:
                 raise bad(fname, "must be positive")
+        if not 0 <= self.archive_nice <= 19:
+            raise bad("archive_nice", "must be a nice increment 0-19")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise bad("access_message_in_memory_max_ratio", "must be a percentage 0-100")
         if self.archive_enable and not self.archive_root:

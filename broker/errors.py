@@ -26,6 +26,9 @@ class CorruptRecordError(StoreError):
         self.offset = offset
         self.reason = reason
 
+    def __reduce__(self):  # crosses the pipe from the archiver's child process
+        return (type(self), (self.source, self.offset, self.reason))
+
 
 class CorruptFileError(StoreError):
     """A store file (consume queue, checkpoint, config JSON, ...) cannot be read."""

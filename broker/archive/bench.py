@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--producers", type=int, default=16, help="--with-broker: async producers")
     p.add_argument("--seconds", type=float, default=10.0, help="--with-broker: load per mode")
     p.add_argument("--archive-interval-ms", type=int, default=1000, help="--with-broker/store")
-    p.add_argument("--rounds", type=int, default=2, help="--with-broker: off/on pairs (ABBA)")
+    p.add_argument("--rounds", type=int, default=4, help="--with-broker: off/on pairs (ABBA)")
     p.add_argument(
         "--with-store",
         action="store_true",

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from broker.archive import layout
 from broker.archive.object_store import open_store
 from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.uploader import ShipperProcess, SourceSpec
 from broker.errors import ArchiveConflictError, ArchiveError, HaproofError
 
 log = logging.getLogger(__name__)
@@ -93,14 +94,26 @@ class NodeArchiver:
 
         cfg = self.config
         node = self.node
-        self.shipper = Shipper(
-            open_store(
-                cfg.archive_root, endpoint_url=cfg.archive_s3_endpoint, region=cfg.archive_s3_region
-            ),
-            self._identity(),
-            cfg.archive_chunk_max_bytes,
-            clock_ms=self.clock_ms,
-        )
+        store_options = {
+            "root": cfg.archive_root,
+            "endpoint_url": cfg.archive_s3_endpoint,
+            "region": cfg.archive_s3_region,
+        }
+        if cfg.archive_in_process:
+            self.shipper = Shipper(
+                open_store(**store_options),
+                self._identity(),
+                cfg.archive_chunk_max_bytes,
+                clock_ms=self.clock_ms,
+            )
+        else:  # started by its first call, from the worker thread
+            self.shipper = ShipperProcess(
+                store_options,
+                self._identity(),
+                cfg.archive_chunk_max_bytes,
+                clock_ms=self.clock_ms,
+                nice=cfg.archive_nice,
+            )
         node.role_listeners.append(self._on_role_changed)
         node.truncate_listeners.append(self._on_truncated)
         resets = getattr(node, "offset_reset_listeners", None)
@@ -142,6 +155,8 @@ class NodeArchiver:
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 30)
         if self._thread.is_alive():
             log.warning("archiver still busy after 30 s at shutdown; leaving it behind")
+        elif isinstance(self.shipper, ShipperProcess):
+            await asyncio.get_running_loop().run_in_executor(None, self.shipper.close)
 
     def _identity(self) -> NodeIdentity:
         return NodeIdentity(
@@ -329,12 +344,18 @@ class NodeArchiver:
         if role.is_master:
             self._mastered.setdefault(node.epoch, role.value)
         entries = list(node.epochs.entries) if getattr(node, "epochs", None) is not None else []
-        source = LiveStoreSource(node.store)
-        target = source.shippable_end()
+        live = LiveStoreSource(node.store)
+        target = live.shippable_end()
+        source = live
+        if isinstance(shipper, ShipperProcess):  # the child maps the files itself
+            source = SourceSpec(
+                node.store.commit_log.queue.directory, live.mapped_file_size, live.min_offset(),
+                target,
+            )  # fmt: skip
         start = self._next_start
         if start is None:
             archived = shipper.archived_end()
-            start = source.min_offset() if archived is None else archived
+            start = live.min_offset() if archived is None else archived
         if start > target:
             shipper.ship(source, start)  # raises: the archive holds more than the log
         # one ship per epoch range: a backlog that spans a promotion (the archiver was behind

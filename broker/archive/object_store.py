@@ -256,6 +256,16 @@ class S3ObjectStore:
             ),
         )
 
+        # botocore wraps a bytes body in a BytesIO, which urllib3 then sends 16 KiB at a time:
+        # thousands of send() calls per chunk, each taking the GIL back from the broker's event
+        # loop. Kept as bytes, a body goes out in one sendall.
+        from botocore.handlers import convert_body_to_file_like_object
+
+        for op in ("PutObject", "UploadPart"):
+            self._client.meta.events.unregister(
+                f"before-parameter-build.s3.{op}", convert_body_to_file_like_object
+            )
+
     def __repr__(self) -> str:
         return f"S3ObjectStore({self.root!r}, endpoint={self.endpoint_url!r})"
 

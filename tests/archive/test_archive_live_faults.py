@@ -17,7 +17,7 @@ import uuid
 
 from broker.archive.object_store import open_store
 from broker.archive.s3server import DUMMY_CREDENTIALS
-from broker.localcluster import free_port, start_broker, start_namesrv
+from broker.localcluster import child_pids, free_port, start_broker, start_namesrv
 from tests.archive.live import (
     archived_bytes,
     archived_end,
@@ -147,6 +147,14 @@ def _objects(root) -> dict[str, tuple[int, int, str]]:
     return out
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
 def test_kill9_and_restart_resume_without_rewriting_any_object(tmp_path) -> None:
     archive_dir = tmp_path / "archive"
     root = f"file://{archive_dir}"
@@ -167,7 +175,11 @@ def test_kill9_and_restart_resume_without_rewriting_any_object(tmp_path) -> None
                 what=f"round {round_no} archived",
             )
             if how == "kill":
+                kids = child_pids(node.proc.pid)
+                assert kids, "the archiver's child process is not running"
                 node.kill()
+                # its end of the pipe closed: the orphaned child exits by itself
+                wait_for(lambda ks=kids: not any(map(_alive, ks)), what="the child to exit")
             else:
                 assert node.stop() == 0
             now = _objects(archive_dir)

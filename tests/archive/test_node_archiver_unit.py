@@ -211,3 +211,46 @@ def test_epoch_ranges_split_a_range_at_each_epoch_start() -> None:
     assert list(epoch_ranges(entries, 600, 700, 4)) == [(600, 700, 2)]
     assert list(epoch_ranges(entries, 700, 700, 4)) == []
     assert list(epoch_ranges([], 5, 9, 3)) == [(5, 9, 3)]
+
+
+def test_uploads_run_in_a_niced_child_process_started_again_after_it_dies(tmp_path) -> None:
+    """The archiver's reads, hashing and uploads happen in a child process at archiveNice
+    (never in the broker's interpreter); a child killed mid-flight is replaced on the next
+    round and the archive goes on from where it ends, contiguous."""
+    import os
+    import signal
+
+    root, cfg, store, node = _labelled_setup(tmp_path, interval_ms=50)
+    archive = open_store(root)
+    archiver = NodeArchiver(node)
+
+    async def scenario() -> tuple[int, int, int]:
+        await archiver.start()
+        try:
+            _write(store, 30, b"a")
+            await asyncio.to_thread(
+                wait_for, lambda: archiver.archived_end >= store.max_phy_offset, what="first"
+            )
+            first = archiver.shipper.pid
+            nice = os.getpriority(os.PRIO_PROCESS, first) - os.getpriority(os.PRIO_PROCESS, 0)
+            os.kill(first, signal.SIGKILL)
+            _write(store, 30, b"b")
+            await asyncio.to_thread(
+                wait_for,
+                lambda: archiver.archived_end >= store.max_phy_offset and archiver.shipper.pid,
+                what="a new child to ship the rest",
+            )
+            return first, archiver.shipper.pid, nice
+        finally:
+            await archiver.stop()
+
+    try:
+        first, second, nice = asyncio.run(scenario())
+    finally:
+        store.shutdown()
+    assert first != second and os.getpid() not in (first, second)
+    assert nice == min(cfg.archive_nice, 19 - os.getpriority(os.PRIO_PROCESS, 0))
+    assert archiver.shipper.starts == 2 and archiver.shipper.pid is None  # stopped with the node
+    chunks = _chunks(archive, layout.node_prefix("C", "broker-a", "bench-0"))
+    assert chunks[0].start == 0 and chunks[-1].end == store.max_phy_offset
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))

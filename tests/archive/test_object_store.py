@@ -110,7 +110,7 @@ def test_a_new_object_is_one_conditional_write_and_a_taken_key_is_never_overwrit
     calls.calls.clear()
     assert store.put("v1/a.log", data) is False  # same bytes: refused, then found identical
     with pytest.raises(ArchiveConflictError, match="different content"):
-        store.put("v1/a.log", data[::-1])
+        store.put("v1/a.log", data[:-1] + bytes([data[-1] ^ 1]))  # one bit differs
     assert store.get("v1/a.log") == data
     assert "head_object" in calls.calls
 
