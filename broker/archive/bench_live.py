@@ -195,11 +195,11 @@ def _run_mode(
         procs.append(broker)
         pids = {"broker": broker.proc.pid, "s3": server.proc.pid, "loadgen": os.getpid()}
         cpu0 = {k: process_cpu_s(pid) for k, pid in pids.items()}
+        # the archiver's child process (archiveInProcess=false), ready before the broker serves;
+        # one started again later counts whole
+        kids0 = {k: process_cpu_s(k) for k in child_pids(broker.proc.pid)}
         figures = asyncio.run(_drive(ns.addr, broker.addr, producers, body, seconds, on))
-        # the archiver's child process (archiveInProcess=false) started with the broker: all its
-        # CPU counts, start-up included
-        kids = child_pids(broker.proc.pid)
-        kid_cpu = sum(process_cpu_s(k) for k in kids)
+        kid_cpu = sum(process_cpu_s(k) - kids0.get(k, 0.0) for k in child_pids(broker.proc.pid))
         # CPU of each process over the send and the drain, per MB appended: what archiving costs
         # wherever it runs (the broker's archiver thread, the S3 server), whatever else loads
         # the machine

@@ -114,6 +114,12 @@ class NodeArchiver:
                 clock_ms=self.clock_ms,
                 nice=cfg.archive_nice,
             )
+        if isinstance(self.shipper, ShipperProcess):
+            try:
+                pid = await asyncio.get_running_loop().run_in_executor(None, self.shipper.start)
+                log.info("archiver child process %d ready (nice %d)", pid, cfg.archive_nice)
+            except HaproofError as exc:  # the worker starts it again on its first call
+                log.error("archiver child process did not start: %s", exc)
         node.role_listeners.append(self._on_role_changed)
         node.truncate_listeners.append(self._on_truncated)
         resets = getattr(node, "offset_reset_listeners", None)

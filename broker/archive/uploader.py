@@ -136,7 +136,9 @@ def _child_main(conn, store_options: dict, chunk_max_bytes: int, nice: int) -> N
                     open_store(**store_options), identity, chunk_max_bytes, clock_ms=lambda: now[0]
                 )
             shipper.id = identity
-            if method == "ship":
+            if method == "ready":  # started: modules imported, object store client made
+                result = os.getpid()
+            elif method == "ship":
                 spec: SourceSpec = args[0]
                 if files is None or files.directory != spec.directory:
                     files = CommitLogFiles(spec.directory, spec.mapped_file_size)
@@ -248,6 +250,12 @@ class ShipperProcess:
         self.truncation_epoch = state.truncation_epoch
         self.master_epochs = state.master_epochs or {}
         return result
+
+    def start(self) -> int:
+        """Start the child and wait until it can take calls (its imports and the object store
+        client cost ~1 s of CPU: better before the node serves than during its first load).
+        Returns its pid."""
+        return self._call("ready")
 
     # -- the Shipper calls a node makes ---------------------------------------------------------
 
