@@ -39,6 +39,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--archive-interval-ms", type=int, default=1000, help="--with-broker/store")
     p.add_argument("--rounds", type=int, default=4, help="--with-broker: off/on pairs (ABBA)")
     p.add_argument(
+        "--work-dir",
+        default=None,
+        help="--with-broker: where the brokers' stores go (default /dev/shm if present)",
+    )
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="--with-broker: also run archiving off while another process uploads as much",
+    )
+    p.add_argument(
         "--with-store",
         action="store_true",
         help="the node archiver over an in-process store appending --rate-mb-s (no network)",
@@ -105,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(figures))
         return 0 if figures["ok"] else 1
     if args.with_broker:
-        from broker.archive.bench_live import run_with_broker
+        from broker.archive.bench_live import default_work_root, run_with_broker
 
         figures = run_with_broker(
             args.producers,
@@ -114,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
             args.archive_interval_ms,
             args.chunk_max_bytes,
             args.rounds,
+            args.work_dir or default_work_root(),
+            args.control,
         )
         print(json.dumps(figures))
         return 0 if figures["ok"] else 1

@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -160,10 +162,15 @@ def _run_mode(
     seconds: float,
     interval_ms: int,
     chunk_max_bytes: int,
+    work_root: str | None = None,
+    control_mb_s: float = 0.0,
 ) -> dict:
-    workdir = Path(tempfile.mkdtemp(prefix="haproof-bench-archive-live-"))
+    """One broker run; ``control_mb_s`` > 0: archiving off, and a separate process (nice 19)
+    uploads that many MB/s of 8 MiB objects to the same S3 server meanwhile."""
+    workdir = Path(tempfile.mkdtemp(prefix="haproof-bench-archive-live-", dir=work_root))
     env = dict(DUMMY_CREDENTIALS)
     procs = []
+    control = None
     try:
         ns = _started(lambda: start_namesrv(workdir, env))
         procs.append(ns)
@@ -198,7 +205,19 @@ def _run_mode(
         # the archiver's child process (archiveInProcess=false), ready before the broker serves;
         # one started again later counts whole
         kids0 = {k: process_cpu_s(k) for k in child_pids(broker.proc.pid)}
+        if control_mb_s > 0:
+            control = subprocess.Popen(
+                [sys.executable, "-c", "import sys; from broker.archive.bench_live import "
+                 "control_upload; control_upload(*sys.argv[1:])",
+                 f"s3://{bucket}/control-{uuid.uuid4().hex[:6]}", server.endpoint_url,
+                 str(control_mb_s), str(chunk_max_bytes)],
+                env={**os.environ, **env}, preexec_fn=lambda: os.nice(19),
+            )  # fmt: skip
         figures = asyncio.run(_drive(ns.addr, broker.addr, producers, body, seconds, on))
+        if control is not None:
+            control.kill()
+            control.wait()
+            figures["control_upload_mb_per_s"] = control_mb_s
         kid_cpu = sum(process_cpu_s(k) - kids0.get(k, 0.0) for k in child_pids(broker.proc.pid))
         # CPU of each process over the send and the drain, per MB appended: what archiving costs
         # wherever it runs (the broker's archiver thread, the S3 server), whatever else loads
@@ -216,9 +235,39 @@ def _run_mode(
         figures["broker_exit"] = broker.stop()
         return figures
     finally:
+        if control is not None and control.poll() is None:
+            control.kill()
         for p in procs:
             p.kill()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def control_upload(root: str, endpoint: str, mb_s: str, chunk_bytes: str) -> None:
+    """The control run's uploader: what the archive sends (one object of ``chunk_bytes`` and a
+    small manifest at a time, each a conditional PUT) at ``mb_s``, until killed."""
+    import hashlib
+
+    from broker.archive.object_store import open_store
+
+    store = open_store(root, endpoint_url=endpoint)
+    rate, size = float(mb_s) * 1e6, int(chunk_bytes)
+    data = os.urandom(size)
+    t0, n = time.perf_counter(), 0
+    while True:
+        ahead = t0 + n * size / rate - time.perf_counter()
+        if ahead > 0:
+            time.sleep(ahead)  # pacing the upload rate
+        chunk = bytes(bytearray(data))  # the copy out of the log
+        store.put(f"c/{n:08d}.log", chunk, hashlib.sha256(chunk).hexdigest())
+        store.put(f"c/{n:08d}.json", b"{}" * 150)
+        n += 1
+
+
+def default_work_root() -> str | None:
+    """tmpfs when there is one: on a shared VM the disk's own noise (writeback stalls of the
+    broker's mapped files) moves msgs/s by up to 30 % between runs of one mode, which would
+    swamp the on/off difference. Both modes run there alike."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def _combine(runs: list[dict]) -> dict:
@@ -255,9 +304,13 @@ def run_with_broker(
     interval_ms: int,
     chunk_max_bytes: int,
     rounds: int = 1,
+    work_root: str | None = None,
+    control: bool = False,
 ) -> dict:
     """``rounds`` off/on pairs in ABBA order (off on, on off, ...), so a drifting machine load
-    weighs on both modes alike."""
+    weighs on both modes alike. ``control``: each round also runs archiving off while another
+    process uploads the off run's append MB/s to the same S3 server: what the upload traffic
+    itself costs the broker on this machine, whoever sends it."""
     if producers <= 0 or seconds <= 0 or interval_ms <= 0 or rounds <= 0:
         raise HaproofError("bench archive: --producers, --seconds, --archive-interval-ms > 0")
     body = os.urandom(body_bytes)
@@ -266,6 +319,7 @@ def run_with_broker(
     with S3Server.start(nice=S3_NICE) as server:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
+        controls: list[dict] = []
         for i in range(rounds):
             for on_mode in (False, True) if i % 2 == 0 else (True, False):
                 runs[on_mode].append(
@@ -278,6 +332,22 @@ def run_with_broker(
                         seconds,
                         interval_ms,
                         chunk_max_bytes,
+                        work_root,
+                    )  # fmt: skip
+                )
+            if control:
+                controls.append(
+                    _run_mode(
+                        server,
+                        bucket,
+                        False,
+                        producers,
+                        body,
+                        seconds,
+                        interval_ms,
+                        chunk_max_bytes,
+                        work_root,
+                        runs[False][-1]["append_mb_per_s"],
                     )  # fmt: skip
                 )
     off, on = _combine(runs[False]), _combine(runs[True])
@@ -297,10 +367,21 @@ def run_with_broker(
         "chunk_max_bytes": chunk_max_bytes,
         "rounds": rounds,
         "s3_server_nice": S3_NICE,
+        "work_root": work_root or tempfile.gettempdir(),
         "ratio_per_round": per_round,
         "off": off,
         "on": on,
         "throughput_ratio": round(ratio, 3),
+        **(
+            {
+                "control": _combine(controls),
+                "control_ratio": round(_combine(controls)["msgs_per_s"] / off["msgs_per_s"], 3)
+                if off["msgs_per_s"]
+                else 0.0,
+            }
+            if control
+            else {}
+        ),
         "ratio_median_of_rounds": round(statistics.median(per_round), 3),
         "targets": {
             "append_ge_20_mb_per_s": on["append_mb_per_s"] >= 20,

@@ -39,7 +39,8 @@ def test_bench_archive_prints_one_json_line_and_rerun_is_idempotent() -> None:
 def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-broker"]
-        + ["--seconds", "1.5", "--producers", "4", "--archive-interval-ms", "200", "--rounds", "2"],
+        + ["--seconds", "1.5", "--producers", "4", "--archive-interval-ms", "200", "--rounds", "2"]
+        + ["--control"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -55,6 +56,12 @@ def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() 
     assert on["lag_p99_ms"] >= on["lag_p50_ms"] >= 0
     assert figures["throughput_ratio"] == round(on["msgs_per_s"] / off["msgs_per_s"], 3)
     assert figures["rounds"] == 2 and len(figures["ratio_per_round"]) == 2
+    # the control runs: archiving off, another process uploading the off runs' MB/s meanwhile
+    control = figures["control"]
+    assert control["failed"] == 0 and control["sent"] > 0 and "drained" not in control
+    assert control["control_upload_mb_per_s"] > 0
+    assert figures["control_ratio"] == round(control["msgs_per_s"] / off["msgs_per_s"], 3)
+    assert on["archiver_cpu_ms_per_mb"] > 0 and off["archiver_cpu_ms_per_mb"] == 0
     assert set(figures["targets"]) == {
         "append_ge_20_mb_per_s",
         "lag_p99_lt_2x_interval",
