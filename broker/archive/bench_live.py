@@ -320,36 +320,18 @@ def run_with_broker(
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
         controls: list[dict] = []
+
+        def one(on_mode: bool, control_mb_s: float = 0.0) -> dict:
+            return _run_mode(
+                server, bucket, on_mode, producers, body, seconds, interval_ms, chunk_max_bytes,
+                work_root, control_mb_s,
+            )  # fmt: skip
+
         for i in range(rounds):
             for on_mode in (False, True) if i % 2 == 0 else (True, False):
-                runs[on_mode].append(
-                    _run_mode(
-                        server,
-                        bucket,
-                        on_mode,
-                        producers,
-                        body,
-                        seconds,
-                        interval_ms,
-                        chunk_max_bytes,
-                        work_root,
-                    )  # fmt: skip
-                )
+                runs[on_mode].append(one(on_mode))
             if control:
-                controls.append(
-                    _run_mode(
-                        server,
-                        bucket,
-                        False,
-                        producers,
-                        body,
-                        seconds,
-                        interval_ms,
-                        chunk_max_bytes,
-                        work_root,
-                        runs[False][-1]["append_mb_per_s"],
-                    )  # fmt: skip
-                )
+                controls.append(one(False, runs[False][-1]["append_mb_per_s"]))
     off, on = _combine(runs[False]), _combine(runs[True])
     per_round = [
         round(a["msgs_per_s"] / b["msgs_per_s"], 3) if b["msgs_per_s"] else 0.0

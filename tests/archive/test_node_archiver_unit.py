@@ -110,6 +110,28 @@ def _labelled_setup(tmp_path, interval_ms: int):
     return root, cfg, store, node
 
 
+def _with_archiver(archiver, store, body):
+    """Start ``archiver``, await ``body()``, stop it; then close the store. ``body``'s result."""
+
+    async def scenario():
+        await archiver.start()
+        try:
+            return await body()
+        finally:
+            await archiver.stop()
+
+    try:
+        return asyncio.run(scenario())
+    finally:
+        store.shutdown()
+
+
+async def _shipped(archiver, store, what: str) -> None:
+    await asyncio.to_thread(
+        wait_for, lambda: archiver.archived_end >= store.max_phy_offset > 0, what=what
+    )
+
+
 def _write(store, n: int, fill: bytes) -> None:
     for i in range(n):
         store.put_message(Message("T", fill * 300, queue_id=i % 2)).result()
@@ -133,34 +155,21 @@ def test_a_backlog_across_a_promotion_keeps_each_range_own_epoch_and_role(tmp_pa
     archiver = NodeArchiver(node, clock_ms=lambda: 1_700_000_000_000)
     prefix = layout.node_prefix("C", "broker-a", "bench-0")
 
-    async def scenario() -> int:
-        _write(store, 40, b"a")  # copied from the old master (written here as master: a slave
-        store.role = BrokerRole.SLAVE  # store takes no puts), archived as a slave's bytes
-        await archiver.start()
-        # the first round shipped the 40 records; more arrive before the promotion
-        await asyncio.to_thread(
-            wait_for, lambda: archiver.archived_end == store.max_phy_offset, what="first round"
-        )
-        store.role = BrokerRole.SYNC_MASTER
+    _write(store, 40, b"a")  # copied from the old master (written here as master: a slave
+    store.role = BrokerRole.SLAVE  # store takes no puts), archived as a slave's bytes
+
+    async def body() -> int:
+        await _shipped(archiver, store, "the first round")
+        store.role = BrokerRole.SYNC_MASTER  # more arrive before the promotion
         _write(store, 40, b"b")
         store.role = BrokerRole.SLAVE
         start = _promote(store, node)
         _write(store, 40, b"c")
         archiver._on_role_changed(BrokerRole.SLAVE, BrokerRole.SYNC_MASTER, 2)
-        try:
-            await asyncio.to_thread(
-                wait_for,
-                lambda: archiver.archived_end >= store.max_phy_offset,
-                what="the backlog across the promotion to ship",
-            )
-        finally:
-            await archiver.stop()
+        await _shipped(archiver, store, "the backlog across the promotion")
         return start
 
-    try:
-        epoch2_start = asyncio.run(scenario())
-    finally:
-        store.shutdown()
+    epoch2_start = _with_archiver(archiver, store, body)
     chunks = _chunks(archive, prefix)
     labels = [(c.epoch, c.role) for c in chunks]
     assert all(c.end <= epoch2_start or c.start >= epoch2_start for c in chunks), labels
@@ -180,19 +189,7 @@ def test_a_restarted_master_labels_its_backlog_by_the_epoch_file(tmp_path) -> No
     _write(store, 30, b"b")
     archiver = NodeArchiver(node, clock_ms=lambda: 1_700_000_000_000)
 
-    async def scenario() -> None:
-        await archiver.start()
-        try:
-            await asyncio.to_thread(
-                wait_for, lambda: archiver.archived_end >= store.max_phy_offset, what="backlog"
-            )
-        finally:
-            await archiver.stop()
-
-    try:
-        asyncio.run(scenario())
-    finally:
-        store.shutdown()
+    _with_archiver(archiver, store, lambda: _shipped(archiver, store, "the backlog"))
     chunks = _chunks(archive, layout.node_prefix("C", "broker-a", "bench-0"))
     assert [(c.start, c.end, c.epoch, c.role) for c in chunks] == [
         (0, epoch2_start, 1, "SLAVE"),
@@ -224,30 +221,17 @@ def test_uploads_run_in_a_niced_child_process_started_again_after_it_dies(tmp_pa
     archive = open_store(root)
     archiver = NodeArchiver(node)
 
-    async def scenario() -> tuple[int, int, int]:
-        await archiver.start()
-        try:
-            _write(store, 30, b"a")
-            await asyncio.to_thread(
-                wait_for, lambda: archiver.archived_end >= store.max_phy_offset, what="first"
-            )
-            first = archiver.shipper.pid
-            nice = os.getpriority(os.PRIO_PROCESS, first) - os.getpriority(os.PRIO_PROCESS, 0)
-            os.kill(first, signal.SIGKILL)
-            _write(store, 30, b"b")
-            await asyncio.to_thread(
-                wait_for,
-                lambda: archiver.archived_end >= store.max_phy_offset and archiver.shipper.pid,
-                what="a new child to ship the rest",
-            )
-            return first, archiver.shipper.pid, nice
-        finally:
-            await archiver.stop()
+    async def body() -> tuple[int, int, int]:
+        _write(store, 30, b"a")
+        await _shipped(archiver, store, "the first records")
+        first = archiver.shipper.pid
+        nice = os.getpriority(os.PRIO_PROCESS, first) - os.getpriority(os.PRIO_PROCESS, 0)
+        os.kill(first, signal.SIGKILL)
+        _write(store, 30, b"b")
+        await _shipped(archiver, store, "a new child to ship the rest")
+        return first, archiver.shipper.pid, nice
 
-    try:
-        first, second, nice = asyncio.run(scenario())
-    finally:
-        store.shutdown()
+    first, second, nice = _with_archiver(archiver, store, body)
     assert first != second and os.getpid() not in (first, second)
     assert nice == min(cfg.archive_nice, 19 - os.getpriority(os.PRIO_PROCESS, 0))
     assert archiver.shipper.starts == 2 and archiver.shipper.pid is None  # stopped with the node
