@@ -2,7 +2,10 @@
 
 - Every ``archiveIntervalMs`` a worker thread ships the store's **flushed** bytes as
   record-aligned immutable chunks (``Shipper``), resuming from what the archive already holds;
-  appends never wait for object storage.
+  appends never wait for object storage. Each chunk carries the epoch and role that wrote its
+  bytes (the node's epoch file), cut at epoch starts.
+- The shipper itself (reading the files, hashing, uploading) runs in a child process at nice
+  ``archiveNice`` (``uploader.py``); ``archiveInProcess=true`` keeps it in the worker thread.
 - Snapshots every ``snapshotIntervalMs`` and at every role change: role, epoch, offsets, each
   slave's ack offset (by node name) and the confirm offset from the HA service, strict-JSON
   consumer offsets, queue max offsets, delay offsets, dataVersion, mappedFileSize.
@@ -14,7 +17,7 @@
   catches up when storage returns. ``runtime_info`` reports the archive lag (bytes, ms).
 
 The event loop builds snapshot documents and event fields (they read node state); the worker
-thread does every object-store call, in order, from one queue.
+thread makes every shipper call, in order, from one queue.
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ class NodeArchiver:
                 cfg.archive_chunk_max_bytes,
                 clock_ms=self.clock_ms,
             )
-        else:  # started by its first call, from the worker thread
+        else:  # a child process, ready before the node serves
             self.shipper = ShipperProcess(
                 store_options,
                 self._identity(),
@@ -114,7 +117,6 @@ class NodeArchiver:
                 clock_ms=self.clock_ms,
                 nice=cfg.archive_nice,
             )
-        if isinstance(self.shipper, ShipperProcess):
             try:
                 pid = await asyncio.get_running_loop().run_in_executor(None, self.shipper.start)
                 log.info("archiver child process %d ready (nice %d)", pid, cfg.archive_nice)
