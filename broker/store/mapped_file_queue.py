@@ -28,9 +28,15 @@ class MappedFileQueue:
         os.makedirs(directory, exist_ok=True)
         names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
         files: list[MappedFile] = []
-        for n in names:
+        for i, n in enumerate(names):
             path = os.path.join(directory, n)
             size = os.path.getsize(path)
+            if size == 0 and i == len(names) - 1:
+                # created, not yet sized, when the process died (open, then ftruncate): no byte
+                # was ever written to it
+                log.warning("%s: removing an empty file left by a crash as it was created", path)
+                os.unlink(path)
+                continue
             if size != file_size:
                 raise StoreError(
                     f"{path}: size {size} differs from the mapped file size {file_size}; "
