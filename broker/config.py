@@ -80,7 +80,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveS3Endpoint": ("archive_s3_endpoint", None),
     "archiveS3Region": ("archive_s3_region", None),
     "archiveInProcess": ("archive_in_process", False),
-    "archiveNice": ("archive_nice", 19),
+    "archiveNice": ("archive_nice", 10),
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
@@ -130,7 +130,7 @@ class BrokerConfig:
     # (0-19) so they never hold the broker's interpreter lock or outrank its send path;
     # archiveInProcess=true keeps them in a thread of the broker instead
     archive_in_process: bool = False
-    archive_nice: int = 19
+    archive_nice: int = 10
     snapshot_interval_ms: int = 60_000
     extra: Mapping[str, str] = field(default_factory=dict)
 
