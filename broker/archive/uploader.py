@@ -237,8 +237,8 @@ class ShipperProcess:
                 self._conn.send((replace(self.id), self.clock_ms(), method, args, kwargs))
                 status, result, identity, state = self._conn.recv()
             except (EOFError, OSError) as exc:
-                code = self._proc.exitcode if self._proc is not None else None
-                self._proc.join(1)
+                self._proc.join(1)  # reaped, so its exit code is known
+                code = self._proc.exitcode
                 self._drop()
                 raise ArchiveError(
                     f"archiver child process died during {method} (exit code {code})"
