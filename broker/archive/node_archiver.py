@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from broker.archive import layout
 from broker.archive.object_store import open_store
-from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.shipper import NodeIdentity, Shipper, check_resume
 from broker.archive.uploader import ShipperProcess, SourceSpec
 from broker.errors import ArchiveConflictError, ArchiveError, HaproofError
 
@@ -364,8 +364,7 @@ class NodeArchiver:
         if start is None:
             archived = shipper.archived_end()
             start = live.min_offset() if archived is None else archived
-        if start > target:
-            shipper.ship(source, start)  # raises: the archive holds more than the log
+        check_resume(shipper.id.node, start, target)
         # one ship per epoch range: a backlog that spans a promotion (the archiver was behind
         # when this slave became master) keeps the old epoch and SLAVE for the old bytes
         for seg_start, seg_end, epoch in epoch_ranges(entries, start, target, node.epoch):

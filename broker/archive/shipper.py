@@ -296,6 +296,15 @@ def _scan_frames(view, base: int, pos: int, limit: int, budget: int, take_first:
     return pos, n, last, "end"
 
 
+def check_resume(node: str, start: int, end_limit: int) -> None:
+    """Shipping resumes at ``start`` (where the archive ends): the log must reach it."""
+    if start > end_limit:
+        raise ArchiveError(
+            f"node {node}: the archive holds its log up to {start} but the store ends at "
+            f"{end_limit}; a truncated log is shipped under a new epoch after a 'truncated' event"
+        )
+
+
 @dataclass
 class NodeIdentity:
     cluster: str
@@ -472,12 +481,7 @@ class Shipper:
         end_limit = source.shippable_end()
         if end is not None:
             end_limit = min(end_limit, max(end, start))
-        if start > end_limit:
-            raise ArchiveError(
-                f"node {self.id.node}: the archive holds its log up to {start} but the store ends "
-                f"at {end_limit}; a truncated log is shipped under a new epoch after a "
-                "'truncated' event"
-            )
+        check_resume(self.id.node, start, end_limit)
         out = _Chunks(
             self, source.mapped_file_size, start, end_limit,
             self.id.epoch if epoch is None else epoch, self.id.role if role is None else role,

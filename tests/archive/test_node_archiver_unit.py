@@ -15,19 +15,23 @@ from broker.store.message_store import MessageStore
 from tests.archive.live import wait_for
 
 
-def test_two_snapshots_in_one_millisecond_both_land_and_shipping_goes_on(tmp_path) -> None:
+def _config(tmp_path, **overrides) -> tuple[str, BrokerConfig]:
+    """(archive root, a node config archiving there, as cluster C / broker-a)."""
     root = f"file://{tmp_path}/archive"
-    cfg = BrokerConfig(
+    values = dict(
         store_path_root_dir=str(tmp_path / "store"),
         mapped_file_size_commit_log=64 * 1024,
         archive_enable=True,
         archive_root=root,
-        archive_interval_ms=50,
         snapshot_interval_ms=3_600_000,
         broker_cluster_name="C",
         broker_name="broker-a",
-        flush_interval_commit_log_ms=10,
     )
+    return root, BrokerConfig(**{**values, **overrides})
+
+
+def test_two_snapshots_in_one_millisecond_both_land_and_shipping_goes_on(tmp_path) -> None:
+    root, cfg = _config(tmp_path, archive_interval_ms=50, flush_interval_commit_log_ms=10)
     store = MessageStore.open(cfg)
     store.start()
     archive = open_store(root)
@@ -90,17 +94,8 @@ class _EpochNode(_StoreNode):
 
 
 def _labelled_setup(tmp_path, interval_ms: int):
-    root = f"file://{tmp_path}/archive"
-    cfg = BrokerConfig(
-        store_path_root_dir=str(tmp_path / "store"),
-        mapped_file_size_commit_log=64 * 1024,
-        archive_enable=True,
-        archive_root=root,
-        archive_interval_ms=interval_ms,
-        snapshot_interval_ms=3_600_000,
-        broker_cluster_name="C",
-        broker_name="broker-a",
-        broker_role=BrokerRole.SYNC_MASTER,
+    root, cfg = _config(
+        tmp_path, archive_interval_ms=interval_ms, broker_role=BrokerRole.SYNC_MASTER
     )
     store = MessageStore.open(cfg)
     store.start()
