@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+from broker import aio
 from broker.errors import HaproofError
 from broker.localcluster import (
     LocalProcess,
@@ -262,7 +263,7 @@ def _worker(conn, namesrv, topic, producers, inflight, body, seconds, sample_ack
         return await _produce(namesrv, topic, producers, inflight, body, seconds, sample_acks, go())
 
     try:
-        conn.send(asyncio.run(main()))
+        conn.send(aio.run(main()))
     except BaseException as exc:  # reported to the parent, which fails the bench
         conn.send({"error": repr(exc)})
     finally:
@@ -434,7 +435,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             procs, namesrv, master = _start_cluster(workdir, args.role, args.flush, with_slave)
         topic = args.topic or f"BenchTopic-{uuid.uuid4().hex[:6]}"
-        figures = asyncio.run(
+        figures = aio.run(
             _load(
                 namesrv,
                 topic,

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.aio import EventLoop
 from broker.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveInProcess": ("archive_in_process", False),
     "archiveNice": ("archive_nice", 10),
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
+    "eventLoop": ("event_loop", EventLoop.UVLOOP),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -132,6 +134,8 @@ class BrokerConfig:
     archive_in_process: bool = False
     archive_nice: int = 10
     snapshot_interval_ms: int = 60_000
+    # the node's asyncio event loop: uvloop (default) or the standard library's (asyncio)
+    event_loop: EventLoop = EventLoop.UVLOOP
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -10,6 +10,7 @@ import signal
 import struct
 import zlib
 
+from broker import aio
 from broker.errors import RemotingError
 from broker.namesrv_routes import RouteInfoManager
 from broker.remoting.codec import loads_fastjson
@@ -208,7 +209,7 @@ async def serve(host: str, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    asyncio.run(serve(args.host, args.listen_port))
+    aio.run(serve(args.host, args.listen_port), args.event_loop)
     return 0
 
 
@@ -216,6 +217,12 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("namesrv", help="run a name server (foreground)")
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--listen-port", type=int, default=9876, help="TCP port (default 9876)")
+    p.add_argument(
+        "--event-loop",
+        choices=[k.value for k in aio.EventLoop],
+        default=aio.EventLoop.UVLOOP.value,
+        help="asyncio event loop (default uvloop)",
+    )
     p.set_defaults(func=run)
 
 

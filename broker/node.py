@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 
+from broker import aio
 from broker.config import BrokerConfig
 from broker.errors import RemotingError
 from broker.processors.admin import AdminProcessor, ConsumerManager
@@ -224,7 +225,10 @@ class BrokerNode:
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table: every service adds its own keys."""
-        info: dict[str, str] = {}
+        # which asyncio loop serves (eventLoop): uvloop or asyncio
+        info: dict[str, str] = {
+            "eventLoop": type(asyncio.get_running_loop()).__module__.partition(".")[0]
+        }
         for service in [*self.services, *self.role_services]:
             extra = getattr(service, "runtime_info", None)
             if extra is not None:
@@ -409,7 +413,7 @@ async def serve(config: BrokerConfig, host: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_file(args.config)
-    asyncio.run(serve(config, args.host))
+    aio.run(serve(config, args.host), config.event_loop)
     return 0
 
 

@@ -25,6 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
+from broker import aio
 from broker.archive.s3server import DUMMY_CREDENTIALS, S3Server
 from broker.errors import HaproofError
 from broker.localcluster import (
@@ -213,7 +214,7 @@ def _run_mode(
                  str(control_mb_s), str(chunk_max_bytes)],
                 env={**os.environ, **env}, preexec_fn=lambda: os.nice(19),
             )  # fmt: skip
-        figures = asyncio.run(_drive(ns.addr, broker.addr, producers, body, seconds, on))
+        figures = aio.run(_drive(ns.addr, broker.addr, producers, body, seconds, on))
         if control is not None:
             control.kill()
             control.wait()

@@ -43,6 +43,7 @@ def test_broker_conf_with_rocketmq_names(tmp_path) -> None:
         ("syncFlushTimeout=0", "syncFlushTimeout=0: must be positive"),
         ("messageDelayLevel=1s 5x", "bad level '5x'"),
         ("brokerIP1=broker-a-0", "brokerIP1='broker-a-0': must be an IP address"),
+        ("eventLoop=trio", "eventLoop='trio': expected one of UVLOOP, ASYNCIO"),
     ],
 )
 def test_bad_values_name_key_and_line(tmp_path, line: str, message: str) -> None:
@@ -86,3 +87,10 @@ def test_default_delay_levels() -> None:
     levels = parse_delay_levels(BrokerConfig().message_delay_level)
     assert len(levels) == 18
     assert levels[0] == 1000 and levels[4] == 60_000 and levels[-1] == 7_200_000
+
+
+def test_event_loop_defaults_to_uvloop_and_takes_asyncio() -> None:
+    from broker.aio import EventLoop
+
+    assert BrokerConfig().event_loop is EventLoop.UVLOOP
+    assert BrokerConfig.from_dict({"eventLoop": "asyncio"}).event_loop is EventLoop.ASYNCIO
