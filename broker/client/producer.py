@@ -6,7 +6,6 @@ import enum
 import itertools
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 
 from broker.client.routes import (
@@ -16,6 +15,7 @@ from broker.client.routes import (
     TopicRoute,
     fetch_route,
 )
+from broker.client.uniq_id import new_uniq_id
 from broker.errors import RemotingError
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
@@ -115,7 +115,7 @@ class Producer:
             props["TAGS"] = tags
         if keys:
             props["KEYS"] = keys
-        props.setdefault(PROPERTY_UNIQ_KEY, uuid.uuid4().hex.upper())
+        props.setdefault(PROPERTY_UNIQ_KEY, new_uniq_id())
         props.setdefault("WAIT", "true")
         return await self._send_with_retry(topic, "send", body, props, flag)
 
@@ -132,7 +132,7 @@ class Producer:
         items = []
         for body, properties in messages:
             props = dict(properties or {})
-            props.setdefault(PROPERTY_UNIQ_KEY, uuid.uuid4().hex.upper())
+            props.setdefault(PROPERTY_UNIQ_KEY, new_uniq_id())
             props.setdefault("WAIT", "true")
             items.append((0, body, props))
         batch_body = encode_batch(items)
