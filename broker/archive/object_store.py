@@ -11,6 +11,7 @@ line or an error message.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import os
 import random
@@ -212,6 +213,18 @@ _PERMANENT = {
 }
 
 
+def _is_loopback(endpoint_url: str | None) -> bool:
+    host = urlparse(endpoint_url).hostname if endpoint_url else None
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class S3ObjectStore:
     """S3 backend over boto3; bounded retries with backoff and jitter on transient errors."""
 
@@ -252,7 +265,13 @@ class S3ObjectStore:
                 retries={"max_attempts": 1, "mode": "standard"},
                 connect_timeout=5,
                 read_timeout=60,
-                s3={"addressing_style": "path"},
+                s3={
+                    "addressing_style": "path",
+                    # botocore signs an S3 body's SHA-256 over plain HTTP, not over HTTPS (TLS
+                    # and the CRC32 checksum header guard it there). On loopback (the embedded
+                    # server) no one is on the path either: a hash pass over every chunk saved
+                    **({"payload_signing_enabled": False} if _is_loopback(endpoint_url) else {}),
+                },
             ),
         )
 
