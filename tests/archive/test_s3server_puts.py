@@ -106,3 +106,18 @@ def test_payload_signing_is_off_on_loopback_only(url, loopback) -> None:
     )  # fmt: skip
     s3 = store._client.meta.config.s3 or {}
     assert s3.get("payload_signing_enabled", True) is (not loopback)
+
+
+def test_moto_lists_its_service_packages_once(monkeypatch) -> None:
+    from moto import backends
+
+    from broker.archive.s3server import list_moto_modules_once
+
+    monkeypatch.setattr(backends, "list_of_moto_modules", backends.list_of_moto_modules)
+    listings = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p: listings.append(p) or real_listdir(p))
+    list_moto_modules_once()
+    first = backends.list_of_moto_modules()
+    assert "s3" in first and backends.list_of_moto_modules() == first
+    assert len(listings) == 1
