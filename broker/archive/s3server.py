@@ -292,9 +292,7 @@ def list_moto_modules_once() -> None:
 def main() -> None:
     """``python -m broker.archive.s3server -H HOST -p PORT``: moto's server, patched as above
     (``HAPROOF_S3_MOTO_PLAIN=1``: no patches at all)."""
-    if os.environ.get("HAPROOF_S3_MOTO_PLAIN") == "1":
-        pass
-    else:
+    if os.environ.get("HAPROOF_S3_MOTO_PLAIN") != "1":
         list_moto_modules_once()
         read_bodies_in_one_piece()
         store_bodies_without_copies()
