@@ -121,6 +121,7 @@ class Consumer:
         self.routes: dict[str, TopicRoute] = {}  # the subscribed topics that have a route
         self.assigned: list[MessageQueue] = []
         self.rebalance_needed = True
+        self.failing: dict[MessageQueue, int] = {}  # queue -> polls in a row its pull failed
 
     @property
     def route(self) -> TopicRoute | None:
@@ -244,6 +245,7 @@ class Consumer:
                 )
             ]
         self.rebalance_needed = False
+        self.failing = {mq: n for mq, n in self.failing.items() if mq in self.assigned}
         return self.assigned
 
     async def _initial_offset(self, mq: MessageQueue) -> int:
@@ -310,13 +312,25 @@ class Consumer:
             try:
                 records += await self.pull(mq)
             except RemotingError as exc:
-                log.warning("%s: pull %s failed, retried at the next poll: %s", self.group, mq, exc)
+                self._pull_failed(mq, exc)
                 failed, n_failed = exc, n_failed + 1  # (no node answering: rebalance_needed)
+            else:
+                if (streak := self.failing.pop(mq, 0)) > 0:
+                    log.info("%s: pull %s works again after %d failed polls", self.group, mq,
+                             streak)  # fmt: skip
         if failed is not None and n_failed == len(self.assigned):
             raise failed  # no queue could be pulled: the caller hears of it
         if self.schedule.due():
             await self.persist()
         return records
+
+    def _pull_failed(self, mq: MessageQueue, exc: RemotingError) -> None:
+        """A WARNING when a queue starts failing, then DEBUG while it keeps failing (a poll
+        loop would otherwise repeat the same warning many times a second)."""
+        streak = self.failing[mq] = self.failing.get(mq, 0) + 1
+        level = logging.WARNING if streak == 1 else logging.DEBUG
+        log.log(level, "%s: pull %s failed (%d in a row), retried at the next poll: %s",
+                self.group, mq, streak, exc)  # fmt: skip
 
     async def send_back(
         self, rec: Record, delay_level: int = 0, max_reconsume_times: int = 16

@@ -221,8 +221,10 @@ def test_clustering_consumer_subscribes_its_retry_topic():
 class _RetryTopicRefused(FakeBroker):
     """Refuses pulls of the retry topic (as a slave that has not copied its config yet)."""
 
+    refuse_retry = True
+
     async def pull(self, conn, req):
-        if req.field("topic").startswith("%RETRY%"):
+        if self.refuse_retry and req.field("topic").startswith("%RETRY%"):
             self.pulls.append(dict(req.ext_fields))
             return req.make_response(ResponseCode.SUBSCRIPTION_NOT_EXIST, remark="no such group")
         return await super().pull(conn, req)
@@ -241,6 +243,31 @@ def test_a_failed_pull_of_one_queue_keeps_the_records_of_the_others():
         assert await c.poll() == []
         fb.queues[0].append(fb.queues[0][0])  # one more record in queue 0 ...
         assert [r.queue_offset for r in await c.poll()] == [0]  # ... (a copy of its first)
+        await c.close()
+        await fb.server.stop()
+        await ns.server.stop()
+
+    asyncio.run(main())
+
+
+def test_a_queue_that_keeps_failing_warns_once_and_says_when_it_works_again(caplog):
+    import logging
+
+    async def main():
+        fb = _RetryTopicRefused(1)
+        ns, c = await _with_retry_topic(fb)
+        with caplog.at_level(logging.DEBUG, logger="broker.client.consumer"):
+            for _ in range(5):
+                await c.poll()
+            (retry_q,) = [mq for mq in c.assigned if mq.topic == "%RETRY%G"]
+            assert c.failing == {retry_q: 5}
+            failures = [r for r in caplog.records if "failed (" in r.getMessage()]
+            assert [r.levelno for r in failures] == [logging.WARNING] + [logging.DEBUG] * 4
+            assert "(5 in a row)" in failures[-1].getMessage()
+            fb.refuse_retry = False  # the broker takes the retry queue's pulls again
+            await c.poll()
+        assert c.failing == {}
+        assert any("works again after 5 failed polls" in r.getMessage() for r in caplog.records)
         await c.close()
         await fb.server.stop()
         await ns.server.stop()
