@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -29,6 +30,12 @@ def get_spark(app_name: str = "haproof-audit", master: str | None = None, conf: 
     Connect server with ``sc://...``."""
     from pyspark.sql import SparkSession
 
+    # py4j says INFO on every gateway connection it opens and closes, the last ones from
+    # finalizers at interpreter exit, when logging's streams may be closed already ("--- Logging
+    # error ---" after a test run); its warnings and errors still show
+    py4j_log = logging.getLogger("py4j")
+    if py4j_log.level == logging.NOTSET:
+        py4j_log.setLevel(logging.WARNING)
     master = master or os.environ.get("HAPROOF_SPARK_MASTER") or "local[*]"
     # Python workers run this interpreter (the project's venv), whatever python3 is on PATH:
     # ``.venv/bin/haproof`` or an Airflow task started without the venv activated.
