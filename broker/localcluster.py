@@ -42,10 +42,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stat_fields(pid: int | str) -> list[str]:
+    """``/proc/PID/stat`` after the command name: state, ppid, ... (utime is index 11)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rpartition(")")[2].split()
+
+
 def process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system) used so far by process ``pid`` (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rpartition(")")[2].split()
+    fields = _stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
@@ -55,8 +60,7 @@ def child_pids(pid: int) -> list[int]:
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                with open(f"/proc/{name}/stat") as fh:
-                    ppid = int(fh.read().rpartition(")")[2].split()[1])
+                ppid = int(_stat_fields(name)[1])
             except (OSError, ValueError, IndexError):
                 continue
             if ppid == pid:

@@ -224,12 +224,9 @@ def _run_mode(
         # wherever it runs (the broker's archiver thread, the S3 server), whatever else loads
         # the machine
         appended_mb = figures["append_mb_per_s"] * figures["send_s"]
-        for k, pid in pids.items():
-            used = process_cpu_s(pid) - cpu0[k]
-            if k == "broker":
-                figures["archiver_cpu_ms_per_mb"] = (
-                    round(kid_cpu * 1e3 / appended_mb, 2) if appended_mb else None
-                )
+        used_s = {k: process_cpu_s(pid) - cpu0[k] for k, pid in pids.items()}
+        used_s["archiver"] = kid_cpu
+        for k, used in used_s.items():
             figures[f"{k}_cpu_ms_per_mb"] = (
                 round(used * 1e3 / appended_mb, 2) if appended_mb else None
             )
@@ -340,6 +337,15 @@ def run_with_broker(
     ]
     ratio = on["msgs_per_s"] / off["msgs_per_s"] if off["msgs_per_s"] else 0.0
     lag_ok = on.get("drained", False) and on["lag_p99_ms"] < 2 * interval_ms
+    control_figures = {}
+    if control:
+        ctl = _combine(controls)
+        control_figures = {
+            "control": ctl,
+            "control_ratio": round(ctl["msgs_per_s"] / off["msgs_per_s"], 3)
+            if off["msgs_per_s"]
+            else 0.0,
+        }
     return {
         "bench": "archive",
         "mode": "with-broker",
@@ -355,16 +361,7 @@ def run_with_broker(
         "off": off,
         "on": on,
         "throughput_ratio": round(ratio, 3),
-        **(
-            {
-                "control": _combine(controls),
-                "control_ratio": round(_combine(controls)["msgs_per_s"] / off["msgs_per_s"], 3)
-                if off["msgs_per_s"]
-                else 0.0,
-            }
-            if control
-            else {}
-        ),
+        **control_figures,
         "ratio_median_of_rounds": round(statistics.median(per_round), 3),
         "targets": {
             "append_ge_20_mb_per_s": on["append_mb_per_s"] >= 20,
