@@ -1,17 +1,20 @@
 """The embedded S3 server's write path (broker.archive.s3server): a body read in one piece and
 stored without copies still reads back byte for byte with S3's ETags (MD5 for a single PUT,
 "<md5 of the parts' md5s>-<parts>" for multipart); a body cut short is a disconnect, as in
-werkzeug; the S3 backend does not hash payloads for signing on loopback only."""
+werkzeug; the S3 backend does not hash payloads for signing, nor CRC32 its parts, on loopback
+only, and every single PUT carries the SHA-256 its manifest records."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import uuid
 
 import pytest
 
-from broker.archive.object_store import S3ObjectStore, _is_loopback
+from broker.archive.object_store import S3ObjectStore, _is_loopback, open_store
+from broker.errors import ArchiveError, TransientArchiveError
 
 
 @pytest.fixture
@@ -98,14 +101,76 @@ def test_a_body_read_in_one_piece_and_a_short_one_is_a_disconnect(monkeypatch) -
         (None, False),
     ],
 )
-def test_payload_signing_is_off_on_loopback_only(url, loopback) -> None:
+def test_loopback_endpoints_skip_payload_signing_and_part_crcs(url, loopback) -> None:
     assert _is_loopback(url) is loopback
     store = S3ObjectStore(
         "s3://b/p", "b", "p", endpoint_url=url, region="us-east-1", access_key="a",
         secret_key="s", retries=0, part_size=5 << 20,
     )  # fmt: skip
-    s3 = store._client.meta.config.s3 or {}
-    assert s3.get("payload_signing_enabled", True) is (not loopback)
+    config = store._client.meta.config
+    assert (config.s3 or {}).get("payload_signing_enabled", True) is (not loopback)
+    assert config.request_checksum_calculation == (
+        "when_required" if loopback else "when_supported"
+    )
+
+
+def test_single_puts_carry_their_sha256_and_loopback_parts_no_crc(s3_server, s3_root) -> None:
+    store = open_store(s3_root, part_size=5 * 1024 * 1024, **s3_server.store_options())
+    sent: list[tuple[str, dict[str, bytes]]] = []
+
+    def record(request, **_kw) -> None:
+        checksums = {k.lower(): v for k, v in request.headers.items() if "checksum" in k.lower()}
+        sent.append(
+            (
+                request.method
+                + " "
+                + request.url.split("?")[0].rsplit("/", 1)[-1]
+                + ("?part" if "partNumber=" in request.url else ""),
+                checksums,
+            )
+        )
+
+    store._client.meta.events.register("before-send.s3", record)
+    small, big = os.urandom(1000), os.urandom(11 * 1024 * 1024)
+    assert store.put("v1/small.log", small) and store.put("v1/big.log", big)
+    assert store.get("v1/small.log") == small and store.get("v1/big.log") == big
+    by_what = dict(sent)
+    want = base64.b64encode(hashlib.sha256(small).digest())
+    assert by_what["PUT small.log"] == {"x-amz-checksum-sha256": want}
+    assert by_what["PUT big.log?part"] == {}  # 3 parts, none CRC32'd on loopback
+    assert sum(what == "PUT big.log?part" for what, _ in sent) == 3
+    assert not any("x-amz-checksum-crc32" in h for _, h in sent)
+
+
+def test_a_bad_digest_is_retried_then_reported(monkeypatch) -> None:
+    """S3 answers BadDigest when the bytes it got do not match the checksum sent: the bytes
+    changed on the way, so the PUT is sent again (bounded), unlike a permanent refusal."""
+    from botocore.exceptions import ClientError
+
+    store = S3ObjectStore(
+        "s3://b/p", "b", "p", endpoint_url="http://127.0.0.1:1", region="us-east-1",
+        access_key="a", secret_key="s", retries=2, part_size=5 << 20, sleep=lambda s: None,
+    )  # fmt: skip
+    answers = iter(["BadDigest", "BadDigest", None])
+
+    def put(**_kw):
+        code = next(answers)
+        if code:
+            status = 403 if code == "AccessDenied" else 400
+            raise ClientError(
+                {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                "PutObject",
+            )
+        return {}
+
+    assert store._call("put", "k", lambda: put()) == {}
+    store.retries = 1
+    answers = iter(["BadDigest", "BadDigest", None])
+    with pytest.raises(TransientArchiveError, match="BadDigest"):
+        store._call("put", "k", lambda: put())
+    answers = iter(["AccessDenied", None])
+    with pytest.raises(ArchiveError, match="access denied to b"):
+        store._call("put", "k", lambda: put())
 
 
 def test_moto_lists_its_service_packages_once(monkeypatch) -> None:
