@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import statistics
@@ -261,6 +262,32 @@ def control_upload(root: str, endpoint: str, mb_s: str, chunk_bytes: str) -> Non
         n += 1
 
 
+# Student's t, two-sided 95 %, for 1..30 degrees of freedom
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def ratio_interval(per_round: list[float], target: float = 0.9) -> tuple[list[float] | None, str]:
+    """A 95 % confidence interval for the on/off ratio from the paired rounds' ratios (a t
+    interval on their logarithms, so it stays positive and a ratio and its inverse are treated
+    alike), and what it says of ``target``: ``"met"`` (the whole interval at or above it),
+    ``"missed"`` (wholly below) or ``"undecided"`` (the noise of these rounds spans it, or
+    fewer than two rounds)."""
+    logs = [math.log(r) for r in per_round if r > 0]
+    if len(logs) < 2 or len(logs) != len(per_round):
+        return None, "undecided"
+    df = len(logs) - 1
+    t = _T975[df - 1] if df <= len(_T975) else 2.0 if df <= 60 else 1.98 if df <= 120 else 1.96
+    half = t * statistics.stdev(logs) / math.sqrt(len(logs))
+    mean = statistics.fmean(logs)
+    lo, hi = math.exp(mean - half), math.exp(mean + half)
+    verdict = "met" if lo >= target else "missed" if hi < target else "undecided"
+    return [round(lo, 3), round(hi, 3)], verdict
+
+
 def default_work_root() -> str | None:
     """tmpfs when there is one: on a shared VM the disk's own noise (writeback stalls of the
     broker's mapped files) moves msgs/s by up to 30 % between runs of one mode, which would
@@ -336,6 +363,7 @@ def run_with_broker(
         for a, b in zip(runs[True], runs[False], strict=True)
     ]
     ratio = on["msgs_per_s"] / off["msgs_per_s"] if off["msgs_per_s"] else 0.0
+    ci95, verdict = ratio_interval(per_round)
     lag_ok = on.get("drained", False) and on["lag_p99_ms"] < 2 * interval_ms
     control_figures = {}
     if control:
@@ -363,6 +391,8 @@ def run_with_broker(
         "throughput_ratio": round(ratio, 3),
         **control_figures,
         "ratio_median_of_rounds": round(statistics.median(per_round), 3),
+        "ratio_ci95": ci95,
+        "ratio_vs_0_9": verdict,
         "targets": {
             "append_ge_20_mb_per_s": on["append_mb_per_s"] >= 20,
             "lag_p99_lt_2x_interval": bool(lag_ok),

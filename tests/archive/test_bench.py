@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def test_bench_archive_prints_one_json_line_and_rerun_is_idempotent() -> None:
     proc = subprocess.run(
@@ -56,6 +58,9 @@ def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() 
     assert on["lag_p99_ms"] >= on["lag_p50_ms"] >= 0
     assert figures["throughput_ratio"] == round(on["msgs_per_s"] / off["msgs_per_s"], 3)
     assert figures["rounds"] == 2 and len(figures["ratio_per_round"]) == 2
+    low, high = figures["ratio_ci95"]
+    assert low <= figures["ratio_median_of_rounds"] <= high
+    assert figures["ratio_vs_0_9"] in ("met", "missed", "undecided")
     # the control runs: archiving off, another process uploading the off runs' MB/s meanwhile
     control = figures["control"]
     assert control["failed"] == 0 and control["sent"] > 0 and "drained" not in control
@@ -83,3 +88,27 @@ def test_bench_archive_with_store_paces_appends_and_the_node_archiver_drains() -
     assert figures["sent"] > 0 and 0 < figures["append_mb_per_s"] <= 2 * 1.2
     assert figures["storage_errors"] == [] and figures["archive_mb_per_s"] > 0
     assert figures["lag_max_ms"] >= figures["lag_p99_ms"] >= figures["lag_p50_ms"]
+
+
+def test_the_ratio_interval_is_a_t_interval_on_the_rounds_log_ratios() -> None:
+    import math
+
+    from scipy import stats
+
+    from broker.archive.bench_live import _T975, ratio_interval
+
+    for df, t in enumerate(_T975, 1):
+        assert t == pytest.approx(stats.t.ppf(0.975, df), abs=5e-4)
+    rounds = [0.95, 0.86, 0.91, 0.88, 0.93]
+    logs = [math.log(r) for r in rounds]
+    low, high = stats.t.interval(
+        0.95, len(logs) - 1, loc=sum(logs) / len(logs), scale=stats.sem(logs)
+    )
+    ci, verdict = ratio_interval(rounds)
+    assert ci == [round(math.exp(low), 3), round(math.exp(high), 3)]
+    assert ci[0] < 0.9 < ci[1] and verdict == "undecided"
+    ci, verdict = ratio_interval([0.93, 0.95, 0.94, 0.96])
+    assert 0.9 <= ci[0] < 0.93 and 0.96 < ci[1] < 1 and verdict == "met"
+    assert ratio_interval([0.8, 0.82, 0.81])[1] == "missed"
+    assert ratio_interval([0.95]) == (None, "undecided")  # one round: no spread to go by
+    assert ratio_interval([0.95, 0.0]) == (None, "undecided")  # a mode that sent nothing
