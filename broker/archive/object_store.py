@@ -286,6 +286,12 @@ class S3ObjectStore:
             ),
         )
 
+        # an S3-compatible store that refuses checksum headers is configured with botocore's
+        # own switch (AWS_REQUEST_CHECKSUM_CALCULATION=when_required): the SHA-256 stays off too
+        self._sha256_header = (
+            loopback or self._client.meta.config.request_checksum_calculation != "when_required"
+        )
+
         # botocore wraps a bytes body in a BytesIO, which urllib3 then sends 16 KiB at a time:
         # thousands of send() calls per chunk, each taking the GIL back from the broker's event
         # loop. Kept as bytes, a body goes out in one sendall.
@@ -408,8 +414,8 @@ class S3ObjectStore:
                     Key=k,
                     Body=data,
                     Metadata=meta,
-                    ChecksumSHA256=base64.b64encode(bytes.fromhex(digest)).decode("ascii"),
                     **cond,
+                    **self._checksum(digest),
                 ),
             )
             return
@@ -449,6 +455,11 @@ class S3ObjectStore:
             except Exception:  # best effort: the bucket's lifecycle rule cleans up leftovers
                 log.warning("could not abort multipart upload of %s/%s", self.root, key)
             raise
+
+    def _checksum(self, digest: str) -> dict[str, str]:
+        if not self._sha256_header:
+            return {}
+        return {"ChecksumSHA256": base64.b64encode(bytes.fromhex(digest)).decode("ascii")}
 
     def get(self, key: str) -> bytes:
         return self._call(

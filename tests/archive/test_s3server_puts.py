@@ -114,6 +114,23 @@ def test_loopback_endpoints_skip_payload_signing_and_part_crcs(url, loopback) ->
     )
 
 
+def test_a_store_configured_without_checksums_sends_no_sha256_either(monkeypatch) -> None:
+    """S3-compatible stores that refuse checksum headers are set up with botocore's switch."""
+
+    def store(url):
+        return S3ObjectStore(
+            "s3://b/p", "b", "p", endpoint_url=url, region="us-east-1", access_key="a",
+            secret_key="s", retries=0, part_size=5 << 20,
+        )  # fmt: skip
+
+    digest = hashlib.sha256(b"x").hexdigest()
+    want = {"ChecksumSHA256": base64.b64encode(hashlib.sha256(b"x").digest()).decode()}
+    assert store("http://10.0.0.5:9000")._checksum(digest) == want
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+    assert store("http://10.0.0.5:9000")._checksum(digest) == {}
+    assert store("http://127.0.0.1:9000")._checksum(digest) == want  # the embedded server
+
+
 def test_single_puts_carry_their_sha256_and_loopback_parts_no_crc(s3_server, s3_root) -> None:
     store = open_store(s3_root, part_size=5 * 1024 * 1024, **s3_server.store_options())
     sent: list[tuple[str, dict[str, bytes]]] = []
