@@ -49,6 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="--with-broker: also run archiving off while another process uploads as much",
     )
     p.add_argument(
+        "--archive-to",
+        choices=("s3", "file"),
+        default="s3",
+        help="--with-broker: the embedded S3 server (default), or a file:// root beside the "
+        "brokers' stores: archiving with no S3 server on the same cores",
+    )
+    p.add_argument(
         "--with-store",
         action="store_true",
         help="the node archiver over an in-process store appending --rate-mb-s (no network)",
@@ -126,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             args.rounds,
             args.work_dir or default_work_root(),
             args.control,
+            args.archive_to,
         )
         print(json.dumps(figures))
         return 0 if figures["ok"] else 1

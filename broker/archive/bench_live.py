@@ -166,9 +166,11 @@ def _run_mode(
     chunk_max_bytes: int,
     work_root: str | None = None,
     control_mb_s: float = 0.0,
+    archive_to: str = "s3",
 ) -> dict:
     """One broker run; ``control_mb_s`` > 0: archiving off, and a separate process (nice 19)
-    uploads that many MB/s of 8 MiB objects to the same S3 server meanwhile."""
+    uploads that many MB/s of 8 MiB objects to the same S3 server meanwhile. ``archive_to``
+    ``"file"``: the archive is a file:// root in the run's directory instead of the S3 server."""
     workdir = Path(tempfile.mkdtemp(prefix="haproof-bench-archive-live-", dir=work_root))
     env = dict(DUMMY_CREDENTIALS)
     procs = []
@@ -187,7 +189,9 @@ def _run_mode(
             "nodeName": "bench-0",
             "mappedFileSizeCommitLog": 128 * 1024 * 1024,
             "archiveEnable": "true" if on else "false",
-            "archiveRoot": f"s3://{bucket}/{'on' if on else 'off'}-{uuid.uuid4().hex[:6]}",
+            "archiveRoot": f"file://{workdir / 'archive'}"
+            if archive_to == "file"
+            else f"s3://{bucket}/{'on' if on else 'off'}-{uuid.uuid4().hex[:6]}",
             "archiveS3Endpoint": server.endpoint_url,
             "archiveIntervalMs": interval_ms,
             "archiveChunkMaxBytes": chunk_max_bytes,
@@ -331,13 +335,20 @@ def run_with_broker(
     rounds: int = 1,
     work_root: str | None = None,
     control: bool = False,
+    archive_to: str = "s3",
 ) -> dict:
     """``rounds`` off/on pairs in ABBA order (off on, on off, ...), so a drifting machine load
     weighs on both modes alike. ``control``: each round also runs archiving off while another
     process uploads the off run's append MB/s to the same S3 server: what the upload traffic
-    itself costs the broker on this machine, whoever sends it."""
+    itself costs the broker on this machine, whoever sends it. ``archive_to="file"``: archive
+    to a file:// root beside each broker's store: what archiving costs with no S3 server
+    sharing the cores (the server runs, idle)."""
     if producers <= 0 or seconds <= 0 or interval_ms <= 0 or rounds <= 0:
         raise HaproofError("bench archive: --producers, --seconds, --archive-interval-ms > 0")
+    if archive_to not in ("s3", "file"):
+        raise HaproofError(f"bench archive: --archive-to is s3 or file, not {archive_to!r}")
+    if control and archive_to != "s3":
+        raise HaproofError("bench archive: --control uploads to the S3 server; not with file")
     body = os.urandom(body_bytes)
     load_before = os.getloadavg()[0]
     runs: dict[bool, list[dict]] = {False: [], True: []}
@@ -349,7 +360,7 @@ def run_with_broker(
         def one(on_mode: bool, control_mb_s: float = 0.0) -> dict:
             return _run_mode(
                 server, bucket, on_mode, producers, body, seconds, interval_ms, chunk_max_bytes,
-                work_root, control_mb_s,
+                work_root, control_mb_s, archive_to,
             )  # fmt: skip
 
         for i in range(rounds):
@@ -383,6 +394,7 @@ def run_with_broker(
         "archive_interval_ms": interval_ms,
         "chunk_max_bytes": chunk_max_bytes,
         "rounds": rounds,
+        "archive_to": archive_to,
         "s3_server_nice": S3_NICE,
         "work_root": work_root or tempfile.gettempdir(),
         "ratio_per_round": per_round,

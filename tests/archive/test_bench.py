@@ -74,6 +74,32 @@ def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() 
     }
 
 
+def test_bench_archive_to_a_file_root_leaves_the_s3_server_idle() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-broker"]
+        + ["--seconds", "1.5", "--producers", "4", "--archive-interval-ms", "200", "--rounds", "1"]
+        + ["--archive-to", "file"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert figures["archive_to"] == "file" and figures["ok"] is True
+    on = figures["on"]
+    assert on["drained"] and on["archived_bytes"] >= on["sent"] * 1024
+    # the archiver child did the work; the S3 server (running, idle) next to nothing
+    assert on["s3_cpu_ms_per_mb"] < on["archiver_cpu_ms_per_mb"]
+    refused = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-broker"]
+        + ["--archive-to", "file", "--control"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0 and "--control" in refused.stderr
+
+
 def test_bench_archive_with_store_paces_appends_and_the_node_archiver_drains() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-store"]
