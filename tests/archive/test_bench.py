@@ -38,17 +38,22 @@ def test_bench_archive_prints_one_json_line_and_rerun_is_idempotent() -> None:
     assert figures["mb_per_s"] > 0
 
 
-def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() -> None:
+def _bench_with_broker(rounds: int, *extra: str) -> dict:
+    """A short live run of ``bench archive --with-broker``; its one JSON line."""
     proc = subprocess.run(
         [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-broker"]
-        + ["--seconds", "1.5", "--producers", "4", "--archive-interval-ms", "200", "--rounds", "2"]
-        + ["--control"],
+        + ["--seconds", "1.5", "--producers", "4", "--archive-interval-ms", "200"]
+        + ["--rounds", str(rounds), *extra],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() -> None:
+    figures = _bench_with_broker(2, "--control")
     assert figures["mode"] == "with-broker" and figures["ok"] is True
     off, on = figures["off"], figures["on"]
     assert off["failed"] == 0 and on["failed"] == 0 and off["sent"] > 0 and on["sent"] > 0
@@ -75,16 +80,7 @@ def test_bench_archive_with_broker_measures_both_modes_and_the_archive_drains() 
 
 
 def test_bench_archive_to_a_file_root_leaves_the_s3_server_idle() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "bench", "archive", "--with-broker"]
-        + ["--seconds", "1.5", "--producers", "4", "--archive-interval-ms", "200", "--rounds", "1"]
-        + ["--archive-to", "file"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    figures = _bench_with_broker(1, "--archive-to", "file")
     assert figures["archive_to"] == "file" and figures["ok"] is True
     on = figures["on"]
     assert on["drained"] and on["archived_bytes"] >= on["sent"] * 1024
