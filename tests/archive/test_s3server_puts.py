@@ -90,6 +90,14 @@ def test_a_body_read_in_one_piece_and_a_short_one_is_a_disconnect(monkeypatch) -
     assert capped.readall() == b"abc"
 
 
+def _bare_store(url: str | None, **options) -> S3ObjectStore:
+    """An S3 store with made-up credentials: building it makes no request."""
+    settings = dict(region="us-east-1", access_key="a", secret_key="s", retries=0)
+    return S3ObjectStore(
+        "s3://b/p", "b", "p", endpoint_url=url, part_size=5 << 20, **{**settings, **options}
+    )
+
+
 @pytest.mark.parametrize(
     "url, loopback",
     [
@@ -103,11 +111,7 @@ def test_a_body_read_in_one_piece_and_a_short_one_is_a_disconnect(monkeypatch) -
 )
 def test_loopback_endpoints_skip_payload_signing_and_part_crcs(url, loopback) -> None:
     assert _is_loopback(url) is loopback
-    store = S3ObjectStore(
-        "s3://b/p", "b", "p", endpoint_url=url, region="us-east-1", access_key="a",
-        secret_key="s", retries=0, part_size=5 << 20,
-    )  # fmt: skip
-    config = store._client.meta.config
+    config = _bare_store(url)._client.meta.config
     assert (config.s3 or {}).get("payload_signing_enabled", True) is (not loopback)
     assert config.request_checksum_calculation == (
         "when_required" if loopback else "when_supported"
@@ -116,19 +120,12 @@ def test_loopback_endpoints_skip_payload_signing_and_part_crcs(url, loopback) ->
 
 def test_a_store_configured_without_checksums_sends_no_sha256_either(monkeypatch) -> None:
     """S3-compatible stores that refuse checksum headers are set up with botocore's switch."""
-
-    def store(url):
-        return S3ObjectStore(
-            "s3://b/p", "b", "p", endpoint_url=url, region="us-east-1", access_key="a",
-            secret_key="s", retries=0, part_size=5 << 20,
-        )  # fmt: skip
-
     digest = hashlib.sha256(b"x").hexdigest()
     want = {"ChecksumSHA256": base64.b64encode(hashlib.sha256(b"x").digest()).decode()}
-    assert store("http://10.0.0.5:9000")._checksum(digest) == want
+    assert _bare_store("http://10.0.0.5:9000")._checksum(digest) == want
     monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
-    assert store("http://10.0.0.5:9000")._checksum(digest) == {}
-    assert store("http://127.0.0.1:9000")._checksum(digest) == want  # the embedded server
+    assert _bare_store("http://10.0.0.5:9000")._checksum(digest) == {}
+    assert _bare_store("http://127.0.0.1:9000")._checksum(digest) == want  # the embedded server
 
 
 def test_single_puts_carry_their_sha256_and_loopback_parts_no_crc(s3_server, s3_root) -> None:
@@ -164,10 +161,7 @@ def test_a_bad_digest_is_retried_then_reported(monkeypatch) -> None:
     changed on the way, so the PUT is sent again (bounded), unlike a permanent refusal."""
     from botocore.exceptions import ClientError
 
-    store = S3ObjectStore(
-        "s3://b/p", "b", "p", endpoint_url="http://127.0.0.1:1", region="us-east-1",
-        access_key="a", secret_key="s", retries=2, part_size=5 << 20, sleep=lambda s: None,
-    )  # fmt: skip
+    store = _bare_store("http://127.0.0.1:1", retries=2, sleep=lambda s: None)
     answers = iter(["BadDigest", "BadDigest", None])
 
     def put(**_kw):
