@@ -24,10 +24,10 @@ import json
 import sys
 
 from broker.config import BrokerRole
-from broker.errors import HaproofError, RemotingError
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from contracts.errors import HaproofError, RemotingError
 
 TIMEOUT_MS = 5000
 

@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 from broker import aio
-from broker.errors import HaproofError
 from broker.localcluster import (
     LocalProcess,
     LocalProcessError,
@@ -29,6 +28,7 @@ from broker.localcluster import (
     start_namesrv,
     write_broker_conf,
 )
+from contracts.errors import HaproofError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -207,7 +207,7 @@ async def _produce(
     latencies, failures and (when ``sample_acks``) (ack time, physical offset) pairs.
     ``started`` (an awaitable) is awaited once the routes are known: the start signal."""
     from broker.client.producer import Producer, SendStatus
-    from broker.store.message import parse_message_id
+    from contracts.record import parse_message_id
 
     latencies: list[float] = []
     acked: list[tuple[float, int]] = []

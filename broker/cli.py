@@ -12,7 +12,7 @@ import logging
 import sys
 from importlib.metadata import entry_points
 
-from broker.errors import HaproofError
+from contracts.errors import HaproofError
 
 log = logging.getLogger("haproof")
 

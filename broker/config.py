@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.aio import EventLoop
-from broker.errors import ConfigError
+from contracts.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 from broker.archive.s3server import DUMMY_CREDENTIALS, S3Server
-from broker.errors import HaproofError
 from broker.localcluster import (
     LocalProcess,
     free_port,
@@ -35,6 +34,7 @@ from broker.localcluster import (
     start_namesrv,
     write_broker_conf,
 )
+from contracts.errors import HaproofError
 
 CLUSTER = "DemoCluster"
 GROUP = "broker-a"
@@ -235,7 +235,7 @@ class Demo:
             self.say(f"  {node}: {res.stderr.strip().splitlines()[-1]}")
 
     def _wait_archived(self) -> None:
-        from broker.archive.object_store import open_store
+        from contracts.object_store import open_store
 
         store = open_store(self.root)
         deadline = time.monotonic() + 120
@@ -282,7 +282,7 @@ class Demo:
                 rc = subprocess.run(argv, env=env, stdout=log_file, stderr=log_file).returncode
                 if rc != 0 and argv[1] == "db":
                     raise DemoError(f"airflow db migrate failed; see {log_path}")
-        from broker.archive.object_store import open_store
+        from contracts.object_store import open_store
 
         store = open_store(self.root)
         reports = sorted(o.key for o in store.list("audits/") if o.key.endswith("dag_report.json"))

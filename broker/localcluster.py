@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from broker.errors import HaproofError
+from contracts.errors import HaproofError
 
 
 class LocalProcessError(HaproofError):

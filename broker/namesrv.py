@@ -11,12 +11,12 @@ import struct
 import zlib
 
 from broker import aio
-from broker.errors import RemotingError
 from broker.namesrv_routes import RouteInfoManager
-from broker.remoting.codec import loads_fastjson
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.server import RemotingServer
+from contracts.errors import RemotingError
+from contracts.fastjson import loads_fastjson
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ import signal
 
 from broker import aio
 from broker.config import BrokerConfig
-from broker.errors import RemotingError
 from broker.processors.admin import AdminProcessor, ConsumerManager
 from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.send import SendProcessor
@@ -25,6 +24,7 @@ from broker.store.checkpoint import atomic_write
 from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
+from contracts.errors import RemotingError
 
 log = logging.getLogger(__name__)
 

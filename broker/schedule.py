@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from broker.config import parse_delay_levels
 from broker.store import delay
-from broker.store import message as msgfmt
 from broker.store.results import PutMessageStatus
+from contracts import record as msgfmt
 
 log = logging.getLogger(__name__)
 

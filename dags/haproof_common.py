@@ -65,7 +65,7 @@ def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, An
 
 
 def _spec(cfg: dict[str, Any]):
-    from broker.archive.object_store import StoreSpec
+    from contracts.object_store import StoreSpec
 
     return StoreSpec(cfg["root"], endpoint_url=cfg["endpoint_url"])
 
@@ -138,7 +138,7 @@ def run_expectations(cfg: dict[str, Any], audit: dict[str, Any]) -> list[dict[st
 def publish(cfg: dict[str, Any], audit: dict[str, Any], gx: list[dict[str, Any]]) -> dict:
     """Write ``audits/{runId}/dag_report.json`` and say where the reports are; the caller fails
     the run when ``passed`` is false."""
-    from broker.archive import layout
+    from contracts import archive_layout as layout
 
     store = _spec(cfg).open()
     passed = audit["passed"] and all(r["success"] for r in gx)

@@ -20,8 +20,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.archive import layout
-from broker.errors import HaproofError, ObjectNotFoundError
+from contracts import archive_layout as layout
+from contracts.errors import HaproofError, ObjectNotFoundError
 from expectations import suites
 
 log = logging.getLogger(__name__)

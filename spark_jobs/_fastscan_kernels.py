@@ -10,7 +10,7 @@ import numpy as np
 from llvmlite import binding as _llvm
 from numba import types as _nt
 
-from broker.store import message as msgfmt
+from contracts import record as msgfmt
 
 # zlib's C library (the one Python's zlib module uses) made visible to compiled code; the
 # buffer goes as an address (size_t: the same register as a pointer on the ABIs numba

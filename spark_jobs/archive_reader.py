@@ -14,9 +14,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from broker.archive import layout
-from broker.archive.object_store import ObjectStore, StoreSpec
-from broker.errors import AuditInputError, ObjectNotFoundError
+from contracts import archive_layout as layout
+from contracts.errors import AuditInputError, ObjectNotFoundError
+from contracts.object_store import ObjectStore, StoreSpec
 
 
 @dataclass

@@ -26,9 +26,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from broker.archive import layout
-from broker.archive.object_store import StoreSpec
-from broker.errors import AuditInputError
+from contracts import archive_layout as layout
+from contracts.errors import AuditInputError
+from contracts.object_store import StoreSpec
 from spark_jobs import incremental as inc
 from spark_jobs.archive_reader import (
     GroupArchive,

@@ -37,12 +37,12 @@ import sys
 import tempfile
 import time
 
-from broker.archive.object_store import StoreSpec, open_store
 from broker.archive.s3server import S3Server
 from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
 from broker.config import BrokerConfig
-from broker.store.message import Message
 from broker.store.message_store import MessageStore
+from contracts.object_store import StoreSpec, open_store
+from contracts.record import Message
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

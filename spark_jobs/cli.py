@@ -9,8 +9,8 @@ import argparse
 import datetime as dt
 import sys
 
-from broker.archive.object_store import StoreSpec
-from broker.errors import ArchiveError, AuditInputError
+from contracts.errors import ArchiveError, AuditInputError
+from contracts.object_store import StoreSpec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from broker.archive import layout
-from broker.archive.layout import Snapshot
-from broker.errors import AuditInputError, ObjectNotFoundError
+from contracts import archive_layout as layout
+from contracts.archive_layout import Snapshot
+from contracts.errors import AuditInputError, ObjectNotFoundError
 
 STATE_VERSION = 1
 

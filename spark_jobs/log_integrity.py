@@ -21,9 +21,9 @@ try:
 except ImportError:  # the record walk below does the same work, slower
     _np = None
 
-from broker.archive.object_store import StoreSpec
-from broker.errors import CorruptRecordError
-from broker.store import message as msgfmt
+from contracts import record as msgfmt
+from contracts.errors import CorruptRecordError
+from contracts.object_store import StoreSpec
 from spark_jobs import fastscan
 from spark_jobs.archive_reader import executor_store
 from spark_jobs.session import deal, run_tasks, task_partitions

@@ -10,7 +10,7 @@ failovers between consecutive master snapshots; write: ``offset_timeline`` and
 
 from __future__ import annotations
 
-from broker.archive.layout import Snapshot
+from contracts.archive_layout import Snapshot
 
 TIMELINE_SCHEMA = (
     "taken_at long, node string, role string, epoch long, group_name string, topic string, "

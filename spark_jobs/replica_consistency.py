@@ -19,9 +19,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from broker.archive.object_store import StoreSpec
-from broker.errors import CorruptRecordError, ObjectNotFoundError
-from broker.store import message as msgfmt
+from contracts import record as msgfmt
+from contracts.errors import CorruptRecordError, ObjectNotFoundError
+from contracts.object_store import StoreSpec
 from spark_jobs.archive_reader import executor_store
 from spark_jobs.log_integrity import SCAN_SCHEMA, chunk_rows, scan_row
 from spark_jobs.session import deal, run_tasks, task_partitions

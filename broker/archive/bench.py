@@ -17,9 +17,9 @@ import tempfile
 import time
 import uuid
 
-from broker.archive.object_store import open_store
 from broker.archive.s3server import S3Server
 from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from contracts.object_store import open_store
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,8 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _write_store(directory: str, messages: int, body_bytes: int, file_size: int) -> None:
     from broker.config import BrokerConfig
-    from broker.store.message import Message
     from broker.store.message_store import MessageStore
+    from contracts.record import Message
 
     cfg = BrokerConfig(store_path_root_dir=directory, mapped_file_size_commit_log=file_size)
     store = MessageStore.open(cfg)

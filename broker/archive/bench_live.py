@@ -28,7 +28,6 @@ from pathlib import Path
 
 from broker import aio
 from broker.archive.s3server import DUMMY_CREDENTIALS, S3Server
-from broker.errors import HaproofError
 from broker.localcluster import (
     LocalProcessError,
     child_pids,
@@ -38,6 +37,7 @@ from broker.localcluster import (
     start_namesrv,
     write_broker_conf,
 )
+from contracts.errors import HaproofError
 
 SAMPLE_EVERY_S = 0.1
 S3_NICE = 19  # the embedded S3 server stands in for remote storage: lowest CPU priority
@@ -250,7 +250,7 @@ def control_upload(root: str, endpoint: str, mb_s: str, chunk_bytes: str) -> Non
     small manifest at a time, each a conditional PUT) at ``mb_s``, until killed."""
     import hashlib
 
-    from broker.archive.object_store import open_store
+    from contracts.object_store import open_store
 
     store = open_store(root, endpoint_url=endpoint)
     rate, size = float(mb_s) * 1e6, int(chunk_bytes)
@@ -434,7 +434,7 @@ class _StoreNode:
 
 
 async def _paced_appends(store, archiver, rate_mb_s: float, body: bytes, seconds: float) -> dict:
-    from broker.store.message import Message
+    from contracts.record import Message
 
     per_s = rate_mb_s * 1e6 / len(body)
     samples: list[dict] = []

@@ -22,11 +22,11 @@ import sys
 import threading
 import time
 
-from broker.archive import layout
-from broker.archive.object_store import DEFAULT_PART_SIZE, open_store
 from broker.archive.shipper import NodeIdentity, Shipper, ShipResult, StoreDirSource
-from broker.errors import ArchiveError
 from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
+from contracts import archive_layout as layout
+from contracts.errors import ArchiveError
+from contracts.object_store import DEFAULT_PART_SIZE, open_store
 
 log = logging.getLogger(__name__)
 

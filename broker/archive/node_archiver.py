@@ -28,11 +28,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from broker.archive import layout
-from broker.archive.object_store import open_store
 from broker.archive.shipper import NodeIdentity, Shipper, check_resume
 from broker.archive.uploader import ShipperProcess, SourceSpec
-from broker.errors import ArchiveConflictError, ArchiveError, HaproofError
+from contracts import archive_layout as layout
+from contracts.errors import ArchiveConflictError, ArchiveError, HaproofError
+from contracts.object_store import open_store
 
 log = logging.getLogger(__name__)
 

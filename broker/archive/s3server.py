@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.request
 
-from broker.errors import ArchiveError
+from contracts.errors import ArchiveError
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker.archive import layout
-from broker.archive.object_store import ObjectStore
-from broker.errors import ArchiveConflictError, ArchiveError, CorruptRecordError, StoreError
-from broker.store import message as msgfmt
+from contracts import archive_layout as layout
+from contracts import record as msgfmt
+from contracts.errors import ArchiveConflictError, ArchiveError, CorruptRecordError, StoreError
+from contracts.object_store import ObjectStore
 
 log = logging.getLogger(__name__)
 

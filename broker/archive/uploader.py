@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass, replace
 
 from broker.archive.shipper import NodeIdentity, Shipper, ShipResult
-from broker.errors import ArchiveError
+from contracts.errors import ArchiveError
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class ShipperState:
 
 def _child_main(conn, store_options: dict, chunk_max_bytes: int, nice: int) -> None:
     """The child: one call at a time, until the pipe closes."""
-    from broker.archive.object_store import open_store
+    from contracts.object_store import open_store
 
     if nice:
         try:

@@ -22,11 +22,11 @@ from broker.client.routes import (
     TopicRoute,
     fetch_route,
 )
-from broker.errors import RemotingError
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.message import (
+from contracts.errors import RemotingError
+from contracts.record import (
     PROPERTY_RETRY_TOPIC,
     SYSFLAG_COMPRESSED,
     Record,

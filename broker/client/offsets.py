@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable
 
 from broker.client.routes import MessageQueue
-from broker.errors import CorruptFileError
+from contracts.errors import CorruptFileError
 
 
 def allocate_averagely(

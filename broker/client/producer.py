@@ -16,11 +16,11 @@ from broker.client.routes import (
     fetch_route,
 )
 from broker.client.uniq_id import new_uniq_id
-from broker.errors import RemotingError
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.message import PROPERTY_UNIQ_KEY, properties_to_string
+from contracts.errors import RemotingError
+from contracts.record import PROPERTY_UNIQ_KEY, properties_to_string
 
 log = logging.getLogger(__name__)
 

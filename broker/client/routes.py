@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.errors import RemotingError
 from broker.remoting.client import RemotingClient
-from broker.remoting.codec import loads_fastjson
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from contracts.errors import RemotingError
+from contracts.fastjson import loads_fastjson
 
 PERM_READ = 0x4
 PERM_WRITE = 0x2

@@ -19,10 +19,10 @@ import logging
 import random
 import time
 
-from broker.errors import HaproofError, RemotingError, StoreError
 from broker.ha import wire
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
+from contracts.errors import HaproofError, RemotingError, StoreError
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import os
 import zlib
 from dataclasses import dataclass
 
-from broker.errors import StoreError
 from broker.store.checkpoint import atomic_write
+from contracts.errors import StoreError
 
 log = logging.getLogger(__name__)
 

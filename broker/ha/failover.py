@@ -25,12 +25,12 @@ import json
 import logging
 
 from broker.config import BrokerRole
-from broker.errors import HaproofError, RemotingError
 from broker.ha.epoch import EpochFile, consistent_point
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import topic_config
+from contracts.errors import HaproofError, RemotingError
 
 log = logging.getLogger(__name__)
 

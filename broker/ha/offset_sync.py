@@ -23,11 +23,11 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 
-from broker.errors import HaproofError, RemotingError
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import ConsumerOffsetTable
+from contracts.errors import HaproofError, RemotingError
 
 log = logging.getLogger(__name__)
 

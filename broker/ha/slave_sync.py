@@ -16,10 +16,10 @@ import asyncio
 import json
 import logging
 
-from broker.errors import RemotingError
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from contracts.errors import RemotingError
 
 log = logging.getLogger(__name__)
 

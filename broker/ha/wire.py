@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 
-from broker.errors import HaproofError
+from contracts.errors import HaproofError
 
 REPORT = struct.Struct(">q")  # slave max physical offset
 TRANSFER_HEADER = struct.Struct(">qi")  # body physical offset, body size

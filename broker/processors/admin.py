@@ -9,16 +9,16 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from broker.errors import RemotingError
 from broker.processors.sendback import (
     create_topic_in_send_back,
     find_subscription_group,
     retry_topic,
 )
 from broker.processors.topics import TopicAdminProcessor
-from broker.remoting.codec import loads_fastjson
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from contracts.errors import RemotingError
+from contracts.fastjson import loads_fastjson
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import logging
 
-from broker.errors import HaproofError
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from contracts.errors import HaproofError
 
 log = logging.getLogger(__name__)
 

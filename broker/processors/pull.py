@@ -9,8 +9,8 @@ import logging
 from broker.ha.read_advice import MASTER_ID, suggest_which_broker_id, total_physical_memory_bytes
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.message import tags_hash_code
 from broker.store.results import GetMessageResult, GetMessageStatus
+from contracts.record import tags_hash_code
 
 log = logging.getLogger(__name__)
 

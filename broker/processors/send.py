@@ -14,8 +14,8 @@ from broker.remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.remoting.command import MissingFieldError, RemotingCommand
 from broker.remoting.connection import Eager
 from broker.store import delay
-from broker.store import message as msgfmt
 from broker.store.results import PutMessageStatus
+from contracts import record as msgfmt
 
 log = logging.getLogger(__name__)
 

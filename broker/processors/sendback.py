@@ -16,9 +16,9 @@ import random
 
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store import message as msgfmt
 from broker.store.config_store import topic_config
 from broker.store.results import PutMessageStatus
+from contracts import record as msgfmt
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,6 @@ everything after itself. Header is JSON (serialize type 0) or RocketMQ's binary 
 from __future__ import annotations
 
 import json
-import re
 import struct
 
 from broker.remoting.codes import SerializeType
@@ -246,15 +245,3 @@ def decode_frame(frame: bytes) -> RemotingCommand:
             f"expected one whole frame, got {len(cmds)} + {reader.pending_bytes} spare bytes",
         )
     return cmds[0]
-
-
-_UNQUOTED_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
-
-
-def loads_fastjson(data: bytes | str):
-    """json.loads that also accepts fastjson's unquoted integer map keys ({0:"addr"})."""
-    text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
-    try:
-        return json.loads(text)
-    except ValueError:
-        return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2"\3', text))

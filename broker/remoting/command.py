@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from broker.errors import RemotingError
 from broker.remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, SerializeType
+from contracts.errors import RemotingError
 
 _opaques = itertools.count(1)
 

@@ -8,10 +8,10 @@ import logging
 import types
 from collections.abc import Awaitable, Callable
 
-from broker.errors import HaproofError, RemotingError
 from broker.remoting.codec import FrameReader, encode_frame
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import FrameError, MissingFieldError, RemotingCommand
+from contracts.errors import HaproofError, RemotingError
 
 log = logging.getLogger(__name__)
 

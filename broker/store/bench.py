@@ -12,9 +12,9 @@ import threading
 import time
 
 from broker.config import BrokerConfig, FlushDiskType
-from broker.store.message import Message
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
+from contracts.record import Message
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

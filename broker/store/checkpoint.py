@@ -15,7 +15,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from broker.errors import CorruptFileError
+from contracts.errors import CorruptFileError
 
 CHECKPOINT = struct.Struct(
     ">q"  # physicMsgTimestamp

@@ -7,9 +7,9 @@ import json
 import os
 import sys
 
-from broker.errors import CorruptRecordError, StoreError
-from broker.store import message as msgfmt
-from broker.store.config_store import loads_fastjson
+from contracts import record as msgfmt
+from contracts.errors import CorruptRecordError, StoreError
+from contracts.fastjson import loads_fastjson
 
 CONFIG_FILES = ("consumerOffset.json", "topics.json", "delayOffset.json", "subscriptionGroup.json")
 

@@ -10,10 +10,10 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from broker.errors import CorruptRecordError, StoreError
-from broker.store import message as msgfmt
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
+from contracts import record as msgfmt
+from contracts.errors import CorruptRecordError, StoreError
 
 log = logging.getLogger(__name__)
 

@@ -10,34 +10,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 from typing import Any
 
-from broker.errors import CorruptFileError
 from broker.store.checkpoint import atomic_write
+from contracts.errors import CorruptFileError
+from contracts.fastjson import loads_fastjson
 
 log = logging.getLogger(__name__)
-
-# A bare (unquoted) integer key right after '{' or ',' (whitespace allowed), outside strings.
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.S)
-
-
-def loads_fastjson(text: str, source: str = "<json>") -> Any:
-    """Parse JSON as fastjson writes it (unquoted integer keys allowed)."""
-
-    def quote(m: re.Match) -> str:
-        if m.group(1) is None:
-            return m.group(0)  # a string literal: leave it alone
-        return f'{m.group(1)}"{m.group(2)}"{m.group(3)}'
-
-    try:
-        return json.loads(_TOKEN.sub(quote, text))
-    except json.JSONDecodeError as exc:
-        raise CorruptFileError(
-            source, f"not JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from exc
 
 
 def new_data_version(counter: int = 0) -> dict[str, int]:

@@ -17,8 +17,8 @@ import os
 import struct
 from collections.abc import Iterator
 
-from broker.errors import StoreError
 from broker.store.mapped_file_queue import MappedFileQueue
+from contracts.errors import StoreError
 
 log = logging.getLogger(__name__)
 

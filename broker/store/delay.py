@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.store import message as msgfmt
+from contracts import record as msgfmt
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_DELAY_MS = 1000  # RocketMQ: computeDeliverTimestamp for a level it does not know

@@ -13,10 +13,10 @@ import os
 import shutil
 from collections.abc import Callable
 
-from broker.errors import StoreError
-from broker.store import message as msgfmt
 from broker.store.commit_log import CommitLog
 from broker.store.consume_queue import ConsumeQueue
+from contracts import record as msgfmt
+from contracts.errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import mmap
 import os
 import threading
 
-from broker.errors import StoreError
+from contracts.errors import StoreError
 
 log = logging.getLogger(__name__)
 

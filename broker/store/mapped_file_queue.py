@@ -6,8 +6,8 @@ import bisect
 import logging
 import os
 
-from broker.errors import StoreError
 from broker.store.mapped_file import MappedFile, file_name
+from contracts.errors import StoreError
 
 log = logging.getLogger(__name__)
 

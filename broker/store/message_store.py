@@ -17,9 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
-from broker.errors import StoreError
 from broker.store import delay
-from broker.store import message as msgfmt
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, RecoveryReport
 from broker.store.config_store import (
@@ -32,6 +30,8 @@ from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
 from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.queries import QueryMixin
 from broker.store.results import PutMessageResult, PutMessageStatus
+from contracts import record as msgfmt
+from contracts.errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from broker.errors import StoreError
-from broker.store import message as msgfmt
 from broker.store.results import GetMessageResult, GetMessageStatus
+from contracts import record as msgfmt
+from contracts.errors import StoreError
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from broker.archive.object_store import open_store
+from contracts.object_store import open_store
 
 
 @pytest.fixture

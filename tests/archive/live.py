@@ -7,10 +7,10 @@ import functools
 from pathlib import Path
 
 from broker.admin import ha_status
-from broker.archive import layout
 from broker.client.producer import Producer, SendStatus
 from broker.localcluster import free_port, write_broker_conf
-from broker.store import message as msgfmt
+from contracts import archive_layout as layout
+from contracts import record as msgfmt
 from tests.conftest import wait_until
 
 CLUSTER, GROUP = "C", "broker-a"

@@ -10,13 +10,13 @@ import subprocess
 import sys
 import uuid
 
-from broker.archive import layout
-from broker.archive.object_store import open_store
 from broker.archive.s3server import DUMMY_CREDENTIALS
 from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
 from broker.config import BrokerConfig
-from broker.store.message import Message
 from broker.store.message_store import MessageStore
+from contracts import archive_layout as layout
+from contracts.object_store import open_store
+from contracts.record import Message
 from tests.archive.live import CLUSTER, GROUP, archived_bytes, archived_end, log_bytes, wait_for
 
 MiB = 1024 * 1024
@@ -201,7 +201,7 @@ def test_follow_cap_never_reads_a_record_still_being_copied(tmp_path) -> None:
 
 
 def log_bytes_of_last_record(data: bytes) -> bytes:
-    from broker.store import message as msgfmt
+    from contracts import record as msgfmt
 
     recs = list(msgfmt.scan_records(data, with_body=False))
     return data[recs[-1].physical_offset :]

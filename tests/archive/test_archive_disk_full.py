@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.archive.object_store import open_store
 from broker.localcluster import LocalProcess, free_port, start_namesrv
+from contracts.object_store import open_store
 from tests.archive.live import (
     archived_bytes,
     archived_end,

@@ -15,9 +15,9 @@ import os
 import threading
 import uuid
 
-from broker.archive.object_store import open_store
 from broker.archive.s3server import DUMMY_CREDENTIALS
 from broker.localcluster import child_pids, free_port, start_broker, start_namesrv
+from contracts.object_store import open_store
 from tests.archive.live import (
     archived_bytes,
     archived_end,

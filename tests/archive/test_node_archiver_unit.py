@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.archive import layout
 from broker.archive.bench_live import _StoreNode
 from broker.archive.node_archiver import NodeArchiver
-from broker.archive.object_store import open_store
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha.epoch import EpochFile
-from broker.store.message import Message
 from broker.store.message_store import MessageStore
+from contracts import archive_layout as layout
+from contracts.object_store import open_store
+from contracts.record import Message
 from tests.archive.live import wait_for
 
 

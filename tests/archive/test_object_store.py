@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from broker.archive.object_store import StoreSpec, open_store
 from broker.archive.s3server import S3Server
-from broker.errors import (
+from contracts.errors import (
     ArchiveConflictError,
     ArchiveError,
     ObjectNotFoundError,
     TransientArchiveError,
 )
+from contracts.object_store import StoreSpec, open_store
 
 
 def test_put_is_immutable_and_idempotent(object_store) -> None:

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from broker.archive.object_store import S3ObjectStore, _is_loopback, open_store
-from broker.errors import ArchiveError, TransientArchiveError
+from contracts.errors import ArchiveError, TransientArchiveError
+from contracts.object_store import S3ObjectStore, _is_loopback, open_store
 
 
 @pytest.fixture

@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from broker.archive import layout
-from broker.archive.object_store import open_store
 from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
 from broker.config import BrokerConfig
-from broker.errors import ArchiveError
-from broker.store import message as m
 from broker.store.message_store import MessageStore
+from contracts import archive_layout as layout
+from contracts import record as m
+from contracts.errors import ArchiveError
+from contracts.object_store import open_store
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
 

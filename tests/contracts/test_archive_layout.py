@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from broker.archive import layout as L
+from contracts import archive_layout as L
 
 
 def test_chunk_key_is_zero_padded_and_sortable() -> None:

@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from broker.errors import CorruptRecordError
-from broker.store import message as m
+from contracts import record as m
+from contracts.errors import CorruptRecordError
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "golden")
 GOLDEN = os.path.normpath(GOLDEN)

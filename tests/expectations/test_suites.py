@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from broker.archive.object_store import open_store
+from contracts.object_store import open_store
 from expectations import run_suites
 from expectations.report import ExpectationsError
 

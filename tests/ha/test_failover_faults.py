@@ -27,8 +27,8 @@ from broker.localcluster import free_port, start_broker, start_namesrv, write_br
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store import message as msgfmt
 from broker.store.cli import iter_dump
+from contracts import record as msgfmt
 from tests.conftest import wait_until
 from tests.support.cluster import knows_topic
 

@@ -14,8 +14,8 @@ import time
 from broker.config import BrokerConfig
 from broker.ha import wire
 from broker.node import BrokerNode
-from broker.store import message as msgfmt
 from broker.store.results import PutMessageStatus
+from contracts import record as msgfmt
 
 FILE_SIZE = 256 * 1024
 

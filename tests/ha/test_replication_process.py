@@ -14,7 +14,7 @@ from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store import message as msgfmt
+from contracts import record as msgfmt
 from tests.support.cluster import conf_factory
 from tests.support.faultproxy import FaultProxy
 

@@ -109,7 +109,7 @@ def test_java_compressed_register_body_layout():
     req.body = zlib.compress(raw[:-3])
     import pytest
 
-    from broker.errors import RemotingError
+    from contracts.errors import RemotingError
 
     with pytest.raises(RemotingError, match="truncated"):
         _decode_register_body(req)

@@ -12,8 +12,8 @@ from broker.processors.pull import parse_tag_codes, pull_code
 from broker.remoting.client import RemotingClient, connect
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.message import decode_record, java_string_hash, properties_to_string
 from broker.store.results import GetMessageStatus, PutMessageResult, PutMessageStatus
+from contracts.record import decode_record, java_string_hash, properties_to_string
 
 
 def _config(tmp_path, **kw):

@@ -11,15 +11,15 @@ import pytest
 from broker.client.consumer import decode_pull_body
 from broker.client.producer import Producer
 from broker.config import BrokerConfig, BrokerRole
-from broker.errors import ConfigError
 from broker.processors.send import SendProcessor
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.schedule import ScheduleMessageService
-from broker.store import message as msgfmt
 from broker.store.delay import SCHEDULE_TOPIC
 from broker.store.message_store import MessageStore
+from contracts import record as msgfmt
+from contracts.errors import ConfigError
 
 
 class Clock:

@@ -8,10 +8,10 @@ from broker.remoting.codec import (
     FrameReader,
     decode_frame,
     encode_frame,
-    loads_fastjson,
 )
 from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import FrameError, MissingFieldError, RemotingCommand
+from contracts.fastjson import loads_fastjson
 
 
 def test_request_and_response_code_numbers():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from broker.archive import layout
-from broker.archive.object_store import StoreSpec, open_store
 from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
 from broker.config import BrokerConfig
-from broker.store import message as m
 from broker.store.message_store import MessageStore
+from contracts import archive_layout as layout
+from contracts import record as m
+from contracts.object_store import StoreSpec, open_store
 
 CLUSTER, GROUP = "c1", "broker-a"
 FILE_SIZE = 4096

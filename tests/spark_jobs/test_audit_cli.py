@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from broker.store import message as m
+from contracts import record as m
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
 

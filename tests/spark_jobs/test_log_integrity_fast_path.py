@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.store import message as m
+from contracts import record as m
 from spark_jobs.log_integrity import _check_slow, check_chunk_nb, check_chunk_np, check_chunk_py
 from tests.spark_jobs.builder import FILE_SIZE, make_store
 

@@ -6,8 +6,8 @@ import sys
 import threading
 
 from broker.config import BrokerConfig, FlushDiskType
-from broker.store.message import Message
 from broker.store.message_store import MessageStore
+from contracts.record import Message
 
 
 def main() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import struct
 
-from broker.store import message as m
 from broker.store.consume_queue import ENTRY
 from broker.store.results import GetMessageStatus, PutMessageStatus
+from contracts import record as m
 
 
 def put(store, topic="abc", body=b"x" * 100, queue_id=0, tags=None, keys=None):
@@ -182,7 +182,7 @@ def test_slave_append_raw_dispatches_only_complete_records(open_store, tmp_path)
 def test_append_raw_must_continue_the_log(open_store) -> None:
     import pytest
 
-    from broker.errors import StoreError
+    from contracts.errors import StoreError
 
     store = open_store()
     with pytest.raises(StoreError, match="log ends at 0"):
@@ -216,7 +216,7 @@ def test_corrupt_consume_queue_file_size_is_reported(open_store, make_config) ->
         fh.write(struct.pack(">i", 1))
     import pytest
 
-    from broker.errors import StoreError
+    from contracts.errors import StoreError
 
     with pytest.raises(StoreError, match="size"):
         open_store()

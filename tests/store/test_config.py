@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
-from broker.errors import ConfigError
+from contracts.errors import ConfigError
 
 
 def test_broker_conf_with_rocketmq_names(tmp_path) -> None:

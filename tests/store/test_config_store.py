@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from broker.errors import CorruptFileError
 from broker.store.config_store import (
     ConsumerOffsetTable,
     DelayOffsetTable,
     TableConfig,
-    loads_fastjson,
 )
+from contracts.errors import CorruptFileError
+from contracts.fastjson import loads_fastjson
 
 
 def test_golden_fastjson_files_parse(golden_stores) -> None:

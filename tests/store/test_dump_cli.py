@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from broker.store import message as m
+from contracts import record as m
 
 
 def dump(*args: str) -> subprocess.CompletedProcess:

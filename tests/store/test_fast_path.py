@@ -7,10 +7,10 @@ import threading
 from concurrent.futures import Future
 
 from broker.config import FlushDiskType
-from broker.store import message as msgfmt
 from broker.store.flush import GroupCommitService
-from broker.store.message import Message
 from broker.store.results import PutMessageStatus
+from contracts import record as msgfmt
+from contracts.record import Message
 from tests.conftest import wait_until
 
 

@@ -7,8 +7,8 @@ from concurrent.futures import Future
 
 from broker.config import FlushDiskType
 from broker.store.flush import FlushRealTimeService, GroupCommitService
-from broker.store.message import Message
 from broker.store.results import PutMessageResult, PutMessageStatus
+from contracts.record import Message
 
 
 def test_group_commit_shares_fsyncs_between_writers(open_store) -> None:

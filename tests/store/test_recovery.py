@@ -7,9 +7,9 @@ import signal
 import subprocess
 import sys
 
-from broker.store import message as m
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.message_store import MessageStore
+from contracts import record as m
 
 
 def test_kill9_under_sync_flush_loses_no_acknowledged_message(tmp_path, make_config) -> None:
@@ -127,7 +127,7 @@ def test_an_empty_file_left_by_a_crash_as_it_was_created_is_dropped(
     else is still an error."""
     import pytest
 
-    from broker.errors import StoreError
+    from contracts.errors import StoreError
 
     store = open_store()
     for i in range(30):
@@ -156,7 +156,7 @@ def test_an_empty_file_left_by_a_crash_as_it_was_created_is_dropped(
 def test_second_process_cannot_open_a_locked_store(open_store, make_config) -> None:
     import pytest
 
-    from broker.errors import StoreError
+    from contracts.errors import StoreError
 
     open_store()
     with pytest.raises(StoreError, match="in use"):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
-from broker.errors import (
+from contracts.errors import (
     ArchiveConflictError,
     ArchiveError,
     ObjectNotFoundError,

@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from broker.errors import CorruptRecordError
+from contracts.errors import CorruptRecordError
 
 MAGIC_V1 = 0xDAA320A7
 MAGIC_V2 = 0xDAA320AB
