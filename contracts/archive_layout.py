@@ -91,6 +91,34 @@ def audit_run_prefix(run_id: str) -> str:
     return f"audits/{check_name('runId', run_id)}/"
 
 
+#: audit outputs (DESIGN.md section 4): per group ``audits/{runId}/{brokerName}/`` holds one
+#: ``{table}.parquet`` per ``contracts.audit_tables.TABLES``, ``verdict.json``, ``report.html``
+#: and the GX Data Docs under ``report/``; ``audits/{runId}/verdict.json`` is the run's verdict
+VERDICT_NAME = "verdict.json"
+REPORT_NAME = "report.html"
+DATA_DOCS_DIR = "report"
+DAG_REPORT_NAME = "dag_report.json"
+
+
+def audit_group_prefix(run_id: str, broker_name: str) -> str:
+    return f"{audit_run_prefix(run_id)}{check_name('brokerName', broker_name)}/"
+
+
+def audit_table_key(run_id: str, broker_name: str, table: str) -> str:
+    return f"{audit_group_prefix(run_id, broker_name)}{table}.parquet"
+
+
+def audit_verdict_key(run_id: str, broker_name: str | None = None) -> str:
+    """The group's verdict, or the run's when ``broker_name`` is None."""
+    if broker_name is None:
+        return audit_run_prefix(run_id) + VERDICT_NAME
+    return audit_group_prefix(run_id, broker_name) + VERDICT_NAME
+
+
+def audit_report_key(run_id: str, broker_name: str) -> str:
+    return audit_group_prefix(run_id, broker_name) + REPORT_NAME
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedKey:
     """What a key under ``v1/`` names."""

@@ -174,6 +174,8 @@ class FileObjectStore:
                 return fh.read(max(0, end - start))
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(f"{self.root}/{key} does not exist") from exc
+        except OSError as exc:
+            raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         base = self.path

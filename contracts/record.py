@@ -75,7 +75,7 @@ PROPERTY_MAX_OFFSET = "MAX_OFFSET"
 PREFIX = struct.Struct(">iI")  # TOTALSIZE i32 | MAGICCODE u32
 
 # The fixed part from BODYCRC up to and including SYSFLAG.
-_HEAD = struct.Struct(
+HEAD = struct.Struct(
     ">iI"  # TOTALSIZE, MAGICCODE
     "i"  # BODYCRC
     "i"  # QUEUEID
@@ -85,7 +85,7 @@ _HEAD = struct.Struct(
     "i"  # SYSFLAG
     "q"  # BORNTIMESTAMP
 )
-_I32 = struct.Struct(">i")
+I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _U8 = struct.Struct(">B")
 _I64 = struct.Struct(">q")
@@ -149,13 +149,13 @@ def _host_len(sysflag: int, v6_flag: int) -> int:
 def encode_host(host: str, port: int) -> tuple[bytes, bool]:
     """4-byte IPv4 (or 16-byte IPv6) + i32 port; returns (bytes, is_v6)."""
     ip = ipaddress.ip_address(host)
-    return ip.packed + _I32.pack(port), ip.version == 6
+    return ip.packed + I32.pack(port), ip.version == 6
 
 
 def decode_host(buf: bytes | memoryview, pos: int, v6: bool) -> tuple[str, int]:
     n = 16 if v6 else 4
     ip = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, bytes(buf[pos : pos + n]))
-    (port,) = _I32.unpack_from(buf, pos + n)
+    (port,) = I32.unpack_from(buf, pos + n)
     return ip, port
 
 
@@ -376,7 +376,7 @@ def encode_message(msg: Message, store_host: tuple[str, int]) -> EncodedMessage:
     buf = bytearray().join((head, body, topic_part, props_part))
     tags = props.get(PROPERTY_TAGS) if props else None
     return EncodedMessage(
-        buf, _HEAD.size + len(born_b), msg.topic, msg.queue_id, tags_hash_code(tags) if tags else 0
+        buf, HEAD.size + len(born_b), msg.topic, msg.queue_id, tags_hash_code(tags) if tags else 0
     )
 
 
@@ -421,10 +421,10 @@ def decode_record(
     if total < minimum:
         raise bad(f"record size {total} is below the minimum {minimum}")
     try:
-        (_, _, crc, queue_id, flag, queue_offset, stored_phys, sysflag, born_ts) = (
-            _HEAD.unpack_from(buf, pos)
+        (_, _, crc, queue_id, flag, queue_offset, stored_phys, sysflag, born_ts) = HEAD.unpack_from(
+            buf, pos
         )
-        p = pos + _HEAD.size
+        p = pos + HEAD.size
         born_v6 = bool(sysflag & SYSFLAG_BORNHOST_V6)
         born_host = decode_host(buf, p, born_v6)
         p += 20 if born_v6 else 8
@@ -435,7 +435,7 @@ def decode_record(
         p += 20 if store_v6 else 8
         reconsume, prepared = _STORE_TAIL.unpack_from(buf, p)
         p += _STORE_TAIL.size
-        (body_len,) = _I32.unpack_from(buf, p)
+        (body_len,) = I32.unpack_from(buf, p)
         p += 4
         rec_end = pos + total
         if body_len < 0 or p + body_len > rec_end:
@@ -504,7 +504,7 @@ def scan_records(
     end = len(buf) if limit is None else limit
     pos = start
     while pos < end:
-        if end - pos >= 4 and _I32.unpack_from(buf, pos)[0] == 0:
+        if end - pos >= 4 and I32.unpack_from(buf, pos)[0] == 0:
             return
         rec = decode_record(
             buf, pos, base_offset=base_offset, limit=end, source=source, with_body=with_body

@@ -9,10 +9,11 @@ Configuration, in order: the DAG run's params, then the environment (``HAPROOF_A
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any
+
+from contracts.audit_tables import DEFAULT_MAX_LAG_BYTES  # standard library only: cheap to parse
 
 log = logging.getLogger(__name__)
 
@@ -33,134 +34,61 @@ def base_params() -> dict:
         "cluster": text("cluster name in the archive"),
         "spark_master": text("local[*] (default), spark://host:7077 or sc://host"),
         "endpoint_url": text("S3 endpoint (MinIO, moto...); default AWS / HAPROOF_S3_ENDPOINT"),
-        "max_lag_bytes": Param(256 * 1024 * 1024, type="integer", minimum=0),
+        "max_lag_bytes": Param(DEFAULT_MAX_LAG_BYTES, type="integer", minimum=0),
+        "require_evidence": Param(
+            True, type="boolean", description="a check with nothing to judge fails the run"
+        ),
     }
 
 
 def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, Any]:
+    """The run's :class:`pipeline.steps.PipelineConfig` (as JSON, for XComs) from its params,
+    then the environment, then defaults."""
+    from contracts.errors import AuditInputError
+    from pipeline.steps import PipelineConfig
+
     def pick(name: str, env: str, default=None):
         value = params.get(name)
         if value in (None, ""):
             value = os.environ.get(env) or default
         return value
 
-    cfg = {
-        "root": pick("root", "HAPROOF_ARCHIVE_ROOT"),
-        "cluster": pick("cluster", "HAPROOF_CLUSTER"),
-        "broker_name": params.get("broker_name") or None,
-        "since": params.get("since") or None,
-        "until": params.get("until") or None,
-        "spark_master": pick("spark_master", "HAPROOF_SPARK_MASTER", "local[*]"),
-        "endpoint_url": pick("endpoint_url", "HAPROOF_S3_ENDPOINT"),
-        "max_lag_bytes": int(params.get("max_lag_bytes") or 256 * 1024 * 1024),
-        "incremental": bool(params.get("incremental", incremental)),
-    }
-    missing = [k for k in ("root", "cluster") if not cfg[k]]
+    missing = [
+        k for k, env in (("root", "HAPROOF_ARCHIVE_ROOT"), ("cluster", "HAPROOF_CLUSTER"))
+        if not pick(k, env)
+    ]  # fmt: skip
     if missing:
         raise AuditConfigError(
             f"the DAG run needs {' and '.join(missing)}: pass them as params "
             "(--conf / trigger form) or set HAPROOF_ARCHIVE_ROOT / HAPROOF_CLUSTER"
         )
-    return cfg
-
-
-def _spec(cfg: dict[str, Any]):
-    from contracts.object_store import StoreSpec
-
-    return StoreSpec(cfg["root"], endpoint_url=cfg["endpoint_url"])
-
-
-def run_audit(cfg: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
-    """The Spark jobs; returns the run's summary without the per-finding detail."""
-    from spark_jobs.audit import AuditOptions
-    from spark_jobs.audit import run_audit as spark_audit
-    from spark_jobs.cli import parse_time
-    from spark_jobs.session import get_spark
-
-    opts = AuditOptions(
-        spec=_spec(cfg),
-        cluster=cfg["cluster"],
-        broker_name=cfg["broker_name"],
-        since_ms=parse_time(cfg["since"], "since"),
-        until_ms=parse_time(cfg["until"], "until"),
-        run_id=run_id,
-        max_lag_bytes=cfg["max_lag_bytes"],
-        incremental=cfg["incremental"],
-    )
-    spark = get_spark("haproof-audit-dag", cfg["spark_master"])
     try:
-        summary = spark_audit(spark, opts)
-    finally:
-        spark.stop()
-    groups = [
-        {
-            "brokerName": v["brokerName"],
-            "passed": v["passed"],
-            "master": v.get("master"),
-            "checks": [
-                {"name": c["name"], "passed": c["passed"], "findings": c["findings"]}
-                for c in v["checks"]
-            ],
-        }
-        for v in summary["groupVerdicts"]
-    ]
-    for g in groups:
-        log.info(
-            "audit %s/%s: %s (%s)",
-            cfg["cluster"],
-            g["brokerName"],
-            "PASSED" if g["passed"] else "FAILED",
-            ", ".join(f"{c['name']} {c['findings']}" for c in g["checks"]),
+        cfg = PipelineConfig(
+            root=pick("root", "HAPROOF_ARCHIVE_ROOT"),
+            cluster=pick("cluster", "HAPROOF_CLUSTER"),
+            broker_name=params.get("broker_name") or None,
+            since=params.get("since") or None,
+            until=params.get("until") or None,
+            spark_master=pick("spark_master", "HAPROOF_SPARK_MASTER", "local[*]"),
+            endpoint_url=pick("endpoint_url", "HAPROOF_S3_ENDPOINT"),
+            max_lag_bytes=int(
+                params.get("max_lag_bytes")
+                if params.get("max_lag_bytes") is not None
+                else DEFAULT_MAX_LAG_BYTES
+            ),
+            incremental=bool(params.get("incremental", incremental)),
+            require_evidence=bool(params.get("require_evidence", True)),
         )
-    return {"runId": summary["runId"], "passed": summary["passed"], "groups": groups}
-
-
-def run_expectations(cfg: dict[str, Any], audit: dict[str, Any]) -> list[dict[str, Any]]:
-    """The GX suites over every audited group; the report lands beside the audit outputs."""
-    from expectations import run_suites
-
-    store = _spec(cfg).open()
-    params = {"max_lag_bytes": cfg["max_lag_bytes"]}
-    out = []
-    for g in audit["groups"]:
-        report = run_suites(store, audit["runId"], g["brokerName"], params)
-        out.append(
-            {
-                "brokerName": g["brokerName"],
-                "success": report.success,
-                "report": report.report_key,
-                "failedSuites": [s.suite for s in report.suites if not s.success],
-            }
-        )
-    return out
-
-
-def publish(cfg: dict[str, Any], audit: dict[str, Any], gx: list[dict[str, Any]]) -> dict:
-    """Write ``audits/{runId}/dag_report.json`` and say where the reports are; the caller fails
-    the run when ``passed`` is false."""
-    from contracts import archive_layout as layout
-
-    store = _spec(cfg).open()
-    passed = audit["passed"] and all(r["success"] for r in gx)
-    doc = {
-        "runId": audit["runId"],
-        "cluster": cfg["cluster"],
-        "passed": passed,
-        "audit": audit,
-        "expectations": gx,
-        "root": cfg["root"],
-    }
-    key = layout.audit_run_prefix(audit["runId"]) + "dag_report.json"
-    store.put_mutable(key, json.dumps(doc, indent=2).encode())
-    for r in gx:
-        log.info("data-quality report for %s: %s/%s", r["brokerName"], cfg["root"], r["report"])
-    doc["key"] = key
-    return doc
+    except AuditInputError as exc:
+        raise AuditConfigError(str(exc)) from exc
+    return cfg.to_json()
 
 
 def audit_pipeline(*, incremental: bool) -> None:
-    """resolve → audit (Spark) → expectations (GX) → publish, inside the calling ``@dag``.
-    publish fails the run (AirflowFailException: no retry) when a check or a suite failed."""
+    """resolve → audit (Spark) → expectations (GX) → publish, inside the calling ``@dag``: the
+    steps of :mod:`pipeline.steps`, the same ``haproof audit`` runs. publish fails the run
+    (AirflowFailException: no retry) when a check or a suite failed, or a check had no
+    evidence while ``require_evidence`` (default on) is set."""
     from airflow.sdk import task
 
     @task
@@ -169,20 +97,28 @@ def audit_pipeline(*, incremental: bool) -> None:
 
     @task(retries=0)
     def audit(cfg: dict) -> dict:
-        return run_audit(cfg)
+        from pipeline.steps import PipelineConfig, audit_step, compact
+
+        return compact(audit_step(PipelineConfig.from_json(cfg)))
 
     @task
     def expectations(cfg: dict, summary: dict) -> list:
-        return run_expectations(cfg, summary)
+        from pipeline.steps import PipelineConfig, expectations_step
+
+        return expectations_step(PipelineConfig.from_json(cfg), summary)
 
     @task(retries=0)
     def report(cfg: dict, summary: dict, gx: list) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
-        doc = publish(cfg, summary, gx)
+        from pipeline.steps import PipelineConfig, publish_step
+
+        doc = publish_step(PipelineConfig.from_json(cfg), summary, gx)
+        for r in gx:
+            log.info("data-quality report for %s: %s/%s", r["brokerName"], cfg["root"], r["report"])
         if not doc["passed"]:
             raise AirflowFailException(
-                f"audit {doc['runId']} FAILED: see {doc['root']}/{doc['key']}"
+                f"audit {doc['runId']} {doc['status']}: see {doc['root']}/{doc['key']}"
             )
         return doc
 

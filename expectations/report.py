@@ -73,13 +73,13 @@ class ReportResult:
 
 
 def group_prefix(run_id: str, broker_name: str) -> str:
-    return f"{layout.audit_run_prefix(run_id)}{broker_name}/"
+    return layout.audit_group_prefix(run_id, broker_name)
 
 
 def load_table(store, run_id: str, broker_name: str, table: str):
     import pandas as pd
 
-    key = f"{group_prefix(run_id, broker_name)}{table}.parquet"
+    key = layout.audit_table_key(run_id, broker_name, table)
     try:
         data = store.get(key)
     except ObjectNotFoundError as exc:

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from contracts import archive_layout as layout
-from contracts.errors import AuditInputError, ObjectNotFoundError
+from contracts import audit_tables as T
+from contracts.errors import ArchiveError, AuditInputError, ObjectNotFoundError
 from contracts.object_store import ObjectStore, StoreSpec
 
 
@@ -57,6 +58,23 @@ class GroupArchive:
     broker_name: str
     nodes: dict[str, NodeArchive]
     docs: dict[str, dict] = field(default_factory=dict)  # key -> JSON of what was loaded
+    #: archive faults found while listing and reading the JSON objects (``archive_faults`` rows)
+    faults: list[dict] = field(default_factory=list)
+    #: JSON documents read and parsed without a fault (evidence of the archive check)
+    docs_read: int = 0
+
+
+def fault(node: str, key: str, kind: str, detail: str, start=None, end=None) -> dict:
+    """One ``archive_faults`` row (contracts.audit_tables)."""
+    return {"node": node, "key": key, "kind": kind, "start": start, "end": end, "detail": detail}
+
+
+def _fetch(store: ObjectStore, key: str) -> bytes | Exception:
+    """The object's bytes, or the error that kept it from being read (a finding, not a crash)."""
+    try:
+        return store.get(key)
+    except ArchiveError as exc:
+        return exc
 
 
 def list_broker_names(store: ObjectStore, cluster: str) -> list[str]:
@@ -79,7 +97,7 @@ def load_group(
     listing is done (so its own read can overlap the listing)."""
     prefix = layout.group_prefix(cluster, broker_name)
     nodes: dict[str, NodeArchive] = {}
-    logs: dict[str, str] = {}
+    logs: dict[str, tuple[str, int]] = {}  # .log key -> (node, listed size)
     small: list[tuple] = []  # (parsed key, key) of the JSON objects to read
     for info in store.list(prefix):
         parsed = layout.parse_key(info.key)
@@ -87,42 +105,90 @@ def load_group(
             continue
         nodes.setdefault(parsed.node, NodeArchive(parsed.node))
         if parsed.kind == "chunk":
-            logs[info.key] = parsed.node
+            logs[info.key] = (parsed.node, info.size)
         elif parsed.kind in ("manifest", "snapshot", "event"):
             small.append((parsed, info.key))
     # the small JSON objects are read concurrently (one request each; a nightly incremental
     # run with nothing new is mostly these reads)
     known = (known() if callable(known) else known) or {}
     todo = [key for _parsed, key in small if key not in known]
-    fetched = dict(zip(todo, io_pool().map(store.get, todo), strict=True))
+    fetched = dict(zip(todo, io_pool().map(lambda k: _fetch(store, k), todo), strict=True))
     docs: dict[str, dict] = {}
+    faults: list[dict] = []
     for parsed, key in small:
-        body = fetched[key] if key in fetched else known[key]  # bytes, or the parsed JSON
         na = nodes[parsed.node]
-        if parsed.kind == "manifest":
+        if key in fetched:
+            body = fetched[key]
+            if isinstance(body, Exception):
+                faults.append(fault(na.node, key, T.FAULT_UNREADABLE, _read_error(body)))
+                continue
             try:
-                man = layout.ChunkManifest.from_json(body, what=key)
-            except (layout.LayoutError, ValueError) as exc:
-                raise AuditInputError(f"unreadable manifest {key}: {exc}") from exc
-            doc = {f: getattr(man, f) for f in man.__dataclass_fields__}
-            doc["key"] = layout.chunk_key(
-                cluster, broker_name, parsed.node, man.start, man.end, man.epoch
-            )
-            na.chunks.append(doc)
-        elif parsed.kind == "snapshot":
-            na.snapshots.append(layout.Snapshot.from_json(body, what=key))
+                doc = json.loads(body)
+            except (ValueError, UnicodeDecodeError) as exc:
+                faults.append(fault(na.node, key, T.FAULT_BAD_JSON, f"not JSON: {exc}"))
+                continue
         else:
-            na.events.append(layout.parse_event(body, what=key))
-        docs[key] = json.loads(body) if key in fetched else known[key]
+            doc = known[key]
+        try:
+            _add_doc(na, parsed.kind, doc, key, cluster, broker_name)
+        except (layout.LayoutError, TypeError, ValueError) as exc:
+            faults.append(fault(na.node, key, T.FAULT_BAD_FIELDS, str(exc)))
+            continue
+        docs[key] = doc
     if not nodes:
         raise AuditInputError(f"no archive for {cluster}/{broker_name} under {store.root}")
     for na in nodes.values():
         keys = {c["key"] for c in na.chunks}
-        na.orphans = sorted(k for k, n in logs.items() if n == na.node and k not in keys)
+        na.orphans = sorted(k for k, (n, _size) in logs.items() if n == na.node and k not in keys)
+        for k in na.orphans:
+            faults.append(
+                fault(na.node, k, T.FAULT_MANIFEST_MISSING, "a .log object without its manifest")
+            )
+        for c in na.chunks:
+            listed = logs.get(c["key"])
+            want = c["end"] - c["start"]
+            if listed is None:
+                c["absent"] = True
+                faults.append(
+                    fault(na.node, c["key"], T.FAULT_LOG_MISSING,
+                          f"manifest says [{c['start']}, {c['end']}) but the .log object is absent",
+                          c["start"], c["end"])
+                )  # fmt: skip
+            elif listed[1] != want:
+                c["size_mismatch"] = True
+                word = "shorter" if listed[1] < want else "longer"
+                faults.append(
+                    fault(na.node, c["key"], T.FAULT_SIZE_MISMATCH,
+                          f"object is {listed[1]} bytes, {word} than the {want} its manifest "
+                          f"says for [{c['start']}, {c['end']})", c["start"], c["end"])
+                )  # fmt: skip
         na.chunks.sort(key=lambda c: (c["start"], c["epoch"]))
         na.snapshots.sort(key=lambda s: s.takenAt)
         na.events.sort(key=lambda e: e["at"])
-    return GroupArchive(cluster, broker_name, nodes, docs)
+    ga = GroupArchive(cluster, broker_name, nodes, docs, faults, len(docs))
+    return ga
+
+
+def _read_error(exc: Exception) -> str:
+    if isinstance(exc, ObjectNotFoundError):
+        return f"listed but gone when read: {exc}"
+    return f"cannot be read: {exc}"
+
+
+def _add_doc(na: NodeArchive, kind: str, doc, key: str, cluster: str, broker_name: str) -> None:
+    if kind == "manifest":
+        man = layout.ChunkManifest.from_json(doc, what=key)
+        chunk = {f: getattr(man, f) for f in man.__dataclass_fields__}
+        chunk["key"] = layout.chunk_key(
+            cluster, broker_name, na.node, man.start, man.end, man.epoch
+        )
+        if layout.manifest_key(chunk["key"]) != key:
+            raise layout.LayoutError(f"{key}: its fields name another chunk ({chunk['key']})")
+        na.chunks.append(chunk)
+    elif kind == "snapshot":
+        na.snapshots.append(layout.Snapshot.from_json(doc, what=key))
+    else:
+        na.events.append(layout.parse_event(doc, what=key))
 
 
 def read_log_range(store: ObjectStore, segments: list[dict], start: int, end: int) -> bytes | None:

@@ -135,8 +135,8 @@ def record_checks_alone(server: S3Server, threads: int) -> dict:
     from the first chunk started to the last one done."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from spark_jobs import fastscan
-    from spark_jobs.log_integrity import check_chunk
+    from contracts import _walk_nb as fastscan
+    from contracts.record_walk import check_chunk
 
     fastscan.warm()
     store = open_store("s3://bench/audit", **server.store_options())
@@ -171,7 +171,7 @@ def _warm(batches):
 
     import spark_jobs.log_integrity  # noqa: F401
     import spark_jobs.replica_consistency  # noqa: F401
-    from spark_jobs import fastscan
+    from contracts import _walk_nb as fastscan
 
     fastscan.warm()  # numba's import and the cached kernels (compiled on a first run)
 

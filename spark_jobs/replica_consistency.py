@@ -19,11 +19,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from contracts import audit_tables as T
 from contracts import record as msgfmt
-from contracts.errors import CorruptRecordError, ObjectNotFoundError
+from contracts.errors import ArchiveError, CorruptRecordError, ObjectNotFoundError
 from contracts.object_store import StoreSpec
 from spark_jobs.archive_reader import executor_store
-from spark_jobs.log_integrity import SCAN_SCHEMA, chunk_rows, scan_row
+from spark_jobs.log_integrity import SCAN_SCHEMA, chunk_rows, fault_row, scan_row
 from spark_jobs.session import deal, run_tasks, task_partitions
 
 RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string"
@@ -65,35 +66,36 @@ def _covered(segs: list[dict], a: int, b: int) -> bool:
 
 
 def record_at(store, segs: list[dict], offset: int) -> dict:
-    """The record holding ``offset`` on one side (decoded from its record-aligned chunk start)."""
+    """The record holding ``offset`` on one side (decoded from its record-aligned chunk start),
+    as ``haproof store dump`` prints it, plus the object ``key``; ``error`` when it cannot be."""
     for s in segs:
         if s["start"] <= offset < s["end"]:
-            chunk = store.get_range(s["key"], 0, s["end"] - s["kstart"])
+            try:
+                chunk = store.get_range(s["key"], 0, s["end"] - s["kstart"])
+            except ArchiveError as exc:
+                return {"offset": offset, "key": s["key"], "error": str(exc)}
             pos = 0
             while pos < len(chunk):
                 try:
                     rec = msgfmt.decode_record(chunk, pos, base_offset=s["kstart"])
                 except CorruptRecordError as exc:
-                    return {"offset": s["kstart"] + pos, "error": exc.reason}
+                    return {"offset": s["kstart"] + pos, "key": s["key"], "error": exc.reason}
                 if rec.physical_offset <= offset < rec.end:
-                    if rec.is_blank:
-                        return {"offset": rec.physical_offset, "blank": True}
-                    return {
-                        "offset": rec.physical_offset,
-                        "size": rec.total_size,
-                        "topic": rec.topic,
-                        "queueId": rec.queue_id,
-                        "queueOffset": rec.queue_offset,
-                        "msgId": rec.msg_id,
-                        "crcOk": rec.crc_ok,
-                    }
+                    doc = msgfmt.record_to_json(rec)
+                    doc.pop("properties", None)
+                    return {"offset": rec.physical_offset, "key": s["key"], **doc}
                 pos += rec.total_size
     return {"offset": offset, "error": "no record found"}
 
 
-def read_pieces(store, segs: list[dict], ws: int, we: int) -> list[tuple[int, int, bytes | None]]:
-    """``(start, end, bytes)`` for each segment's part inside [ws, end): one range read per
-    segment (None when the object cannot be read)."""
+#: why a piece of a node's log could not be read: the fault kind it is reported as
+_NOT_READ = (T.FAULT_LOG_MISSING, T.FAULT_SIZE_MISMATCH, T.FAULT_UNREADABLE)
+
+
+def read_pieces(store, segs: list[dict], ws: int, we: int) -> list[tuple]:
+    """``(start, end, bytes, key, fault)`` for each segment's part inside [ws, we): one range
+    read per segment; ``bytes`` None and ``fault`` a fault kind when the object is absent,
+    shorter than its manifest says, or cannot be read."""
     out = []
     for s in segs:
         a, b = max(s["start"], ws), min(s["end"], we)
@@ -101,20 +103,29 @@ def read_pieces(store, segs: list[dict], ws: int, we: int) -> list[tuple[int, in
             continue
         base = s.get("kstart", s["start"])
         try:
-            out.append((a, b, store.get_range(s["key"], a - base, b - base)))
+            data = store.get_range(s["key"], a - base, b - base)
         except ObjectNotFoundError:
-            out.append((a, b, None))
+            out.append((a, b, None, s["key"], T.FAULT_LOG_MISSING))
+            continue
+        except ArchiveError:
+            out.append((a, b, None, s["key"], T.FAULT_UNREADABLE))
+            continue
+        if len(data) != b - a:
+            out.append((a, b, None, s["key"], T.FAULT_SIZE_MISMATCH))
+        else:
+            out.append((a, b, data, s["key"], None))
     return out
 
 
-def _slice(pieces: list[tuple], a: int, b: int) -> bytes | None:
-    """Bytes [a, b) from the one piece holding them (the caller cut at every piece boundary)."""
-    for pa, pb, data in pieces:
+def _slice(pieces: list[tuple], a: int, b: int) -> tuple[bytes | None, str | None, str | None]:
+    """(bytes [a, b), key, fault) from the one piece holding them (the caller cut at every
+    piece boundary)."""
+    for pa, pb, data, key, fault in pieces:
         if pa <= a and b <= pb:
             if data is None or (pa, pb) == (a, b):
-                return data
-            return data[a - pa : b - pa]
-    return None
+                return data, key, fault
+            return data[a - pa : b - pa], key, fault
+    return None, None, T.FAULT_UNREADABLE
 
 
 def first_difference(a: bytes, b: bytes) -> int:
@@ -130,9 +141,9 @@ def first_difference(a: bytes, b: bytes) -> int:
 
 def compare_window(
     store, pair: str, master: list, slave: list, ws: int, we: int
-) -> tuple[list[tuple], list[tuple], tuple[float, float]]:
-    """Range rows ``(pair, start, end, verdict, detail)`` for [ws, we), the master's pieces and
-    (seconds reading, seconds comparing).
+) -> tuple[list[tuple], list[tuple], list[tuple], tuple[float, float]]:
+    """Range rows ``(pair, start, end, verdict, detail)`` for [ws, we), the master's and the
+    slave's pieces (see :func:`read_pieces`) and (seconds reading, seconds comparing).
 
     Each side's bytes in the window are read once (one range read per segment); sub-ranges cut
     at both sides' segment boundaries are compared in memory with ``==`` (memcmp), nothing is
@@ -151,9 +162,13 @@ def compare_window(
     for a, b in zip(bounds, bounds[1:], strict=False):
         m_has, s_has = _covered(master, a, b), _covered(slave, a, b)
         if m_has and s_has:
-            mb, sb = _slice(m_pieces, a, b), _slice(s_pieces, a, b)
+            (mb, mkey, mfault), (sb, skey, sfault) = _slice(m_pieces, a, b), _slice(s_pieces, a, b)
             if mb is None or sb is None:
-                rows.append((pair, a, b, "unverifiable", "a chunk could not be read"))
+                # the archive lacks bytes a manifest promised: missing; unreadable: undecided
+                faults = [f for f in (mfault, sfault) if f]
+                verdict = T.MISSING if T.FAULT_UNREADABLE not in faults else T.UNVERIFIABLE
+                keys = "; ".join(f"{k}: {f}" for k, f in ((mkey, mfault), (skey, sfault)) if f)
+                rows.append((pair, a, b, verdict, f"not read: {keys}"))
             elif mb == sb:
                 rows.append((pair, a, b, "match", ""))
             else:
@@ -173,28 +188,33 @@ def compare_window(
         else:
             rows.append((pair, a, b, "neither", ""))
     timing = (t1 - t0, time.perf_counter() - t1)
-    return rows, m_pieces, timing
+    return rows, m_pieces, s_pieces, timing
 
 
 WINDOW_COLUMNS = "pair string, start long, end long, check_node string, check_key string, "
-WINDOW_COLUMNS += "file_size long"
+WINDOW_COLUMNS += "file_size long, check_sha256 string"
 
 
 def _compare_partition(spec: StoreSpec, pairs: dict):
     def run(windows: Iterator[tuple]) -> Iterator[tuple]:
         store = executor_store(spec)
-        for pair, start, end, check_node, check_key, file_size in windows:
+        for pair, start, end, check_node, check_key, file_size, check_sha256 in windows:
             master, slave = pairs[pair]
-            ranges, m_pieces, (read_s, compare_s) = compare_window(
+            ranges, m_pieces, s_pieces, (read_s, compare_s) = compare_window(
                 store, pair, master, slave, start, end
             )
             for p, a, b, v, d in ranges:
                 yield scan_row(kind="range", pair=p, start=a, end=b, verdict=v, detail=d)
             yield scan_row(kind="window", read_s=read_s, compare_s=compare_s)
+            for a, b, data, key, fault in m_pieces + s_pieces:
+                if data is None:
+                    yield fault_row("", key, fault, a, b, f"bytes [{a}, {b}) not read ({fault})")
             if check_key is not None and m_pieces and m_pieces[0][2] is not None:
-                # the window is exactly one master chunk: check its records on the bytes
-                # just read (each byte is read once)
-                yield from chunk_rows(check_node, check_key, start, m_pieces[0][2], int(file_size))
+                # the window is exactly one master chunk: check its sha256 and records on the
+                # bytes just read (each byte is read once)
+                yield from chunk_rows(
+                    check_node, check_key, start, m_pieces[0][2], int(file_size), check_sha256
+                )
 
     return run
 
@@ -384,7 +404,8 @@ def run_replica_consistency(
         for k, a, b in mine:
             c = checks.get((a, b))
             windows.append(
-                (k, a, b, c and c["node"], c and c["key"], c and c["mappedFileSize"])
+                (k, a, b, c and c["node"], c and c["key"], c and c["mappedFileSize"],
+                 c and c.get("sha256"))
             )  # fmt: skip
     if not windows:
         return ScanResult([], [], set())
@@ -402,7 +423,7 @@ def run_replica_consistency(
     for key, (m_end, s_end) in ends.items():
         mine = [(key.split(":", 1)[1], *r[1:]) for r in rows if r[0] == key]
         ranges += classify(mine, m_end, s_end, max_lag_bytes)
-    check_rows = [r for r in out if r["kind"] in ("issue", "queue", "count")]
+    check_rows = [r for r in out if r["kind"] in ("issue", "queue", "count", "fault")]
     win = [r for r in out if r["kind"] == "window"]
     return ScanResult(
         sorted(ranges, key=lambda r: (r["pair"], r["start"])),

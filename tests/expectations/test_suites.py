@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-import io
 import json
 
-import pandas as pd
 import pytest
 
+from contracts import audit_tables as T
 from contracts.object_store import open_store
 from expectations import run_suites
 from expectations.report import ExpectationsError
+from expectations.suites import parameters
+from spark_jobs.outputs import complete_range, table_bytes
 
 RUN = "20261123T000000Z-test01"
 GROUP = "broker-a"
 
 
 def _put(store, table: str, rows: list[dict], columns: list[str] | None = None) -> None:
-    df = pd.DataFrame(rows, columns=columns) if columns else pd.DataFrame(rows)
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    store.put_mutable(f"audits/{RUN}/{GROUP}/{table}.parquet", buf.getvalue())
+    """The table as the audit writes it (spark_jobs.outputs: exactly the contract's columns)."""
+    if table == "ranges":
+        rows = [dict(r) for r in rows]
+        for r in rows:
+            complete_range(r)
+    store.put_mutable(f"audits/{RUN}/{GROUP}/{table}.parquet", table_bytes(table, rows))
 
 
 def _clean(store, **override) -> None:
@@ -44,12 +47,16 @@ def _clean(store, **override) -> None:
             },
         ],  # fmt: skip
         "offset_violations": [],
+        "archive_faults": [],
+        "acked_losses": [],
+        "checks": [
+            {"check": c, "status": "pass", "findings": 0, "evidence": 3, "reason": ""}
+            for c in T.CHECKS
+        ],
     }
     tables.update(override)
-    cols = {"ranges": ["pair", "start", "end", "verdict", "detail"],
-            "records_issues": ["node", "offset", "check", "detail"]}  # fmt: skip
     for name, rows in tables.items():
-        _put(store, name, rows, cols.get(name))
+        _put(store, name, rows)
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +73,7 @@ def test_clean_tables_pass_and_publish_report(store):
     _clean(store)
     report = run_suites(store, RUN, GROUP)
     assert report.success, [s for s in report.suites if not s.success]
-    assert {s.table for s in report.suites} == {
-        "ranges", "records_issues", "offset_timeline", "offset_violations"
-    }  # fmt: skip
+    assert {s.table for s in report.suites} == set(T.TABLES)
     assert all(s.evaluated > 0 for s in report.suites)
     html = store.get(report.report_key).decode()
     assert "<html" in html.lower()
@@ -115,8 +120,11 @@ def test_record_issue_and_offset_violation_fail(store):
     _clean(
         store,
         records_issues=[{"node": "a-1", "offset": 4242, "check": "crc", "detail": "body CRC"}],
-        offset_violations=[{"group_name": "g", "topic": "T", "queue_id": 0, "before": 9,
-                            "after": 3}],
+        offset_violations=[{"kind": "regression", "group_name": "g", "topic": "T",
+                            "queue_id": 0, "before": 9, "after": 3, "node_before": "a-0",
+                            "node_after": "a-1", "epoch_before": 1, "epoch_after": 2,
+                            "at_before": 1, "at_after": 2, "failover": "",
+                            "reconsumed_messages": 6}],
     )  # fmt: skip
     report = run_suites(store, RUN, GROUP)
     assert not report.success
@@ -138,3 +146,35 @@ def test_missing_table_is_a_clear_error(tmp_path):
     _put(store, "ranges", [], ["pair", "start", "end", "verdict", "detail"])
     with pytest.raises(ExpectationsError, match=r"records_issues\.parquet is missing"):
         run_suites(store, RUN, GROUP)
+
+
+def test_allowed_extra_passes_and_unexcused_extra_fails(store):
+    tail = {"pair": "a-1->a-0", "start": 5000, "end": 5100, "verdict": "extra", "detail": ""}
+    _clean(store, ranges=[{**tail, "allowed": True}])
+    assert run_suites(store, RUN, GROUP).success
+    _clean(store, ranges=[tail])
+    report = run_suites(store, RUN, GROUP)
+    assert not report.success
+    assert _failed(report, "ranges") == ["expect_column_values_to_not_be_in_set"]
+
+
+def test_archive_fault_and_acked_loss_fail(store):
+    fault = {"node": "a-1", "key": "k.log", "kind": "log_missing", "start": 0, "end": 9,
+             "detail": "absent"}  # fmt: skip
+    loss = {"kind": "acknowledged_bytes_truncated", "slave": "a-0", "lost_start": 10,
+            "lost_end": 20, "ack": 20, "verdict": "data_loss", "snapshot": "s"}  # fmt: skip
+    _clean(store, archive_faults=[fault], acked_losses=[loss])
+    report = run_suites(store, RUN, GROUP)
+    assert _failed(report, "archive_faults") == ["expect_table_row_count_to_be_between"]
+    assert _failed(report, "acked_losses") == ["expect_table_row_count_to_be_between"]
+
+
+def test_no_evidence_fails_only_when_required(store):
+    checks = [
+        {"check": c, "status": "pass", "findings": 0, "evidence": 1, "reason": ""} for c in T.CHECKS
+    ]
+    checks[-1] = {**checks[-1], "status": "no_evidence", "evidence": 0}
+    _clean(store, checks=checks)
+    assert run_suites(store, RUN, GROUP, parameters(require_evidence=False)).success
+    report = run_suites(store, RUN, GROUP, parameters(require_evidence=True))
+    assert _failed(report, "checks") == ["expect_column_values_to_be_between"]

@@ -17,6 +17,8 @@ from tests.spark_jobs.builder import (
     truncate_log,
 )
 
+BASE = ["pair", "start", "end", "verdict", "detail"]  # the ranges columns these tests judge
+
 
 @pytest.fixture(scope="module")
 def failover(tmp_path_factory):
@@ -74,7 +76,7 @@ def test_failover_with_a_clean_truncation_passes(spark, tmp_path, failover) -> N
     import pandas as pd
 
     table = pd.read_parquet(tmp_path / "archive" / "audits" / v["runId"] / GROUP / "ranges.parquet")
-    rows = sorted(table.itertuples(index=False, name=None))
+    rows = sorted(table[BASE].itertuples(index=False, name=None))
     assert [r[:4] for r in rows] == [
         ("a-0->a-1", 0, cut, "match"),
         ("a-1->a-0", cut, old[-1].end_offset, "extra"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from contracts import record as m
-from spark_jobs.log_integrity import _check_slow, check_chunk_nb, check_chunk_np, check_chunk_py
+from contracts.record_walk import check_chunk_nb, check_chunk_np, check_chunk_py
+from contracts.record_walk import check_slow as _check_slow
 from tests.spark_jobs.builder import FILE_SIZE, make_store
 
 IMPLS = pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Compiled kernels of :mod:`spark_jobs.fastscan` (imports numba: loaded only when a chunk is
+"""Compiled kernels of :mod:`contracts._walk_nb` (imports numba: loaded only when a chunk is
 checked, never by ``import spark_jobs.log_integrity``)."""
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ own ``zlib`` module uses) once per body without a Python call in between.
 
 :func:`scan` returns the arrays the queue offset check needs, or ``None`` when numba or zlib's
 library is missing, or when anything in the chunk is unusual: the caller then falls back to the
-NumPy scan / full decoder in ``log_integrity``, so the findings are the same either way.
-Compiled code is cached next to ``_fastscan_kernels.py`` (``cache=True``): compiled once per
+NumPy scan / full decoder of ``contracts.record_walk``, so the findings are the same either way.
+Compiled code is cached next to ``_walk_nb_kernels.py`` (``cache=True``): compiled once per
 installation, loaded in ~1 s by each new Python worker (numba import included).
 """
 
@@ -20,7 +20,7 @@ _KERNELS: list = []  # the loaded kernels module, or None when numba/zlib is mis
 def _kernels():
     if not _KERNELS:
         try:
-            from spark_jobs import _fastscan_kernels as k
+            from contracts import _walk_nb_kernels as k
         except (ImportError, OSError, RuntimeError):  # no numba, or no zlib library to call
             k = None
         _KERNELS.append(k)

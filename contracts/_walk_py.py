@@ -1,0 +1,144 @@
+"""The record walk in pure Python: a fast pass that reads only what the checks need, and the
+full decoder (:func:`check_slow`) that names every issue; see :mod:`contracts.record_walk`."""
+
+from __future__ import annotations
+
+import zlib
+
+from contracts import record as msgfmt
+from contracts.errors import CorruptRecordError
+
+_HEAD = msgfmt.HEAD  # TOTALSIZE .. BORNTIMESTAMP, one unpack per record
+_I32 = msgfmt.I32
+_V1, _V2, _BLANK = msgfmt.MAGIC_V1, msgfmt.MAGIC_V2, msgfmt.MAGIC_BLANK
+_BORN6, _STORE6 = msgfmt.SYSFLAG_BORNHOST_V6, msgfmt.SYSFLAG_STOREHOST_V6
+
+
+def check_chunk_py(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
+    """Walk one chunk's records; returns (issues, {(topic, qid): [first, last]}, records).
+
+    The fast path reads only what the checks need (one header unpack, the body CRC over a
+    memoryview, the topic bytes); anything unusual is decoded in full by ``check_slow``.
+    """
+    view = memoryview(data)
+    size = len(data)
+    queues: dict = {}
+    head = _HEAD.unpack_from
+    i32 = _I32.unpack_from
+    crc32 = zlib.crc32
+    pos = 0
+    n = 0
+    try:
+        while pos < size:
+            if size - pos < _HEAD.size:
+                break
+            total, magic, crc, qid, _flag, qo, phys, sysflag, _born = head(data, pos)
+            end = pos + total
+            off = start + pos
+            if magic == _BLANK and total >= 8 and end <= size and (off + total) % file_size == 0:
+                n += 1
+                pos = end
+                continue
+            if magic not in (_V1, _V2) or total <= 0 or end > size:
+                break
+            p = pos + 48 + (20 if sysflag & _BORN6 else 8) + 8 + (20 if sysflag & _STORE6 else 8)
+            p += 12
+            (blen,) = i32(data, p)
+            p += 4
+            if blen < 0 or p + blen > end or phys != off:
+                break
+            if crc32(view[p : p + blen]) & 0x7FFFFFFF != crc:
+                break
+            p += blen
+            if magic == _V1:
+                tlen = data[p]
+                p += 1
+            else:
+                tlen = int.from_bytes(data[p : p + 2], "big")
+                p += 2
+            if off // file_size != (end - 1) // file_size:
+                break
+            key = (data[p : p + tlen], qid)
+            p += tlen
+            if p + 2 + int.from_bytes(data[p : p + 2], "big") != end:
+                break  # the properties must end exactly where TOTALSIZE says
+            q = queues.get(key)
+            if q is None:
+                queues[key] = [qo, qo]
+            elif qo != q[1] + 1:
+                break
+            else:
+                q[1] = qo
+            n += 1
+            pos = end
+    except (IndexError, ValueError):
+        pass
+    if pos >= size:
+        return [], {(t.decode("utf-8", "replace"), q): v for (t, q), v in queues.items()}, n
+    # something unusual at ``pos``: the full decoder takes over from the chunk start
+    return check_slow(data, start, file_size, node)
+
+
+def _issue(off, check, detail, rec=None, expected=None, found=None) -> tuple:
+    """An issue tuple: (offset, check, detail, topic, queueId, queueOffset, msgId, expected,
+    found); the record's fields when it could be decoded."""
+    if rec is None or rec.is_blank:
+        return (off, check, detail, None, None, None, None, expected, found)
+    return (off, check, detail, rec.topic, rec.queue_id, rec.queue_offset, rec.msg_id,
+            expected, found)  # fmt: skip
+
+
+def check_slow(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
+    issues: list[tuple] = []
+    queues: dict[tuple[str, int], list[int]] = {}
+    pos = 0
+    n = 0
+    size = len(data)
+    while pos < size:
+        off = start + pos
+        try:
+            rec = msgfmt.decode_record(data, pos, base_offset=start, source=node)
+        except CorruptRecordError as exc:
+            issues.append(_issue(off, "record_malformed", exc.reason, None, "a record", "garbage"))
+            return issues, queues, n
+        n += 1
+        if rec.is_blank:
+            if rec.end % file_size:
+                issues.append(
+                    _issue(off, "blank_not_at_file_end", f"BLANK ends at {rec.end}", None,
+                           f"end at a multiple of {file_size}", str(rec.end))
+                )  # fmt: skip
+        else:
+            if rec.stored_physical_offset != off:
+                issues.append(
+                    _issue(off, "physical_offset_mismatch",
+                           f"record says {rec.stored_physical_offset}", rec, str(off),
+                           str(rec.stored_physical_offset))
+                )  # fmt: skip
+            if off // file_size != (rec.end - 1) // file_size:
+                issues.append(
+                    _issue(off, "crosses_file_end", f"ends at {rec.end}", rec,
+                           f"end by {(off // file_size + 1) * file_size}", str(rec.end))
+                )  # fmt: skip
+            if not rec.crc_ok:
+                got = msgfmt.body_crc(rec.body)
+                issues.append(
+                    _issue(off, "crc_mismatch",
+                           f"bodyCRC {rec.body_crc} != {got} (queueOffset {rec.queue_offset}, "
+                           f"msgId {rec.msg_id})", rec, str(rec.body_crc), str(got))
+                )  # fmt: skip
+            key = (rec.topic, rec.queue_id)
+            q = queues.get(key)
+            if q is None:
+                queues[key] = [rec.queue_offset, rec.queue_offset]
+            else:
+                if rec.queue_offset != q[1] + 1:
+                    issues.append(
+                        _issue(off, "queue_offset_gap",
+                               f"topic {rec.topic} queue {rec.queue_id}: expected queue offset "
+                               f"{q[1] + 1}, found {rec.queue_offset}", rec, str(q[1] + 1),
+                               str(rec.queue_offset))
+                    )  # fmt: skip
+                q[1] = rec.queue_offset
+        pos += rec.total_size
+    return issues, queues, n

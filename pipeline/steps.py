@@ -1,0 +1,185 @@
+"""The steps of one audit run, each taking and returning JSON-able values (they travel as
+Airflow XComs), and :func:`run_pipeline`, which chains them for the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from contracts import archive_layout as layout
+from contracts import audit_tables as T
+from contracts.errors import ArchiveError, AuditInputError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """One validated configuration of an audit run (CLI flags or a DAG run's params)."""
+
+    root: str
+    cluster: str
+    broker_name: str | None = None
+    since: str | None = None  # ISO-8601 or epoch ms
+    until: str | None = None
+    spark_master: str | None = None
+    endpoint_url: str | None = None
+    max_lag_bytes: int = T.DEFAULT_MAX_LAG_BYTES
+    incremental: bool = False
+    require_evidence: bool = False
+    expectations: bool = True
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.root or not self.cluster:
+            raise AuditInputError("an audit needs an archive root and a cluster")
+        if self.max_lag_bytes < 0:
+            raise AuditInputError(f"max_lag_bytes must be >= 0, got {self.max_lag_bytes}")
+        parse_time(self.since, "since")
+        parse_time(self.until, "until")
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> PipelineConfig:
+        return cls(**{f.name: doc[f.name] for f in dataclasses.fields(cls) if f.name in doc})
+
+    def spec(self):
+        from contracts.object_store import StoreSpec
+
+        return StoreSpec(self.root, endpoint_url=self.endpoint_url)
+
+
+def parse_time(value: str | int | None, what: str) -> int | None:
+    """Epoch milliseconds from epoch ms or an ISO-8601 time (UTC when no zone is given)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) or str(value).isdigit():
+        return int(value)
+    try:
+        t = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise AuditInputError(f"{what} {value!r} is neither epoch ms nor ISO-8601") from exc
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return int(t.timestamp() * 1000)
+
+
+def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
+    """The Spark jobs; the run's summary with each group's whole verdict (``groupVerdicts``)."""
+    from spark_jobs.audit import AuditOptions, run_audit
+    from spark_jobs.session import get_spark
+
+    opts = AuditOptions(
+        spec=cfg.spec(),
+        cluster=cfg.cluster,
+        broker_name=cfg.broker_name,
+        since_ms=parse_time(cfg.since, "since"),
+        until_ms=parse_time(cfg.until, "until"),
+        run_id=cfg.run_id,
+        max_lag_bytes=cfg.max_lag_bytes,
+        incremental=cfg.incremental,
+        require_evidence=cfg.require_evidence,
+    )
+    try:
+        opts.spec.open()
+    except ArchiveError as exc:
+        raise AuditInputError(f"cannot open archive root {cfg.root}: {exc}") from exc
+    spark = get_spark("haproof-audit", cfg.spark_master)
+    try:
+        summary = run_audit(spark, opts)
+    except ArchiveError as exc:
+        raise AuditInputError(str(exc)) from exc
+    finally:
+        spark.stop()
+    for v in summary["groupVerdicts"]:
+        log.info(
+            "audit %s/%s: %s (%s)", cfg.cluster, v["brokerName"], v["status"],
+            ", ".join(f"{c['name']} {c['status']}" for c in v["checks"]),
+        )  # fmt: skip
+    return summary
+
+
+def compact(summary: dict[str, Any]) -> dict[str, Any]:
+    """What later steps need of the audit's summary (small enough for an XCom)."""
+    return {
+        "runId": summary["runId"],
+        "status": summary["status"],
+        "passed": summary["passed"],
+        "groups": [
+            {
+                "brokerName": v["brokerName"],
+                "status": v["status"],
+                "passed": v["passed"],
+                "master": v.get("master"),
+                "checks": [
+                    {
+                        k: c.get(k)
+                        for k in ("name", "status", "passed", "findings", "evidence", "detail")
+                    }
+                    for c in v["checks"]
+                ],  # fmt: skip
+            }
+            for v in summary["groupVerdicts"]
+        ],
+    }
+
+
+def expectations_step(cfg: PipelineConfig, audit: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GX suites over every audited group, with the audit's own thresholds."""
+    from expectations import run_suites
+    from expectations.report import ExpectationsError
+    from expectations.suites import parameters
+
+    store = cfg.spec().open()
+    params = parameters(cfg.max_lag_bytes, cfg.require_evidence)
+    out = []
+    for g in audit["groups"]:
+        try:
+            report = run_suites(store, audit["runId"], g["brokerName"], params)
+        except ExpectationsError as exc:
+            raise AuditInputError(f"expectations suites: {exc}") from exc
+        out.append(
+            {
+                "brokerName": g["brokerName"],
+                "success": report.success,
+                "report": report.report_key,
+                "failedSuites": [s.suite for s in report.suites if not s.success],
+            }
+        )
+    return out
+
+
+def publish_step(
+    cfg: PipelineConfig, audit: dict[str, Any], gx: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Write ``audits/{runId}/dag_report.json``; ``passed`` decides the run's exit/failure."""
+    store = cfg.spec().open()
+    passed = audit["passed"] and all(r["success"] for r in gx)
+    doc = {
+        "runId": audit["runId"],
+        "cluster": cfg.cluster,
+        "status": audit["status"] if passed or audit["status"] == T.RUN_FAILED else T.RUN_FAILED,
+        "passed": passed,
+        "audit": audit,
+        "expectations": gx,
+        "root": cfg.root,
+    }
+    key = layout.audit_run_prefix(audit["runId"]) + layout.DAG_REPORT_NAME
+    store.put_mutable(key, json.dumps(doc, indent=2).encode())
+    doc["key"] = key
+    return doc
+
+
+def run_pipeline(cfg: PipelineConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """audit → suites → publish; returns (the audit's full summary, the published document)."""
+    summary = audit_step(cfg)
+    audit = compact(summary)
+    gx = expectations_step(cfg, audit) if cfg.expectations else []
+    doc = publish_step(cfg, audit, gx)
+    return summary, doc
