@@ -183,6 +183,18 @@ def _require(doc: dict, what: str, fields: dict[str, type | tuple[type, ...]]) -
             raise LayoutError(f"{what}: field {name!r} has the wrong type ({value!r})")
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _int_map(doc, what: str) -> None:
+    """``doc`` must map strings to integers (offsets)."""
+    if not isinstance(doc, dict):
+        raise LayoutError(f"{what}: expected an object, got {type(doc).__name__}")
+    for k, v in doc.items():
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise LayoutError(f"{what}[{k!r}] must be an integer, got {v!r}")
+
+
 @dataclass(slots=True)
 class ChunkManifest:
     start: int
@@ -215,6 +227,10 @@ class ChunkManifest:
         )  # fmt: skip
         if not 0 <= doc["start"] < doc["end"]:
             raise LayoutError(f"{what}: empty range [{doc['start']}, {doc['end']})")
+        if not _SHA256.fullmatch(doc["sha256"]):
+            raise LayoutError(f"{what}: sha256 {doc['sha256']!r} is not 64 hex digits")
+        if doc["mappedFileSize"] <= 0 or doc["epoch"] < 0 or doc["records"] < 0:
+            raise LayoutError(f"{what}: mappedFileSize, epoch and records must be >= 0")
         return cls(**{k: doc[k] for k in cls.__dataclass_fields__})
 
 
@@ -254,6 +270,10 @@ class Snapshot:
         )  # fmt: skip
         if doc["role"] not in ROLES:
             raise LayoutError(f"{what}: role {doc['role']!r} is not one of {', '.join(ROLES)}")
+        _int_map(doc["slaves"], f"{what}: slaves")
+        for name in ("consumerOffsets", "queueMaxOffsets"):
+            for k, queues in doc[name].items():
+                _int_map(queues, f"{what}: {name}[{k!r}]")
         values = {k: doc[k] for k in cls.__dataclass_fields__ if k in doc}
         values.setdefault("delayOffsets", {})
         values.setdefault("dataVersion", {})

@@ -22,8 +22,9 @@ class AuditConfigError(ValueError):
     """A DAG run was started without what it needs (no archive root, no cluster...)."""
 
 
-def base_params() -> dict:
-    """The params every haproof audit DAG takes (each DAG adds its own)."""
+def base_params(*, require_evidence: bool) -> dict:
+    """The params every haproof audit DAG takes (each DAG adds its own); ``require_evidence``
+    is the DAG's default for a check that had nothing to judge (fail, or report and pass)."""
     from airflow.sdk import Param
 
     def text(description: str) -> Param:
@@ -36,7 +37,9 @@ def base_params() -> dict:
         "endpoint_url": text("S3 endpoint (MinIO, moto...); default AWS / HAPROOF_S3_ENDPOINT"),
         "max_lag_bytes": Param(DEFAULT_MAX_LAG_BYTES, type="integer", minimum=0),
         "require_evidence": Param(
-            True, type="boolean", description="a check with nothing to judge fails the run"
+            require_evidence,
+            type="boolean",
+            description="a check with nothing to judge (NO_EVIDENCE) fails the run",
         ),
     }
 
@@ -77,7 +80,7 @@ def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, An
                 else DEFAULT_MAX_LAG_BYTES
             ),
             incremental=bool(params.get("incremental", incremental)),
-            require_evidence=bool(params.get("require_evidence", True)),
+            require_evidence=bool(params.get("require_evidence", incremental)),
         )
     except AuditInputError as exc:
         raise AuditConfigError(str(exc)) from exc

@@ -21,7 +21,7 @@ from airflow.sdk import Param, dag
 from haproof_common import audit_pipeline, base_params
 
 PARAMS = {
-    **base_params(),
+    **base_params(require_evidence=False),
     "broker_name": Param(None, type=["null", "string"], description="one group (empty: all)"),
     "since": Param(None, type=["null", "string"], description="window start (ISO-8601 / ms)"),
     "until": Param(None, type=["null", "string"], description="window end (ISO-8601 / ms)"),

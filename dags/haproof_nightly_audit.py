@@ -7,11 +7,13 @@ acknowledged durability, log integrity and offset monotonicity (Spark), then the
 Expectations suites over the audit's tables, then publishes `audits/{runId}/dag_report.json`
 and one HTML data-quality report per group.
 
-The run **fails** when any check or suite fails, so the failure shows in Airflow's UI and alerts.
+The run **fails** when any check or suite fails, so the failure shows in Airflow's UI and alerts,
+and, by default (`require_evidence`), when a check had nothing to judge (NO_EVIDENCE: one node
+only, no committed offsets, no acknowledged offsets): a green night must rest on evidence.
 
 Params (or environment): `root` (`HAPROOF_ARCHIVE_ROOT`, e.g. `s3://bucket/prefix`), `cluster`
 (`HAPROOF_CLUSTER`), `spark_master` (`HAPROOF_SPARK_MASTER`, default `local[*]`),
-`endpoint_url` (`HAPROOF_S3_ENDPOINT`), `max_lag_bytes`.
+`endpoint_url` (`HAPROOF_S3_ENDPOINT`), `max_lag_bytes`, `require_evidence` (default true).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from airflow.sdk import Param, dag
 from haproof_common import audit_pipeline, base_params
 
 PARAMS = {
-    **base_params(),
+    **base_params(require_evidence=True),
     "incremental": Param(True, type="boolean", description="only what is new since last pass"),
 }
 

@@ -197,6 +197,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         f"{broker_name}: log integrity: {integrity.records} records, "
         f"{len(integrity.issues)} issue(s)"
     )
+    outputs.locate_gaps(store, integrity.issues)
     faults = outputs.merge_faults(ga.faults, integrity.faults, windowed)
     durability = acked_durability(
         ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)

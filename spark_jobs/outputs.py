@@ -47,6 +47,31 @@ def merge_faults(listed: list[dict], found: list[dict], windowed: dict) -> list[
     return sorted(out.values(), key=lambda f: (f["node"], f["key"], f["kind"]))
 
 
+#: cross-chunk queue gaps whose record is looked up on the driver (one read each)
+GAPS_LOCATED_MAX = 50
+
+
+def locate_gaps(store, issues: list[dict]) -> None:
+    """A queue gap found between two chunks names the chunk, not the record: read that chunk
+    (on the driver, a few at most) and name the first record of the queue in it, with its
+    physical offset and msgId."""
+    from contracts import record as msgfmt
+    from contracts.errors import ArchiveError, CorruptRecordError
+
+    todo = [i for i in issues if i["check"] == "queue_offset_gap" and i.get("msg_id") is None]
+    for issue in todo[:GAPS_LOCATED_MAX]:
+        try:
+            data = store.get(issue["key"])
+            for rec in msgfmt.scan_records(data, base_offset=issue["offset"], with_body=False):
+                if not rec.is_blank and (rec.topic, rec.queue_id) == (
+                    issue["topic"], issue["queue_id"]
+                ):  # fmt: skip
+                    issue["offset"], issue["msg_id"] = rec.physical_offset, rec.msg_id
+                    break
+        except (ArchiveError, CorruptRecordError):
+            continue  # the chunk's own findings say why; the row keeps the chunk's offset
+
+
 def judge_checks(
     *, ga, state_in, incremental, rep, integrity, faults, durability, acks, points, violations
 ) -> list[T.CheckResult]:
