@@ -165,6 +165,7 @@ class RuntimeInfoService:
             "brokerVersionDesc": BROKER_VERSION_DESC,
             "brokerName": self.node.config.broker_name,
             "brokerRole": store.role.value,
+            "epoch": str(self.node.epoch),
             "commitLogMaxOffset": str(store.max_phy_offset),
             "commitLogMinOffset": str(store.min_phy_offset),
             "dispatchBehindBytes": str(max(0, store.max_phy_offset - store.dispatched_offset)),
