@@ -33,7 +33,10 @@ async def ha_status(broker_addrs: list[str]) -> list[dict]:
             if resp.code != ResponseCode.SUCCESS:
                 out.append({"brokerAddr": addr, "error": resp.remark or f"code {resp.code}"})
                 continue
-            out.append(json.loads(resp.body))
+            try:
+                out.append({"brokerAddr": addr, **json.loads(resp.body)})
+            except (ValueError, TypeError) as exc:
+                out.append({"brokerAddr": addr, "error": f"unreadable HA status: {exc}"})
     finally:
         await client.close()
     return out

@@ -46,7 +46,16 @@ async def consumer_progress(broker_addrs: list[str], group: str, topic: str | No
         broker_addrs, lambda: RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields)
     ):
         err = error_of(resp)
-        out.append({"brokerAddr": addr, "error": err} if err else json.loads(resp.body))
+        if err is None:
+            try:
+                doc = json.loads(resp.body)
+                if isinstance(doc, dict) and isinstance(doc.get("offsetTable"), list):
+                    out.append(doc)
+                    continue
+                err = "unreadable consume stats: no offsetTable list"
+            except ValueError as exc:
+                err = f"unreadable consume stats: {exc}"
+        out.append({"brokerAddr": addr, "error": err})
     return out
 
 
@@ -186,8 +195,8 @@ async def reset_offset_by_time(
     broker_addrs: list[str], group: str, topic: str, timestamp_ms: int, queue_id: int = -1,
     force: bool = True,
 ) -> list[dict]:  # fmt: skip
-    """The first address picks each queue's offset by time; the others get those offsets.
-    One row per (node, queue): ``{brokerAddr, queueId, previousOffset, offset}`` or an error."""
+    """The first address picks each queue's offset by time; the others get the offsets it
+    changed. One row per (node, queue): ``{brokerAddr, queueId, previousOffset, offset}`` or an error."""
     if not broker_addrs:
         return []
     fields = {"group": group, "topic": topic, "timestamp": timestamp_ms, "queueId": queue_id,
@@ -206,6 +215,8 @@ async def reset_offset_by_time(
     rows = [{"brokerAddr": addr, "queueId": p["queueId"], "previousOffset": p["previousOffset"],
              "offset": p["offset"], "changed": p.get("changed", True)} for p in picked]  # fmt: skip
     for p in picked:
+        if not p.get("changed", True):
+            continue  # the master kept this queue's offset: nothing to carry to the others
         for r in await reset_offset(rest, group, topic, p["queueId"], p["offset"]):
             rows.append({**r, "queueId": p["queueId"]})
     return rows

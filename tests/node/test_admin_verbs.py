@@ -120,6 +120,9 @@ def test_cluster_list(group):
     # the max offset shown is the node's, as haStatus (another request) reports it
     [ha] = asyncio.run(ha_status([m.addr]))
     assert int(master["table"]["commitLogMaxOffset"]) == ha["maxOffset"] > 0
+    t0, t1 = group.sent  # the master's first record is the fixture's first message
+    assert t0 <= int(master["table"]["earliestMessageTimeStamp"]) <= t1
+    assert 0 < float(master["table"]["commitLogDiskRatio"]) < 1
 
     res = admin("clusterList", "--namesrv", group.ns.addr)
     assert res.returncode == 0, res.stderr
