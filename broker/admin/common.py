@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import sys
+import time
 
 from broker.errors import HaproofError, RemotingError
 from broker.remoting.client import RemotingClient
@@ -111,6 +112,9 @@ def print_table(headers: list[str], rows: list[list[object]], numeric: set[int] 
         print(line(r))
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
 def parse_time_ms(raw: str) -> int:
     """Milliseconds since the epoch from ``raw``: an integer (ms), ``now``, ISO 8601
     (``2026-11-24T09:30:00Z``; no zone means UTC) or mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS``
@@ -119,7 +123,7 @@ def parse_time_ms(raw: str) -> int:
     if text.isdigit():
         return int(text)
     if text.lower() == "now":
-        return int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
+        return time.time_ns() // 1_000_000
     for parse in (_iso, _mqadmin):
         try:
             when = parse(text)
@@ -127,7 +131,7 @@ def parse_time_ms(raw: str) -> int:
             continue
         if when.tzinfo is None:
             when = when.replace(tzinfo=datetime.UTC)
-        ms = int(when.timestamp() * 1000)
+        ms = (when - _EPOCH) // datetime.timedelta(milliseconds=1)  # exact: no float rounding
         if ms >= 0:
             return ms
     raise UsageError(
@@ -148,5 +152,5 @@ def iso_ms(ms: int) -> str:
     """``2026-11-24T09:30:00.123Z`` for ``ms`` (0 or less: "-")."""
     if ms <= 0:
         return "-"
-    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    when = _EPOCH + datetime.timedelta(milliseconds=ms)
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

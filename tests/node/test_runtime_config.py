@@ -6,12 +6,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.admin.common import UsageError, iso_ms, parse_time_ms
 from broker.config import BrokerConfig
 from broker.errors import ConfigError
 from broker.processors.broker_config import fastjson_mq_map
 from broker.runtime_config import (
+    RUNTIME_KEYS,
     NotRuntimeKeyError,
     check_updates,
     config_properties,
@@ -99,3 +102,48 @@ def test_fastjson_message_queue_map():
     assert fastjson_mq_map(rows, ("maxOffset", "minOffset")) == (
         '{{"brokerName":"b","queueId":1,"topic":"T"}:{"maxOffset":7,"minOffset":0}}'
     )
+
+
+# -- properties over many inputs ------------------------------------------------------------------
+
+_KEYS = st.sampled_from(["brokerName", "listenPort", "maxMessageSize", "slaveReadEnable",
+                         "haSlaveFallbehindMax", "custom.key", "x"])  # fmt: skip
+_VALUES = st.text(st.characters(codec="utf-8", exclude_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85"
+                                "\u2028\u2029"), max_size=20)  # fmt: skip
+_LINES = st.one_of(
+    st.tuples(_KEYS, st.sampled_from(["=", " = ", ":"]), _VALUES).map(lambda t: "".join(t)),
+    st.sampled_from(["", "# a comment", "! another", "   "]),
+)
+_UPDATES = st.dictionaries(
+    st.sampled_from(["maxMessageSize", "slaveReadEnable", "haSlaveFallbehindMax"]),
+    st.one_of(st.integers(1, 2**40), st.booleans()),
+    min_size=1,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_LINES, max_size=12), _UPDATES)
+def test_rewrite_changes_only_the_updated_keys(lines, updates):
+    text = "".join(f"{line}\n" for line in lines)
+    out = rewrite_config_text(text, updates)
+    want = parse_properties(text, "f")
+    want.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in updates.items()})
+    assert parse_properties(out, "f") == want
+    comments = [line for line in lines if line.strip()[:1] in ("#", "!")]
+    assert [line for line in out.splitlines() if line.strip()[:1] in ("#", "!")] == comments
+    new_keys = set(updates) - set(parse_properties(text, "f"))
+    assert len(out.splitlines()) == len(lines) + len(new_keys)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 2**42))
+def test_times_read_back(ms):
+    assert parse_time_ms(str(ms)) == ms
+    assert parse_time_ms(iso_ms(ms)) == ms
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(min_size=1, max_size=30).filter(lambda k: k not in RUNTIME_KEYS), _VALUES)
+def test_only_runtime_keys_pass(key, value):
+    with pytest.raises(NotRuntimeKeyError):
+        check_updates({key: value})
