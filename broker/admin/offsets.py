@@ -8,10 +8,11 @@
   it; or ``--broker-addr`` in the order given): the one recorded way to move a committed offset
   backwards (INVOKE_BROKER_TO_RESET_OFFSET 222, broker/processors/ha_admin.py). Stop the
   group's consumers first.
-- ``resetOffsetByTime --group G --topic T --timestamp WHEN [--queue Q]``: the first node (the
-  master) picks, per queue, the first message stored at or after WHEN (222 by time) and
-  records the moves; the other nodes then get those exact offsets, so a lagging slave cannot
-  pick different ones.
+- ``resetOffsetByTime --group G --topic T --timestamp WHEN [--queue Q]``: in each broker group
+  holding the topic (``--broker-name``: only that one; ``--queue`` needs one group), the
+  first node (the master) picks, per queue, the first message stored at or after WHEN (222 by
+  time) and records the moves; the group's other nodes then get those exact offsets, so a
+  lagging slave cannot pick different ones.
 """
 
 from __future__ import annotations
@@ -130,34 +131,43 @@ async def reset_offset(
     return out
 
 
-async def reset_targets(args) -> list[str]:
-    """The group's nodes, master (brokerId 0) first."""
+async def group_targets(args, all_groups: bool = False) -> list[list[str]]:
+    """Per broker group to reset: its nodes, master (brokerId 0) first. ``--broker-addr``
+    alone is one group in the order given; with ``--namesrv`` the group is ``--broker-name``,
+    else the one holding the topic, else (``all_groups``) every group holding it."""
     found = addrs(args.broker_addr)
     if not args.namesrv:
-        return found
+        return [found]
     from broker.client.routes import fetch_route
 
     client = new_client()
     try:
-        name = args.broker_name
-        if name is None:
+        names = [args.broker_name] if args.broker_name else None
+        if names is None:
             try:
                 route = await fetch_route(client, addrs(args.namesrv), args.topic)
             except RemotingError as exc:
                 raise AdminError(f"no route for topic {args.topic!r}: {exc}") from exc
             names = sorted(route.broker_addrs)
-            if len(names) != 1:
+            if len(names) != 1 and (not all_groups or found):
                 raise AdminError(
                     f"topic {args.topic!r} is on broker groups {names}: give --broker-name"
                 )
-            name = names[0]
         table = await cluster_table(client, addrs(args.namesrv))
     finally:
         await client.close()
-    ids = table.get(name)
-    if not ids:
-        raise AdminError(f"the name servers know no node of broker group {name!r}")
-    return list(dict.fromkeys(found + [ids[i] for i in sorted(ids)]))
+    groups = []
+    for name in names:
+        ids = table.get(name)
+        if not ids:
+            raise AdminError(f"the name servers know no node of broker group {name!r}")
+        groups.append(list(dict.fromkeys(found + [ids[i] for i in sorted(ids)])))
+    return groups
+
+
+async def reset_targets(args) -> list[str]:
+    """The one group's nodes, master (brokerId 0) first."""
+    return (await group_targets(args))[0]
 
 
 def _report_resets(verb: str, rows: list[dict], as_json: bool, args) -> int:
@@ -168,8 +178,9 @@ def _report_resets(verb: str, rows: list[dict], as_json: bool, args) -> int:
             if "error" in r:
                 print(f"{r['brokerAddr']}: FAILED: {r['error']}")
             else:
+                kept = " (unchanged)" if r.get("changed") is False else ""
                 print(f"{r['brokerAddr']}: {args.group} {args.topic}/{r.get('queueId', args.queue)} "
-                      f"{r['previousOffset']} -> {r['offset']}")  # fmt: skip
+                      f"{r['previousOffset']} -> {r['offset']}{kept}")  # fmt: skip
     failed = [r for r in rows if "error" in r]
     for r in failed:
         fail(verb, f"{r['brokerAddr']}: {r['error']}", 1)
@@ -232,13 +243,15 @@ def run_reset_offset_by_time(args: argparse.Namespace) -> int:
     if args.queue is not None and args.queue < 0:
         return fail("resetOffsetByTime", f"--queue ({args.queue}) must be >= 0", 2)
     try:
-        targets = asyncio.run(reset_targets(args))
+        groups = asyncio.run(group_targets(args, all_groups=args.queue is None))
     except AdminError as exc:
         return fail("resetOffsetByTime", str(exc), 1)
     queue = -1 if args.queue is None else args.queue
-    rows = asyncio.run(
-        reset_offset_by_time(targets, args.group, args.topic, when_ms, queue, not args.no_force)
-    )
+    rows = []
+    for targets in groups:  # each group holding the topic, as mqadmin resets them all
+        rows += asyncio.run(reset_offset_by_time(
+            targets, args.group, args.topic, when_ms, queue, not args.no_force
+        ))  # fmt: skip
     if not args.json:
         print(f"reset {args.group} on {args.topic} to the first message stored at or after "
               f"{iso_ms(when_ms)} ({when_ms} ms)")  # fmt: skip

@@ -56,13 +56,13 @@ def call(addr: str, code: RequestCode, fields: dict | None = None, body: bytes =
     return asyncio.run(_call(addr, code, fields, body))
 
 
-def max_offset(addr: str, queue_id: int) -> int:
-    resp = call(addr, RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": queue_id})
+def max_offset(addr: str, queue_id: int, topic: str = TOPIC) -> int:
+    resp = call(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
     return int(resp.ext_fields["offset"])
 
 
-def committed(addr: str, queue_id: int) -> int:
-    fields = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": queue_id}
+def committed(addr: str, queue_id: int, topic: str = TOPIC) -> int:
+    fields = {"consumerGroup": GROUP, "topic": topic, "queueId": queue_id}
     resp = call(addr, RequestCode.QUERY_CONSUMER_OFFSET, fields)
     return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else -1
 
@@ -71,11 +71,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-async def _send(namesrv: str, n: int, size: int = 100) -> None:
+async def _send(namesrv: str, n: int, size: int = 100, topic: str = TOPIC) -> None:
     producer = Producer("PG", [namesrv], retry_times=1)
     try:
         for i in range(n):
-            res = await producer.send(TOPIC, f"{i:06d}".encode().ljust(size, b"."))
+            res = await producer.send(topic, f"{i:06d}".encode().ljust(size, b"."))
             assert res.status is SendStatus.SEND_OK
     finally:
         await producer.close()
@@ -98,11 +98,17 @@ def group(tmp_path_factory):
         s_conf = conf("s", 1, "SLAVE", s_port, s_ha, haMasterAddress=f"127.0.0.1:{m_ha}")
         s = start_broker("s", s_conf, s_port, tmp)
         procs.append(s)
+        # a second group, without auto-creation: TOPIC stays on broker-a, WIDE spans both
+        b_port = free_port()
+        b_conf = conf("b", 0, "ASYNC_MASTER", b_port, free_port(), brokerName="broker-b",
+                      autoCreateTopicEnable="false")  # fmt: skip
+        b = start_broker("b", b_conf, b_port, tmp)
+        procs.append(b)
         _wait(lambda: asyncio.run(ha_status([m.addr]))[0].get("slaves"), what="slave connected")
         t0 = now_ms()
         asyncio.run(_send(ns.addr, BATCH))
         t1 = now_ms()
-        yield SimpleNamespace(ns=ns, m=m, s=s, tmp=tmp, root=tmp / "archive", sent=(t0, t1))
+        yield SimpleNamespace(ns=ns, m=m, s=s, b=b, tmp=tmp, root=tmp / "archive", sent=(t0, t1))
     finally:
         for p in procs:
             p.kill()
@@ -111,9 +117,11 @@ def group(tmp_path_factory):
 def test_cluster_list(group):
     m, s = group.m, group.s
     doc = admin_json("clusterList", "--namesrv", group.ns.addr)
-    assert doc["clusterAddrTable"] == {"C": ["broker-a"]}
+    assert doc["clusterAddrTable"] == {"C": ["broker-a", "broker-b"]}
     got = {(b["brokerName"], b["brokerId"], b["brokerAddr"]): b for b in doc["brokers"]}
-    assert set(got) == {("broker-a", 0, m.addr), ("broker-a", 1, s.addr)}
+    assert set(got) == {("broker-a", 0, m.addr), ("broker-a", 1, s.addr),
+                        ("broker-b", 0, group.b.addr)}  # fmt: skip
+    assert got[("broker-b", 0, group.b.addr)]["table"]["brokerRole"] == "ASYNC_MASTER"
     master, slave = got[("broker-a", 0, m.addr)], got[("broker-a", 1, s.addr)]
     assert master["table"]["brokerRole"] == "SYNC_MASTER"
     assert slave["table"]["brokerRole"] == "SLAVE"
@@ -166,6 +174,7 @@ def test_broker_status_and_config(group):
     m, s = group.m, group.s
     docs = admin_json("brokerStatus", "--namesrv", group.ns.addr, "--broker-name", "broker-a")
     by_addr = {d["brokerAddr"]: d["table"] for d in docs}
+    assert set(by_addr) == {m.addr, s.addr}  # only the group asked for
     assert by_addr[m.addr]["brokerRole"] == "SYNC_MASTER"
     assert by_addr[s.addr]["brokerRole"] == "SLAVE"
     res = admin("brokerStatus", "--broker-addr", m.addr)
@@ -258,3 +267,38 @@ def test_reset_by_time_speaks_rocketmq_reset_offset_body(group):
     assert text.startswith(
         '{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"VerbTopic"}:0'
     )
+
+
+WIDE = "WideTopic"
+
+
+def test_reset_offset_by_time_over_every_group_of_the_topic(group):
+    """Without --broker-name a topic on two groups is reset in both (as mqadmin does)."""
+    ns, masters = group.ns, {"broker-a": group.m.addr, "broker-b": group.b.addr}
+    for addr in masters.values():
+        resp = call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": WIDE,
+                    "readQueueNums": 2, "writeQueueNums": 2, "perm": 6})  # fmt: skip
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+    asyncio.run(_send(ns.addr, 8, topic=WIDE))
+    boundary = now_ms() + 1
+    _wait(lambda: now_ms() > boundary, what="the clock passing the boundary")
+    first = {(n, q): max_offset(a, q, WIDE) for n, a in masters.items() for q in range(2)}
+    asyncio.run(_send(ns.addr, 8, topic=WIDE))
+    tops = {(n, q): max_offset(a, q, WIDE) for n, a in masters.items() for q in range(2)}
+    assert sum(tops.values()) == 16 and all(first[k] < tops[k] for k in first)
+    for (name, q), top in tops.items():
+        call(masters[name], RequestCode.UPDATE_CONSUMER_OFFSET,
+             {"consumerGroup": GROUP, "topic": WIDE, "queueId": q, "commitOffset": top})  # fmt: skip
+
+    rows = admin_json("resetOffsetByTime", "--namesrv", ns.addr, "--group", GROUP,
+                      "--topic", WIDE, "--timestamp", str(boundary))  # fmt: skip
+    by_master = {(r["brokerAddr"], r["queueId"]): r for r in rows}
+    for (name, q), top in tops.items():
+        r = by_master[(masters[name], q)]
+        assert (r["previousOffset"], r["offset"]) == (top, first[(name, q)])
+        assert committed(masters[name], q, WIDE) == first[(name, q)]
+    assert any(r["brokerAddr"] == group.s.addr for r in rows)  # broker-a's slave follows
+
+    res = admin("resetOffsetByTime", "--namesrv", ns.addr, "--group", GROUP, "--topic", WIDE,
+                "--timestamp", "now", "--queue", "0")  # fmt: skip
+    assert res.returncode == 1 and "give --broker-name" in res.stderr
