@@ -8,8 +8,8 @@ with a message naming the key.
 
 An accepted change is written first to the node's config file (one ``key=value`` line replaced
 or appended, the rest of the file untouched; temp file, fsync, rename, fsync the directory),
-then applied: the new frozen ``BrokerConfig`` replaces the old one on the node, its store and
-every service holding it. A node started without a config file refuses updates, since a change
+then applied: the node, its store and every service holding a frozen ``BrokerConfig`` get a
+copy of theirs with the change (after a failover the node's differs from the store's). A node started without a config file refuses updates, since a change
 that is gone after a restart would surprise the operator.
 
 This module is the only place that knows how ``broker.config`` maps property names to fields.
@@ -161,8 +161,9 @@ def update_node_config(node, updates: Mapping[str, str]) -> dict[str, tuple[str,
     if not path:
         raise ConfigError("this node was started without a config file: a change could not persist")
     old = node.config
+    fields = _field_changes(typed)
     try:
-        new = dataclasses.replace(old, **_field_changes(typed))  # BrokerConfig validates
+        replaced = _replaced_configs(node, fields)  # every holder's, validated before any swap
     except ConfigError as exc:
         raise ConfigError(f"refused: {exc}") from exc
     with open(path, encoding="utf-8") as fh:
@@ -171,18 +172,31 @@ def update_node_config(node, updates: Mapping[str, str]) -> dict[str, tuple[str,
     # the file as rewritten must still read as a valid config (it is what the next start reads)
     BrokerConfig.from_dict(parse_properties(new_text, path), source=path)
     atomic_write(path, new_text.encode("utf-8"))
-    apply_config(node, old, new)
-    before, after = config_properties(old), config_properties(new)
+    for obj, config in replaced:
+        obj.config = config
+    before, after = config_properties(old), config_properties(node.config)
     changes = {k: (before[k], after[k]) for k in typed}
     log.warning("broker config updated at runtime (persisted to %s): %s", path,
                 ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changes.items()))  # fmt: skip
     return changes
 
 
-def apply_config(node, old: BrokerConfig, new: BrokerConfig) -> None:
-    """Swap ``old`` for ``new`` wherever the node and its services hold it."""
-    holders = [node, getattr(node, "store", None), *getattr(node, "services", []),
-               *getattr(node, "role_services", [])]  # fmt: skip
-    for obj in holders:
-        if obj is not None and getattr(obj, "config", None) is old:
-            obj.config = new
+def _holders(node) -> list:
+    return [node, getattr(node, "store", None), *getattr(node, "services", []),
+            *getattr(node, "role_services", [])]  # fmt: skip
+
+
+def _replaced_configs(node, fields: Mapping[str, object]) -> list[tuple[object, BrokerConfig]]:
+    """(holder, its config with ``fields`` changed) for the node, its store and every service
+    holding a BrokerConfig. Holders may hold different objects (a failover replaces only the
+    node's, with a new role and id): each keeps its own and gets the same runtime change;
+    holders sharing an object keep sharing one."""
+    new_of: dict[int, BrokerConfig] = {}
+    out = []
+    for obj in _holders(node):
+        config = getattr(obj, "config", None) if obj is not None else None
+        if isinstance(config, BrokerConfig):
+            if id(config) not in new_of:
+                new_of[id(config)] = dataclasses.replace(config, **fields)  # validates
+            out.append((obj, new_of[id(config)]))
+    return out

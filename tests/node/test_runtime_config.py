@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.admin.common import UsageError, iso_ms, parse_time_ms
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, BrokerRole
 from broker.errors import ConfigError
 from broker.processors.broker_config import fastjson_mq_map
 from broker.runtime_config import (
@@ -69,6 +69,19 @@ def test_update_persists_then_applies_to_every_holder(tmp_path):
     assert node.services[1].config is None
     assert BrokerConfig.from_file(str(conf)).max_message_size_bytes == 2048
     assert config_properties(node.config)["maxMessageSize"] == "2048"
+
+
+def test_update_reaches_holders_of_an_older_config(tmp_path):
+    """After a failover the node holds a replaced config (new role and id) while the store
+    and services keep the one they started with: each gets the change on its own copy."""
+    node, conf = _node(tmp_path)
+    started = node.config
+    node.config = started.replace(broker_id=1, broker_role=BrokerRole.SLAVE)
+    update_node_config(node, {"maxMessageSize": "4096"})
+    assert node.config.max_message_size_bytes == node.store.config.max_message_size_bytes == 4096
+    assert node.config.broker_role is BrokerRole.SLAVE
+    assert node.store.config.broker_role is started.broker_role  # each keeps its own view
+    assert node.store.config is node.services[0].config  # holders that shared still share
 
 
 def test_refusals_leave_file_and_node_alone(tmp_path):
