@@ -302,3 +302,25 @@ def test_reset_offset_by_time_over_every_group_of_the_topic(group):
     res = admin("resetOffsetByTime", "--namesrv", ns.addr, "--group", GROUP, "--topic", WIDE,
                 "--timestamp", "now", "--queue", "0")  # fmt: skip
     assert res.returncode == 1 and "give --broker-name" in res.stderr
+
+
+def test_ha_status_table_and_json(group):
+    ns, m, s = group.ns, group.m, group.s
+    docs = admin_json("haStatus", "--namesrv", ns.addr, "--broker-name", "broker-a")
+    by_node = {d["nodeName"]: d for d in docs}
+    assert set(by_node) == {"m", "s"}
+    assert (by_node["m"]["brokerAddr"], by_node["m"]["brokerRole"]) == (m.addr, "SYNC_MASTER")
+    assert (by_node["s"]["brokerAddr"], by_node["s"]["brokerRole"]) == (s.addr, "SLAVE")
+    # the master's view of its slave agrees with the slave's own max offset once it caught up
+    top = int(admin_json("brokerStatus", "--broker-addr", m.addr)[0]["table"]["commitLogMaxOffset"])
+
+    def caught_up():
+        [doc] = admin_json("haStatus", "--broker-addr", m.addr)
+        return doc["slaves"] and doc["slaves"][0]["ackOffset"] >= top and doc
+
+    doc = _wait(caught_up, what="the slave acknowledging the master's max offset")
+    assert doc["slaves"][0]["diff"] == doc["maxOffset"] - doc["slaves"][0]["ackOffset"]
+    res = admin("haStatus", "--broker-addr", f"{m.addr};{s.addr}")
+    assert res.returncode == 0, res.stderr
+    assert f"m {m.addr} SYNC_MASTER brokerId 0" in res.stdout
+    assert f"s {s.addr} SLAVE brokerId 1" in res.stdout and "inSync" in res.stdout
