@@ -114,10 +114,22 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def config_properties(config: BrokerConfig) -> dict[str, str]:
-    """Every property of ``config`` by its RocketMQ name (unknown file keys included), as text."""
+SECRET_MARKERS = ("secret", "password", "passwd", "token", "credential")
+REDACTED = "******"
+
+
+def is_secret(key: str) -> bool:
+    """A key whose value must never leave the node (secretKey, ...password, ...token)."""
+    return any(marker in key.lower() for marker in SECRET_MARKERS)
+
+
+def config_properties(config: BrokerConfig, redact: bool = False) -> dict[str, str]:
+    """Every property of ``config`` by its RocketMQ name (unknown file keys included), as text;
+    with ``redact`` a secret's non-empty value is replaced by ``******``."""
     props = {prop: _text(getattr(config, fname)) for prop, (fname, _d) in _PROPERTIES.items()}
     props.update({k: str(v) for k, v in config.extra.items()})
+    if redact:
+        props = {k: REDACTED if v and is_secret(k) else v for k, v in props.items()}
     return dict(sorted(props.items()))
 
 

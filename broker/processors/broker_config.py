@@ -1,8 +1,9 @@
 """Broker config and topic statistics requests (RocketMQ's codes, AdminBrokerProcessor's
 behaviour):
 
-- ``GET_BROKER_CONFIG`` (26): body is every property as ``key=value`` lines; header ``version``
-  is the config's DataVersion JSON (its counter moves at every accepted update).
+- ``GET_BROKER_CONFIG`` (26): body is every property as ``key=value`` lines, secrets
+  (secretKey, ...password, ...token) as ``******``; header ``version`` is the config's
+  DataVersion JSON (its counter moves at every accepted update).
 - ``UPDATE_BROKER_CONFIG`` (25): body ``key=value`` lines; only keys of
   ``broker.runtime_config.RUNTIME_KEYS``; persisted to the node's config file, then applied.
   Another key gets NO_PERMISSION (16, as RocketMQ answers a key of its black list) naming it; a
@@ -76,7 +77,7 @@ class BrokerConfigService:
         return {"brokerConfigUpdates": self.updates}
 
     async def get_config(self, conn, req: RemotingCommand) -> RemotingCommand:
-        body = properties_text(config_properties(self.node.config)).encode("utf-8")
+        body = properties_text(config_properties(self.node.config, redact=True)).encode("utf-8")
         return req.make_response(
             ResponseCode.SUCCESS,
             ext_fields={"version": json.dumps(self.data_version)},

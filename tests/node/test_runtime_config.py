@@ -84,6 +84,18 @@ def test_update_reaches_holders_of_an_older_config(tmp_path):
     assert node.store.config is node.services[0].config  # holders that shared still share
 
 
+def test_secrets_never_leave_in_the_shown_config(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path}\nsecretKey=s3cr3t\nadminPassword=pw\n"
+                    "accessKey=ak\nemptyToken=\n")  # fmt: skip
+    config = BrokerConfig.from_file(str(conf))
+    shown = config_properties(config, redact=True)
+    assert shown["secretKey"] == shown["adminPassword"] == "******"
+    assert shown["accessKey"] == "ak" and shown["emptyToken"] == ""
+    assert "s3cr3t" not in "".join(shown.values())
+    assert config_properties(config)["secretKey"] == "s3cr3t"  # only the shown copy is masked
+
+
 def test_refusals_leave_file_and_node_alone(tmp_path):
     node, conf = _node(tmp_path)
     before, config = conf.read_text(), node.config
