@@ -172,3 +172,14 @@ def test_times_read_back(ms):
 def test_only_runtime_keys_pass(key, value):
     with pytest.raises(NotRuntimeKeyError):
         check_updates({key: value})
+
+
+def test_request_codes_are_rocketmqs():
+    """The numbers of RocketMQ's RequestCode (checked against its source), so mqadmin's
+    requests reach these handlers."""
+    from broker.remoting.codes import RequestCode as R
+
+    assert (R.UPDATE_BROKER_CONFIG, R.GET_BROKER_CONFIG, R.GET_BROKER_RUNTIME_INFO) == (25, 26, 28)
+    assert (R.GET_ROUTEINFO_BY_TOPIC, R.GET_BROKER_CLUSTER_INFO) == (105, 106)
+    assert (R.GET_TOPIC_STATS_INFO, R.GET_CONSUME_STATS, R.INVOKE_BROKER_TO_RESET_OFFSET) == (
+        202, 208, 222)  # fmt: skip
