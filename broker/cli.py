@@ -3,6 +3,10 @@
 Subcommands are plug-ins: each package registers its own through the ``haproof.commands``
 entry-point group (``register(subparsers)``), so ``broker`` never imports ``spark_jobs`` or
 ``expectations``. ``haproof bench`` does the same through ``haproof.bench``.
+
+Every command's ``--help`` ends with its exit codes: a command that sets its own epilog keeps
+it, the others get theirs from ``EXIT_CODES`` below (one table, so ``--help`` and this file
+agree). ``haproof --version`` prints the installed package's version.
 """
 
 from __future__ import annotations
@@ -10,11 +14,44 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from contracts.errors import HaproofError
 
 log = logging.getLogger("haproof")
+
+_SERVER = """  0  stopped cleanly (SIGTERM or SIGINT)
+  1  crashed (an unexpected error; the traceback is on stderr)
+  2  unusable input: bad option or configuration (the key and line are named)"""
+_BENCH = """  0  done: one JSON line of figures on stdout
+  1  the run failed (failed or lost messages, a failed audit) or an option value is bad
+  2  bad usage (unknown or missing option)"""
+
+# command path -> its exit codes, for commands that do not write their own epilog
+EXIT_CODES: dict[tuple[str, ...], str] = {
+    (): """  0  done
+  1  the command failed (see its own --help)
+  2  bad usage or unusable input (no command, unknown option, unreadable file)""",
+    ("namesrv",): _SERVER,
+    ("broker",): _SERVER,
+    ("store",): """  0  done
+  1  a store file is corrupt (file, offset and reason on stderr)
+  2  bad usage or an unreadable store directory""",
+    ("store", "dump"): """  0  every record decoded and its body CRC matched
+  1  a corrupt record (file, offset and reason on stderr) or a body CRC mismatch
+  2  bad usage or an unreadable store directory""",
+    ("archive",): """  0  shipped
+  1  the log is corrupt (what precedes the corruption is shipped) or the archive failed
+     (missing bucket, denied access, endpoint unreachable after retries, conflicting object)
+  2  bad usage: bad arguments, no such store directory, unsupported root""",
+    ("audit",): """  0  every check passed
+  1  a check failed (the verdict names it)
+  2  bad usage or unreadable input (root, cluster, window)""",
+    ("demo",): """  0  the demo's audit passed
+  1  the demo's audit failed
+  2  a setup step failed (named on stderr)""",
+    ("bench",): _BENCH,
+}
 
 
 def _load_group(group: str, subparsers: argparse._SubParsersAction) -> None:
@@ -45,9 +82,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)"
     )
+    parser.add_argument("--version", action="version", version=f"haproof {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _load_group("haproof.commands", sub)
+    add_exit_code_epilogs(parser)
     return parser
+
+
+def package_version() -> str:
+    try:
+        return version("haproof")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parser's subcommand parsers by name (empty when it has none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def add_exit_code_epilogs(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
+    """Give every parser of the tree without an epilog its exit codes (EXIT_CODES, the nearest
+    ancestor's entry when the path has none), kept as written."""
+    if parser.epilog is None:
+        key = path
+        while key not in EXIT_CODES:
+            key = key[:-1]
+        parser.epilog = "exit codes:\n" + EXIT_CODES[key]
+        if parser.formatter_class is argparse.HelpFormatter:
+            parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for name, child in subcommands(parser).items():
+        add_exit_code_epilogs(child, (*path, name))
 
 
 def register_bench(subparsers: argparse._SubParsersAction) -> None:

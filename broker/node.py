@@ -41,6 +41,7 @@ class BrokerNode:
 
     def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
         self.config = config
+        self.config_path: str | None = None  # the broker.conf it was read from (runtime updates)
         self.store = store
         self.running = False
         self.host = "0.0.0.0"
@@ -141,6 +142,7 @@ class BrokerNode:
         ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
         from broker.ha.failover import FailoverService
         from broker.ha.offset_sync import OffsetPreOnline
+        from broker.processors.broker_config import BrokerConfigService
         from broker.processors.ha_admin import OffsetAdminService
         from broker.processors.runtime import RuntimeInfoService
         from broker.schedule import ScheduleMessageService
@@ -150,6 +152,7 @@ class BrokerNode:
             FailoverService(self),
             OffsetPreOnline(self),
             OffsetAdminService(self),
+            BrokerConfigService(self),
             _RoleServices(self),
             ScheduleMessageService(self.store),  # delivers only while the store is a master
         ]
@@ -400,8 +403,9 @@ def stable_node_name(config: BrokerConfig) -> str:
     return name
 
 
-async def serve(config: BrokerConfig, host: str) -> None:
+async def serve(config: BrokerConfig, host: str, config_path: str | None = None) -> None:
     node = await BrokerNode.start(config, host)
+    node.config_path = config_path
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -413,7 +417,7 @@ async def serve(config: BrokerConfig, host: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_file(args.config)
-    aio.run(serve(config, args.host), config.event_loop)
+    aio.run(serve(config, args.host, args.config), config.event_loop)
     return 0
 
 

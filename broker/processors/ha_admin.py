@@ -13,6 +13,13 @@
   ``previousOffset``. Consumers of the group should be stopped: a live consumer that commits
   its in-memory (larger) offset afterwards moves the offset forward again (RocketMQ notifies
   clients with RESET_CONSUMER_CLIENT_OFFSET; our client does not take it).
+  Without ``offset`` (or with ``offset`` -1, as RocketMQ's mqadmin resetOffsetByTime sends
+  it): by time. Header ``timestamp`` (ms), optional ``queueId`` (-1 or absent: every queue) and
+  ``isForce`` (default true; false only rewinds): each queue moves to its first message stored
+  at or after the time, each move a ``reset`` as above. The body is RocketMQ's ResetOffsetBody
+  (``{"offsetTable": {MessageQueue: offset}}`` as fastjson writes it), or with header
+  ``strictJson=true`` a list of ``{topic, brokerName, queueId, offset, previousOffset,
+  changed}``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 
+from broker.processors.broker_config import fastjson_mq_map
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import HaproofError
@@ -127,14 +135,54 @@ class OffsetAdminService:
         self.node.notify_offset_reset(group, topic, queue_id, before, offset)
         return before
 
+    def reset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, queue_id: int = -1, force: bool = True
+    ) -> list[dict]:
+        """Move each queue's (or only ``queue_id``'s) committed offset to its first message
+        stored at or after ``timestamp_ms`` (the queue's max offset when none is). Without
+        ``force`` only rewinds, as RocketMQ's isForce=false. One ``reset`` (so one recorded
+        offset_reset) per queue whose offset changes."""
+        store = self.node.store
+        tc = store.topic_config.table.get(topic)
+        if tc is None:
+            raise ValueError(f"topic {topic!r} does not exist on {self.node.config.broker_addr}")
+        if timestamp_ms < 0:
+            raise ValueError(f"timestamp {timestamp_ms} is negative")
+        queues = [queue_id] if queue_id >= 0 else list(range(int(tc.get("readQueueNums", 0))))
+        rows = []
+        for qid in queues:
+            target = store.get_offset_in_queue_by_time(topic, qid, timestamp_ms)
+            current = store.consumer_offsets.query(group, topic, qid)
+            row = {"topic": topic, "brokerName": self.node.config.broker_name, "queueId": qid,
+                   "offset": target, "previousOffset": current}  # fmt: skip
+            if target == current or (not force and 0 <= current < target):
+                row["offset"], row["changed"] = current, False
+            else:
+                row["previousOffset"] = self.reset(group, topic, qid, target)
+                row["changed"] = True
+            rows.append(row)
+        return rows
+
     async def reset_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
         try:
-            before = self.reset(
-                req.field("group"),
-                req.field("topic"),
-                req.int_field("queueId"),
-                req.int_field("offset"),
+            group, topic = req.field("group"), req.field("topic")
+            offset = int(req.opt_field("offset", "-1"))
+            if offset >= 0:
+                before = self.reset(group, topic, req.int_field("queueId"), offset)
+                return req.make_response(
+                    ResponseCode.SUCCESS, ext_fields={"previousOffset": before}
+                )
+            rows = self.reset_by_time(
+                group,
+                topic,
+                int(req.opt_field("timestamp", "-1")),
+                int(req.opt_field("queueId", "-1")),
+                str(req.opt_field("isForce", "true")).lower() == "true",
             )
         except (ValueError, HaproofError) as exc:
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        return req.make_response(ResponseCode.SUCCESS, ext_fields={"previousOffset": before})
+        if str(req.opt_field("strictJson", "false")).lower() == "true":
+            body = json.dumps({"offsetTable": rows})
+        else:  # RocketMQ's ResetOffsetBody: {MessageQueue: offset}, as fastjson writes it
+            body = '{"offsetTable":' + fastjson_mq_map(rows, None) + "}"
+        return req.make_response(ResponseCode.SUCCESS, body=body.encode("utf-8"))

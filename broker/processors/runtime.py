@@ -15,6 +15,7 @@ import collections
 import datetime
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable
 
@@ -165,15 +166,40 @@ class RuntimeInfoService:
             "brokerVersionDesc": BROKER_VERSION_DESC,
             "brokerName": self.node.config.broker_name,
             "brokerRole": store.role.value,
+            "epoch": str(self.node.epoch),
             "commitLogMaxOffset": str(store.max_phy_offset),
             "commitLogMinOffset": str(store.min_phy_offset),
             "dispatchBehindBytes": str(max(0, store.max_phy_offset - store.dispatched_offset)),
+            # as RocketMQ's DefaultMessageStore.getRuntimeInfo (mqadmin clusterList reads them)
+            "earliestMessageTimeStamp": str(self._earliest_store_time_ms()),
+            "commitLogDiskRatio": self._disk_ratio(self.node.config.store_path_commit_log),
+            "consumeQueueDiskRatio": self._disk_ratio(self.node.config.store_path_root_dir),
         }
         table.update(self.node.runtime_info())  # every service's keys, this one's included
         return table
 
     def runtime_info(self) -> dict[str, str]:
         return self.stats.runtime_info()
+
+    def _earliest_store_time_ms(self) -> int:
+        """Store time of the first record the commit log holds (0: empty or unreadable)."""
+        store = self.node.store
+        if store.max_phy_offset <= store.min_phy_offset:
+            return 0
+        try:
+            return store.look_message_by_offset(store.min_phy_offset).store_timestamp
+        except Exception as exc:  # a BLANK or torn head: no time to show, never a failed answer
+            log.debug("earliest store time unavailable: %s", exc)
+            return 0
+
+    @staticmethod
+    def _disk_ratio(path: str | None) -> str:
+        """Used fraction of the file system holding ``path`` ("-1" when it cannot be read)."""
+        try:
+            usage = shutil.disk_usage(path or ".")
+        except OSError:
+            return "-1"
+        return f"{usage.used / usage.total:.4f}" if usage.total else "-1"
 
     async def get_runtime_info(self, conn, req: RemotingCommand) -> RemotingCommand:
         body = json.dumps({"table": self.table()}).encode()

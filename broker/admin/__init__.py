@@ -1,0 +1,26 @@
+"""``haproof admin VERB``: operate a running cluster, with mqadmin's verb names. Every verb
+prints a table by default and JSON with ``--json``.
+
+| verb | module | request codes |
+|---|---|---|
+| clusterList, topicRoute, topicStatus, brokerStatus | cluster.py | 106, 105, 202, 28 |
+| getBrokerConfig, updateBrokerConfig | broker_config.py | 26, 25 |
+| haStatus, promote | ha.py | 907, 1007/1008 |
+| consumerProgress, resetOffset, resetOffsetByTime | offsets.py | 208, 222 |
+
+Exit codes: 0 done, 1 a broker or name server could not be reached or refused, 2 bad usage.
+"""
+
+from broker.admin.cli import register_cli
+from broker.admin.common import AdminError
+from broker.admin.ha import ha_status
+from broker.admin.offsets import consumer_progress, reset_offset, reset_offset_by_time
+
+__all__ = [
+    "AdminError",
+    "consumer_progress",
+    "ha_status",
+    "register_cli",
+    "reset_offset",
+    "reset_offset_by_time",
+]

@@ -1,0 +1,105 @@
+"""``haproof admin``'s argument parsers: one ``add_verb`` helper builds every verb's common
+options (targets, ``--json``) and its exit-code epilog."""
+
+from __future__ import annotations
+
+import argparse
+
+from broker.admin import broker_config, cluster, ha, offsets
+from broker.admin.common import EXIT_CODES
+
+
+def add_verb(
+    sub, name: str, help_text: str, func, targets: str = "both"
+) -> argparse.ArgumentParser:
+    """A verb's parser with ``--namesrv`` / ``--broker-addr`` (as ``targets`` says: "both",
+    "namesrv"), ``--json`` and the exit codes in its epilog."""
+    q = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    q.add_argument("--namesrv", default=None, help="name server address(es), ';'-separated")
+    if targets == "both":
+        q.add_argument("--broker-addr", default=None, help="broker address(es), ';'-separated")
+    q.add_argument("--json", action="store_true", help="JSON output instead of a table")
+    q.set_defaults(func=func)
+    return q
+
+
+def _group_option(q: argparse.ArgumentParser, help_text: str = "only this broker group") -> None:
+    q.add_argument("--broker-name", default=None, help=help_text)
+
+
+def _cluster_verbs(sub) -> None:
+    add_verb(sub, "clusterList", "every broker the name servers know, with runtime figures",
+             cluster.run_cluster_list, targets="namesrv")  # fmt: skip
+    q = add_verb(sub, "topicRoute", "a topic's route: broker groups, nodes, queues",
+                 cluster.run_topic_route, targets="namesrv")  # fmt: skip
+    q.add_argument("--topic", required=True)
+    q = add_verb(sub, "topicStatus", "per queue min/max offset and last store time of a topic",
+                 cluster.run_topic_status, targets="namesrv")  # fmt: skip
+    q.add_argument("--topic", required=True)
+    q = add_verb(sub, "brokerStatus", "a node's runtime table (GET_BROKER_RUNTIME_INFO)",
+                 cluster.run_broker_status)  # fmt: skip
+    _group_option(q, "with --namesrv: only this broker group's nodes")
+
+
+def _config_verbs(sub) -> None:
+    q = add_verb(sub, "getBrokerConfig", "a node's running configuration",
+                 broker_config.run_get_broker_config)  # fmt: skip
+    _group_option(q, "with --namesrv: only this broker group's nodes")
+    q = add_verb(sub, "updateBrokerConfig",
+                 "change a runtime-changeable key, persisted to each node's config file",
+                 broker_config.run_update_broker_config)  # fmt: skip
+    _group_option(q, "with --namesrv: only this broker group's nodes")
+    q.add_argument("--key", required=True, help="RocketMQ property name, e.g. maxMessageSize")
+    q.add_argument("--value", required=True)
+
+
+def _ha_verbs(sub) -> None:
+    q = add_verb(sub, "haStatus", "replication state of a group's nodes", ha.run_ha_status)
+    _group_option(q, "with --namesrv: the group whose nodes to ask")
+    q = add_verb(sub, "promote", "make a node the group's master under a new epoch",
+                 ha.run_promote)  # fmt: skip
+    q.add_argument("--broker-name", required=True)
+    q.add_argument("--node", required=True, help="the node's stable name (nodeName)")
+    q.add_argument("--role", default="SYNC_MASTER", choices=["SYNC_MASTER", "ASYNC_MASTER"],
+                   help="the new master's role (default SYNC_MASTER)")  # fmt: skip
+
+
+def _offset_verbs(sub) -> None:
+    q = add_verb(sub, "consumerProgress", "per queue broker/consumer offsets of a group",
+                 offsets.run_consumer_progress)  # fmt: skip
+    q.add_argument("--group", required=True)
+    q.add_argument("--topic", default=None, help="only this topic")
+    q = add_verb(sub, "resetOffset", "move a group's committed offset (recorded)",
+                 offsets.run_reset_offset)  # fmt: skip
+    _group_option(q, "with --namesrv, when the topic spans groups")
+    q.add_argument("--group", required=True)
+    q.add_argument("--topic", required=True)
+    q.add_argument("--queue", type=int, required=True)
+    q.add_argument("--offset", type=int, required=True)
+    q = add_verb(sub, "resetOffsetByTime",
+                 "move a group's committed offsets to the first message stored at or after a "
+                 "time (recorded)", offsets.run_reset_offset_by_time)  # fmt: skip
+    _group_option(q, "with --namesrv, when the topic spans groups")
+    q.add_argument("--group", required=True)
+    q.add_argument("--topic", required=True)
+    q.add_argument("--timestamp", required=True,
+                   help="ms since the epoch, now, ISO 8601 (UTC unless a zone is given) or "
+                   "yyyy-MM-dd#HH:mm:ss:SSS (UTC)")  # fmt: skip
+    q.add_argument("--queue", type=int, default=None, help="only this queue (default: all)")
+    q.add_argument("--no-force", action="store_true",
+                   help="only rewind: leave a queue whose offset is already before the time")  # fmt: skip
+
+
+def register_cli(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "admin", help="mqadmin's verbs on a running cluster (clusterList, haStatus, ...)",
+        description="Operate a running cluster; every verb prints a table, or JSON with --json.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    sub = p.add_subparsers(dest="admin_command", metavar="VERB")
+    _cluster_verbs(sub)
+    _config_verbs(sub)
+    _ha_verbs(sub)
+    _offset_verbs(sub)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -1,0 +1,156 @@
+"""What every ``haproof admin`` verb shares: addresses, one remoting client factory, calls to
+each node, the name server's cluster table, a plain-text table and time parsing."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from contracts.errors import HaproofError, RemotingError
+
+TIMEOUT_MS = 5000
+
+EXIT_CODES = """exit codes:
+  0  done
+  1  a broker or name server could not be reached, refused, or answered an error
+  2  bad usage or input (missing or malformed option, unknown or non-runtime config key)"""
+
+
+class AdminError(HaproofError):
+    """A broker or name server could not be reached or refused (exit 1)."""
+
+
+class UsageError(HaproofError):
+    """The operator's input is unusable (exit 2)."""
+
+
+def addrs(raw: str | None) -> list[str]:
+    return [a.strip() for a in (raw or "").split(";") if a.strip()]
+
+
+def new_client() -> RemotingClient:
+    """The one place admin verbs get a remoting client."""
+    return RemotingClient()
+
+
+def fail(verb: str, message: str, code: int) -> int:
+    print(f"haproof admin {verb}: {message}", file=sys.stderr)
+    return code
+
+
+async def invoke_all(targets: list[str], make_request) -> list[tuple[str, object]]:
+    """(addr, response or the RemotingError) for each address, in order."""
+    client = new_client()
+    out: list[tuple[str, object]] = []
+    try:
+        for addr in targets:
+            try:
+                out.append((addr, await client.invoke(addr, make_request(), TIMEOUT_MS)))
+            except RemotingError as exc:
+                out.append((addr, exc))
+    finally:
+        await client.close()
+    return out
+
+
+def error_of(resp: object) -> str | None:
+    """Why ``resp`` (an invoke_all result) is not a success; None when it is one."""
+    if isinstance(resp, Exception):
+        return f"unreachable: {resp}"
+    if resp.code != ResponseCode.SUCCESS:
+        return resp.remark or f"code {resp.code}"
+    return None
+
+
+async def cluster_info(client: RemotingClient, namesrv_addrs: list[str]) -> dict:
+    """GET_BROKER_CLUSTER_INFO's document from the first name server that answers."""
+    last: Exception | None = None
+    for addr in namesrv_addrs:
+        try:
+            resp = await client.invoke(
+                addr, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), TIMEOUT_MS
+            )
+        except RemotingError as exc:
+            last = exc
+            continue
+        if resp.code != ResponseCode.SUCCESS:
+            last = AdminError(f"name server {addr} refused: {resp.remark}")
+            continue
+        try:
+            return json.loads(resp.body)
+        except ValueError as exc:
+            last = AdminError(f"name server {addr} sent unreadable cluster info: {exc}")
+    raise AdminError(f"no name server answered ({'; '.join(namesrv_addrs)}): {last}")
+
+
+async def cluster_table(client: RemotingClient, namesrv_addrs: list[str]) -> dict:
+    """brokerName → {brokerId: addr} from the first name server that answers."""
+    table = (await cluster_info(client, namesrv_addrs)).get("brokerAddrTable", {})
+    return {
+        name: {int(i): a for i, a in (data.get("brokerAddrs") or {}).items()}
+        for name, data in table.items()
+    }
+
+
+def print_table(headers: list[str], rows: list[list[object]], numeric: set[int] = frozenset()):
+    """Columns as wide as their widest cell; columns in ``numeric`` right-aligned."""
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+
+    def line(values: list[str]) -> str:
+        out = [v.rjust(w) if i in numeric else v.ljust(w)
+               for i, (v, w) in enumerate(zip(values, widths, strict=True))]  # fmt: skip
+        return "  ".join(out).rstrip()
+
+    print(line(headers))
+    for r in cells:
+        print(line(r))
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def parse_time_ms(raw: str) -> int:
+    """Milliseconds since the epoch from ``raw``: an integer (ms), ``now``, ISO 8601
+    (``2026-11-24T09:30:00Z``; no zone means UTC) or mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS``
+    (UTC here). UsageError naming the value otherwise."""
+    text = raw.strip()
+    if text.isdigit():
+        return int(text)
+    if text.lower() == "now":
+        return time.time_ns() // 1_000_000
+    for parse in (_iso, _mqadmin):
+        try:
+            when = parse(text)
+        except ValueError:
+            continue
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        ms = (when - _EPOCH) // datetime.timedelta(milliseconds=1)  # exact: no float rounding
+        if ms >= 0:
+            return ms
+    raise UsageError(
+        f"timestamp {raw!r}: expected milliseconds, now, ISO 8601 (2026-11-24T09:30:00Z) "
+        "or yyyy-MM-dd#HH:mm:ss:SSS"
+    )
+
+
+def _iso(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _mqadmin(text: str) -> datetime.datetime:
+    return datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
+
+
+def iso_ms(ms: int) -> str:
+    """``2026-11-24T09:30:00.123Z`` for ``ms`` (0 or less: "-")."""
+    if ms <= 0:
+        return "-"
+    when = _EPOCH + datetime.timedelta(milliseconds=ms)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

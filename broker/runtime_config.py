@@ -1,0 +1,214 @@
+"""Broker configuration changed at runtime (``haproof admin updateBrokerConfig``, RocketMQ's
+UPDATE_BROKER_CONFIG 25) and shown (GET_BROKER_CONFIG 26).
+
+Only keys that every reader looks up at use time can change on a running node; the others
+(ports, paths, role, flush type, file sizes...) are read once at start, so changing them here
+would lie. ``RUNTIME_KEYS`` names them with a check of their value; anything else is refused
+with a message naming the key.
+
+An accepted change is written first to the node's config file (one ``key=value`` line replaced
+or appended, the rest of the file untouched; temp file, fsync, rename, fsync the directory),
+then applied: the node, its store and every service holding a frozen ``BrokerConfig`` get a
+copy of theirs with the change (after a failover the node's differs from the store's). A node started without a config file refuses updates, since a change
+that is gone after a restart would surprise the operator.
+
+This module is the only place that knows how ``broker.config`` maps property names to fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from collections.abc import Callable, Mapping
+
+from broker.config import _PROPERTIES, BrokerConfig
+from broker.store.checkpoint import atomic_write
+from contracts.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024  # an UPDATE_BROKER_CONFIG body larger than this is refused
+MAX_VALUE_CHARS = 1024
+
+
+class NotRuntimeKeyError(ConfigError):
+    """The key exists (or not) but cannot change on a running node."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"{key!r} cannot be changed at runtime (changeable: {', '.join(sorted(RUNTIME_KEYS))})"
+        )
+        self.key = key
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def _percentage(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 100:
+        raise ValueError("must be a percentage 0-100")
+    return value
+
+
+def _boolean(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError("must be true or false")
+
+
+# property name -> parser of its text value (raises ValueError saying what is wrong)
+RUNTIME_KEYS: dict[str, Callable[[str], object]] = {
+    "autoCreateTopicEnable": _boolean,  # node.ensure_topic, at every send to a new topic
+    "slaveReadEnable": _boolean,  # read advice, at every pull
+    "accessMessageInMemoryMaxRatio": _percentage,  # read advice, at every pull
+    "haSlaveFallbehindMax": _positive_int,  # HAService.slave_ok, at every SYNC_MASTER put
+    "maxMessageSize": _positive_int,  # send processor and store, at every put
+}
+
+
+def parse_properties(text: str, where: str) -> dict[str, str]:
+    """``key=value`` lines (RocketMQ's MixAll.string2Properties): ``#``/``!`` comments and blank
+    lines skipped; ``:`` also separates. Raises ConfigError naming the line."""
+    props: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        seps = [i for i in (stripped.find("="), stripped.find(":")) if i > 0]
+        if not seps:
+            raise ConfigError(f"{where}:{lineno}: expected key=value, got {stripped[:80]!r}")
+        sep = min(seps)
+        props[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
+    return props
+
+
+def check_updates(updates: Mapping[str, str]) -> dict[str, object]:
+    """Typed values of ``updates``; NotRuntimeKeyError or ConfigError naming the first bad key."""
+    if not updates:
+        raise ConfigError("no key=value to update")
+    typed: dict[str, object] = {}
+    for key, raw in updates.items():
+        if key not in RUNTIME_KEYS:
+            raise NotRuntimeKeyError(key)
+        if len(raw) > MAX_VALUE_CHARS:
+            raise ConfigError(f"{key}: value longer than {MAX_VALUE_CHARS} characters")
+        try:
+            typed[key] = RUNTIME_KEYS[key](raw)
+        except ValueError as exc:
+            raise ConfigError(f"{key}={raw!r}: {exc}") from exc
+    return typed
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return "" if value is None else str(value)
+
+
+SECRET_MARKERS = ("secret", "password", "passwd", "token", "credential")
+REDACTED = "******"
+
+
+def is_secret(key: str) -> bool:
+    """A key whose value must never leave the node (secretKey, ...password, ...token)."""
+    return any(marker in key.lower() for marker in SECRET_MARKERS)
+
+
+def config_properties(config: BrokerConfig, redact: bool = False) -> dict[str, str]:
+    """Every property of ``config`` by its RocketMQ name (unknown file keys included), as text;
+    with ``redact`` a secret's non-empty value is replaced by ``******``."""
+    props = {prop: _text(getattr(config, fname)) for prop, (fname, _d) in _PROPERTIES.items()}
+    props.update({k: str(v) for k, v in config.extra.items()})
+    if redact:
+        props = {k: REDACTED if v and is_secret(k) else v for k, v in props.items()}
+    return dict(sorted(props.items()))
+
+
+def properties_text(props: Mapping[str, str]) -> str:
+    """``key=value`` lines (RocketMQ's MixAll.properties2String)."""
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def rewrite_config_text(text: str, typed: Mapping[str, object]) -> str:
+    """``text`` with each key's last ``key=value`` line replaced (others commented out would
+    be surprising: earlier duplicates are left, the last one wins when read) or appended."""
+    lines = text.splitlines()
+    last: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        seps = [j for j in (stripped.find("="), stripped.find(":")) if j > 0]
+        if seps:
+            last[stripped[: min(seps)].strip()] = i
+    for key, value in typed.items():
+        line = f"{key}={_text(value)}"
+        if key in last:
+            lines[last[key]] = line
+        else:
+            lines.append(line)
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _field_changes(typed: Mapping[str, object]) -> dict[str, object]:
+    return {_PROPERTIES[key][0]: value for key, value in typed.items()}
+
+
+def update_node_config(node, updates: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Validate, persist to ``node.config_path``, apply. Returns ``{key: (old, new)}``.
+
+    Raises NotRuntimeKeyError / ConfigError (nothing changed) or OSError (file not written,
+    nothing applied)."""
+    typed = check_updates(updates)
+    path = getattr(node, "config_path", None)
+    if not path:
+        raise ConfigError("this node was started without a config file: a change could not persist")
+    old = node.config
+    fields = _field_changes(typed)
+    try:
+        replaced = _replaced_configs(node, fields)  # every holder's, validated before any swap
+    except ConfigError as exc:
+        raise ConfigError(f"refused: {exc}") from exc
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    new_text = rewrite_config_text(text, typed)
+    # the file as rewritten must still read as a valid config (it is what the next start reads)
+    BrokerConfig.from_dict(parse_properties(new_text, path), source=path)
+    atomic_write(path, new_text.encode("utf-8"))
+    for obj, config in replaced:
+        obj.config = config
+    before, after = config_properties(old), config_properties(node.config)
+    changes = {k: (before[k], after[k]) for k in typed}
+    log.warning("broker config updated at runtime (persisted to %s): %s", path,
+                ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changes.items()))  # fmt: skip
+    return changes
+
+
+def _holders(node) -> list:
+    return [node, getattr(node, "store", None), *getattr(node, "services", []),
+            *getattr(node, "role_services", [])]  # fmt: skip
+
+
+def _replaced_configs(node, fields: Mapping[str, object]) -> list[tuple[object, BrokerConfig]]:
+    """(holder, its config with ``fields`` changed) for the node, its store and every service
+    holding a BrokerConfig. Holders may hold different objects (a failover replaces only the
+    node's, with a new role and id): each keeps its own and gets the same runtime change;
+    holders sharing an object keep sharing one."""
+    new_of: dict[int, BrokerConfig] = {}
+    out = []
+    for obj in _holders(node):
+        config = getattr(obj, "config", None) if obj is not None else None
+        if isinstance(config, BrokerConfig):
+            if id(config) not in new_of:
+                new_of[id(config)] = dataclasses.replace(config, **fields)  # validates
+            out.append((obj, new_of[id(config)]))
+    return out
