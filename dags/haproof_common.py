@@ -118,7 +118,7 @@ def audit_pipeline(*, incremental: bool) -> None:
 
         doc = publish_step(PipelineConfig.from_json(cfg), summary, gx)
         for r in gx:
-            log.info("data-quality report for %s: %s/%s", r["brokerName"], cfg["root"], r["report"])
+            log.info("data-quality report for %s: %s", r["brokerName"], r["reportUrl"])
         if not doc["passed"]:
             raise AirflowFailException(
                 f"audit {doc['runId']} {doc['status']}: see {doc['root']}/{doc['key']}"

@@ -16,7 +16,7 @@ from pipeline.steps import PipelineConfig, run_pipeline
 EXIT_CODES = """exit codes:
   0  every check passed (a check with no evidence is reported, and passes unless
      --require-evidence)
-  1  a check or an expectations suite failed
+  1  a check failed, or an expectations suite failed
   2  unusable input: unreadable archive root, unknown cluster, bad --since/--until"""
 
 
@@ -76,7 +76,7 @@ def print_table(summary: dict, gx: list[dict], out=sys.stdout) -> None:
             mark = "PASS" if g["success"] else "FAIL"
             failed = ", ".join(g["failedSuites"]) or "none failed"
             print(f"  {mark:<11} {'expectations':<24} {failed}", file=out)
-            print(f"  report: {g['report']}", file=out)
+            print(f"  report: {g['reportUrl']}", file=out)
 
 
 def run(args: argparse.Namespace) -> int:

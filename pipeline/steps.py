@@ -149,6 +149,7 @@ def expectations_step(cfg: PipelineConfig, audit: dict[str, Any]) -> list[dict[s
                 "brokerName": g["brokerName"],
                 "success": report.success,
                 "report": report.report_key,
+                "reportUrl": f"{store.root.rstrip('/')}/{report.report_key}",
                 "failedSuites": [s.suite for s in report.suites if not s.success],
             }
         )
