@@ -46,7 +46,8 @@ from spark_jobs.epochs import (
 )
 from spark_jobs.log_integrity import judge, run_log_integrity
 from spark_jobs.offset_monotonicity import run_offset_monotonicity, timeline_rows
-from spark_jobs.replica_consistency import epoch_plans, node_view, run_replica_consistency
+from spark_jobs.replica_consistency import run_replica_consistency
+from spark_jobs.views import epoch_plans, node_view
 
 DEFAULT_MAX_LAG_BYTES = T.DEFAULT_MAX_LAG_BYTES
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contracts import audit_tables as T
 from spark_jobs.archive_reader import GroupArchive
-from spark_jobs.replica_consistency import clip
+from spark_jobs.views import clip
 
 
 def pick_master(ga: GroupArchive) -> str | None:

@@ -143,7 +143,8 @@ def check_row(c: T.CheckResult) -> dict:
 
 def _witnesses(store, ranges: list[dict], windowed: dict) -> list[dict]:
     """The records at the first differing offset of each divergent range, side by side."""
-    from spark_jobs.replica_consistency import node_view, record_at
+    from spark_jobs.replica_consistency import record_at
+    from spark_jobs.views import node_view
 
     out = []
     views = {}

@@ -89,7 +89,7 @@ def test_identical_overlapping_chunks_are_no_finding(spark, tmp_path) -> None:
 
 
 def test_replica_windows_end_on_master_chunk_boundaries() -> None:
-    from spark_jobs.replica_consistency import split_windows
+    from spark_jobs.views import split_windows
 
     m = [{"start": 0, "end": 60}, {"start": 60, "end": 130}, {"start": 130, "end": 300}]
     assert split_windows(m, 0, 300, 100) == [(0, 60), (60, 130), (130, 230), (230, 300)]
