@@ -7,6 +7,7 @@ everything after itself. Header is JSON (serialize type 0) or RocketMQ's binary 
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 
@@ -14,6 +15,14 @@ from broker.remoting.codes import SerializeType
 from broker.remoting.command import FrameError, RemotingCommand
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
+# A header (JSON or binary) above this is refused: real clients send a few KiB at most (the
+# message properties travel in extFields and are bounded by a 32 KiB short length).
+MAX_HEADER_BYTES = 1024 * 1024
+# JSON nesting allowed in a header or a JSON body (a header needs 2: document, extFields).
+MAX_JSON_DEPTH = 32
+# Integer literals longer than this are refused before int() sees them (Java's long has 19).
+MAX_JSON_INT_DIGITS = 20
+JAVA_INT_MIN, JAVA_INT_MAX = -(1 << 31), (1 << 31) - 1
 
 FRAME_PREFIX = struct.Struct(
     ">i"  # length: bytes after this field (header-length word + header + body)
@@ -97,7 +106,10 @@ _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def encode_frame(cmd: RemotingCommand) -> bytes:
-    header = encode_header(cmd)
+    try:
+        header = encode_header(cmd)
+    except struct.error as exc:  # a field outside its binary width (code is a short)
+        raise FrameError("local", 0, f"header field out of range: {exc}") from exc
     length = 4 + len(header) + len(cmd.body)
     if length + 4 > MAX_FRAME_BYTES:
         raise FrameError("local", 0, f"frame of {length + 4} bytes exceeds {MAX_FRAME_BYTES}")
@@ -109,29 +121,101 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
 # ---------------------------------------------------------------- reader
 
 
+class JsonLimitError(ValueError):
+    """A JSON document breaks a limit: nesting depth, a number's range or a size."""
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_JSON_INT_DIGITS:
+        raise JsonLimitError(f"integer of {len(text)} characters (at most {MAX_JSON_INT_DIGITS})")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    if len(text) > 64:
+        raise JsonLimitError(f"number of {len(text)} characters (at most 64)")
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonLimitError(f"number {text} is out of range")
+    return value
+
+
+def _parse_constant(name: str):
+    raise JsonLimitError(f"{name} is not a JSON number")
+
+
+_bounded_decoder = json.JSONDecoder(
+    parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+)
+# a string literal (skipped whole) or one bracket
+_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def check_json_depth(text: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise JsonLimitError when ``text`` nests deeper than ``max_depth`` (before json.loads,
+    whose recursion would otherwise end in RecursionError)."""
+    if text.count("{") + text.count("[") <= max_depth:
+        return  # cannot nest deeper than it has openers: the usual case, two C-speed counts
+    depth = 0
+    for match in _JSON_NESTING.finditer(text):
+        ch = match.group()
+        if ch in "{[":
+            depth += 1
+            if depth > max_depth:
+                raise JsonLimitError(f"nested deeper than {max_depth} levels")
+        elif ch in "}]":
+            depth -= 1
+
+
+def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH):
+    """json.loads with limits: nesting depth, integer length, finite numbers only. Every
+    violation is a ValueError (JsonLimitError); never RecursionError or OverflowError."""
+    check_json_depth(text, max_depth)
+    try:
+        return _bounded_decoder.decode(text)
+    except RecursionError as exc:  # belt and braces: the depth check should have caught it
+        raise JsonLimitError(f"nested too deeply: {exc}") from exc
+
+
+def _java_int(doc: dict, name: str, default: int = 0) -> int:
+    value = doc.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{name!r} is not an integer: {str(value)[:40]!r}")
+    if isinstance(value, str):
+        value = _parse_int(value.strip())
+    if not JAVA_INT_MIN <= value <= JAVA_INT_MAX:
+        raise ValueError(f"{name!r} = {value} is outside Java's int range")
+    return value
+
+
 def decode_header(data: bytes, serialize_type: int, where: str, offset: int) -> RemotingCommand:
+    if len(data) > MAX_HEADER_BYTES:
+        raise FrameError(where, offset, f"header of {len(data)} bytes exceeds {MAX_HEADER_BYTES}")
     if serialize_type == SerializeType.JSON:
         try:
-            doc = json.loads(data.decode("utf-8"))
+            doc = loads_bounded(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise FrameError(where, offset, f"JSON header does not parse: {exc}") from exc
         if not isinstance(doc, dict):
             raise FrameError(where, offset, "JSON header is not an object")
-        try:
-            code = int(doc["code"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FrameError(where, offset, "JSON header lacks an integer 'code'") from exc
+        if "code" not in doc:
+            raise FrameError(where, offset, "JSON header lacks an integer 'code'")
         ext = doc.get("extFields") or {}
         if not isinstance(ext, dict):
             raise FrameError(where, offset, "JSON header 'extFields' is not an object")
+        remark = doc.get("remark")
+        if remark is not None and not isinstance(remark, str):
+            raise FrameError(where, offset, "JSON header 'remark' is not a string")
         try:
             return RemotingCommand(
-                code=code,
+                code=_java_int(doc, "code"),
                 language=str(doc.get("language", "JAVA")),
-                version=int(doc.get("version", 0) or 0),
-                opaque=int(doc.get("opaque", 0) or 0),
-                flag=int(doc.get("flag", 0) or 0),
-                remark=doc.get("remark"),
+                version=_java_int(doc, "version"),
+                opaque=_java_int(doc, "opaque"),
+                flag=_java_int(doc, "flag"),
+                remark=remark,
                 ext_fields={k: v if type(v) is str else _ext_str(v) for k, v in ext.items()},
                 serialize_type=SerializeType.JSON,
             )
@@ -252,9 +336,12 @@ _UNQUOTED_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
 
 
 def loads_fastjson(data: bytes | str):
-    """json.loads that also accepts fastjson's unquoted integer map keys ({0:"addr"})."""
+    """json.loads that also accepts fastjson's unquoted integer map keys ({0:"addr"}).
+    Parsed with the same limits as headers (``loads_bounded``): a violation is a ValueError."""
     text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
     try:
-        return json.loads(text)
+        return loads_bounded(text)
+    except JsonLimitError:
+        raise
     except ValueError:
-        return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2"\3', text))
+        return loads_bounded(_UNQUOTED_INT_KEY.sub(r'\1"\2"\3', text))
