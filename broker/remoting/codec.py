@@ -310,13 +310,20 @@ class FrameReader:
         finally:
             view.release()
             if pos:  # one move of the unread tail per feed, not one per frame
-                del buf[:pos]
                 self._consumed += pos
+                if pos == end and end > 1 << 20:
+                    self._buf = bytearray()  # all read: give a large frame's memory back
+                else:
+                    del buf[:pos]
         return out
 
     @property
     def pending_bytes(self) -> int:
         return len(self._buf)
+
+    def clear(self) -> None:
+        """Forget a partial frame (its connection is closing) and free its memory."""
+        self._buf = bytearray()
 
 
 def decode_frame(frame: bytes) -> RemotingCommand:
