@@ -129,19 +129,26 @@ class RemotingServer:
         """Wait (bounded) for the first byte, then serve the socket plain or as TLS."""
         loop = asyncio.get_running_loop()
         self._sniffing += 1
+        fd = sock.fileno()
         readable = loop.create_future()
-        loop.add_reader(sock.fileno(), lambda: readable.done() or readable.set_result(None))
+        loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+        first, failure = b"", None
         try:
             async with asyncio.timeout(self.limits.frame_read_timeout_ms / 1000):
                 await readable
             first = sock.recv(1, socket.MSG_PEEK)
         except (TimeoutError, OSError) as exc:
-            self.guard.refusals.refuse("dropped", peer, f"no first byte: {exc!r}")
-            sock.close()
-            return
+            failure = exc
+        except asyncio.CancelledError:  # the server stops: closed below, after remove_reader
+            failure = asyncio.CancelledError()
+            raise
         finally:
-            loop.remove_reader(sock.fileno())
+            loop.remove_reader(fd)
             self._sniffing -= 1
+            if isinstance(failure, asyncio.CancelledError):
+                sock.close()
+        if failure is not None:
+            self.guard.refusals.refuse("dropped", peer, f"no first byte: {failure!r}")
         if not first:
             sock.close()
             return
