@@ -5,7 +5,8 @@ bytes of partial frames across all connections. Transport only: no request is lo
   nothing read or written and no request in progress for that long is closed.
 - ``frame_read_timeout_ms``: a frame whose first byte arrived that long ago and is still not
   whole is dropped with its connection (a peer sending a byte a second).
-- ``max_connections``: one more is accepted and closed at once.
+- ``max_connections``: one more is accepted and closed at once. Lowered at start to what the
+  process's open-file limit leaves (``fit_to_fd_limit``), so the cap, not EMFILE, refuses.
 - ``max_pending_bytes``: the bytes of partial frames over all connections; above it the
   connections holding the oldest partial frames are dropped until the total fits again, so a
   hog cannot starve well-formed clients whose frames complete quickly.
@@ -16,7 +17,9 @@ The clock is injectable so tests drive deadlines without sleeping.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +30,7 @@ Clock = Callable[[], float]  # seconds, monotonic
 
 DEFAULT_IDLE_TIMEOUT_MS = 120_000
 DEFAULT_FRAME_READ_TIMEOUT_MS = 30_000
-DEFAULT_MAX_CONNECTIONS = 1024
+DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 
 
@@ -67,6 +70,22 @@ class ServerLimits:
                 config, "remoting_max_pending_bytes", DEFAULT_MAX_PENDING_BYTES
             ),
         )
+
+
+FD_RESERVE = 256  # descriptors kept for store files, outgoing connections, logs
+
+
+def fit_to_fd_limit(limits: ServerLimits) -> ServerLimits:
+    """``limits`` with max_connections lowered to the open-file limit minus FD_RESERVE."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or limits.max_connections <= soft - FD_RESERVE:
+        return limits
+    fitted = max(1, soft - FD_RESERVE)
+    log.warning(
+        "remoting: max connections %d lowered to %d: the open-file limit is %d (ulimit -n)",
+        limits.max_connections, fitted, soft,
+    )  # fmt: skip
+    return dataclasses.replace(limits, max_connections=fitted)
 
 
 class RefusalLog:

@@ -11,7 +11,7 @@ import socket
 import ssl
 
 from broker.remoting.connection import Connection, Handler
-from broker.remoting.limits import Clock, ConnectionGuard, ServerLimits
+from broker.remoting.limits import Clock, ConnectionGuard, ServerLimits, fit_to_fd_limit
 from broker.remoting.tls import TLS_RECORD_HANDSHAKE, TlsMode
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class RemotingServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> RemotingServer:
         loop = asyncio.get_running_loop()
+        self.guard.limits = fit_to_fd_limit(self.guard.limits)
         handshake_s = self.limits.frame_read_timeout_ms / 1000
         if self.tls_mode is TlsMode.PERMISSIVE:
             self._listener = _listen(host, port)
