@@ -342,6 +342,17 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def close_soon(self, cause: str) -> None:
+        """Close gracefully without waiting: unsent bytes get CLOSE_FLUSH_TIMEOUT_MS, then the
+        transport is aborted (a peer that stopped reading cannot keep it open)."""
+        self._shutdown(ConnectionClosedError(f"{self.peer}: {cause}"))
+        if self.transport is not None and not self._lost.done():
+            self._loop.call_later(CLOSE_FLUSH_TIMEOUT_MS / 1000, self._abort_if_open)
+
+    def _abort_if_open(self) -> None:
+        if self.transport is not None and not self._lost.done():
+            self.transport.abort()
+
     async def close(self, cause: BaseException | None = None) -> None:
         """Close and wait until the transport is gone (aborted if it cannot flush in time)."""
         self._shutdown(cause or ConnectionClosedError(f"{self.peer}: closed locally"))

@@ -98,7 +98,7 @@ class RefusalLog:
         self._seen: dict[tuple[str, str], list] = {}  # key -> [last logged at, suppressed]
         self.total = 0  # every refusal, logged or not (tests, status)
 
-    def refuse(self, kind: str, peer: str, reason: str) -> None:
+    def refuse(self, kind: str, peer: str, reason: str, level: int = logging.WARNING) -> None:
         self.total += 1
         host = peer.rsplit(":", 1)[0]
         key = (kind, host)
@@ -113,7 +113,7 @@ class RefusalLog:
             self._seen.pop(next(iter(self._seen)))
         self._seen[key] = [now, 0]
         more = f" ({suppressed} more from {host} not logged)" if suppressed else ""
-        log.warning("remoting: %s %s: %s%s", kind, peer, reason, more)
+        log.log(level, "remoting: %s %s: %s%s", kind, peer, reason, more)
 
 
 class ConnectionGuard:
@@ -178,6 +178,9 @@ class ConnectionGuard:
                 )  # fmt: skip
                 conn.abort_with("frame read deadline passed")
             elif now - conn.last_io_s > idle_s and not conn.busy:
-                log.info("remoting: closing %s: idle for over %d ms", conn.peer,
-                         self.limits.idle_timeout_ms)  # fmt: skip
-                conn.abort_with("idle timeout")
+                self.refusals.refuse(
+                    "closed idle", conn.peer,
+                    f"nothing read or written for over {self.limits.idle_timeout_ms} ms",
+                    logging.INFO,
+                )  # fmt: skip
+                conn.close_soon("idle timeout")

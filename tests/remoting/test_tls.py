@@ -203,3 +203,28 @@ def test_broker_conf_tls_keys(tmp_path, cert) -> None:
     assert cfg.tls_mode is TlsMode.PERMISSIVE and "s3cret" not in repr(cfg)
     with pytest.raises(ConfigError, match="tlsMode"):
         BrokerConfig.from_dict({**base, "tlsMode": "sometimes"})
+
+
+def test_broker_node_serves_tls_and_plain_in_permissive_mode(tmp_path, cert) -> None:
+    from broker.node import BrokerNode
+
+    config = BrokerConfig.from_dict(
+        {"storePathRootDir": str(tmp_path / "store"), "listenPort": 0,
+         "mappedFileSizeCommitLog": 1 << 20, "tlsMode": "permissive",
+         "tlsServerCertPath": cert[0], "tlsServerKeyPath": cert[1]}
+    )  # fmt: skip
+
+    async def main() -> None:
+        node = await BrokerNode.start(config, "127.0.0.1")
+        try:
+            addr = f"127.0.0.1:{node.server.port}"
+            info = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+            for ssl in (client_context(cert[0]), None):
+                conn = await connect(addr, ssl=ssl)
+                resp = await conn.invoke(info)
+                assert resp.code == ResponseCode.SUCCESS
+                await conn.close()
+        finally:
+            await node.stop()
+
+    asyncio.run(main())
