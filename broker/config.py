@@ -95,6 +95,8 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "tlsServerCertPath": ("tls_server_cert_path", None),
     "tlsServerKeyPath": ("tls_server_key_path", None),
     "tlsServerKeyPassword": ("tls_server_key_password", None),
+    "tlsEnable": ("tls_enable", False),
+    "tlsClientTrustCertPath": ("tls_client_trust_cert_path", None),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -159,6 +161,10 @@ class BrokerConfig:
     tls_server_cert_path: str | None = None
     tls_server_key_path: str | None = None
     tls_server_key_password: str | None = field(default=None, repr=False)
+    # this node's own connections (name server, master, peers) over TLS, servers verified
+    # against tlsClientTrustCertPath (else the system's trust store)
+    tls_enable: bool = False
+    tls_client_trust_cert_path: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -55,6 +55,7 @@ class BrokerNode:
         self.long_poll: LongPollWaiters
         self.server: RemotingServer
         self.ns_client = RemotingClient()
+        self.client_ssl = None  # tlsEnable: the SSL context of this node's own connections
         self._tasks: list[asyncio.Task] = []
         self._register_now = asyncio.Event()
         # Optional subsystems (replication, delayed messages, archiving...): see _build_services.
@@ -109,6 +110,9 @@ class BrokerNode:
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
         }
+        if self.config.tls_enable:
+            self.client_ssl = tls.client_context(self.config.tls_client_trust_cert_path)
+            self.ns_client.ssl = self.client_ssl
         self.services = self._build_services()
         for service in self.services:
             processors.update(getattr(service, "handlers", dict)())

@@ -228,3 +228,31 @@ def test_broker_node_serves_tls_and_plain_in_permissive_mode(tmp_path, cert) -> 
             await node.stop()
 
     asyncio.run(main())
+
+
+def test_broker_with_tls_enable_registers_with_an_enforcing_name_server(tmp_path, cert) -> None:
+    from broker.node import BrokerNode
+
+    ns = _namesrv(tmp_path, "--tls-mode", "enforcing", "--tls-cert", cert[0], "--tls-key", cert[1])
+    config = BrokerConfig.from_dict(
+        {"storePathRootDir": str(tmp_path / "store"), "listenPort": 0,
+         "mappedFileSizeCommitLog": 1 << 20, "namesrvAddr": ns.addr, "brokerName": "tls-a",
+         "tlsEnable": "true", "tlsClientTrustCertPath": cert[0]}
+    )  # fmt: skip
+    trust = client_context(cert[0])
+
+    async def main() -> None:
+        node = await BrokerNode.start(config, "127.0.0.1")
+        try:
+            conn = await connect(ns.addr, ssl=trust)
+            resp = await conn.invoke(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+            await conn.close()
+            assert resp.code == ResponseCode.SUCCESS
+            assert "tls-a" in resp.body.decode()
+        finally:
+            await node.stop()
+
+    try:
+        asyncio.run(main())
+    finally:
+        assert ns.stop() == 0
