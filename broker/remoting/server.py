@@ -78,18 +78,16 @@ class RemotingServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> RemotingServer:
         loop = asyncio.get_running_loop()
         self.guard.limits = fit_to_fd_limit(self.guard.limits)
-        handshake_s = self.limits.frame_read_timeout_ms / 1000
-        if self.tls_mode is TlsMode.PERMISSIVE:
+        if self.tls_mode is not TlsMode.DISABLED:
+            # our own accept loop: the first byte is peeked (permissive: TLS or plain; enforcing:
+            # plain bytes refused at once) and handshakes count against max_connections
             self._listener = _listen(host, port)
             self.port = self._listener.getsockname()[1]
             self._spawn(self._accept_loop())
         else:
-            tls = self.tls_mode is TlsMode.ENFORCING
             self._server = await loop.create_server(
-                self._protocol, host, port, backlog=LISTEN_BACKLOG,
-                ssl=self.ssl_context if tls else None,
-                ssl_handshake_timeout=handshake_s if tls else None,
-            )  # fmt: skip
+                self._protocol, host, port, backlog=LISTEN_BACKLOG
+            )
             self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._sweep_forever())
         log.info("remoting server listening on %s:%d (TLS %s)", host, self.port,
@@ -107,7 +105,7 @@ class RemotingServer:
             await asyncio.sleep(interval_s)  # a periodic timer, not a synchronisation
             self.guard.sweep()
 
-    # -- permissive TLS: plain and TLS on one port --------------------------------------------
+    # -- TLS: plain and TLS on one port (permissive), or TLS only (enforcing) ----------------
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -127,41 +125,56 @@ class RemotingServer:
             self._spawn(self._sniff(sock, peer))
 
     async def _sniff(self, sock: socket.socket, peer: str) -> None:
-        """Wait (bounded) for the first byte, then serve the socket plain or as TLS."""
-        loop = asyncio.get_running_loop()
+        """Wait (bounded) for the first byte, then serve the socket plain or as TLS. Counted
+        against max_connections until served, the TLS handshake included."""
         self._sniffing += 1
+        try:
+            first = await self._first_byte(sock, peer)
+            if first is None:
+                return
+            tls = first == TLS_RECORD_HANDSHAKE
+            if not tls and self.tls_mode is TlsMode.ENFORCING:
+                self.guard.refusals.refuse(
+                    "dropped", peer, "plain bytes on a TLS-only port (tlsMode=enforcing)"
+                )
+                sock.close()
+                return
+            try:
+                await asyncio.get_running_loop().connect_accepted_socket(
+                    self._protocol, sock, ssl=self.ssl_context if tls else None,
+                    ssl_handshake_timeout=self.limits.frame_read_timeout_ms / 1000 if tls else None,
+                )  # fmt: skip
+            except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+                # the transport that failed closes the socket itself
+                self.guard.refusals.refuse("dropped", peer, f"TLS handshake failed: {exc!r}")
+        finally:
+            self._sniffing -= 1
+
+    async def _first_byte(self, sock: socket.socket, peer: str) -> int | None:
+        """The first byte the peer sent (left in the socket), or None when it sent none within
+        the frame read deadline (the socket is then closed)."""
+        loop = asyncio.get_running_loop()
         fd = sock.fileno()
         readable = loop.create_future()
         loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
-        first, failure = b"", None
         try:
             async with asyncio.timeout(self.limits.frame_read_timeout_ms / 1000):
                 await readable
             first = sock.recv(1, socket.MSG_PEEK)
         except (TimeoutError, OSError) as exc:
-            failure = exc
-        except asyncio.CancelledError:  # the server stops: closed below, after remove_reader
-            failure = asyncio.CancelledError()
-            raise
-        finally:
             loop.remove_reader(fd)
-            self._sniffing -= 1
-            if isinstance(failure, asyncio.CancelledError):
-                sock.close()
-        if failure is not None:
-            self.guard.refusals.refuse("dropped", peer, f"no first byte: {failure!r}")
-        if not first:
+            self.guard.refusals.refuse("dropped", peer, f"no first byte: {exc!r}")
             sock.close()
-            return
-        tls = first[0] == TLS_RECORD_HANDSHAKE
-        try:
-            await loop.connect_accepted_socket(
-                self._protocol, sock, ssl=self.ssl_context if tls else None,
-                ssl_handshake_timeout=self.limits.frame_read_timeout_ms / 1000 if tls else None,
-            )  # fmt: skip
-        except (OSError, ssl.SSLError, TimeoutError) as exc:
-            self.guard.refusals.refuse("dropped", peer, f"TLS handshake failed: {exc!r}")
+            return None
+        except asyncio.CancelledError:  # the server stops
+            loop.remove_reader(fd)
             sock.close()
+            raise
+        loop.remove_reader(fd)
+        if not first:  # closed without a byte
+            sock.close()
+            return None
+        return first[0]
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -256,3 +256,43 @@ def test_broker_with_tls_enable_registers_with_an_enforcing_name_server(tmp_path
         asyncio.run(main())
     finally:
         assert ns.stop() == 0
+
+
+def test_enforcing_counts_handshakes_against_the_cap_and_refuses_plain_bytes(cert) -> None:
+    from broker.remoting.limits import ServerLimits
+
+    async def main() -> None:
+        server = await RemotingServer(
+            {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo},
+            ServerLimits(max_connections=3, frame_read_timeout_ms=60_000),
+            tls_mode=TlsMode.ENFORCING,
+            ssl_context=server_context(*cert),
+        ).start("127.0.0.1", 0)
+        try:
+            silent = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
+            deadline = asyncio.get_running_loop().time() + 5
+            while server._sniffing < 3:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.01)
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            async with asyncio.timeout(5):
+                assert await reader.read(1) == b"", "a fourth peer is refused at once"
+            writer.close()
+            for _, w in silent:
+                w.close()
+            while server._sniffing:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.01)
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"\x00\x00\x00\x10plain")
+            try:  # closed with our bytes unread: a reset, or an end of stream
+                async with asyncio.timeout(5):
+                    assert await reader.read(1) == b"", "plain bytes are dropped"
+            except ConnectionResetError:
+                pass
+            writer.close()
+            assert await _ask(server.port, client_context(cert[0])) == "true"
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
