@@ -157,3 +157,19 @@ def test_a_binary_response_code_outside_a_short_is_a_frame_error() -> None:
     cmd = RemotingCommand(code=70_000, serialize_type=SerializeType.ROCKETMQ)
     with pytest.raises(FrameError, match="out of range"):
         encode_frame(cmd)
+
+
+@given(st.lists(commands(), min_size=1, max_size=6), st.lists(st.integers(1, 300), max_size=20))
+@settings(max_examples=200)
+def test_frames_split_anywhere_decode_the_same(cmds, cuts) -> None:
+    stream = b"".join(encode_frame(c) for c in cmds)
+    reader = FrameReader("split")
+    got, pos = [], 0
+    for cut in cuts:
+        got += reader.feed(stream[pos : pos + cut])
+        pos += cut
+    got += reader.feed(stream[pos:])
+    assert reader.pending_bytes == 0
+    assert [(c.code, c.opaque, c.ext_fields, c.body) for c in got] == [
+        (c.code, c.opaque, c.ext_fields, c.body) for c in cmds
+    ]
