@@ -235,6 +235,9 @@ class Connection(asyncio.Protocol):
             transport.write(data)
         except (ConnectionError, OSError, RuntimeError) as exc:
             log.info("%s: write failed: %s", self.peer, exc)
+            return
+        if self._guard is not None:
+            self._guard.check_unread(self, transport.get_write_buffer_size())
 
     # ------------------------------------------------------------ requests
     def _dispatch(self, cmd: RemotingCommand) -> None:

@@ -10,6 +10,8 @@ bytes of partial frames across all connections. Transport only: no request is lo
 - ``max_pending_bytes``: the bytes of partial frames over all connections; above it the
   connections holding the oldest partial frames are dropped until the total fits again, so a
   hog cannot starve well-formed clients whose frames complete quickly.
+- ``max_unread_bytes``: responses a peer has not read yet (reading its requests pauses at
+  1 MiB, but what was already read still gets answered); above it the peer is dropped.
 
 Each refusal is logged with the peer, at most once a minute per kind and host (``RefusalLog``).
 The clock is injectable so tests drive deadlines without sleeping.
@@ -32,6 +34,7 @@ DEFAULT_IDLE_TIMEOUT_MS = 120_000
 DEFAULT_FRAME_READ_TIMEOUT_MS = 30_000
 DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_UNREAD_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class ServerLimits:
     frame_read_timeout_ms: int = DEFAULT_FRAME_READ_TIMEOUT_MS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES
+    max_unread_bytes: int = DEFAULT_MAX_UNREAD_BYTES
 
     def __post_init__(self) -> None:
         for name in ("idle_timeout_ms", "frame_read_timeout_ms", "max_connections"):
@@ -162,6 +166,15 @@ class ConnectionGuard:
                 f"{self._partial.get(victim, 0)} bytes are the oldest",
             )  # fmt: skip
             victim.abort_with("partial-frame budget exceeded")  # releases: pending drops
+
+    def check_unread(self, conn, unread: int) -> None:
+        """Called after each write: a peer sitting on too many unread responses goes."""
+        if unread > self.limits.max_unread_bytes:
+            self.refusals.refuse(
+                "dropped", conn.peer,
+                f"{unread} bytes of responses unread (at most {self.limits.max_unread_bytes})",
+            )  # fmt: skip
+            conn.abort_with("responses left unread")
 
     def sweep(self, now: float | None = None) -> None:
         """Close connections idle too long or slow to finish a frame."""

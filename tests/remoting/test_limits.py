@@ -247,3 +247,29 @@ def test_exposure_warning_only_beyond_loopback_with_acl_off(caplog) -> None:
         assert not warn_if_exposed("the broker", "0.0.0.0", acl_enable=True)
         assert warn_if_exposed("the broker", "0.0.0.0", acl_enable=False)
     assert len(caplog.records) == 1 and "ACL OFF" in caplog.records[0].getMessage()
+
+
+def test_a_peer_that_never_reads_its_responses_is_dropped() -> None:
+    async def big(conn, req):
+        return req.make_response(ResponseCode.SUCCESS, body=bytes(256 * 1024))
+
+    async def main() -> None:
+        server = RemotingServer(
+            {RequestCode.GET_ROUTEINFO_BY_TOPIC: big}, ServerLimits(max_unread_bytes=2 << 20)
+        )
+        await server.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        # 400 requests in one write, never reading: 100 MiB of answers without the limit
+        writer.write(b"".join(encode_frame(_request(str(i))) for i in range(400)))
+        await writer.drain()
+        await _poll(lambda: server.guard.refusals.total == 1 and not server.connections)
+        writer.close()
+        # a well-formed client is still served (big answers, read as they come)
+        conn = await connect(f"127.0.0.1:{server.port}")
+        for _ in range(20):
+            resp = await conn.invoke(_request(), timeout_ms=3000)
+            assert len(resp.body) == 256 * 1024
+        await conn.close()
+        await server.stop()
+
+    asyncio.run(main())
