@@ -241,3 +241,44 @@ def test_hostile_json_headers_close_only_their_connection(broker) -> None:
     # module were refused from the same host within the minute)
     for bad in ("RecursionError", "OverflowError", "Traceback"):
         assert bad not in text
+
+
+def test_name_server_flags_bound_its_connections(tmp_path) -> None:
+    from broker.localcluster import LocalProcess
+
+    port = free_port()
+    ns = LocalProcess.start(
+        "namesrv",
+        ["namesrv", "--host", "127.0.0.1", "--listen-port", str(port), "--max-connections", "5",
+         "--frame-read-timeout-ms", "500", "--idle-timeout-seconds", "1"],
+        port, tmp_path / "namesrv.log",
+    )  # fmt: skip
+
+    async def main() -> None:
+        t0 = time.monotonic()
+        conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(8)]
+        for reader, _ in conns[5:]:
+            await _wait_closed(reader, 3)  # over the cap: closed at once
+        loris_r, loris_w = conns[0]
+        loris_w.write(b"\x00\x00")  # half a length, then nothing: the frame deadline
+        await loris_w.drain()
+        await _wait_closed(loris_r, 5)
+        for reader, _ in conns[1:5]:
+            await _wait_closed(reader, 5)  # idle
+        assert time.monotonic() - t0 < 5
+        for _, w in conns:
+            w.close()
+        conn = await connect(f"127.0.0.1:{port}")
+        resp = await conn.invoke(
+            RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout_ms=3000
+        )
+        assert resp.code == ResponseCode.SUCCESS
+        await conn.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        assert ns.stop() == 0
+    text = (tmp_path / "namesrv.log").read_text()
+    assert text.count("refused connection from") == 1
+    assert "a frame in progress for over 500 ms" in text
