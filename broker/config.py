@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.aio import EventLoop
+from broker.remoting.tls import TlsMode
 from contracts.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,18 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveNice": ("archive_nice", 10),
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
     "eventLoop": ("event_loop", EventLoop.UVLOOP),
+    "listenHost": ("listen_host", "0.0.0.0"),
+    "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_s", 120),
+    "remotingFrameReadTimeoutMs": ("remoting_frame_read_timeout_ms", 30_000),
+    "remotingMaxConnections": ("remoting_max_connections", 4096),
+    "remotingMaxPendingBytes": ("remoting_max_pending_bytes", 64 * 1024 * 1024),
+    "haMaxConnections": ("ha_max_connections", 16),
+    "tlsMode": ("tls_mode", TlsMode.DISABLED),
+    "tlsServerCertPath": ("tls_server_cert_path", None),
+    "tlsServerKeyPath": ("tls_server_key_path", None),
+    "tlsServerKeyPassword": ("tls_server_key_password", None),
+    "tlsEnable": ("tls_enable", False),
+    "tlsClientTrustCertPath": ("tls_client_trust_cert_path", None),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -136,6 +149,22 @@ class BrokerConfig:
     snapshot_interval_ms: int = 60_000
     # the node's asyncio event loop: uvloop (default) or the standard library's (asyncio)
     event_loop: EventLoop = EventLoop.UVLOOP
+    # remoting transport (broker/remoting/limits.py, tls.py): 0.0.0.0 = all interfaces, loudly
+    # warned about at start while ACL is off
+    listen_host: str = "0.0.0.0"
+    server_channel_max_idle_time_s: int = 120
+    remoting_frame_read_timeout_ms: int = 30_000
+    remoting_max_connections: int = 4096
+    remoting_max_pending_bytes: int = 64 * 1024 * 1024
+    ha_max_connections: int = 16
+    tls_mode: TlsMode = TlsMode.DISABLED
+    tls_server_cert_path: str | None = None
+    tls_server_key_path: str | None = None
+    tls_server_key_password: str | None = field(default=None, repr=False)
+    # this node's own connections (name server, master, peers) over TLS, servers verified
+    # against tlsClientTrustCertPath (else the system's trust store)
+    tls_enable: bool = False
+    tls_client_trust_cert_path: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -187,9 +216,19 @@ class BrokerConfig:
             "archive_interval_ms",
             "snapshot_interval_ms",
             "max_message_size_bytes",
+            "server_channel_max_idle_time_s",
+            "remoting_frame_read_timeout_ms",
+            "remoting_max_connections",
+            "ha_max_connections",
         ):
             if getattr(self, fname) <= 0:
                 raise bad(fname, "must be positive")
+        if self.remoting_max_pending_bytes < 64 * 1024:
+            raise bad("remoting_max_pending_bytes", "must be at least 65536")
+        if self.tls_mode is not TlsMode.DISABLED and not (
+            self.tls_server_cert_path and self.tls_server_key_path
+        ):
+            raise bad("tls_mode", "needs tlsServerCertPath and tlsServerKeyPath")
         if not 0 <= self.archive_nice <= 19:
             raise bad("archive_nice", "must be a nice increment 0-19")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:

@@ -12,10 +12,19 @@ import zlib
 
 from broker import aio
 from broker.namesrv_routes import RouteInfoManager
+from broker.remoting import tls
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.remoting.server import RemotingServer
-from contracts.errors import RemotingError
+from broker.remoting.limits import (
+    DEFAULT_FRAME_READ_TIMEOUT_MS,
+    DEFAULT_IDLE_TIMEOUT_MS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_PENDING_BYTES,
+    ServerLimits,
+)
+from broker.remoting.server import RemotingServer, warn_if_exposed
+from broker.remoting.tls import TlsMode
+from contracts.errors import ConfigError, RemotingError
 from contracts.fastjson import loads_fastjson
 
 log = logging.getLogger(__name__)
@@ -96,7 +105,8 @@ def _decode_java_compressed(data: bytes, broker_addr: str | None) -> dict:
 
 
 class NameServer:
-    def __init__(self, routes: RouteInfoManager | None = None) -> None:
+    def __init__(self, routes: RouteInfoManager | None = None, **server_options) -> None:
+        """``server_options`` go to RemotingServer: limits, tls_mode, ssl_context."""
         self.routes = routes or RouteInfoManager()
         # broker address -> the connection it last registered over (RocketMQ's
         # BrokerHousekeepingService: a broker whose channel closes leaves the routes at once,
@@ -111,7 +121,8 @@ class NameServer:
                 RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
                 RequestCode.GET_KV_CONFIG: self._kv_config,
                 RequestCode.QUERY_DATA_VERSION: self._query_data_version,
-            }
+            },
+            **server_options,
         )
 
     async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
@@ -193,8 +204,8 @@ class NameServer:
                 )
 
 
-async def serve(host: str, port: int) -> None:
-    ns = NameServer()
+async def serve(host: str, port: int, **server_options) -> None:
+    ns = NameServer(**server_options)
     await ns.server.start(host, port)
     log.info("namesrv listening on %s:%d", host, ns.server.port)
     stop = asyncio.Event()
@@ -208,15 +219,74 @@ async def serve(host: str, port: int) -> None:
     await ns.server.stop()
 
 
+def _server_options(args: argparse.Namespace) -> dict:
+    try:
+        limits = ServerLimits(
+            idle_timeout_ms=args.idle_timeout_seconds * 1000,
+            frame_read_timeout_ms=args.frame_read_timeout_ms,
+            max_connections=args.max_connections,
+            max_pending_bytes=args.max_pending_bytes,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"namesrv: {exc}") from exc
+    mode = TlsMode.parse(args.tls_mode)
+    ctx = None
+    if mode is not TlsMode.DISABLED:
+        ctx = tls.server_context(args.tls_cert, args.tls_key)
+    return {"limits": limits, "tls_mode": mode, "ssl_context": ctx}
+
+
 def run(args: argparse.Namespace) -> int:
-    aio.run(serve(args.host, args.listen_port), args.event_loop)
+    options = _server_options(args)  # ConfigError: one line, exit 2 (cli.main)
+    warn_if_exposed("the name server", args.host, bool(getattr(args, "acl_enable", False)))
+    aio.run(serve(args.host, args.listen_port, **options), args.event_loop)
     return 0
 
 
 def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("namesrv", help="run a name server (foreground)")
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument(
+        "--host",
+        default="0.0.0.0",
+        help="address to listen on (default 0.0.0.0: all interfaces, with a loud warning while "
+        "ACL is off; 127.0.0.1 keeps it on this machine)",
+    )
     p.add_argument("--listen-port", type=int, default=9876, help="TCP port (default 9876)")
+    p.add_argument(
+        "--idle-timeout-seconds",
+        type=int,
+        default=DEFAULT_IDLE_TIMEOUT_MS // 1000,
+        help="close a connection silent this long (RocketMQ's serverChannelMaxIdleTimeSeconds, "
+        "default 120)",
+    )
+    p.add_argument(
+        "--frame-read-timeout-ms",
+        type=int,
+        default=DEFAULT_FRAME_READ_TIMEOUT_MS,
+        help="drop a peer whose frame is not whole this long after its first byte (default 30000)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help=f"connections accepted at once (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    p.add_argument(
+        "--max-pending-bytes",
+        type=int,
+        default=DEFAULT_MAX_PENDING_BYTES,
+        help="bytes of partial frames held over all connections; above it the oldest partial "
+        f"frames are dropped (default {DEFAULT_MAX_PENDING_BYTES})",
+    )
+    p.add_argument(
+        "--tls-mode",
+        default="disabled",
+        choices=[m.value for m in TlsMode],
+        help="RocketMQ's tlsMode: disabled (default), permissive (plain and TLS on one port) "
+        "or enforcing (TLS only)",
+    )
+    p.add_argument("--tls-cert", help="PEM certificate (chain) for TLS")
+    p.add_argument("--tls-key", help="PEM private key for TLS")
     p.add_argument(
         "--event-loop",
         choices=[k.value for k in aio.EventLoop],

@@ -16,10 +16,13 @@ from broker.processors.admin import AdminProcessor, ConsumerManager
 from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
+from broker.remoting import tls
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.remoting.server import RemotingServer
+from broker.remoting.limits import ServerLimits
+from broker.remoting.server import RemotingServer, warn_if_exposed
+from broker.remoting.tls import TlsMode
 from broker.store.checkpoint import atomic_write
 from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
@@ -53,6 +56,7 @@ class BrokerNode:
         self.long_poll: LongPollWaiters
         self.server: RemotingServer
         self.ns_client = RemotingClient()
+        self.client_ssl = None  # tlsEnable: the SSL context of this node's own connections
         self._tasks: list[asyncio.Task] = []
         self._register_now = asyncio.Event()
         # Optional subsystems (replication, delayed messages, archiving...): see _build_services.
@@ -75,7 +79,9 @@ class BrokerNode:
         return [a.strip() for a in raw.split(";") if a.strip()]
 
     @classmethod
-    async def start(cls, config: BrokerConfig, host: str = "0.0.0.0") -> BrokerNode:
+    async def start(cls, config: BrokerConfig, host: str | None = None) -> BrokerNode:
+        """``host`` overrides the config's listenHost."""
+        host = config.listen_host if host is None else host
         store = MessageStore.open(config)
         node = cls(config, store)
         try:
@@ -105,10 +111,14 @@ class BrokerNode:
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
         }
+        if self.config.tls_enable:
+            self.client_ssl = tls.client_context(self.config.tls_client_trust_cert_path)
+            self.ns_client.ssl = self.client_ssl
         self.services = self._build_services()
         for service in self.services:
             processors.update(getattr(service, "handlers", dict)())
-        self.server = RemotingServer(processors)
+        self.server = _remoting_server(self.config, processors)
+        warn_if_exposed(f"broker {self.node_name}", host, acl_enabled(self.config))
         self.running = True
         started = []
         try:
@@ -403,7 +413,26 @@ def stable_node_name(config: BrokerConfig) -> str:
     return name
 
 
-async def serve(config: BrokerConfig, host: str, config_path: str | None = None) -> None:
+def acl_enabled(config: BrokerConfig) -> bool:
+    """aclEnable, read whether or not this build's config knows the key yet."""
+    value = getattr(config, "acl_enable", None)
+    if value is None:
+        value = str(config.extra.get("aclEnable", "false")).strip().lower() == "true"
+    return bool(value)
+
+
+def _remoting_server(config: BrokerConfig, processors: dict) -> RemotingServer:
+    ctx = None
+    if config.tls_mode is not TlsMode.DISABLED:
+        ctx = tls.server_context(
+            config.tls_server_cert_path, config.tls_server_key_path, config.tls_server_key_password
+        )
+    return RemotingServer(
+        processors, ServerLimits.from_config(config), tls_mode=config.tls_mode, ssl_context=ctx
+    )
+
+
+async def serve(config: BrokerConfig, host: str | None, config_path: str | None = None) -> None:
     node = await BrokerNode.start(config, host)
     node.config_path = config_path
     stop = asyncio.Event()
@@ -424,7 +453,12 @@ def run(args: argparse.Namespace) -> int:
 def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("broker", help="run a broker node (foreground)")
     p.add_argument("-c", "--config", required=True, help="broker.conf (RocketMQ property names)")
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument(
+        "--host",
+        default=None,
+        help="address to listen on (default: listenHost in broker.conf, itself 0.0.0.0 -- all "
+        "interfaces, with a loud warning while ACL is off)",
+    )
     p.set_defaults(func=run)
 
 

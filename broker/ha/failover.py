@@ -49,7 +49,7 @@ class FailoverService:
 
     def __init__(self, node) -> None:
         self.node = node
-        self.client = RemotingClient()
+        self.client = RemotingClient(ssl=getattr(node, "client_ssl", None))  # tlsEnable
 
     async def start(self) -> None:
         node = self.node

@@ -26,12 +26,16 @@ from collections import deque
 
 from broker.config import BrokerRole
 from broker.ha import wire
+from broker.remoting.limits import RefusalLog
 from broker.store.results import PutMessageStatus
 
 log = logging.getLogger(__name__)
 
 SPEED_WINDOW_S = 5.0
 ACK_HISTORY_LEN = 500_000
+# What a slave's stream may buffer on the master: reports are 8 bytes, so a few KiB is plenty
+# (asyncio pauses reading at twice this).
+HA_READ_BUFFER_BYTES = 4096
 
 
 class HAConnection:
@@ -162,14 +166,16 @@ class HAService:
         self._tasks: set[asyncio.Task] = set()
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
         self._seq = itertools.count()
+        self.refusals = RefusalLog()  # refused peers, logged once a minute per host
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.store.add_dispatch_listener(self._on_put)
         self._server = await asyncio.start_server(
-            self._accept, host=self.node.host, port=self.config.ha_listen_port
-        )
+            self._accept, host=self.node.host, port=self.config.ha_listen_port,
+            limit=HA_READ_BUFFER_BYTES,
+        )  # fmt: skip
         self.port = self._server.sockets[0].getsockname()[1]
         self.node.ha = self
         log.info("HA: listening for slaves on port %d", self.port)
@@ -193,6 +199,13 @@ class HAService:
     async def _accept(self, reader, writer) -> None:
         host, port = writer.get_extra_info("peername")[:2]
         peer = f"{host}:{port}"
+        cap = getattr(self.config, "ha_max_connections", 16)
+        if len(self.connections) >= cap:
+            self.refusals.refuse(
+                "HA refused", peer, f"{cap} HA connections open (haMaxConnections)"
+            )
+            writer.transport.abort()
+            return
         conn = HAConnection(self, reader, writer, peer)
         self.connections.append(conn)
         task = asyncio.current_task()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl as _ssl
 
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Connection, ConnectionClosedError, Handler
@@ -14,18 +15,23 @@ def split_addr(addr: str) -> tuple[str, int]:
 
 
 async def connect(
-    addr: str, processors: dict[int, Handler] | None = None, timeout_ms: int = 3000
+    addr: str,
+    processors: dict[int, Handler] | None = None,
+    timeout_ms: int = 3000,
+    ssl: _ssl.SSLContext | None = None,
 ) -> Connection:
-    """Open a connection to ``host:port``; processors answer server -> client requests."""
+    """Open a connection to ``host:port`` (over TLS with ``ssl``, the handshake within
+    ``timeout_ms``); processors answer server -> client requests."""
     host, port = split_addr(addr)
     try:
         # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
         async with asyncio.timeout(timeout_ms / 1000):
             loop = asyncio.get_running_loop()
             _, conn = await loop.create_connection(
-                lambda: Connection(dict(processors or {})), host, port
-            )
-    except (OSError, TimeoutError) as exc:
+                lambda: Connection(dict(processors or {})), host, port, ssl=ssl,
+                server_hostname=host if ssl is not None else None,
+            )  # fmt: skip
+    except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
         raise ConnectionClosedError(f"{addr}: cannot connect: {exc!r}") from exc
     return conn
 
@@ -33,8 +39,11 @@ async def connect(
 class RemotingClient:
     """Connections pooled by address. ``RemotingClient()`` does no I/O; connections open lazily."""
 
-    def __init__(self, processors: dict[int, Handler] | None = None) -> None:
+    def __init__(
+        self, processors: dict[int, Handler] | None = None, ssl: _ssl.SSLContext | None = None
+    ) -> None:
         self.processors = dict(processors or {})
+        self.ssl = ssl  # every connection over TLS, verified with this context
         self._conns: dict[str, Connection] = {}
         self._lock = asyncio.Lock()
 
@@ -45,7 +54,7 @@ class RemotingClient:
         async with self._lock:
             conn = self._conns.get(addr)
             if conn is None or conn.closed.is_set():
-                conn = await connect(addr, self.processors)
+                conn = await connect(addr, self.processors, ssl=self.ssl)
                 self._conns[addr] = conn
             return conn
 
@@ -65,11 +74,16 @@ class RemotingClient:
         self._conns.clear()
 
 
-def invoke_sync(addr: str, request: RemotingCommand, timeout_ms: int = 3000) -> RemotingCommand:
+def invoke_sync(
+    addr: str,
+    request: RemotingCommand,
+    timeout_ms: int = 3000,
+    ssl: _ssl.SSLContext | None = None,
+) -> RemotingCommand:
     """One request from synchronous code (CLI tools)."""
 
     async def run() -> RemotingCommand:
-        conn = await connect(addr, timeout_ms=timeout_ms)
+        conn = await connect(addr, timeout_ms=timeout_ms, ssl=ssl)
         try:
             return await conn.invoke(request, timeout_ms)
         finally:

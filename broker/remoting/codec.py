@@ -11,8 +11,20 @@ import struct
 
 from broker.remoting.codes import SerializeType
 from broker.remoting.command import FrameError, RemotingCommand
+from contracts.fastjson import (  # noqa: F401 (the limits are part of the wire format)
+    MAX_JSON_DEPTH,
+    MAX_JSON_INT_DIGITS,
+    JsonLimitError,
+    check_json_depth,
+    loads_bounded,
+    parse_int,
+)
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
+# A header (JSON or binary) above this is refused: real clients send a few KiB at most (the
+# message properties travel in extFields and are bounded by a 32 KiB short length).
+MAX_HEADER_BYTES = 1024 * 1024
+JAVA_INT_MIN, JAVA_INT_MAX = -(1 << 31), (1 << 31) - 1
 
 FRAME_PREFIX = struct.Struct(
     ">i"  # length: bytes after this field (header-length word + header + body)
@@ -96,7 +108,10 @@ _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def encode_frame(cmd: RemotingCommand) -> bytes:
-    header = encode_header(cmd)
+    try:
+        header = encode_header(cmd)
+    except struct.error as exc:  # a field outside its binary width (code is a short)
+        raise FrameError("local", 0, f"header field out of range: {exc}") from exc
     length = 4 + len(header) + len(cmd.body)
     if length + 4 > MAX_FRAME_BYTES:
         raise FrameError("local", 0, f"frame of {length + 4} bytes exceeds {MAX_FRAME_BYTES}")
@@ -108,29 +123,45 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
 # ---------------------------------------------------------------- reader
 
 
+def _java_int(doc: dict, name: str, default: int = 0) -> int:
+    value = doc.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{name!r} is not an integer: {str(value)[:40]!r}")
+    if isinstance(value, str):
+        value = parse_int(value.strip())
+    if not JAVA_INT_MIN <= value <= JAVA_INT_MAX:
+        raise ValueError(f"{name!r} = {value} is outside Java's int range")
+    return value
+
+
 def decode_header(data: bytes, serialize_type: int, where: str, offset: int) -> RemotingCommand:
+    if len(data) > MAX_HEADER_BYTES:
+        raise FrameError(where, offset, f"header of {len(data)} bytes exceeds {MAX_HEADER_BYTES}")
     if serialize_type == SerializeType.JSON:
         try:
-            doc = json.loads(data.decode("utf-8"))
+            doc = loads_bounded(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise FrameError(where, offset, f"JSON header does not parse: {exc}") from exc
         if not isinstance(doc, dict):
             raise FrameError(where, offset, "JSON header is not an object")
-        try:
-            code = int(doc["code"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FrameError(where, offset, "JSON header lacks an integer 'code'") from exc
+        if "code" not in doc:
+            raise FrameError(where, offset, "JSON header lacks an integer 'code'")
         ext = doc.get("extFields") or {}
         if not isinstance(ext, dict):
             raise FrameError(where, offset, "JSON header 'extFields' is not an object")
+        remark = doc.get("remark")
+        if remark is not None and not isinstance(remark, str):
+            raise FrameError(where, offset, "JSON header 'remark' is not a string")
         try:
             return RemotingCommand(
-                code=code,
+                code=_java_int(doc, "code"),
                 language=str(doc.get("language", "JAVA")),
-                version=int(doc.get("version", 0) or 0),
-                opaque=int(doc.get("opaque", 0) or 0),
-                flag=int(doc.get("flag", 0) or 0),
-                remark=doc.get("remark"),
+                version=_java_int(doc, "version"),
+                opaque=_java_int(doc, "opaque"),
+                flag=_java_int(doc, "flag"),
+                remark=remark,
                 ext_fields={k: v if type(v) is str else _ext_str(v) for k, v in ext.items()},
                 serialize_type=SerializeType.JSON,
             )
@@ -225,13 +256,20 @@ class FrameReader:
         finally:
             view.release()
             if pos:  # one move of the unread tail per feed, not one per frame
-                del buf[:pos]
                 self._consumed += pos
+                if pos == end and end > 1 << 20:
+                    self._buf = bytearray()  # all read: give a large frame's memory back
+                else:
+                    del buf[:pos]
         return out
 
     @property
     def pending_bytes(self) -> int:
         return len(self._buf)
+
+    def clear(self) -> None:
+        """Forget a partial frame (its connection is closing) and free its memory."""
+        self._buf = bytearray()
 
 
 def decode_frame(frame: bytes) -> RemotingCommand:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import types
 from collections.abc import Awaitable, Callable
 
 from broker.remoting.codec import FrameReader, encode_frame
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import FrameError, MissingFieldError, RemotingCommand
+from broker.remoting.limits import ConnectionGuard
 from contracts.errors import HaproofError, RemotingError
 
 log = logging.getLogger(__name__)
@@ -79,12 +81,17 @@ class Connection(asyncio.Protocol):
     """An asyncio protocol: bytes arrive in ``data_received`` and are dispatched at once (no
     read task, no stream buffer in between). Made by ``RemotingServer`` and ``connect``."""
 
-    def __init__(self, processors: dict[int, Handler], registry: set | None = None) -> None:
+    def __init__(
+        self, processors: dict[int, Handler], guard: ConnectionGuard | None = None
+    ) -> None:
         self.processors = processors
         self.peer = "unknown"
         self.transport: asyncio.Transport | None = None
         self._frames = FrameReader(self.peer)
-        self._registry = registry  # the server's live connections
+        self._guard = guard  # a server's limits (None: a client's connection, unbounded)
+        self._clock = guard.clock if guard is not None else time.monotonic
+        self.last_io_s = self._clock()  # last read or write, for the idle timeout
+        self.frame_started_s: float | None = None  # first byte of the partial frame held
         self._pending: dict[int, asyncio.Future] = {}
         self._tasks: set[asyncio.Task] = set()
         self.closed = asyncio.Event()
@@ -102,18 +109,41 @@ class Connection(asyncio.Protocol):
         self.peer = f"{addr[0]}:{addr[1]}" if addr else "unknown"
         self._frames.peer = self.peer
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
-        if self._registry is not None:
-            self._registry.add(self)
+        if self._guard is not None and not self._guard.admit(self):
+            self.abort_with("connection limit reached")
 
     def data_received(self, data: bytes) -> None:
+        if self.closed.is_set():
+            return
+        now = self.last_io_s = self._clock()
         try:
             commands = self._frames.feed(data)
         except FrameError as exc:
-            log.warning("closing connection: %s", exc)
-            self._shutdown(exc)
+            if self._guard is not None:
+                self._guard.refusals.refuse("dropped", self.peer, exc.reason)
+            else:
+                log.warning("closing connection: %s", exc)
+            self.abort_with(exc)
             return
         for cmd in commands:
             self._dispatch(cmd)
+        pending = self._frames.pending_bytes
+        if not pending:
+            self.frame_started_s = None
+        elif commands or self.frame_started_s is None:
+            self.frame_started_s = now  # the tail is a new frame, begun in this read
+        if self._guard is not None and not self.closed.is_set():
+            self._guard.account(self, pending)
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of a partial frame held for this connection."""
+        return self._frames.pending_bytes
+
+    @property
+    def busy(self) -> bool:
+        """A request is being handled (a long poll, say): not idle whatever the clock says."""
+        return bool(self._tasks)
 
     def eof_received(self) -> bool:
         return False  # close our side too
@@ -200,10 +230,14 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
+        self.last_io_s = self._clock()
         try:
             transport.write(data)
         except (ConnectionError, OSError, RuntimeError) as exc:
             log.info("%s: write failed: %s", self.peer, exc)
+            return
+        if self._guard is not None:
+            self._guard.check_unread(self, transport.get_write_buffer_size())
 
     # ------------------------------------------------------------ requests
     def _dispatch(self, cmd: RemotingCommand) -> None:
@@ -286,8 +320,9 @@ class Connection(asyncio.Protocol):
         self._flush_out()  # what was answered before the close still goes out
         self.close_cause = cause
         self.closed.set()
-        if self._registry is not None:
-            self._registry.discard(self)
+        self._frames.clear()  # a dropped partial frame's memory goes now
+        if self._guard is not None:
+            self._guard.release(self)
         for fut in list(self._pending.values()):
             if not fut.done():
                 err = ConnectionClosedError(f"{self.peer}: connection closed: {cause}")
@@ -300,6 +335,26 @@ class Connection(asyncio.Protocol):
                 task.cancel()
         if self.transport is not None:
             self.transport.close()
+
+    def abort_with(self, cause: BaseException | str) -> None:
+        """Drop the connection at once (unsent bytes discarded): for peers that broke a limit."""
+        if isinstance(cause, str):
+            cause = ConnectionClosedError(f"{self.peer}: {cause}")
+        self._out.clear()
+        self._shutdown(cause)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close_soon(self, cause: str) -> None:
+        """Close gracefully without waiting: unsent bytes get CLOSE_FLUSH_TIMEOUT_MS, then the
+        transport is aborted (a peer that stopped reading cannot keep it open)."""
+        self._shutdown(ConnectionClosedError(f"{self.peer}: {cause}"))
+        if self.transport is not None and not self._lost.done():
+            self._loop.call_later(CLOSE_FLUSH_TIMEOUT_MS / 1000, self._abort_if_open)
+
+    def _abort_if_open(self) -> None:
+        if self.transport is not None and not self._lost.done():
+            self.transport.abort()
 
     async def close(self, cause: BaseException | None = None) -> None:
         """Close and wait until the transport is gone (aborted if it cannot flush in time)."""

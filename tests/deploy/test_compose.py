@@ -1,13 +1,18 @@
 """docker-compose.yml, the multi-host deployment, checked without a Docker engine (none here):
 every haproof, Spark and Airflow command parses with the real CLI it names, the broker configs
 load and agree with the network and with each other, and the audit DAGs point at the archive
-the brokers write."""
+the brokers write. And it is safe to start: every secret required (never a default), only the
+ports users need published and on 127.0.0.1 unless HAPROOF_BIND says otherwise, a healthcheck
+and a restart policy for every service, dependents waiting for service_healthy, ACL on for the
+brokers."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,6 +25,7 @@ import yaml
 
 from broker.cli import build_parser
 from broker.config import BrokerConfig, BrokerRole
+from broker.node import acl_enabled
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +88,8 @@ def test_broker_configs_agree_with_the_network_and_each_other(compose) -> None:
     ns_port = _flag(ns_svc["command"], "--listen-port")
     masters = {}
     for name, (svc, cfg) in brokers.items():
-        assert cfg.extra == {}, f"{name}: unknown keys {cfg.extra}"
+        # aclEnable is read by broker.node.acl_enabled until the ACL engineer's config key lands
+        assert set(cfg.extra) <= {"aclEnable"}, f"{name}: unknown keys {cfg.extra}"
         ip = svc["networks"]["haproof"]["ipv4_address"]
         assert cfg.broker_ip1 == ip and ipaddress.ip_address(ip) in subnet, name
         assert cfg.node_name == name
@@ -140,6 +147,10 @@ def test_airflow_settings_and_commands_are_real(compose, tmp_path) -> None:
         for svc in _services(compose, "airflow").values()
         if svc["command"][1] != "celery"  # from the provider, in the image only
     ]
+    for svc in compose["services"].values():  # healthchecks that run the airflow CLI
+        test = svc.get("healthcheck", {}).get("test", [])
+        if test[:1] == ["CMD-SHELL"] and test[1].startswith("airflow "):
+            commands.append(shlex.split(test[1])[1:])
     script = """
 import json, sys
 from airflow.configuration import retrieve_configuration_description
@@ -162,4 +173,129 @@ print(json.dumps(missing))
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
-    assert len(commands) >= 4
+    assert len(commands) >= 7
+
+
+# -- safe to start ----------------------------------------------------------------------------
+
+PUBLISHED = {"namesrv", "broker-a-0", "broker-a-1", "airflow-apiserver"}  # what users reach
+_VAR = re.compile(r"(?<!\$)\$\{(\w+)(:?[-?])?([^}]*)\}")
+
+
+@pytest.fixture(scope="module")
+def compose_text() -> str:
+    return (REPO / "docker-compose.yml").read_text()
+
+
+def _one_shots(compose: dict) -> set[str]:
+    return {
+        dep
+        for svc in compose["services"].values()
+        for dep, how in (svc.get("depends_on") or {}).items()
+        if isinstance(how, dict) and how.get("condition") == "service_completed_successfully"
+    }
+
+
+def test_every_secret_is_required_and_none_has_a_default(compose, compose_text) -> None:
+    found = _VAR.findall(compose_text)
+    assert len({name for name, _, _ in found}) >= 8, found
+    for name, op, message in found:
+        if name == "HAPROOF_BIND":
+            assert (op, message) == (":-", "127.0.0.1"), "published ports default to loopback"
+        else:
+            assert op == ":?" and message.strip().startswith(f"set {name}"), (
+                f"${{{name}}} must be required (${{{name}:?set {name} ...}}), not {op!r}"
+            )
+    # no literal secret anywhere: every password/secret/key value comes from a variable
+    secretish = re.compile(r"PASSWORD|SECRET|ACCESS_KEY|FERNET|JWT|_AUTH$")
+    for sname, svc in compose["services"].items():
+        for key, value in (svc.get("environment") or {}).items():
+            if secretish.search(key):
+                assert "${" in str(value), f"{sname}: {key} is a literal"
+            for cred in re.findall(r"://([^@/\s]*)@", str(value)):
+                assert "${" in cred, f"{sname}: {key} carries a literal credential {cred!r}"
+    assert compose["secrets"]["plain_acl"]["file"].startswith("${HAPROOF_PLAIN_ACL:?")
+
+
+def test_only_the_ports_users_need_are_published_on_loopback_by_default(compose) -> None:
+    published = {n for n, svc in compose["services"].items() if svc.get("ports")}
+    assert published == PUBLISHED
+    for name in published:
+        for port in compose["services"][name]["ports"]:
+            assert isinstance(port, str), f"{name}: long syntax needs host_ip too"
+            m = re.fullmatch(r"\$\{HAPROOF_BIND:-127\.0\.0\.1\}:(\d+):(\d+)", port)
+            assert m, f"{name}: {port!r} is not bound to ${{HAPROOF_BIND:-127.0.0.1}}"
+
+
+def test_every_service_has_a_healthcheck_and_a_restart_policy(compose) -> None:
+    one_shots = _one_shots(compose)
+    assert one_shots == {"minio-init", "airflow-init"}
+    for name, svc in compose["services"].items():
+        if name in one_shots:
+            assert svc.get("restart") == "on-failure", name
+            continue
+        assert svc.get("restart") in ("unless-stopped", "always"), f"{name}: restart policy"
+        check = svc.get("healthcheck") or {}
+        assert check.get("test") and not check.get("disable"), f"{name}: no healthcheck"
+        assert check["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert check.get("interval") and check.get("retries"), name
+
+
+def test_dependents_wait_for_healthy_or_completed(compose) -> None:
+    one_shots = _one_shots(compose)
+    edges = 0
+    for name, svc in compose["services"].items():
+        deps = svc.get("depends_on") or {}
+        assert isinstance(deps, dict), f"{name}: depends_on must name conditions"
+        for dep, how in deps.items():
+            want = "service_completed_successfully" if dep in one_shots else "service_healthy"
+            assert how == {"condition": want}, f"{name} -> {dep}: {how}"
+            edges += 1
+    assert edges >= 12
+    brokers = _brokers(compose)
+    assert compose["services"]["broker-a-0"]["depends_on"]["namesrv"]["condition"] == (
+        "service_healthy"
+    )
+    slave = next(n for n, (_, c) in brokers.items() if c.broker_role is BrokerRole.SLAVE)
+    assert "broker-a-0" in compose["services"][slave]["depends_on"]
+
+
+def test_remoting_healthchecks_probe_the_port_the_service_listens_on(compose) -> None:
+    ns = compose["services"]["namesrv"]
+    assert (
+        f"('127.0.0.1', {_flag(ns['command'], '--listen-port')})" in ns["healthcheck"]["test"][-1]
+    )
+    for name, (svc, cfg) in _brokers(compose).items():
+        assert f"('127.0.0.1', {cfg.listen_port})" in svc["healthcheck"]["test"][-1], name
+    for name in ("spark-master", "spark-worker-1"):
+        svc = compose["services"][name]
+        ui = _flag(svc["command"], "--webui-port")
+        assert f"127.0.0.1:{ui}" in svc["healthcheck"]["test"][-1], name
+
+
+def test_brokers_run_with_acl_on_and_their_accounts_from_secrets(compose) -> None:
+    brokers = _brokers(compose)
+    for name, (svc, cfg) in brokers.items():
+        assert acl_enabled(cfg), f"{name}: aclEnable=true"
+        assert "accessKey" not in cfg.extra and "secretKey" not in cfg.extra, "no secret in conf"
+        mounts = [s["target"] for s in svc["secrets"] if s["source"] == "plain_acl"]
+        assert mounts == ["/opt/haproof/conf/plain_acl.yml"], name
+        env = svc["environment"]
+        for key in ("HAPROOF_ACCESS_KEY", "HAPROOF_SECRET_KEY"):
+            assert str(env[key]).startswith("${HAPROOF_BROKER_") and ":?" in env[key], key
+    example = yaml.safe_load((REPO / "deploy" / "plain_acl.example.yml").read_text())
+    assert example["accounts"] and all(
+        a["accessKey"].startswith("CHANGE-ME") and a["secretKey"].startswith("CHANGE-ME")
+        for a in example["accounts"]
+    )
+    assert any(a.get("admin") for a in example["accounts"]), "the brokers' admin account"
+
+
+def test_compose_refuses_to_start_without_a_secret(compose_text) -> None:
+    """What docker compose does with ${VAR:?msg} when VAR is unset, re-enacted: the variable
+    and the message name the missing secret."""
+    missing = {name: msg for name, op, msg in _VAR.findall(compose_text) if op == ":?"}
+    for name in ("HAPROOF_S3_SECRET_KEY", "AIRFLOW_JWT_SECRET", "HAPROOF_POSTGRES_PASSWORD",
+                 "HAPROOF_REDIS_PASSWORD", "AIRFLOW_FERNET_KEY", "HAPROOF_BROKER_SECRET_KEY",
+                 "HAPROOF_PLAIN_ACL"):  # fmt: skip
+        assert name in missing and name in missing[name], name

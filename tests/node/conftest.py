@@ -71,6 +71,7 @@ def write_conf(path, store_dir, port, namesrv_addr, **extra) -> str:
         "brokerId": 0,
         "brokerRole": "ASYNC_MASTER",
         "storePathRootDir": store_dir,
+        "listenHost": "127.0.0.1",  # tests never listen beyond loopback
         "listenPort": port,
         "namesrvAddr": namesrv_addr,
         "mappedFileSizeCommitLog": 4 * 1024 * 1024,

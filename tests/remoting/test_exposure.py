@@ -1,0 +1,55 @@
+"""Listen addresses: a broker listens on listenHost unless --host overrides it, and a node that
+listens beyond loopback with ACL off says so loudly at start (checked through the call the node
+makes: tests never listen beyond loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker import node as node_module
+from broker.config import BrokerConfig
+from broker.node import BrokerNode, acl_enabled
+
+
+def _config(tmp_path, **props) -> BrokerConfig:
+    return BrokerConfig.from_dict(
+        {"storePathRootDir": str(tmp_path / "store"), "listenPort": 0,
+         "mappedFileSizeCommitLog": 1 << 20, **props}
+    )  # fmt: skip
+
+
+def test_broker_listens_on_listen_host_and_reports_its_exposure(tmp_path, monkeypatch) -> None:
+    calls = []
+    real = node_module.warn_if_exposed
+
+    def spy(what, host, acl):
+        calls.append((what, host, acl))
+        return real(what, host, acl)
+
+    monkeypatch.setattr(node_module, "warn_if_exposed", spy)
+
+    async def main() -> str:
+        node = await BrokerNode.start(_config(tmp_path, listenHost="127.0.0.1"))
+        try:
+            return node.server._server.sockets[0].getsockname()[0]
+        finally:
+            await node.stop()
+
+    assert asyncio.run(main()) == "127.0.0.1"
+    assert calls == [("broker broker-a-0", "127.0.0.1", False)]
+
+
+def test_acl_enable_is_read_before_the_acl_key_exists(tmp_path) -> None:
+    assert not acl_enabled(_config(tmp_path))
+    assert acl_enabled(_config(tmp_path, aclEnable="true"))
+    assert not acl_enabled(_config(tmp_path, aclEnable="false"))
+
+
+def test_default_listen_host_is_all_interfaces_and_loud_without_acl(tmp_path, caplog) -> None:
+    cfg = _config(tmp_path)
+    assert cfg.listen_host == "0.0.0.0"
+    with caplog.at_level(logging.WARNING):
+        assert node_module.warn_if_exposed("broker x", cfg.listen_host, acl_enabled(cfg))
+    (record,) = caplog.records
+    assert "0.0.0.0" in record.getMessage() and "ACL OFF" in record.getMessage()
