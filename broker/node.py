@@ -413,6 +413,13 @@ async def serve(config: BrokerConfig, host: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_file(args.config)
+    if args.check_config:
+        print(
+            f"{args.config}: configuration OK: broker {config.broker_name} (id {config.broker_id}, "
+            f"{config.broker_role.value}, {config.flush_disk_type.value}), store "
+            f"{config.store_path_root_dir}"
+        )
+        return 0
     aio.run(serve(config, args.host), config.event_loop)
     return 0
 
@@ -421,6 +428,11 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("broker", help="run a broker node (foreground)")
     p.add_argument("-c", "--config", required=True, help="broker.conf (RocketMQ property names)")
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument(
+        "--check-config",
+        action="store_true",
+        help="validate broker.conf (keys, values, addresses) and exit: 0 valid, 2 not",
+    )
     p.set_defaults(func=run)
 
 
