@@ -65,8 +65,6 @@ class BrokerNode:
         # Listeners: on_role_changed(old_role, new_role, epoch); on_truncated(from_offset, to_offset)
         self.role_listeners: list = []
         self.truncate_listeners: list = []
-        # on_offset_reset(group, topic, queue_id, from_offset, to_offset): an admin rewind
-        self.offset_reset_listeners: list = []
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -74,8 +72,10 @@ class BrokerNode:
         return [a.strip() for a in raw.split(";") if a.strip()]
 
     @classmethod
-    async def start(cls, config: BrokerConfig, host: str = "0.0.0.0") -> BrokerNode:
-        store = MessageStore.open(config)
+    async def start(
+        cls, config: BrokerConfig, host: str = "0.0.0.0", *, accept_offset_loss: bool = False
+    ) -> BrokerNode:
+        store = MessageStore.open(config, accept_offset_loss=accept_offset_loss)
         node = cls(config, store)
         try:
             await node._start(host)
@@ -214,14 +214,16 @@ class BrokerNode:
             except Exception:
                 log.exception("truncation listener %r failed", listener)
 
+    @property
+    def offset_reset_listeners(self) -> list:
+        """on_offset_reset(group, topic, queue_id, from_offset, to_offset): an explicit rewind;
+        owned by the store's ConsumerOffsetManager."""
+        return self.store.consumer_offsets.reset_listeners
+
     def notify_offset_reset(
         self, group: str, topic: str, queue_id: int, from_offset: int, to_offset: int
     ) -> None:
-        for listener in list(self.offset_reset_listeners):
-            try:
-                listener(group, topic, queue_id, from_offset, to_offset)
-            except Exception:
-                log.exception("offset-reset listener %r failed", listener)
+        self.store.consumer_offsets.notify_reset(group, topic, queue_id, from_offset, to_offset)
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table: every service adds its own keys."""
@@ -337,12 +339,20 @@ class BrokerNode:
 
     async def _persist_offsets_loop(self) -> None:
         interval_s = self.config.flush_consumer_offset_interval_ms / 1000
+        last_error = None
         while True:
             await asyncio.sleep(interval_s)
             try:
                 self.store.consumer_offsets.persist()  # a small file: cheap enough inline
-            except Exception:
-                log.exception("persisting consumerOffset.json failed")
+            except OSError as exc:  # one line when it starts failing, one when it recovers
+                error = f"{exc.filename or 'consumerOffset.json'}: {exc.strerror}"
+                if error != last_error:
+                    log.error("persisting committed offsets failed (retrying): %s", error)
+                last_error = error
+                continue
+            if last_error is not None:
+                log.warning("persisting committed offsets works again")
+                last_error = None
 
     async def _scan_clients_loop(self) -> None:
         while True:
@@ -400,8 +410,8 @@ def stable_node_name(config: BrokerConfig) -> str:
     return name
 
 
-async def serve(config: BrokerConfig, host: str) -> None:
-    node = await BrokerNode.start(config, host)
+async def serve(config: BrokerConfig, host: str, accept_offset_loss: bool = False) -> None:
+    node = await BrokerNode.start(config, host, accept_offset_loss=accept_offset_loss)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -420,7 +430,7 @@ def run(args: argparse.Namespace) -> int:
             f"{config.store_path_root_dir}"
         )
         return 0
-    aio.run(serve(config, args.host), config.event_loop)
+    aio.run(serve(config, args.host, args.accept_offset_loss), config.event_loop)
     return 0
 
 
@@ -432,6 +442,12 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         "--check-config",
         action="store_true",
         help="validate broker.conf (keys, values, addresses) and exit: 0 valid, 2 not",
+    )
+    p.add_argument(
+        "--accept-offset-loss",
+        action="store_true",
+        help="start even when consumerOffset.json and its backup are unreadable, serving what is "
+        "left (recorded as an offset_reset event); restore the file instead when you can",
     )
     p.set_defaults(func=run)
 

@@ -26,7 +26,8 @@ from broker.archive import layout
 from broker.archive.object_store import DEFAULT_PART_SIZE, open_store
 from broker.archive.shipper import NodeIdentity, Shipper, ShipResult, StoreDirSource
 from broker.errors import ArchiveError
-from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
+from broker.store.config_store import DelayOffsetTable
+from broker.store.consumer_offsets import ConsumerOffsetManager
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def build_snapshot(
     store_dir: str, identity: NodeIdentity, end: int, qmax: dict, fsize: int, previous
 ) -> layout.Snapshot:
     cfg = os.path.join(store_dir, "config")
-    offsets = ConsumerOffsetTable.load(os.path.join(cfg, "consumerOffset.json"))
+    offsets = ConsumerOffsetManager.load(os.path.join(cfg, "consumerOffset.json"))
     delays = DelayOffsetTable.load(os.path.join(cfg, "delayOffset.json"))
     merged: dict[str, dict[str, int]] = {}
     if previous is not None:

@@ -130,6 +130,10 @@ class NodeArchiver:
         rec = node.store.recovery
         if rec is not None and rec.abnormal:
             self._jobs.put(("event", "recovered", {"from": rec.found_end, "to": rec.valid_end}))
+        loss = getattr(node.store.consumer_offsets, "accepted_loss", None)
+        if loss:  # started with --accept-offset-loss: every committed offset may have moved
+            fields = {"group": "*", "topic": "*", "queue": -1, "from": -1, "to": -1}
+            self._jobs.put(("event", "offset_reset", {**fields, "reason": loss}))
         self._jobs.put(("event", "started", {"role": node.store.role.value}))
         self._jobs.put(("snapshot", self._snapshot()))
         self.archived_at_ms = self.clock_ms()

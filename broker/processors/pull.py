@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.errors import StoreError
 from broker.ha.read_advice import MASTER_ID, suggest_which_broker_id, total_physical_memory_bytes
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -147,7 +148,10 @@ class PullProcessor:
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
             commit = _opt_int(req, "commitOffset", -1)
             if commit >= 0:
-                store.consumer_offsets.commit(group, topic, queue_id, commit)
+                try:
+                    store.consumer_offsets.commit(group, topic, queue_id, commit)
+                except StoreError as exc:  # beyond the queue's max offset: refused, logged
+                    log.warning("PULL_MESSAGE commit from %s refused: %s", conn.peer, exc)
         suggest = MASTER_ID
         if is_master:
             suggest = suggest_which_broker_id(

@@ -22,12 +22,9 @@ from broker.store import delay
 from broker.store import message as msgfmt
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, RecoveryReport
-from broker.store.config_store import (
-    ConsumerOffsetTable,
-    DelayOffsetTable,
-    TableConfig,
-)
+from broker.store.config_store import DelayOffsetTable, TableConfig
 from broker.store.consume_queue import ConsumeQueue
+from broker.store.consumer_offsets import ConsumerOffsetManager
 from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
 from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.queries import QueryMixin
@@ -108,8 +105,11 @@ def time_ms() -> int:
 
 
 class MessageStore(QueryMixin):
-    def __init__(self, config: BrokerConfig, clock_ms: Callable[[], int]):
+    def __init__(
+        self, config: BrokerConfig, clock_ms: Callable[[], int], accept_offset_loss: bool = False
+    ):
         self.config = config
+        self.accept_offset_loss = accept_offset_loss
         self.clock_ms = clock_ms
         self.root = config.store_path_root_dir
         self.cq_root = os.path.join(self.root, "consumequeue")
@@ -138,15 +138,45 @@ class MessageStore(QueryMixin):
     # -- lifecycle -----------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, config: BrokerConfig, *, clock_ms: Callable[[], int] = time_ms) -> MessageStore:
-        """Lock the store directory, load every file and recover (normal or after a crash)."""
-        store = cls(config, clock_ms)
-        store._load()
+    def open(
+        cls,
+        config: BrokerConfig,
+        *,
+        clock_ms: Callable[[], int] = time_ms,
+        accept_offset_loss: bool = False,
+    ) -> MessageStore:
+        """Lock the store directory, load every file and recover (normal or after a crash).
+        Raises StoreError (one line naming what and where) and releases the directory when the
+        store cannot be served safely."""
+        store = cls(config, clock_ms, accept_offset_loss)
+        try:
+            store._load()
+        except BaseException:
+            store._release()
+            raise
         return store
 
+    def _release(self) -> None:
+        """Unmap what was opened and drop the lock (a failed open moves nothing)."""
+        commit_log = getattr(self, "commit_log", None)
+        if commit_log is not None:
+            commit_log.queue.close()
+        for cq in self.queues.values():
+            cq.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     def _load(self) -> None:
-        os.makedirs(self.root, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock_path = os.path.join(self.root, "lock")
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                f"store directory {self.root} (storePathRootDir): cannot create or lock "
+                f"{exc.filename or lock_path}: {exc.strerror}"
+            ) from exc
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
@@ -176,15 +206,54 @@ class MessageStore(QueryMixin):
                 self.recovery.dropped_bytes,
             )
         self._recover_consume_queues(redispatch)
-        self.consumer_offsets = ConsumerOffsetTable.load(self._cfg("consumerOffset.json"))
+        self.consumer_offsets = ConsumerOffsetManager.load(
+            self._cfg("consumerOffset.json"),
+            max_offset_of=self.get_max_offset_in_queue,
+            accept_offset_loss=self.accept_offset_loss,
+            restore_hint=self._offsets_restore_hint(),
+        )
         self.delay_offsets = DelayOffsetTable.load(self._cfg("delayOffset.json"))
         self.topic_config = TableConfig.load(self._cfg("topics.json"), "topicConfigTable")
         self.subscription_groups = TableConfig.load(
             self._cfg("subscriptionGroup.json"), "subscriptionGroupTable"
         )
+        self._check_writable()
         with open(abort_path, "wb") as fh:
             fh.flush()
             os.fsync(fh.fileno())
+
+    def _check_writable(self) -> None:
+        """Offsets and topics are persisted every few seconds: a config directory (or store
+        root) the node cannot write stops it now, with one line, not with an error per write."""
+        for directory in (self.config_dir, self.root):
+            probe = os.path.join(directory, ".write-probe")
+            try:
+                os.makedirs(directory, exist_ok=True)
+                with open(probe, "wb") as fh:
+                    fh.write(b"ok")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.unlink(probe)
+            except OSError as exc:
+                raise StoreError(
+                    f"{directory}: not writable ({exc.strerror}); the broker persists its "
+                    "offsets, topics and abort marker there"
+                ) from exc
+
+    def _offsets_restore_hint(self) -> str:
+        cfg = self.config
+        where = [
+            f"a slave's copy (config/consumerOffset.json in the store of another node of "
+            f"{cfg.broker_name}, copied every slaveSyncIntervalMs)"
+        ]
+        if cfg.archive_root:
+            where.append(
+                f"the newest archived snapshot's consumerOffsets ({cfg.archive_root}/v1/"
+                f"{cfg.broker_cluster_name}/{cfg.broker_name}/{cfg.node_name}/snapshots/)"
+            )
+        else:
+            where.append("the newest archived snapshot's consumerOffsets (ROOT/v1/.../snapshots/)")
+        return " or ".join(where)
 
     def _cfg(self, name: str) -> str:
         return os.path.join(self.config_dir, name)
@@ -264,18 +333,24 @@ class MessageStore(QueryMixin):
         if self._cq_flusher is not None:
             self._cq_flusher.join(timeout=10)
         self.flush_all()
+        persisted = True
         for table in (
             self.consumer_offsets,
             self.delay_offsets,
             self.topic_config,
             self.subscription_groups,
         ):
-            table.persist()
+            try:
+                table.persist()
+            except OSError as exc:  # keep shutting down; abort stays: the stop was not clean
+                persisted = False
+                log.error("shutdown: persisting %s failed: %s", exc.filename, exc.strerror)
         self.commit_log.queue.close()
         for cq in self.queues.values():
             cq.close()
         try:
-            os.unlink(os.path.join(self.root, "abort"))
+            if persisted:
+                os.unlink(os.path.join(self.root, "abort"))
         except FileNotFoundError:
             pass
         if self._lock_fd is not None:
