@@ -90,6 +90,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
     "eventLoop": ("event_loop", EventLoop.UVLOOP),
     "strictConfig": ("strict_config", True),
+    "checkCRCOnRecover": ("check_crc_on_recover", True),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -144,6 +145,8 @@ class BrokerConfig:
     event_loop: EventLoop = EventLoop.UVLOOP
     # unknown keys in broker.conf are an error (false: a warning, the key is ignored)
     strict_config: bool = True
+    # recovery checks every record's body CRC (RocketMQ's checkCRCOnRecover, default true)
+    check_crc_on_recover: bool = True
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -18,7 +18,7 @@ from concurrent.futures import Future
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
 from broker.errors import StoreError
-from broker.store import delay
+from broker.store import delay, recovery
 from broker.store import message as msgfmt
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, RecoveryReport
@@ -119,6 +119,8 @@ class MessageStore(QueryMixin):
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.checkpoint = StoreCheckpoint()
         self.recovery: RecoveryReport | None = None
+        # quarantined ranges (repair, slave refetch) not yet reported as recovered events
+        self.quarantine_reports: list[dict] = []
         self.put_lock = threading.Lock()
         self._listeners: list[DispatchListener] = []
         # flush requests queued by each event loop, handed to group commit once per loop turn
@@ -195,8 +197,14 @@ class MessageStore(QueryMixin):
         self.dispatcher = Dispatcher(self.commit_log, self.consume_queue, self._tags_code)
         redispatch: list[msgfmt.Record] = []
         self.recovery = self.commit_log.recover(
-            abnormal, self.checkpoint.min_timestamp, redispatch.append if abnormal else None
+            abnormal,
+            self.checkpoint.min_timestamp,
+            redispatch.append if abnormal else None,
+            check_crc=self.config.check_crc_on_recover,
+            refetch_damage=self.config.broker_role is BrokerRole.SLAVE,
+            root=self.root,
         )
+        self.quarantine_reports = recovery.pending_reports(self.root)
         if abnormal:
             log.warning(
                 "%s: recovered after a crash: scanned from %d, log ends at %d, dropped %d bytes",
