@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -112,9 +113,10 @@ def test_damaged_slave_refetches_and_damaged_master_refuses_then_repairs(tmp_pat
         victim = records[N - 40]
         _flip(s_store, victim.physical_offset + 4)  # its magic code
         m = start_broker("m", m_conf, m_port, tmp_path)
-        s = start_broker("s", s_conf, s_port, tmp_path)
+        s = start_broker("s", _archived(s_conf, tmp_path), s_port, tmp_path)
         procs += [m, s]
         _wait(lambda: _queue_tops(s.addr) == tops, what="the slave refetched from the damage")
+        _wait(lambda: _events(tmp_path, "s"), what="the slave's recovered event")
         s.stop()
         m.stop()
         assert _log_bytes(s_store) == _log_bytes(m_store)  # byte for byte the master's again
@@ -122,6 +124,12 @@ def test_damaged_slave_refetches_and_damaged_master_refuses_then_repairs(tmp_pat
         assert [p.name for p in side] == [f"{victim.physical_offset:020d}-"
                                           f"{records[-1].end:020d}.bin"]  # fmt: skip
         assert "refetches" in (tmp_path / "s.log").read_text()
+        assert json.loads(side[0].with_suffix(".json").read_text())["reported"]  # reported once
+        (event,) = _events(tmp_path, "s")  # the audit sees the range
+        assert (event["damagedFrom"], event["damagedTo"]) == (victim.physical_offset,
+                                                              records[-1].end)  # fmt: skip
+        assert (event["from"], event["to"], event["action"]) == (
+            records[-1].end, victim.physical_offset, "refetch")  # fmt: skip
 
         # -- the master: a flipped size byte; it refuses, names the range, moves nothing
         victim = records[N - 30]
@@ -143,15 +151,36 @@ def test_damaged_slave_refetches_and_damaged_master_refuses_then_repairs(tmp_pat
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert r.returncode == 0, r.stderr
-        m = start_broker("m", m_conf, m_port, tmp_path)
+        m = start_broker("m", _archived(m_conf, tmp_path), m_port, tmp_path)
         procs.append(m)
         assert _queue_tops(m.addr) == tops  # nothing after the damage was dropped
+        _wait(lambda: _events(tmp_path, "m"), what="the master's recovered event")
+        (event,) = _events(tmp_path, "m")
+        assert (event["damagedFrom"], event["damagedTo"], event["action"]) == (
+            victim.physical_offset, victim.end, "repair")  # fmt: skip
         bodies = _pull_all(m.addr, tops)
         expected = {r.body for r in records} - {victim.body}
         assert bodies == expected
     finally:
         for p in procs:
             p.kill()
+
+
+def _archived(conf, tmp_path):
+    """The same node, now archiving to a file:// root (events land as files)."""
+    text = conf.read_text() + (
+        f"archiveEnable=true\narchiveRoot=file://{tmp_path}/archive\narchiveIntervalMs=200\n"
+    )
+    out = conf.with_name(conf.stem + "-archived.conf")
+    out.write_text(text)
+    return out
+
+
+def _events(tmp_path, node: str, kind: str = "recovered") -> list[dict]:
+    d = tmp_path / "archive" / "v1" / "C" / "broker-a" / node / "events"
+    if not d.is_dir():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(d.glob(f"*-{kind}.json"))]
 
 
 def _pull_all(addr: str, tops: list[int]) -> set[bytes]:
