@@ -343,7 +343,7 @@ class BrokerNode:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                self.store.consumer_offsets.persist()  # a small file: cheap enough inline
+                self.store.consumer_offsets.persist_if_changed()  # small: cheap enough inline
             except OSError as exc:  # one line when it starts failing, one when it recovers
                 error = f"{exc.filename or 'consumerOffset.json'}: {exc.strerror}"
                 if error != last_error:

@@ -81,7 +81,7 @@ class SlaveSynchronize:
             store.consumer_offsets.merge_forward(offsets, f"master {addr}")
         except ValueError as exc:
             raise RemotingError(f"{addr}: GET_ALL_CONSUMER_OFFSET answer unusable: {exc}") from exc
-        store.consumer_offsets.persist()
+        store.consumer_offsets.persist_if_changed()
         delay = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
         for level, off in (delay.get("offsetTable") or {}).items():
             level = int(level)

@@ -142,6 +142,8 @@ class ConsumerOffsetManager:
         self.reset_listeners: list[ResetListener] = []
         self.accepted_loss: str | None = None  # why, when started with --accept-offset-loss
         self.refused_commits = 0
+        self._changes = 0  # table changes so far; persist() remembers the count it wrote
+        self._persisted_changes = -1
         self._lock = threading.Lock()
         self._persist_lock = threading.Lock()
 
@@ -241,9 +243,12 @@ class ConsumerOffsetManager:
     def _raise_to(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
         with self._lock:
             queues = self.table.setdefault(f"{topic}@{group}", {})
-            if offset < queues.get(queue_id, -1):
+            before = queues.get(queue_id, -1)
+            if offset < before:
                 return False
-            queues[queue_id] = offset
+            if offset != before:
+                queues[queue_id] = offset
+                self._changes += 1
             return True
 
     def merge_forward(self, doc: dict[str, Any], source: str = "<peer>") -> list[Raised]:
@@ -270,6 +275,7 @@ class ConsumerOffsetManager:
             queues = self.table.setdefault(f"{topic}@{group}", {})
             before = queues.get(queue_id, -1)
             queues[queue_id] = offset
+            self._changes += 1
         self.persist()
         log.warning(
             "admin reset of %s %s/%d: committed offset %d -> %d",
@@ -287,11 +293,19 @@ class ConsumerOffsetManager:
 
     # -- persistence ---------------------------------------------------------------------------
 
+    def persist_if_changed(self) -> bool:
+        """:meth:`persist` when the table changed since the last write (the periodic flush)."""
+        if self._changes == self._persisted_changes and os.path.exists(self.path):
+            return False
+        self.persist()
+        return True
+
     def persist(self) -> None:
         """Write the table (one generation more) to the file, then the same bytes to ``.bak``."""
         with self._persist_lock:
             with self._lock:
                 table = {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}
+                changes = self._changes
             generation = self.generation + 1
             data_version = {
                 "counter": int(self.data_version.get("counter", 0)) + 1,
@@ -308,3 +322,4 @@ class ConsumerOffsetManager:
             atomic_write(self.path + ".bak", data)
             self.generation = generation
             self.data_version = data_version
+            self._persisted_changes = changes

@@ -165,3 +165,14 @@ def test_never_smaller_after_any_single_damage(tmp_path) -> None:
             assert got in (None, 250), (target, pos, got)
             with open(target, "wb") as fh:
                 fh.write(good)
+
+
+def test_periodic_persist_writes_only_after_a_change(tmp_path) -> None:
+    t = _manager(tmp_path)
+    assert t.persist_if_changed() and t.generation == 1  # no file yet: written
+    assert not t.persist_if_changed()
+    t.commit("g", "t", 0, 5)
+    t.commit("g", "t", 0, 5)
+    assert t.persist_if_changed() and t.generation == 2
+    t.commit("g", "t", 0, 3)  # kept larger: no change
+    assert not t.persist_if_changed() and t.generation == 2
