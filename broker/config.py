@@ -252,9 +252,6 @@ class BrokerConfig:
             line = lines.get(key) if key else None
             return f"{source}:{line}" if line else source
 
-        strict = (
-            _convert(props.get("strictConfig", True), bool) if "strictConfig" in props else True
-        )
         kwargs: dict[str, Any] = {}
         extra: dict[str, str] = {}
         unknown: list[str] = []
@@ -269,6 +266,7 @@ class BrokerConfig:
                 kwargs[fname] = _convert(raw, _field_type(fname))
             except (ValueError, KeyError) as exc:
                 raise _keyed(f"{where(key)}: {key}={raw!r}: {exc}", key) from exc
+        strict = kwargs.get("strict_config", True)
         for key in unknown:
             message = unknown_key_message(key, _PROPERTIES)
             if strict:

@@ -90,7 +90,7 @@ def _valid_at(mf: MappedFile, pos: int) -> bool:
     except CorruptRecordError:
         return False
     if rec.is_blank:
-        return pos + rec.total_size == mf.file_size and pos > 0
+        return pos + rec.total_size == mf.file_size
     return rec.stored_physical_offset == rec.physical_offset and rec.crc_ok
 
 
@@ -219,7 +219,7 @@ def filler(start: int, end: int, file_end: int, store_host: tuple[str, int], not
     the range reaches its file end, else one rolled-back transaction record of the quarantine
     topic whose body pads it to the exact size."""
     size = end - start
-    if end == file_end:
+    if end == file_end and size >= msgfmt.END_FILE_MIN_BLANK_LENGTH:
         return msgfmt.encode_blank(size) + bytes(size - 8)
     props = {"QUARANTINE": note}
     head = msgfmt.encode_message(

@@ -183,3 +183,10 @@ def test_typo_stops_the_node_with_one_line(tmp_path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "did you mean flushDiskType?" in r.stderr
     assert not (tmp_path / "store").exists()
+
+
+def test_bad_strict_config_value_is_a_config_error(tmp_path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("strictConfig=maybe\n")
+    with pytest.raises(ConfigError, match=r"broker.conf:1: strictConfig='maybe'"):
+        BrokerConfig.from_file(str(conf))
