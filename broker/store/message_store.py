@@ -29,6 +29,7 @@ from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
 from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.queries import QueryMixin
 from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.startup import check_writable, offsets_restore_hint
 
 log = logging.getLogger(__name__)
 
@@ -218,50 +219,17 @@ class MessageStore(QueryMixin):
             self._cfg("consumerOffset.json"),
             max_offset_of=self.get_max_offset_in_queue,
             accept_offset_loss=self.accept_offset_loss,
-            restore_hint=self._offsets_restore_hint(),
+            restore_hint=offsets_restore_hint(self.config),
         )
         self.delay_offsets = DelayOffsetTable.load(self._cfg("delayOffset.json"))
         self.topic_config = TableConfig.load(self._cfg("topics.json"), "topicConfigTable")
         self.subscription_groups = TableConfig.load(
             self._cfg("subscriptionGroup.json"), "subscriptionGroupTable"
         )
-        self._check_writable()
+        check_writable(self.config_dir, self.root)
         with open(abort_path, "wb") as fh:
             fh.flush()
             os.fsync(fh.fileno())
-
-    def _check_writable(self) -> None:
-        """Offsets and topics are persisted every few seconds: a config directory (or store
-        root) the node cannot write stops it now, with one line, not with an error per write."""
-        for directory in (self.config_dir, self.root):
-            probe = os.path.join(directory, ".write-probe")
-            try:
-                os.makedirs(directory, exist_ok=True)
-                with open(probe, "wb") as fh:
-                    fh.write(b"ok")
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.unlink(probe)
-            except OSError as exc:
-                raise StoreError(
-                    f"{directory}: not writable ({exc.strerror}); the broker persists its "
-                    "offsets, topics and abort marker there"
-                ) from exc
-
-    def _offsets_restore_hint(self) -> str:
-        cfg = self.config
-        where = [
-            f"a slave's copy (config/consumerOffset.json in the store of another node of "
-            f"{cfg.broker_name}, copied every slaveSyncIntervalMs)"
-        ]
-        if cfg.archive_root:
-            where.append(
-                f"the newest archived snapshot's consumerOffsets ({cfg.archive_root}/v1/"
-                f"{cfg.broker_cluster_name}/{cfg.broker_name}/{cfg.node_name}/snapshots/)"
-            )
-        else:
-            where.append("the newest archived snapshot's consumerOffsets (ROOT/v1/.../snapshots/)")
-        return " or ".join(where)
 
     def _cfg(self, name: str) -> str:
         return os.path.join(self.config_dir, name)
