@@ -338,21 +338,8 @@ class BrokerNode:
     # -- periodic persistence -------------------------------------------------------------------
 
     async def _persist_offsets_loop(self) -> None:
-        interval_s = self.config.flush_consumer_offset_interval_ms / 1000
-        last_error = None
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                self.store.consumer_offsets.persist_if_changed()  # small: cheap enough inline
-            except OSError as exc:  # one line when it starts failing, one when it recovers
-                error = f"{exc.filename or 'consumerOffset.json'}: {exc.strerror}"
-                if error != last_error:
-                    log.error("persisting committed offsets failed (retrying): %s", error)
-                last_error = error
-                continue
-            if last_error is not None:
-                log.warning("persisting committed offsets works again")
-                last_error = None
+        interval_ms = self.config.flush_consumer_offset_interval_ms
+        await self.store.consumer_offsets.persist_periodically(interval_ms)
 
     async def _scan_clients_loop(self) -> None:
         while True:

@@ -291,7 +291,41 @@ class ConsumerOffsetManager:
             except Exception:
                 log.exception("offset-reset listener %r failed", listener)
 
+    def beyond_queues(self) -> list[tuple[str, str, int, int, int]]:
+        """(group, topic, queue, committed, queue max) where a committed offset is above its
+        queue's max offset (the log lost its tail since): reported, never lowered."""
+        if self.max_offset_of is None:
+            return []
+        out = []
+        for key, queues in list(self.table.items()):
+            topic, _, group = key.partition("@")
+            for queue_id, offset in queues.items():
+                top = self.max_offset_of(topic, queue_id)
+                if offset > top:
+                    out.append((group, topic, queue_id, offset, top))
+        return out
+
     # -- persistence ---------------------------------------------------------------------------
+
+    async def persist_periodically(self, interval_ms: int) -> None:
+        """The node's flush loop (flushConsumerOffsetInterval): write after changes; a failing
+        write is logged once when it starts failing and once when it works again."""
+        import asyncio
+
+        last_error = None
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                self.persist_if_changed()  # a small file: cheap enough inline
+            except OSError as exc:
+                error = f"{exc.filename or self.path}: {exc.strerror}"
+                if error != last_error:
+                    log.error("persisting committed offsets failed (retrying): %s", error)
+                last_error = error
+                continue
+            if last_error is not None:
+                log.warning("persisting committed offsets works again")
+                last_error = None
 
     def persist_if_changed(self) -> bool:
         """:meth:`persist` when the table changed since the last write (the periodic flush)."""

@@ -221,6 +221,12 @@ class MessageStore(QueryMixin):
             accept_offset_loss=self.accept_offset_loss,
             restore_hint=offsets_restore_hint(self.config),
         )
+        for group, topic, qid, offset, top in self.consumer_offsets.beyond_queues()[:20]:
+            log.warning(
+                "committed offset of %s on %s/%d is %d, above the queue's max offset %d "
+                "(kept, never lowered at start; the audit reports it)",
+                group, topic, qid, offset, top,
+            )  # fmt: skip
         self.delay_offsets = DelayOffsetTable.load(self._cfg("delayOffset.json"))
         self.topic_config = TableConfig.load(self._cfg("topics.json"), "topicConfigTable")
         self.subscription_groups = TableConfig.load(

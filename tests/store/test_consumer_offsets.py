@@ -176,3 +176,30 @@ def test_periodic_persist_writes_only_after_a_change(tmp_path) -> None:
     assert t.persist_if_changed() and t.generation == 2
     t.commit("g", "t", 0, 3)  # kept larger: no change
     assert not t.persist_if_changed() and t.generation == 2
+
+
+def test_offsets_above_their_queue_after_a_lost_tail_are_reported_not_lowered(tmp_path) -> None:
+    t = _manager(tmp_path, top=10)
+    t.merge_forward({"offsetTable": {"T@G": {"0": 50, "1": 10}}})  # copied, not bounded
+    assert t.beyond_queues() == [("G", "T", 0, 50, 10)]
+    assert t.query("G", "T", 0) == 50
+
+
+def test_periodic_persist_loop_writes_after_a_change(tmp_path) -> None:
+    import asyncio
+    import time
+
+    t = _manager(tmp_path)
+
+    async def main() -> None:
+        task = asyncio.create_task(t.persist_periodically(10))
+        try:
+            t.commit("g", "t", 0, 9)
+            deadline = time.monotonic() + 10
+            while ConsumerOffsetManager.load(t.path).query("g", "t", 0) != 9:
+                assert time.monotonic() < deadline, "the loop never persisted the commit"
+                await asyncio.sleep(0.01)
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
