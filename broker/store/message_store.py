@@ -20,7 +20,7 @@ from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_l
 from broker.errors import StoreError
 from broker.store import delay, recovery
 from broker.store import message as msgfmt
-from broker.store.checkpoint import StoreCheckpoint
+from broker.store.checkpoint import StoreCheckpoint, atomic_write
 from broker.store.commit_log import CommitLog, RecoveryReport
 from broker.store.config_store import DelayOffsetTable, TableConfig
 from broker.store.consume_queue import ConsumeQueue
@@ -34,6 +34,7 @@ from broker.store.startup import check_writable, offsets_restore_hint
 log = logging.getLogger(__name__)
 
 PutFuture = Future  # Future[PutMessageResult]
+TRUNCATING = "truncating"  # marker file: a failover truncation in progress (its offset)
 DispatchListener = Callable[[str, int, int], None]  # (topic, queue_id, new max queue offset)
 
 
@@ -196,6 +197,7 @@ class MessageStore(QueryMixin):
         )
         self._load_consume_queues()
         self.dispatcher = Dispatcher(self.commit_log, self.consume_queue, self._tags_code)
+        self._finish_truncation()
         redispatch: list[msgfmt.Record] = []
         self.recovery = self.commit_log.recover(
             abnormal,
@@ -236,6 +238,23 @@ class MessageStore(QueryMixin):
         with open(abort_path, "wb") as fh:
             fh.flush()
             os.fsync(fh.fileno())
+
+    def _finish_truncation(self) -> None:
+        """A truncation a crash interrupted (its marker is still there): finish it first."""
+        marker = os.path.join(self.root, TRUNCATING)
+        try:
+            with open(marker, encoding="ascii") as fh:
+                text = fh.read().strip()
+        except FileNotFoundError:
+            return
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{marker}: unreadable truncation marker: {exc}") from exc
+        if not text.isdigit():
+            raise StoreError(f"{marker}: truncation marker holds {text!r}, not an offset")
+        offset = int(text)
+        log.warning("%s: finishing a truncation interrupted at %d", self.root, offset)
+        self.commit_log.truncate_dirty(offset)
+        os.unlink(marker)
 
     def _cfg(self, name: str) -> str:
         return os.path.join(self.config_dir, name)
@@ -564,12 +583,19 @@ class MessageStore(QueryMixin):
         return end
 
     def truncate_dirty(self, offset: int) -> None:
-        """Drop commit log and consume queue data at or above ``offset`` (failover rejoin)."""
+        """Drop commit log and consume queue data at or above ``offset`` (failover rejoin).
+
+        A ``truncating`` marker (the offset, written atomically) lives while the bytes are
+        zeroed: a crash halfway leaves zeros followed by old records, which recovery would
+        otherwise take for damage; with the marker it finishes the truncation instead."""
+        marker = os.path.join(self.root, TRUNCATING)
         with self.put_lock:
             log.warning(
                 "%s: truncating the commit log [%d, %d)", self.root, offset, self.max_phy_offset
             )
+            atomic_write(marker, str(offset).encode())
             self.commit_log.truncate_dirty(offset)
+            os.unlink(marker)
             for key, cq in self.queues.items():
                 cq.truncate_dirty(offset)
                 self.topic_queue_table[key] = cq.max_offset_in_queue

@@ -250,3 +250,32 @@ def test_any_single_flipped_byte_is_refused_or_loses_nothing(
         assert got == end or (got == last and pos >= last), (pos, got)
         outcomes.add("kept" if got == end else "torn tail")
     assert outcomes == {"refused", "kept", "torn tail"}
+
+
+def test_a_truncation_cut_short_by_a_crash_is_finished_not_taken_for_damage(
+    open_store, make_config
+) -> None:
+    store, rs = _fill(open_store)
+    cut = rs[N - 40].wrote_offset
+    store.truncate_dirty(cut)  # completes: no marker left
+    assert not os.path.exists(os.path.join(store.root, "truncating"))
+    store.shutdown()
+    store, rs = _fill(open_store)  # a log again past ``cut``...
+    # ... and a crash in the middle of a second truncation: marker written, the first bytes
+    # zeroed, old records still after them
+    cfg = make_config(mapped_file_size_commit_log=FILE_SIZE)
+    cut = rs[N - 60].wrote_offset
+    store.flush_all()
+    store.close_abruptly()
+    with open(os.path.join(cfg.store_path_root_dir, "truncating"), "w") as fh:
+        fh.write(str(cut))
+    path = os.path.join(cfg.store_path_commit_log, f"{cut // FILE_SIZE * FILE_SIZE:020d}")
+    with open(path, "r+b") as fh:
+        fh.seek(cut % FILE_SIZE)
+        fh.write(bytes(300))
+    store2 = MessageStore.open(cfg)
+    try:
+        assert store2.max_phy_offset == cut and store2.recovery.damage is None
+        assert not os.path.exists(os.path.join(cfg.store_path_root_dir, "truncating"))
+    finally:
+        store2.shutdown()
