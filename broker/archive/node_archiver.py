@@ -190,7 +190,7 @@ class NodeArchiver:
                 "reason": q.get("reason", ""),
             }
             self._jobs.put(("event", "recovered", fields))
-            mark_reported(store.root, q["start"], q["end"])
+            mark_reported(store.root, q["file"])
         store.quarantine_reports = []
 
     def _identity(self) -> NodeIdentity:

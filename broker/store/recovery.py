@@ -194,6 +194,10 @@ def quarantine(
         offset += n
     name = f"{start:020d}-{end:020d}"
     directory = os.path.join(root, QUARANTINE_DIR)
+    n = 1
+    while os.path.exists(os.path.join(directory, name + ".bin")):  # never overwrite evidence
+        n += 1
+        name = f"{start:020d}-{end:020d}.{n}"
     path = os.path.join(directory, name + ".bin")
     try:
         atomic_write(path, bytes(data))
@@ -277,8 +281,9 @@ def pending_reports(root: str) -> list[dict]:
     return out
 
 
-def mark_reported(root: str, start: int, end: int) -> None:
-    path = os.path.join(root, QUARANTINE_DIR, f"{start:020d}-{end:020d}.json")
+def mark_reported(root: str, side_file: str) -> None:
+    """Note in the side file's description that its ``recovered`` event went out."""
+    path = os.path.join(root, QUARANTINE_DIR, os.path.basename(side_file)[: -len(".bin")] + ".json")
     try:
         with open(path, encoding="utf-8") as fh:
             desc = json.load(fh)

@@ -279,3 +279,16 @@ def test_a_truncation_cut_short_by_a_crash_is_finished_not_taken_for_damage(
         assert not os.path.exists(os.path.join(cfg.store_path_root_dir, "truncating"))
     finally:
         store2.shutdown()
+
+
+def test_quarantine_never_overwrites_an_earlier_side_file(tmp_path, open_store) -> None:
+    from broker.store.recovery import quarantine
+
+    store, rs = _fill(open_store)
+    try:
+        first = quarantine(store.root, store.commit_log.queue, 0, 100, "first", "refetch")
+        second = quarantine(store.root, store.commit_log.queue, 0, 100, "second", "refetch")
+    finally:
+        store.shutdown()
+    assert first != second and os.path.exists(first) and os.path.exists(second)
+    assert json.load(open(first[: -len(".bin")] + ".json"))["reason"] == "first"
