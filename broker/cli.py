@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
@@ -146,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     except HaproofError as exc:
         print(f"haproof {args.command}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`haproof store dump X | head`): stop quietly; point stdout at
+        # /dev/null so the interpreter's final flush does not complain either
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         return 130
 

@@ -2,8 +2,12 @@
 
 Property names are RocketMQ's (``brokerRole``, ``flushDiskType``, ``mappedFileSizeCommitLog``...);
 fields are snake_case with their unit in the name. Our own keys (archive, snapshots) follow the
-same style. Unknown keys are kept in ``extra`` and logged, because real broker.conf files carry
-many settings this node does not use.
+same style.
+
+Strict by default: a key that is neither ours nor one of RocketMQ's broker settings this node
+accepts without using (``ROCKETMQ_IGNORED_KEYS``, kept in ``extra``) is an error naming the file,
+line and key, with the closest known key suggested (``brokerrole`` -> ``brokerRole``): a typo must
+never silently downgrade durability. ``strictConfig=false`` turns unknown keys into a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.aio import EventLoop
+from broker.config_file import ROCKETMQ_IGNORED_KEYS, parse_properties, unknown_key_message
 from broker.remoting.tls import TlsMode
 from contracts.errors import ConfigError
 
@@ -97,6 +102,8 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "tlsServerKeyPassword": ("tls_server_key_password", None),
     "tlsEnable": ("tls_enable", False),
     "tlsClientTrustCertPath": ("tls_client_trust_cert_path", None),
+    "strictConfig": ("strict_config", True),
+    "checkCRCOnRecover": ("check_crc_on_recover", True),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -165,6 +172,10 @@ class BrokerConfig:
     # against tlsClientTrustCertPath (else the system's trust store)
     tls_enable: bool = False
     tls_client_trust_cert_path: str | None = None
+    # unknown keys in broker.conf are an error (false: a warning, the key is ignored)
+    strict_config: bool = True
+    # recovery checks every record's body CRC (RocketMQ's checkCRCOnRecover, default true)
+    check_crc_on_recover: bool = True
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -184,7 +195,8 @@ class BrokerConfig:
 
     def _validate(self) -> None:
         def bad(fname: str, why: str) -> ConfigError:
-            return ConfigError(f"{_FIELD_TO_PROPERTY[fname]}={getattr(self, fname)!r}: {why}")
+            key = _FIELD_TO_PROPERTY[fname]
+            return _keyed(f"{key}={getattr(self, fname)!r}: {why}", key)
 
         if self.broker_id < 0:
             raise bad("broker_id", "must be >= 0")
@@ -233,11 +245,20 @@ class BrokerConfig:
             raise bad("archive_nice", "must be a nice increment 0-19")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise bad("access_message_in_memory_max_ratio", "must be a percentage 0-100")
+        for fname in ("namesrv_addr", "ha_master_address"):
+            value = getattr(self, fname)
+            for addr in (a.strip() for a in (value or "").split(";")):
+                if addr and not _is_host_port(addr):
+                    raise bad(fname, f"{addr!r} is not host:port (port 1-65535)")
         if self.archive_enable and not self.archive_root:
-            raise ConfigError(
-                "archiveEnable=true needs archiveRoot (s3://bucket/prefix or file://)"
+            raise _keyed(
+                "archiveEnable=true needs archiveRoot (s3://bucket/prefix or file://)",
+                "archiveEnable",
             )
-        parse_delay_levels(self.message_delay_level)
+        try:
+            parse_delay_levels(self.message_delay_level)
+        except ConfigError as exc:
+            raise _keyed(str(exc), "messageDelayLevel") from None
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -255,26 +276,52 @@ class BrokerConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, props: Mapping[str, Any], *, source: str = "<dict>") -> BrokerConfig:
-        """Build from RocketMQ property names (values as strings or already typed)."""
+    def from_dict(
+        cls,
+        props: Mapping[str, Any],
+        *,
+        source: str = "<dict>",
+        lines: Mapping[str, int] | None = None,
+    ) -> BrokerConfig:
+        """Build from RocketMQ property names (values as strings or already typed). Errors name
+        ``source``, the key and, when ``lines`` says where the key was set, its line."""
+        lines = lines or {}
+
+        def where(key: str | None) -> str:
+            line = lines.get(key) if key else None
+            return f"{source}:{line}" if line else source
+
         kwargs: dict[str, Any] = {}
         extra: dict[str, str] = {}
+        unknown: list[str] = []
         for key, raw in props.items():
             if key not in _PROPERTIES:
                 extra[key] = str(raw)
+                if key not in ROCKETMQ_IGNORED_KEYS:
+                    unknown.append(key)
                 continue
-            fname, default = _PROPERTIES[key]
-            kind = _field_type(fname)
+            fname, _default = _PROPERTIES[key]
             try:
-                kwargs[fname] = _convert(raw, kind)
+                kwargs[fname] = _convert(raw, _field_type(fname))
             except (ValueError, KeyError) as exc:
-                raise ConfigError(f"{source}: {key}={raw!r}: {exc}") from exc
-        if extra:
-            log.warning("%s: ignoring unknown keys: %s", source, ", ".join(sorted(extra)))
+                raise _keyed(f"{where(key)}: {key}={raw!r}: {exc}", key) from exc
+        strict = kwargs.get("strict_config", True)
+        for key in unknown:
+            message = unknown_key_message(key, _PROPERTIES)
+            if strict:
+                raise _keyed(f"{where(key)}: {message}", key)
+            log.warning("%s: %s", where(key), message)
+        if extra.keys() - set(unknown):
+            log.info(
+                "%s: RocketMQ settings this node does not use: %s",
+                source,
+                ", ".join(sorted(extra.keys() - set(unknown))),
+            )
         try:
             return cls(extra=extra, **kwargs)
         except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from exc
+            key = getattr(exc, "key", None)
+            raise _keyed(f"{where(key)}: {exc}", key) from exc
 
     @classmethod
     def from_file(cls, path: str) -> BrokerConfig:
@@ -283,26 +330,18 @@ class BrokerConfig:
                 text = fh.read()
         except OSError as exc:
             raise ConfigError(f"cannot read broker config {path}: {exc.strerror}") from exc
-        props: dict[str, str] = {}
-        lines: dict[str, int] = {}
-        for lineno, line in enumerate(text.splitlines(), 1):
-            stripped = line.strip()
-            if not stripped or stripped[0] in "#!":
-                continue
-            sep = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
-            if sep <= 0:
-                raise ConfigError(f"{path}:{lineno}: expected key=value, got {stripped!r}")
-            key, value = stripped[:sep].strip(), stripped[sep + 1 :].strip()
-            props[key] = value
-            lines[key] = lineno
-        try:
-            return cls.from_dict(props, source=path)
-        except ConfigError as exc:
-            # Point at the line of the offending key when we can tell which one it was.
-            for key, lineno in lines.items():
-                if f"{key}=" in str(exc):
-                    raise ConfigError(str(exc).replace(f"{path}:", f"{path}:{lineno}:", 1)) from exc
-            raise
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+        parsed = parse_properties(text, path)
+        props = {c.key: c.value for c in parsed}
+        return cls.from_dict(props, source=path, lines={c.key: c.lineno for c in parsed})
+
+
+def _keyed(message: str, key: str | None) -> ConfigError:
+    """A ConfigError that remembers which property it is about (``.key``)."""
+    err = ConfigError(message)
+    err.key = key  # type: ignore[attr-defined]
+    return err
 
 
 def _field_type(fname: str) -> type:
@@ -337,6 +376,16 @@ def _convert(raw: Any, kind: type) -> Any:
             names = ", ".join(m.name for m in kind)
             raise ValueError(f"expected one of {names}") from None
     return text
+
+
+def _is_host_port(addr: str) -> bool:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        return False
+    host = host.strip("[]")
+    if any(c.isspace() for c in host) or "/" in host:
+        return False
+    return True
 
 
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

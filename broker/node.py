@@ -70,8 +70,6 @@ class BrokerNode:
         # Listeners: on_role_changed(old_role, new_role, epoch); on_truncated(from_offset, to_offset)
         self.role_listeners: list = []
         self.truncate_listeners: list = []
-        # on_offset_reset(group, topic, queue_id, from_offset, to_offset): an admin rewind
-        self.offset_reset_listeners: list = []
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -79,10 +77,12 @@ class BrokerNode:
         return [a.strip() for a in raw.split(";") if a.strip()]
 
     @classmethod
-    async def start(cls, config: BrokerConfig, host: str | None = None) -> BrokerNode:
+    async def start(
+        cls, config: BrokerConfig, host: str | None = None, *, accept_offset_loss: bool = False
+    ) -> BrokerNode:
         """``host`` overrides the config's listenHost."""
         host = config.listen_host if host is None else host
-        store = MessageStore.open(config)
+        store = MessageStore.open(config, accept_offset_loss=accept_offset_loss)
         node = cls(config, store)
         try:
             await node._start(host)
@@ -227,14 +227,16 @@ class BrokerNode:
             except Exception:
                 log.exception("truncation listener %r failed", listener)
 
+    @property
+    def offset_reset_listeners(self) -> list:
+        """on_offset_reset(group, topic, queue_id, from_offset, to_offset): an explicit rewind;
+        owned by the store's ConsumerOffsetManager."""
+        return self.store.consumer_offsets.reset_listeners
+
     def notify_offset_reset(
         self, group: str, topic: str, queue_id: int, from_offset: int, to_offset: int
     ) -> None:
-        for listener in list(self.offset_reset_listeners):
-            try:
-                listener(group, topic, queue_id, from_offset, to_offset)
-            except Exception:
-                log.exception("offset-reset listener %r failed", listener)
+        self.store.consumer_offsets.notify_reset(group, topic, queue_id, from_offset, to_offset)
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table: every service adds its own keys."""
@@ -349,13 +351,8 @@ class BrokerNode:
     # -- periodic persistence -------------------------------------------------------------------
 
     async def _persist_offsets_loop(self) -> None:
-        interval_s = self.config.flush_consumer_offset_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                self.store.consumer_offsets.persist()  # a small file: cheap enough inline
-            except Exception:
-                log.exception("persisting consumerOffset.json failed")
+        interval_ms = self.config.flush_consumer_offset_interval_ms
+        await self.store.consumer_offsets.persist_periodically(interval_ms)
 
     async def _scan_clients_loop(self) -> None:
         while True:
@@ -432,8 +429,13 @@ def _remoting_server(config: BrokerConfig, processors: dict) -> RemotingServer:
     )
 
 
-async def serve(config: BrokerConfig, host: str | None, config_path: str | None = None) -> None:
-    node = await BrokerNode.start(config, host)
+async def serve(
+    config: BrokerConfig,
+    host: str | None,
+    config_path: str | None = None,
+    accept_offset_loss: bool = False,
+) -> None:
+    node = await BrokerNode.start(config, host, accept_offset_loss=accept_offset_loss)
     node.config_path = config_path
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -446,7 +448,14 @@ async def serve(config: BrokerConfig, host: str | None, config_path: str | None 
 
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_file(args.config)
-    aio.run(serve(config, args.host, args.config), config.event_loop)
+    if args.check_config:
+        print(
+            f"{args.config}: configuration OK: broker {config.broker_name} (id {config.broker_id}, "
+            f"{config.broker_role.value}, {config.flush_disk_type.value}), store "
+            f"{config.store_path_root_dir}"
+        )
+        return 0
+    aio.run(serve(config, args.host, args.config, args.accept_offset_loss), config.event_loop)
     return 0
 
 
@@ -458,6 +467,17 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="address to listen on (default: listenHost in broker.conf, itself 0.0.0.0 -- all "
         "interfaces, with a loud warning while ACL is off)",
+    )
+    p.add_argument(
+        "--check-config",
+        action="store_true",
+        help="validate broker.conf (keys, values, addresses) and exit: 0 valid, 2 not",
+    )
+    p.add_argument(
+        "--accept-offset-loss",
+        action="store_true",
+        help="start even when consumerOffset.json and its backup are unreadable, serving what is "
+        "left (recorded as an offset_reset event); restore the file instead when you can",
     )
     p.set_defaults(func=run)
 

@@ -21,9 +21,11 @@ import signal
 import sys
 import threading
 import time
+from urllib.parse import urlparse
 
 from broker.archive.shipper import NodeIdentity, Shipper, ShipResult, StoreDirSource
-from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
+from broker.store.config_store import DelayOffsetTable
+from broker.store.consumer_offsets import ConsumerOffsetManager
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveError
 from contracts.object_store import DEFAULT_PART_SIZE, open_store
@@ -64,7 +66,7 @@ def build_snapshot(
     store_dir: str, identity: NodeIdentity, end: int, qmax: dict, fsize: int, previous
 ) -> layout.Snapshot:
     cfg = os.path.join(store_dir, "config")
-    offsets = ConsumerOffsetTable.load(os.path.join(cfg, "consumerOffset.json"))
+    offsets = ConsumerOffsetManager.load(os.path.join(cfg, "consumerOffset.json"))
     delays = DelayOffsetTable.load(os.path.join(cfg, "delayOffset.json"))
     merged: dict[str, dict[str, int]] = {}
     if previous is not None:
@@ -127,7 +129,27 @@ def ship_once(shipper: Shipper, source: StoreDirSource, store_dir: str, first: b
     return result
 
 
+def check_file_root(root: str) -> None:
+    """A ``file://`` root (or bare path) must exist or be creatable, and be writable: an
+    ArchiveError naming it otherwise (exit 2 before anything is read)."""
+    parsed = urlparse(root)
+    if parsed.scheme not in ("file", ""):
+        return
+    path = os.path.abspath(parsed.path if parsed.scheme == "file" else root)
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".haproof-write-probe-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.unlink(probe)
+    except OSError as exc:
+        raise ArchiveError(
+            f"archive root {root}: cannot create or write {exc.filename or path}: {exc.strerror}"
+        ) from exc
+
+
 def run(args: argparse.Namespace) -> int:
+    check_file_root(args.root)
     source = StoreDirSource.open(args.store_dir, args.mapped_file_size)
     store = open_store(args.root, endpoint_url=args.endpoint_url, part_size=args.part_size_bytes)
     identity = NodeIdentity(
@@ -141,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
         return _ship(args, shipper, source)
     except ArchiveError as exc:
         print(f"haproof archive: failed: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the root became unwritable (or full) while shipping
+        where = exc.filename or args.root
+        print(f"haproof archive: failed: cannot write {where}: {exc.strerror}", file=sys.stderr)
         return 1
     finally:
         source.close()

@@ -23,6 +23,7 @@ thread makes every shipper call, in order, from one queue.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -128,8 +129,13 @@ class NodeArchiver:
         if resets is not None:
             resets.append(self._on_offset_reset)
         rec = node.store.recovery
-        if rec is not None and rec.abnormal:
+        if rec is not None and rec.abnormal and getattr(rec, "damage", None) is None:
             self._jobs.put(("event", "recovered", {"from": rec.found_end, "to": rec.valid_end}))
+        self._report_quarantines()
+        loss = getattr(node.store.consumer_offsets, "accepted_loss", None)
+        if loss:  # started with --accept-offset-loss: every committed offset may have moved
+            fields = {"group": "*", "topic": "*", "queue": -1, "from": -1, "to": -1}
+            self._jobs.put(("event", "offset_reset", {**fields, "reason": loss}))
         self._jobs.put(("event", "started", {"role": node.store.role.value}))
         self._jobs.put(("snapshot", self._snapshot()))
         self.archived_at_ms = self.clock_ms()
@@ -165,6 +171,27 @@ class NodeArchiver:
             log.warning("archiver still busy after 30 s at shutdown; leaving it behind")
         elif isinstance(self.shipper, ShipperProcess):
             await asyncio.get_running_loop().run_in_executor(None, self.shipper.close)
+
+    def _report_quarantines(self) -> None:
+        """A ``recovered`` event per quarantined range (store repair, slave refetch), once."""
+        from broker.store.recovery import mark_reported
+
+        store = self.node.store
+        for q in getattr(store, "quarantine_reports", []):
+            refetch = q.get("action") == "refetch"
+            end = store.max_phy_offset
+            fields = {
+                "from": q["end"] if refetch else end,  # the log end found / kept
+                "to": q["start"] if refetch else end,
+                "damagedFrom": q["start"],
+                "damagedTo": q["end"],
+                "action": q.get("action"),
+                "quarantine": os.path.basename(q["file"]),
+                "reason": q.get("reason", ""),
+            }
+            self._jobs.put(("event", "recovered", fields))
+            mark_reported(store.root, q["file"])
+        store.quarantine_reports = []
 
     def _identity(self) -> NodeIdentity:
         return NodeIdentity(

@@ -26,38 +26,22 @@ from collections.abc import Awaitable, Callable
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import ConsumerOffsetTable
+from broker.store.consumer_offsets import ConsumerOffsetManager, Raised
 from contracts.errors import HaproofError, RemotingError
 
 log = logging.getLogger(__name__)
 
 PEER_TIMEOUT_MS = 3000
 
-# (group, topic, queue_id, old_offset, new_offset)
-Raised = tuple[str, str, int, int, int]
+__all__ = ["OffsetPreOnline", "Raised", "merge_consumer_offsets", "merge_delay_offsets"]
 
 
-def merge_consumer_offsets(table: ConsumerOffsetTable, doc: dict) -> list[Raised]:
-    """Commit a peer's ``GET_ALL_CONSUMER_OFFSET`` document forward-only; returns what rose.
-
-    Raises ValueError naming the entry when the document is malformed."""
-    raised: list[Raised] = []
-    offset_table = doc.get("offsetTable", {})
-    if not isinstance(offset_table, dict):
-        raise ValueError("offsetTable is not an object")
-    for key, queues in offset_table.items():
-        topic, sep, group = key.partition("@")
-        if not sep or not isinstance(queues, dict):
-            raise ValueError(f"offsetTable entry {key!r} is not topic@group → {{queue: offset}}")
-        for qid, off in queues.items():
-            try:
-                queue_id, offset = int(qid), int(off)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"offsetTable[{key!r}][{qid!r}] = {off!r}: {exc}") from exc
-            before = table.query(group, topic, queue_id)
-            if offset > before and table.commit(group, topic, queue_id, offset):
-                raised.append((group, topic, queue_id, before, offset))
-    return raised
+def merge_consumer_offsets(
+    offsets: ConsumerOffsetManager, doc: dict, source: str = "<peer>"
+) -> list[Raised]:
+    """A peer's ``GET_ALL_CONSUMER_OFFSET`` document, forward-only (the manager's
+    :meth:`~ConsumerOffsetManager.merge_forward`); ValueError names a malformed entry."""
+    return offsets.merge_forward(doc, source)
 
 
 def merge_delay_offsets(table: dict[int, int], doc: dict) -> int:
@@ -135,7 +119,7 @@ class OffsetPreOnline:
             try:
                 offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
                 delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
-                got = merge_consumer_offsets(store.consumer_offsets, offsets)
+                got = merge_consumer_offsets(store.consumer_offsets, offsets, addr)
                 delay_rose += merge_delay_offsets(store.delay_offsets.table, delays)
             except (HaproofError, ValueError) as exc:
                 log.warning("offset pre-online sync: skipping %s: %s", addr, exc)

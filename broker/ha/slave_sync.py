@@ -77,11 +77,11 @@ class SlaveSynchronize:
             store.topic_config.data_version = topics.get("dataVersion") or {}
             store.topic_config.persist()
         offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        for key, queues in (offsets.get("offsetTable") or {}).items():
-            topic, _, group = key.partition("@")
-            for qid, off in queues.items():
-                store.consumer_offsets.commit(group, topic, int(qid), int(off))
-        store.consumer_offsets.persist()
+        try:
+            store.consumer_offsets.merge_forward(offsets, f"master {addr}")
+        except ValueError as exc:
+            raise RemotingError(f"{addr}: GET_ALL_CONSUMER_OFFSET answer unusable: {exc}") from exc
+        store.consumer_offsets.persist_if_changed()
         delay = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
         for level, off in (delay.get("offsetTable") or {}).items():
             level = int(level)

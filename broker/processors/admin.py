@@ -17,6 +17,7 @@ from broker.processors.sendback import (
 from broker.processors.topics import TopicAdminProcessor
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.consumer_offsets import OffsetOutOfRangeError
 from contracts.errors import RemotingError
 from contracts.fastjson import loads_fastjson
 
@@ -161,9 +162,16 @@ class AdminProcessor:
         )
 
     async def update_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """Forward-only: a commit below the committed offset is ignored and answered SUCCESS
+        (clients commit oneway and periodically; only an admin reset moves back); a commit
+        above the queue's max offset is refused with SYSTEM_ERROR and logged."""
         store = self.node.store
         group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
-        store.consumer_offsets.commit(group, topic, qid, req.int_field("commitOffset"))
+        try:
+            store.consumer_offsets.commit(group, topic, qid, req.int_field("commitOffset"))
+        except OffsetOutOfRangeError as exc:
+            log.warning("UPDATE_CONSUMER_OFFSET from %s refused: %s", conn.peer, exc)
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=f"refused: {exc}")
         return req.make_response(ResponseCode.SUCCESS)
 
     async def max_offset(self, conn, req: RemotingCommand) -> RemotingCommand:

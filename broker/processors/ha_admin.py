@@ -8,8 +8,8 @@
   SUBSCRIPTION_GROUP_NOT_EXIST (26).
 - ``INVOKE_BROKER_TO_RESET_OFFSET`` (222, RocketMQ's code; RocketMQ 5's header also carries
   ``queueId`` and ``offset``): header ``group``, ``topic``, ``queueId``, ``offset``. The one way
-  a committed offset moves backwards: applied with ``ConsumerOffsetTable.reset``, persisted at
-  once, logged and told to ``node.offset_reset_listeners`` (the archiver records it). Answers
+  a committed offset moves backwards: applied with ``ConsumerOffsetManager.reset``, which
+  persists it at once, logs it and tells its reset listeners (the archiver records it). Answers
   ``previousOffset``. Consumers of the group should be stopped: a live consumer that commits
   its in-memory (larger) offset afterwards moves the offset forward again (RocketMQ notifies
   clients with RESET_CONSUMER_CLIENT_OFFSET; our client does not take it).
@@ -61,11 +61,7 @@ class OffsetAdminService:
         """Per queue broker/consumer offsets of ``group``; None when the broker knows nothing of
         the group."""
         store = self.node.store
-        topics = set()
-        for key in store.consumer_offsets.table:
-            t, _, g = key.partition("@")
-            if g == group:
-                topics.add(t)
+        topics = store.consumer_offsets.topics_of(group)
         known = bool(topics) or group in store.subscription_groups.table
         if topic is not None:
             topics = {topic}
@@ -74,7 +70,7 @@ class OffsetAdminService:
         rows = []
         for t in sorted(topics):
             tc = store.topic_config.table.get(t) or {}
-            committed = store.consumer_offsets.table.get(f"{t}@{group}", {})
+            committed = store.consumer_offsets.queues_of(group, t)
             nums = int(tc.get("readQueueNums", 0))
             for qid in sorted(set(range(nums)) | set(committed)):
                 broker_off = store.get_max_offset_in_queue(t, qid)
@@ -126,13 +122,7 @@ class OffsetAdminService:
             if offset > top:
                 raise ValueError(f"offset {offset} is beyond {topic}/{queue_id}'s max {top}")
         before = store.consumer_offsets.reset(group, topic, queue_id, offset)
-        store.consumer_offsets.persist()
         self.resets += 1
-        log.warning(
-            "admin reset of %s %s/%d: committed offset %d -> %d", group, topic, queue_id,
-            before, offset,
-        )  # fmt: skip
-        self.node.notify_offset_reset(group, topic, queue_id, before, offset)
         return before
 
     def reset_by_time(

@@ -10,6 +10,7 @@ from broker.ha.read_advice import MASTER_ID, suggest_which_broker_id, total_phys
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.results import GetMessageResult, GetMessageStatus
+from contracts.errors import StoreError
 from contracts.record import tags_hash_code
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,10 @@ class PullProcessor:
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
             commit = _opt_int(req, "commitOffset", -1)
             if commit >= 0:
-                store.consumer_offsets.commit(group, topic, queue_id, commit)
+                try:
+                    store.consumer_offsets.commit(group, topic, queue_id, commit)
+                except StoreError as exc:  # beyond the queue's max offset: refused, logged
+                    log.warning("PULL_MESSAGE commit from %s refused: %s", conn.peer, exc)
         suggest = MASTER_ID
         if is_master:
             suggest = suggest_which_broker_id(

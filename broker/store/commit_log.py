@@ -12,6 +12,14 @@ from dataclasses import dataclass
 
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
+from broker.store.recovery import (
+    Damage,
+    StoreDamagedError,
+    find_resume,
+    found_end,
+    quarantine,
+    walk_valid,
+)
 from contracts import record as msgfmt
 from contracts.errors import CorruptRecordError, StoreError
 
@@ -27,13 +35,17 @@ class Appended:
 
 @dataclass(slots=True)
 class RecoveryReport:
-    """What recovery found: ``found_end`` = end of non-zero data, ``valid_end`` = kept log end."""
+    """What recovery found: ``found_end`` = end of non-zero data, ``valid_end`` = kept log end;
+    ``damage`` when valid records followed the point where the walk stopped (then
+    ``quarantined`` names the side file that kept the bytes this node dropped to refetch)."""
 
     abnormal: bool
     scanned_from: int
     valid_end: int
     found_end: int
     reason: str = ""
+    damage: Damage | None = None
+    quarantined: str | None = None
 
     @property
     def dropped_bytes(self) -> int:
@@ -190,13 +202,23 @@ class CommitLog:
         abnormal: bool,
         safe_timestamp_ms: int = 0,
         on_record: Callable[[msgfmt.Record], None] | None = None,
+        *,
+        check_crc: bool = True,
+        refetch_damage: bool = False,
+        root: str = ".",
     ) -> RecoveryReport:
         """Find the log end, drop a torn tail and position the writer.
 
         Normal recovery (clean shutdown) scans the last three files; abnormal recovery (crash)
         starts from the newest file whose first record was stored before ``safe_timestamp_ms``
-        (the checkpoint) and checks magic and CRC of every record. ``on_record`` sees every
-        valid record scanned (used to rebuild consume queues).
+        (the checkpoint). Both check magic, chaining and (``check_crc``, RocketMQ's
+        checkCRCOnRecover) the body CRC of every record. ``on_record`` sees every valid record
+        scanned (used to rebuild consume queues).
+
+        Valid records after the stop mean damage, not a torn tail (broker/store/recovery.py):
+        StoreDamagedError, nothing moved; or with ``refetch_damage`` (a slave) the bytes from
+        the damage on go to a quarantine side file under ``root`` and the log ends at the
+        damage, for replication to fetch them again.
         """
         files = self.queue.files
         if not files:
@@ -214,17 +236,31 @@ class CommitLog:
         reason = ""
         for idx in range(start_idx, len(files)):
             mf = files[idx]
-            pos, reason, closed = self._scan_file(mf, check_crc=abnormal, on_record=on_record)
+            pos, reason, closed = self._scan_file(mf, check_crc=check_crc, on_record=on_record)
             valid_end = mf.file_from_offset + pos
             if not closed:
                 break
-        found_end = self._found_end(valid_end)
-        if found_end > valid_end:
+        found = self._found_end(valid_end)
+        damage = None
+        quarantined = None
+        resume = find_resume(self.queue, valid_end, found) if found > valid_end else None
+        if resume is not None:
+            found = max(found, walk_valid(self.queue, resume)[0])  # trailing zero bytes
+            mf = self.queue.find(valid_end) or files[-1]
+            damage = Damage(mf.path, mf.file_from_offset, valid_end, resume, found, reason)
+            if not refetch_damage:
+                raise StoreDamagedError(damage, root)
+            log.error("%s; this slave refetches [%d, %d) from its master", damage.describe(),
+                      valid_end, found)  # fmt: skip
+            quarantined = quarantine(
+                root, self.queue, valid_end, found, damage.describe(), "refetch"
+            )
+        elif found > valid_end:
             log.warning(
                 "commit log recovery: dropping %d bytes [%d, %d): %s",
-                found_end - valid_end,
+                found - valid_end,
                 valid_end,
-                found_end,
+                found,
                 reason or "torn tail",
             )
         # position every file: full before the end, partial at it, deleted after it
@@ -234,7 +270,7 @@ class CommitLog:
                 mf.wrote_position = mf.flushed_position = mf.file_size
             else:
                 mf.wrote_position = mf.flushed_position = valid_end - mf.file_from_offset
-        return RecoveryReport(abnormal, scanned_from, valid_end, found_end, reason)
+        return RecoveryReport(abnormal, scanned_from, valid_end, found, reason, damage, quarantined)
 
     @staticmethod
     def _first_store_timestamp(mf: MappedFile) -> int | None:
@@ -278,19 +314,4 @@ class CommitLog:
         return pos, "", pos == mf.file_size
 
     def _found_end(self, valid_end: int) -> int:
-        """End of the non-zero bytes at or after ``valid_end`` (what a crash left behind)."""
-        found = valid_end
-        for mf in self.queue.files:
-            if mf.end_offset <= valid_end:
-                continue
-            buf = mf.buffer
-            start = max(0, valid_end - mf.file_from_offset)
-            step = 1 << 16
-            for p in range(start, mf.file_size, step):
-                chunk = buf[p : min(p + step, mf.file_size)]
-                stripped = chunk.rstrip(b"\x00")
-                if stripped:
-                    found = mf.file_from_offset + p + len(stripped)
-                elif p > start:
-                    break
-        return found
+        return found_end(self.queue, valid_end)

@@ -63,69 +63,6 @@ class JsonConfigFile:
             atomic_write(self.path, data, keep_backup=True)
 
 
-class ConsumerOffsetTable:
-    """``consumerOffset.json``: ``offsetTable`` keyed ``topic@group`` → {queueId: offset}.
-
-    Offsets only move forward through :meth:`commit`; :meth:`reset` is the explicit rewind.
-    """
-
-    def __init__(self, path: str):
-        self.file = JsonConfigFile(path)
-        self.table: dict[str, dict[int, int]] = {}
-        self.data_version = new_data_version()
-        self._lock = threading.Lock()
-
-    @classmethod
-    def load(cls, path: str) -> ConsumerOffsetTable:
-        t = cls(path)
-        doc = t.file.load() or {}
-        table = doc.get("offsetTable", {})
-        if not isinstance(table, dict):
-            raise CorruptFileError(path, "offsetTable is not an object")
-        for key, queues in table.items():
-            if "@" not in key or not isinstance(queues, dict):
-                raise CorruptFileError(path, f"offsetTable entry {key!r} is not topic@group")
-            try:
-                t.table[key] = {int(q): int(o) for q, o in queues.items()}
-            except (TypeError, ValueError) as exc:
-                raise CorruptFileError(path, f"offsetTable[{key!r}]: {exc}") from exc
-        if isinstance(doc.get("dataVersion"), dict):
-            t.data_version = doc["dataVersion"]
-        return t
-
-    def query(self, group: str, topic: str, queue_id: int) -> int:
-        return self.table.get(f"{topic}@{group}", {}).get(queue_id, -1)
-
-    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
-        """Store ``offset`` unless it would move the committed offset backwards."""
-        with self._lock:
-            queues = self.table.setdefault(f"{topic}@{group}", {})
-            if offset < queues.get(queue_id, -1):
-                return False
-            queues[queue_id] = offset
-            return True
-
-    def reset(self, group: str, topic: str, queue_id: int, offset: int) -> int:
-        """Explicit rewind (admin); returns the previous offset."""
-        with self._lock:
-            queues = self.table.setdefault(f"{topic}@{group}", {})
-            before = queues.get(queue_id, -1)
-            queues[queue_id] = offset
-            return before
-
-    def to_json(self) -> dict[str, Any]:
-        with self._lock:
-            table = {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}
-        return {"offsetTable": table, "dataVersion": self.data_version}
-
-    def persist(self) -> None:
-        self.data_version = {
-            "counter": int(self.data_version.get("counter", 0)) + 1,
-            "timestamp": int(time.time() * 1000),
-        }
-        self.file.persist(self.to_json())
-
-
 class DelayOffsetTable:
     """``delayOffset.json``: ``offsetTable`` delay level → consumed queue offset."""
 

@@ -17,25 +17,24 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
-from broker.store import delay
-from broker.store.checkpoint import StoreCheckpoint
+from broker.store import delay, recovery
+from broker.store.checkpoint import StoreCheckpoint, atomic_write
 from broker.store.commit_log import CommitLog, RecoveryReport
-from broker.store.config_store import (
-    ConsumerOffsetTable,
-    DelayOffsetTable,
-    TableConfig,
-)
+from broker.store.config_store import DelayOffsetTable, TableConfig
 from broker.store.consume_queue import ConsumeQueue
+from broker.store.consumer_offsets import ConsumerOffsetManager
 from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
 from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.queries import QueryMixin
 from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.startup import check_writable, offsets_restore_hint
 from contracts import record as msgfmt
 from contracts.errors import StoreError
 
 log = logging.getLogger(__name__)
 
 PutFuture = Future  # Future[PutMessageResult]
+TRUNCATING = "truncating"  # marker file: a failover truncation in progress (its offset)
 DispatchListener = Callable[[str, int, int], None]  # (topic, queue_id, new max queue offset)
 
 
@@ -108,8 +107,11 @@ def time_ms() -> int:
 
 
 class MessageStore(QueryMixin):
-    def __init__(self, config: BrokerConfig, clock_ms: Callable[[], int]):
+    def __init__(
+        self, config: BrokerConfig, clock_ms: Callable[[], int], accept_offset_loss: bool = False
+    ):
         self.config = config
+        self.accept_offset_loss = accept_offset_loss
         self.clock_ms = clock_ms
         self.root = config.store_path_root_dir
         self.cq_root = os.path.join(self.root, "consumequeue")
@@ -119,6 +121,8 @@ class MessageStore(QueryMixin):
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.checkpoint = StoreCheckpoint()
         self.recovery: RecoveryReport | None = None
+        # quarantined ranges (repair, slave refetch) not yet reported as recovered events
+        self.quarantine_reports: list[dict] = []
         self.put_lock = threading.Lock()
         self._listeners: list[DispatchListener] = []
         # flush requests queued by each event loop, handed to group commit once per loop turn
@@ -138,15 +142,45 @@ class MessageStore(QueryMixin):
     # -- lifecycle -----------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, config: BrokerConfig, *, clock_ms: Callable[[], int] = time_ms) -> MessageStore:
-        """Lock the store directory, load every file and recover (normal or after a crash)."""
-        store = cls(config, clock_ms)
-        store._load()
+    def open(
+        cls,
+        config: BrokerConfig,
+        *,
+        clock_ms: Callable[[], int] = time_ms,
+        accept_offset_loss: bool = False,
+    ) -> MessageStore:
+        """Lock the store directory, load every file and recover (normal or after a crash).
+        Raises StoreError (one line naming what and where) and releases the directory when the
+        store cannot be served safely."""
+        store = cls(config, clock_ms, accept_offset_loss)
+        try:
+            store._load()
+        except BaseException:
+            store._release()
+            raise
         return store
 
+    def _release(self) -> None:
+        """Unmap what was opened and drop the lock (a failed open moves nothing)."""
+        commit_log = getattr(self, "commit_log", None)
+        if commit_log is not None:
+            commit_log.queue.close()
+        for cq in self.queues.values():
+            cq.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     def _load(self) -> None:
-        os.makedirs(self.root, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock_path = os.path.join(self.root, "lock")
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                f"store directory {self.root} (storePathRootDir): cannot create or lock "
+                f"{exc.filename or lock_path}: {exc.strerror}"
+            ) from exc
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
@@ -163,10 +197,17 @@ class MessageStore(QueryMixin):
         )
         self._load_consume_queues()
         self.dispatcher = Dispatcher(self.commit_log, self.consume_queue, self._tags_code)
+        self._finish_truncation()
         redispatch: list[msgfmt.Record] = []
         self.recovery = self.commit_log.recover(
-            abnormal, self.checkpoint.min_timestamp, redispatch.append if abnormal else None
+            abnormal,
+            self.checkpoint.min_timestamp,
+            redispatch.append if abnormal else None,
+            check_crc=self.config.check_crc_on_recover,
+            refetch_damage=self.config.broker_role is BrokerRole.SLAVE,
+            root=self.root,
         )
+        self.quarantine_reports = recovery.pending_reports(self.root)
         if abnormal:
             log.warning(
                 "%s: recovered after a crash: scanned from %d, log ends at %d, dropped %d bytes",
@@ -176,15 +217,44 @@ class MessageStore(QueryMixin):
                 self.recovery.dropped_bytes,
             )
         self._recover_consume_queues(redispatch)
-        self.consumer_offsets = ConsumerOffsetTable.load(self._cfg("consumerOffset.json"))
+        self.consumer_offsets = ConsumerOffsetManager.load(
+            self._cfg("consumerOffset.json"),
+            max_offset_of=self.get_max_offset_in_queue,
+            accept_offset_loss=self.accept_offset_loss,
+            restore_hint=offsets_restore_hint(self.config),
+        )
+        for group, topic, qid, offset, top in self.consumer_offsets.beyond_queues()[:20]:
+            log.warning(
+                "committed offset of %s on %s/%d is %d, above the queue's max offset %d "
+                "(kept, never lowered at start; the audit reports it)",
+                group, topic, qid, offset, top,
+            )  # fmt: skip
         self.delay_offsets = DelayOffsetTable.load(self._cfg("delayOffset.json"))
         self.topic_config = TableConfig.load(self._cfg("topics.json"), "topicConfigTable")
         self.subscription_groups = TableConfig.load(
             self._cfg("subscriptionGroup.json"), "subscriptionGroupTable"
         )
+        check_writable(self.config_dir, self.root)
         with open(abort_path, "wb") as fh:
             fh.flush()
             os.fsync(fh.fileno())
+
+    def _finish_truncation(self) -> None:
+        """A truncation a crash interrupted (its marker is still there): finish it first."""
+        marker = os.path.join(self.root, TRUNCATING)
+        try:
+            with open(marker, encoding="ascii") as fh:
+                text = fh.read().strip()
+        except FileNotFoundError:
+            return
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{marker}: unreadable truncation marker: {exc}") from exc
+        if not text.isdigit():
+            raise StoreError(f"{marker}: truncation marker holds {text!r}, not an offset")
+        offset = int(text)
+        log.warning("%s: finishing a truncation interrupted at %d", self.root, offset)
+        self.commit_log.truncate_dirty(offset)
+        os.unlink(marker)
 
     def _cfg(self, name: str) -> str:
         return os.path.join(self.config_dir, name)
@@ -264,18 +334,24 @@ class MessageStore(QueryMixin):
         if self._cq_flusher is not None:
             self._cq_flusher.join(timeout=10)
         self.flush_all()
+        persisted = True
         for table in (
             self.consumer_offsets,
             self.delay_offsets,
             self.topic_config,
             self.subscription_groups,
         ):
-            table.persist()
+            try:
+                table.persist()
+            except OSError as exc:  # keep shutting down; abort stays: the stop was not clean
+                persisted = False
+                log.error("shutdown: persisting %s failed: %s", exc.filename, exc.strerror)
         self.commit_log.queue.close()
         for cq in self.queues.values():
             cq.close()
         try:
-            os.unlink(os.path.join(self.root, "abort"))
+            if persisted:
+                os.unlink(os.path.join(self.root, "abort"))
         except FileNotFoundError:
             pass
         if self._lock_fd is not None:
@@ -507,12 +583,19 @@ class MessageStore(QueryMixin):
         return end
 
     def truncate_dirty(self, offset: int) -> None:
-        """Drop commit log and consume queue data at or above ``offset`` (failover rejoin)."""
+        """Drop commit log and consume queue data at or above ``offset`` (failover rejoin).
+
+        A ``truncating`` marker (the offset, written atomically) lives while the bytes are
+        zeroed: a crash halfway leaves zeros followed by old records, which recovery would
+        otherwise take for damage; with the marker it finishes the truncation instead."""
+        marker = os.path.join(self.root, TRUNCATING)
         with self.put_lock:
             log.warning(
                 "%s: truncating the commit log [%d, %d)", self.root, offset, self.max_phy_offset
             )
+            atomic_write(marker, str(offset).encode())
             self.commit_log.truncate_dirty(offset)
+            os.unlink(marker)
             for key, cq in self.queues.items():
                 cq.truncate_dirty(offset)
                 self.topic_queue_table[key] = cq.max_offset_in_queue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,10 @@ if TYPE_CHECKING:
     from broker.store.dispatcher import Dispatcher
 
 _TS_OFFSET = msgfmt.OFFSET_BORNHOST  # store timestamp follows the born host
+_SYSFLAG = slice(msgfmt.OFFSET_SYSFLAG, msgfmt.OFFSET_SYSFLAG + 4)
+_ROLLBACK = msgfmt.SYSFLAG_TRANSACTION_ROLLBACK
+
+log = logging.getLogger(__name__)
 
 
 class QueryMixin:
@@ -133,9 +138,19 @@ class QueryMixin:
             if tag_codes is not None and tag_code not in tag_codes:
                 continue
             try:
-                records.append(self.commit_log.read_record(phy, size))
+                data = self.commit_log.read_record(phy, size)
             except StoreError:
                 break
+            if (
+                int.from_bytes(data[:4], "big") != size
+                or int.from_bytes(data[_SYSFLAG], "big") & _ROLLBACK == _ROLLBACK
+            ):
+                # the entry points into a range a repair quarantined (store/recovery.py)
+                log.warning(
+                    "%s/%d: no record at queue offset %d (phy %d)", topic, queue_id, qo, phy
+                )
+                continue
+            records.append(data)
             size_total += size
             max_pulled = phy + size
         status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE

@@ -20,7 +20,7 @@ from broker.processors.ha_admin import OffsetAdminService
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import ConsumerOffsetTable
+from broker.store.consumer_offsets import ConsumerOffsetManager
 from tests.conftest import wait_until
 
 TOPIC = "ProgressTopic"
@@ -176,7 +176,7 @@ def test_admin_offsets_errors(group):
 
 
 def test_reset_is_recorded_for_the_listeners(tmp_path):
-    offsets = ConsumerOffsetTable(str(tmp_path / "consumerOffset.json"))
+    offsets = ConsumerOffsetManager(str(tmp_path / "consumerOffset.json"))
     offsets.commit(GROUP, TOPIC, 1, 30)
     store = SimpleNamespace(
         role=BrokerRole.SYNC_MASTER,
@@ -188,12 +188,12 @@ def test_reset_is_recorded_for_the_listeners(tmp_path):
     node = SimpleNamespace(
         store=store,
         config=SimpleNamespace(broker_addr="127.0.0.1:1", broker_name="broker-a"),
-        notify_offset_reset=lambda *ev: events.append(ev),
     )
+    offsets.reset_listeners.append(lambda *ev: events.append(ev))
     svc = OffsetAdminService(node)
     assert svc.reset(GROUP, TOPIC, 1, 10) == 30
     assert events == [(GROUP, TOPIC, 1, 30, 10)]
-    assert ConsumerOffsetTable.load(offsets.file.path).query(GROUP, TOPIC, 1) == 10  # persisted
+    assert ConsumerOffsetManager.load(offsets.path).query(GROUP, TOPIC, 1) == 10  # persisted
     with pytest.raises(ValueError, match="beyond"):
         svc.reset(GROUP, TOPIC, 1, 51)
     assert len(events) == 1 and svc.runtime_info() == {"offsetResets": 1}

@@ -14,13 +14,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
 from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
 from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
+from broker.store.config_store import DelayOffsetTable
+from broker.store.consumer_offsets import Commit, ConsumerOffsetManager
 from contracts.errors import RemotingError
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
@@ -29,17 +31,17 @@ from tests.support.cluster import conf_factory
 
 
 def test_commit_keeps_the_max_and_reset_rewinds(tmp_path):
-    t = ConsumerOffsetTable(str(tmp_path / "consumerOffset.json"))
-    assert t.commit("G", "T", 0, 10)
-    assert not t.commit("G", "T", 0, 7)
+    t = ConsumerOffsetManager(str(tmp_path / "consumerOffset.json"))
+    assert t.commit("G", "T", 0, 10) is Commit.STORED
+    assert t.commit("G", "T", 0, 7) is Commit.KEPT_LARGER
     assert t.query("G", "T", 0) == 10
     assert t.reset("G", "T", 0, 3) == 10
     assert t.query("G", "T", 0) == 3
-    assert t.commit("G", "T", 0, 4) and t.query("G", "T", 0) == 4
+    assert t.commit("G", "T", 0, 4) is Commit.STORED and t.query("G", "T", 0) == 4
 
 
 def test_merge_raises_only_smaller_offsets(tmp_path):
-    t = ConsumerOffsetTable(str(tmp_path / "consumerOffset.json"))
+    t = ConsumerOffsetManager(str(tmp_path / "consumerOffset.json"))
     t.commit("G", "T", 0, 50)
     t.commit("G", "T", 1, 5)
     doc = {"offsetTable": {"T@G": {"0": 40, "1": 9, "2": 1}, "U@H": {"0": 0}}}
@@ -58,7 +60,7 @@ def test_merge_raises_only_smaller_offsets(tmp_path):
     ],
 )
 def test_merge_names_malformed_entries(tmp_path, doc, words):
-    t = ConsumerOffsetTable(str(tmp_path / "consumerOffset.json"))
+    t = ConsumerOffsetManager(str(tmp_path / "consumerOffset.json"))
     with pytest.raises(ValueError, match=words):
         merge_consumer_offsets(t, doc)
 
@@ -72,7 +74,7 @@ def test_delay_merge_keeps_the_max():
 def _fake_node(tmp_path, role=BrokerRole.SYNC_MASTER):
     store = SimpleNamespace(
         role=role,
-        consumer_offsets=ConsumerOffsetTable(str(tmp_path / "consumerOffset.json")),
+        consumer_offsets=ConsumerOffsetManager(str(tmp_path / "consumerOffset.json")),
         delay_offsets=DelayOffsetTable(str(tmp_path / "delayOffset.json")),
     )
     config = SimpleNamespace(broker_name="broker-a", broker_addr="127.0.0.1:1")
@@ -110,7 +112,7 @@ def test_pre_online_sync_takes_the_larger_offsets_and_skips_dead_peers(tmp_path)
     assert node.store.delay_offsets.table == {3: 7}
     assert svc.runtime_info() == {"offsetPreOnlineRaised": 1, "offsetPreOnlinePeers": 1}
     # ... and persisted: a restart sees the raised offset.
-    again = ConsumerOffsetTable.load(str(tmp_path / "consumerOffset.json"))
+    again = ConsumerOffsetManager.load(str(tmp_path / "consumerOffset.json"))
     assert again.query("G", "T", 1) == 35
 
 
@@ -167,6 +169,31 @@ def _commit(addr: str, queue_id: int, offset: int) -> None:
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
+def _max_offset(addr: str, queue_id: int) -> int:
+    fields = {"topic": TOPIC, "queueId": queue_id}
+    resp = asyncio.run(_call(addr, RequestCode.GET_MAX_OFFSET, fields))
+    return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else -1
+
+
+async def _fill_queues(namesrv: str, master: str, per_queue: int) -> None:
+    """At least ``per_queue`` messages in each of queues 0-3 (batches go to one queue each)."""
+    producer = Producer("PG", [namesrv], retry_times=2)
+    try:
+        for _ in range(40):
+            res = await producer.send_batch(TOPIC, [(b"m" * 20, None)] * per_queue)
+            assert res.status is SendStatus.SEND_OK
+            tops = [
+                int((await _call(master, RequestCode.GET_MAX_OFFSET,
+                                 {"topic": TOPIC, "queueId": q})).ext_fields["offset"])
+                for q in range(4)
+            ]  # fmt: skip
+            if min(tops) >= per_queue:
+                return
+        raise AssertionError(f"queues 0-3 not filled: {tops}")
+    finally:
+        await producer.close()
+
+
 def _committed(addr: str, queue_id: int) -> int:
     fields = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": queue_id}
     resp = asyncio.run(_call(addr, RequestCode.QUERY_CONSUMER_OFFSET, fields))
@@ -185,35 +212,37 @@ def test_master_restart_never_moves_a_committed_offset_backwards(tmp_path, how):
         m = start_broker("m", m_conf, m_port, tmp_path)
         s = start_broker("s", s_conf, s_port, tmp_path)
         procs += [m, s]
+        asyncio.run(_fill_queues(ns.addr, m.addr, 30))  # commits stay within the queues
+        _wait(lambda: _max_offset(s.addr, 3) >= 30, what="messages replicated to the slave")
         for q in range(4):
-            _commit(m.addr, q, 100 + q)
+            _commit(m.addr, q, 10 + q)
         # The slave copies the master's offsets (SlaveSynchronize, forward-only).
-        _wait(lambda: _committed(s.addr, 3) == 103, what="offsets copied to the slave")
+        _wait(lambda: _committed(s.addr, 3) == 13, what="offsets copied to the slave")
         if how == "sigterm":
-            m.stop()  # the master persists consumerOffset.json with 100..103 on the way out
+            m.stop()  # the master persists consumerOffset.json with 10..13 on the way out
         else:
             m.kill()  # its consumerOffset.json is whatever the last periodic persist wrote
 
         # While the master is away, consumers go on committing on the slave.
         for q in range(4):
-            _commit(s.addr, q, 200 + q)
-        assert [_committed(s.addr, q) for q in range(4)] == [200, 201, 202, 203]
+            _commit(s.addr, q, 20 + q)
+        assert [_committed(s.addr, q) for q in range(4)] == [20, 21, 22, 23]
 
         # The master comes back with its older table; before it serves it takes the slave's.
         m2 = start_broker("m", m_conf, m_port, tmp_path)
         procs.append(m2)
-        assert [_committed(m2.addr, q) for q in range(4)] == [200, 201, 202, 203]
-        expected = "raised 100 -> 200" if how == "sigterm" else "-> 200 from"
+        assert [_committed(m2.addr, q) for q in range(4)] == [20, 21, 22, 23]
+        expected = "raised 10 -> 20" if how == "sigterm" else "-> 20 from"
         assert expected in (tmp_path / "m.log").read_text()
 
         # The slave keeps copying from the master: prove a copy round ran after the restart (a
         # new commit on queue 0 arrives), then that nothing on the slave went backwards.
-        _commit(m2.addr, 0, 250)
-        _wait(lambda: _committed(s.addr, 0) == 250, what="a slave sync round after the restart")
-        assert [_committed(s.addr, q) for q in range(1, 4)] == [201, 202, 203]
+        _commit(m2.addr, 0, 25)
+        _wait(lambda: _committed(s.addr, 0) == 25, what="a slave sync round after the restart")
+        assert [_committed(s.addr, q) for q in range(1, 4)] == [21, 22, 23]
         # A stale commit (an old consumer instance) does not move the master back either.
-        _commit(m2.addr, 1, 150)
-        assert _committed(m2.addr, 1) == 201
+        _commit(m2.addr, 1, 15)
+        assert _committed(m2.addr, 1) == 21
     finally:
         for p in procs:
             p.kill()

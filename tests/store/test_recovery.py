@@ -90,15 +90,15 @@ def test_crc_mismatch_in_tail_truncates_there_after_a_crash(open_store, make_con
     path = os.path.join(store.config.store_path_commit_log, "0" * 20)
     _crash(store)
     with open(path, "r+b") as fh:
-        fh.seek(rs[4].wrote_offset + rs[4].wrote_bytes - 50)  # inside the body of record 4
+        fh.seek(rs[5].wrote_offset + rs[5].wrote_bytes - 50)  # inside the body of the last one
         b = fh.read(1)
         fh.seek(-1, 1)
         fh.write(bytes([b[0] ^ 0xFF]))
     store2 = MessageStore.open(make_config())
     try:
-        assert store2.recovery.valid_end == rs[4].wrote_offset
-        assert "CRC" in store2.recovery.reason
-        assert store2.get_max_offset_in_queue("t", 0) == 4
+        assert store2.recovery.valid_end == rs[5].wrote_offset
+        assert "CRC" in store2.recovery.reason and store2.recovery.damage is None
+        assert store2.get_max_offset_in_queue("t", 0) == 5
     finally:
         store2.shutdown()
 
