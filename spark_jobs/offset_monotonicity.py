@@ -63,11 +63,13 @@ def run_offset_monotonicity(spark, snapshots: list[Snapshot], events: list[dict]
         .withColumn("prev_epoch", F.lag("epoch").over(w))
         .where(F.col("prev_committed").isNotNull() & (F.col("committed") < F.col("prev_committed")))
     )
+    # an offset_reset names its group, topic and queue; "*" / -1 (a node started with
+    # --accept-offset-loss, which cannot know which entries it lost) covers them all
     with_reset = steps.join(
         resets,
-        (steps.group_name == resets.r_group)
-        & (steps.topic == resets.r_topic)
-        & (steps.queue_id == resets.r_queue)
+        ((steps.group_name == resets.r_group) | (resets.r_group == "*"))
+        & ((steps.topic == resets.r_topic) | (resets.r_topic == "*"))
+        & ((steps.queue_id == resets.r_queue) | (resets.r_queue == -1))
         & (resets.reset_at > steps.prev_at)
         & (resets.reset_at <= steps.taken_at),
         "left",

@@ -179,6 +179,21 @@ def test_offset_regression_with_and_without_reset(spark, tmp_path, master_store)
     assert check(audit(spark, archive), "offset_monotonicity")["passed"]
 
 
+def test_offset_loss_accepted_at_start_excuses_every_queue(spark, tmp_path, master_store) -> None:
+    """A node started with --accept-offset-loss archives an offset_reset for every group,
+    topic and queue ("*", -1): the regression it causes is recorded, not a violation."""
+    archive = pair_archive(tmp_path, master_store)
+    qmax = {"orders": {"0": 30, "1": 30}}
+    archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g1": {"0": 20}},
+                     queueMaxOffsets=qmax)  # fmt: skip
+    archive.snapshot("a-0", "SYNC_MASTER", 2_000, consumerOffsets={"orders@g1": {"0": 0}},
+                     queueMaxOffsets=qmax)  # fmt: skip
+    assert not check(audit(spark, archive), "offset_monotonicity")["passed"]
+    archive.event("a-0", "offset_reset", 1_500, group="*", topic="*", queue=-1,
+                  **{"from": -1, "to": -1})  # fmt: skip
+    assert check(audit(spark, archive), "offset_monotonicity")["passed"]
+
+
 def test_offset_beyond_queue_max(spark, tmp_path, master_store) -> None:
     archive = pair_archive(tmp_path, master_store)
     archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g1": {"1": 31}},
