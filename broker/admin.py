@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
+import os
 import sys
 
+from broker.acl.signing import AclSigner
 from broker.config import BrokerRole
 from broker.errors import HaproofError, RemotingError
 from broker.remoting.client import RemotingClient
@@ -36,12 +39,45 @@ class AdminError(HaproofError):
     """A broker or name server could not be reached or refused (exit 1)."""
 
 
+# This command's ACL signer (set from --access-key / HAPROOF_ACCESS_KEY and the secret key);
+# asyncio.run copies the context, so every client made below signs with it.
+_SIGNER: contextvars.ContextVar = contextvars.ContextVar("haproof_admin_signer", default=None)
+
+
+def _client() -> RemotingClient:
+    return RemotingClient(rpc_hook=_SIGNER.get())
+
+
+def _signed(run):
+    """Wrap a ``run_*`` so it signs with the credentials its arguments name (exit 2 if bad)."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        ak = args.access_key or os.environ.get("HAPROOF_ACCESS_KEY")
+        sk = os.environ.get("HAPROOF_SECRET_KEY")
+        if args.secret_key_file:
+            try:
+                with open(args.secret_key_file, encoding="utf-8") as fh:
+                    sk = fh.read().strip()
+            except OSError as exc:
+                print(f"haproof admin: cannot read --secret-key-file {args.secret_key_file}: "
+                      f"{exc.strerror}", file=sys.stderr)  # fmt: skip
+                return 2
+        if bool(ak) != bool(sk):
+            print("haproof admin: an access key needs a secret key (HAPROOF_SECRET_KEY or "
+                  "--secret-key-file) and the other way round", file=sys.stderr)  # fmt: skip
+            return 2
+        _SIGNER.set(AclSigner(ak, sk) if ak else None)
+        return run(args)
+
+    return wrapped
+
+
 def _addrs(raw: str | None) -> list[str]:
     return [a.strip() for a in (raw or "").split(";") if a.strip()]
 
 
 async def ha_status(broker_addrs: list[str]) -> list[dict]:
-    client = RemotingClient()
+    client = _client()
     out = []
     try:
         for addr in broker_addrs:
@@ -89,7 +125,7 @@ async def _group_addrs(args) -> list[str]:
 
     addrs = _addrs(args.broker_addr)
     if args.namesrv and args.broker_name:
-        client = RemotingClient()
+        client = _client()
         try:
             addrs += await group_nodes(client, _addrs(args.namesrv), args.broker_name)
         except FailoverError as exc:
@@ -127,6 +163,7 @@ def run_promote(args: argparse.Namespace) -> int:
                 namesrv_addrs=_addrs(args.namesrv),
                 broker_addrs=_addrs(args.broker_addr),
                 role=BrokerRole(args.role),
+                rpc_hook=_SIGNER.get(),
             )
         )
     except FailoverError as exc:
@@ -169,7 +206,7 @@ async def _cluster_table(client: RemotingClient, namesrv_addrs: list[str]) -> di
 
 async def _invoke_all(addrs: list[str], make_request) -> list[tuple[str, object]]:
     """(addr, response or the RemotingError) for each address, in order."""
-    client = RemotingClient()
+    client = _client()
     out: list[tuple[str, object]] = []
     try:
         for addr in addrs:
@@ -221,7 +258,7 @@ def print_consumer_progress(group: str, docs: list[dict]) -> None:
 async def _progress_addrs(args) -> list[str]:
     addrs = _addrs(args.broker_addr)
     if args.namesrv:
-        client = RemotingClient()
+        client = _client()
         try:
             table = await _cluster_table(client, _addrs(args.namesrv))
         finally:
@@ -284,7 +321,7 @@ async def _reset_addrs(args) -> list[str]:
         return addrs
     from broker.client.routes import fetch_route
 
-    client = RemotingClient()
+    client = _client()
     try:
         name = args.broker_name
         if name is None:
@@ -346,11 +383,18 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         q.add_argument("--namesrv", default=None, help="name server address(es), ';'-separated")
         q.add_argument("--broker-addr", default=None, help="broker address(es), ';'-separated")
         q.add_argument("--json", action="store_true", help="JSON output")
+        q.add_argument(
+            "--access-key",
+            default=None,
+            help="ACL account to sign with (default: $HAPROOF_ACCESS_KEY); its secret key comes "
+            "from $HAPROOF_SECRET_KEY or --secret-key-file",
+        )
+        q.add_argument("--secret-key-file", default=None, help="file holding the secret key")
 
     q = sub.add_parser("haStatus", help="replication state of a group's nodes")
     common(q)
     q.add_argument("--broker-name", default=None)
-    q.set_defaults(func=run_ha_status)
+    q.set_defaults(func=_signed(run_ha_status))
 
     q = sub.add_parser("promote", help="make a node the group's master under a new epoch")
     common(q)
@@ -362,13 +406,13 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         choices=["SYNC_MASTER", "ASYNC_MASTER"],
         help="the new master's role (default SYNC_MASTER)",
     )
-    q.set_defaults(func=run_promote)
+    q.set_defaults(func=_signed(run_promote))
 
     q = sub.add_parser("consumerProgress", help="per queue broker/consumer offsets of a group")
     common(q)
     q.add_argument("--group", required=True)
     q.add_argument("--topic", default=None, help="only this topic")
-    q.set_defaults(func=run_consumer_progress)
+    q.set_defaults(func=_signed(run_consumer_progress))
 
     q = sub.add_parser("resetOffset", help="move a group's committed offset (recorded)")
     common(q)
@@ -379,5 +423,5 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--topic", required=True)
     q.add_argument("--queue", type=int, required=True)
     q.add_argument("--offset", type=int, required=True)
-    q.set_defaults(func=run_reset_offset)
+    q.set_defaults(func=_signed(run_reset_offset))
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

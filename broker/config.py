@@ -84,6 +84,11 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveNice": ("archive_nice", 10),
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
     "eventLoop": ("event_loop", EventLoop.UVLOOP),
+    "aclEnable": ("acl_enable", False),
+    "aclFile": ("acl_file", None),
+    "accessKey": ("access_key", None),
+    "secretKey": ("secret_key", None),
+    "haAllowedSlaves": ("ha_allowed_slaves", None),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -136,6 +141,16 @@ class BrokerConfig:
     snapshot_interval_ms: int = 60_000
     # the node's asyncio event loop: uvloop (default) or the standard library's (asyncio)
     event_loop: EventLoop = EventLoop.UVLOOP
+    # RocketMQ's plain ACL (broker/acl): aclEnable checks every request against aclFile
+    # (plain_acl.yml); accessKey/secretKey are this broker's own account, used to sign what it
+    # sends (registration, slave sync, the HA handshake)
+    acl_enable: bool = False
+    acl_file: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    # who may connect to the HA port: IPs or networks separated by ';' or ','
+    # (default: loopback only without ACL, anyone who signs the handshake with ACL)
+    ha_allowed_slaves: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -199,6 +214,15 @@ class BrokerConfig:
                 "archiveEnable=true needs archiveRoot (s3://bucket/prefix or file://)"
             )
         parse_delay_levels(self.message_delay_level)
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError("aclEnable=true needs aclFile (the path of plain_acl.yml)")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("accessKey and secretKey go together: set both or neither")
+        if self.ha_allowed_slaves:
+            try:
+                ha_allowed_networks(self.ha_allowed_slaves)
+            except ValueError as exc:
+                raise bad("ha_allowed_slaves", str(exc)) from None
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -298,6 +322,18 @@ def _convert(raw: Any, kind: type) -> Any:
             names = ", ".join(m.name for m in kind)
             raise ValueError(f"expected one of {names}") from None
     return text
+
+
+def ha_allowed_networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """``haAllowedSlaves`` ("10.0.0.5;10.1.0.0/16") as networks; ValueError names a bad item."""
+    out = []
+    for item in spec.replace(",", ";").split(";"):
+        if item.strip():
+            try:
+                out.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
+    return out
 
 
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

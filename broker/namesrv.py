@@ -11,8 +11,11 @@ import struct
 import zlib
 
 from broker import aio
+from broker.acl.accounts import PlainAcl
+from broker.acl.permission import AclChecker
 from broker.errors import RemotingError
 from broker.namesrv_routes import RouteInfoManager
+from broker.processors.guard import guarded
 from broker.remoting.codec import loads_fastjson
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -96,7 +99,12 @@ def _decode_java_compressed(data: bytes, broker_addr: str | None) -> dict:
 
 
 class NameServer:
-    def __init__(self, routes: RouteInfoManager | None = None) -> None:
+    """``acl``: with a checker (``--acl-file``), every request must be signed by an account of
+    plain_acl.yml (registration and KV writes by an admin one), else NO_PERMISSION."""
+
+    def __init__(
+        self, routes: RouteInfoManager | None = None, acl: AclChecker | None = None
+    ) -> None:
         self.routes = routes or RouteInfoManager()
         # broker address -> the connection it last registered over (RocketMQ's
         # BrokerHousekeepingService: a broker whose channel closes leaves the routes at once,
@@ -104,15 +112,18 @@ class NameServer:
         self._broker_conns: dict[str, object] = {}
         self._watchers: set[asyncio.Task] = set()
         self.server = RemotingServer(
-            {
-                RequestCode.REGISTER_BROKER: self._register,
-                RequestCode.UNREGISTER_BROKER: self._unregister,
-                RequestCode.GET_ROUTEINFO_BY_TOPIC: self._route,
-                RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
-                RequestCode.GET_KV_CONFIG: self._kv_config,
-                RequestCode.QUERY_DATA_VERSION: self._query_data_version,
-            }
+            guarded(self._processors(), acl)  # broker/processors/guard.py: ACL, names
         )
+
+    def _processors(self) -> dict:
+        return {
+            RequestCode.REGISTER_BROKER: self._register,
+            RequestCode.UNREGISTER_BROKER: self._unregister,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self._route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
+            RequestCode.GET_KV_CONFIG: self._kv_config,
+            RequestCode.QUERY_DATA_VERSION: self._query_data_version,
+        }
 
     async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
         body = _decode_register_body(req)
@@ -193,8 +204,8 @@ class NameServer:
                 )
 
 
-async def serve(host: str, port: int) -> None:
-    ns = NameServer()
+async def serve(host: str, port: int, acl: AclChecker | None = None) -> None:
+    ns = NameServer(acl=acl)
     await ns.server.start(host, port)
     log.info("namesrv listening on %s:%d", host, ns.server.port)
     stop = asyncio.Event()
@@ -209,7 +220,8 @@ async def serve(host: str, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    aio.run(serve(args.host, args.listen_port), args.event_loop)
+    acl = AclChecker(PlainAcl.from_file(args.acl_file)) if args.acl_file else None
+    aio.run(serve(args.host, args.listen_port, acl), args.event_loop)
     return 0
 
 
@@ -222,6 +234,11 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         choices=[k.value for k in aio.EventLoop],
         default=aio.EventLoop.UVLOOP.value,
         help="asyncio event loop (default uvloop)",
+    )
+    p.add_argument(
+        "--acl-file",
+        default=None,
+        help="plain_acl.yml: check every request's ACL signature (off when not given)",
     )
     p.set_defaults(func=run)
 

@@ -11,9 +11,13 @@ import os
 import signal
 
 from broker import aio
+from broker.acl.permission import AclChecker
+from broker.acl.signing import AclSigner
 from broker.config import BrokerConfig
 from broker.errors import RemotingError
 from broker.processors.admin import AdminProcessor, ConsumerManager
+from broker.processors.guard import guarded
+from broker.processors.names import topic_problem
 from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
@@ -51,7 +55,9 @@ class BrokerNode:
         self.consumers = ConsumerManager()
         self.long_poll: LongPollWaiters
         self.server: RemotingServer
-        self.ns_client = RemotingClient()
+        self.acl = acl_checker(config)  # None unless aclEnable
+        self.rpc_hook = acl_signer(config)  # signs what this broker sends (None: no keys)
+        self.ns_client = RemotingClient(rpc_hook=self.rpc_hook)
         self._tasks: list[asyncio.Task] = []
         self._register_now = asyncio.Event()
         # Optional subsystems (replication, delayed messages, archiving...): see _build_services.
@@ -107,7 +113,8 @@ class BrokerNode:
         self.services = self._build_services()
         for service in self.services:
             processors.update(getattr(service, "handlers", dict)())
-        self.server = RemotingServer(processors)
+        # every request passes the ACL and name checks first (broker/processors/guard.py)
+        self.server = RemotingServer(guarded(processors, self.acl))
         self.running = True
         started = []
         try:
@@ -243,6 +250,8 @@ class BrokerNode:
         tc = table.get(topic)
         if tc is not None:
             return tc
+        if topic_problem(topic) is not None:
+            return None  # the dispatch guard refuses such names first; never a table key
         template = table.get(default_topic or DEFAULT_TOPIC)
         if not self.config.auto_create_topic_enable or template is None:
             return None
@@ -381,6 +390,23 @@ class _RoleServices:
 
     async def stop(self) -> None:
         await self.node.stop_role_services()
+
+
+def acl_checker(config) -> AclChecker | None:
+    """The request checker when ``aclEnable`` (plain_acl.yml read now: a bad file stops the start
+    with a ConfigError naming it)."""
+    if not getattr(config, "acl_enable", False):
+        return None
+    from broker.acl.accounts import PlainAcl
+
+    return AclChecker(PlainAcl.from_file(config.acl_file))
+
+
+def acl_signer(config) -> AclSigner | None:
+    """This node's own ACL signer (``accessKey`` / ``secretKey``), or None."""
+    if getattr(config, "access_key", None) and getattr(config, "secret_key", None):
+        return AclSigner(config.access_key, config.secret_key)
+    return None
 
 
 def stable_node_name(config: BrokerConfig) -> str:

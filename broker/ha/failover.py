@@ -49,7 +49,7 @@ class FailoverService:
 
     def __init__(self, node) -> None:
         self.node = node
-        self.client = RemotingClient()
+        self.client = RemotingClient(rpc_hook=getattr(node, "rpc_hook", None))
 
     async def start(self) -> None:
         node = self.node
@@ -269,10 +269,11 @@ async def promote(
     namesrv_addrs: list[str] | None = None,
     broker_addrs: list[str] | None = None,
     role: BrokerRole = BrokerRole.SYNC_MASTER,
+    rpc_hook=None,
 ) -> dict:
     """Make ``node_name`` the master of ``broker_name`` under a new epoch; point every other
-    reachable node of the group at it. Returns what was done."""
-    client = RemotingClient()
+    reachable node of the group at it. Returns what was done. ``rpc_hook`` signs (ACL)."""
+    client = RemotingClient(rpc_hook=rpc_hook)
     try:
         addrs = list(broker_addrs or [])
         if namesrv_addrs:

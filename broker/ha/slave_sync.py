@@ -31,7 +31,7 @@ class SlaveSynchronize:
 
     def __init__(self, node) -> None:
         self.node = node
-        self.client = RemotingClient()
+        self.client = RemotingClient(rpc_hook=getattr(node, "rpc_hook", None))
         self.rounds = 0  # completed rounds
         self._task: asyncio.Task | None = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Connection, ConnectionClosedError, Handler
@@ -30,11 +31,18 @@ async def connect(
     return conn
 
 
-class RemotingClient:
-    """Connections pooled by address. ``RemotingClient()`` does no I/O; connections open lazily."""
+RpcHook = Callable[[RemotingCommand], None]  # e.g. broker.acl.signing.AclSigner
 
-    def __init__(self, processors: dict[int, Handler] | None = None) -> None:
+
+class RemotingClient:
+    """Connections pooled by address. ``RemotingClient()`` does no I/O; connections open lazily.
+    ``rpc_hook`` (RocketMQ's RPCHook, e.g. an ACL signer) sees every request before it is sent."""
+
+    def __init__(
+        self, processors: dict[int, Handler] | None = None, rpc_hook: RpcHook | None = None
+    ) -> None:
         self.processors = dict(processors or {})
+        self.rpc_hook = rpc_hook
         self._conns: dict[str, Connection] = {}
         self._lock = asyncio.Lock()
 
@@ -53,10 +61,14 @@ class RemotingClient:
         self, addr: str, request: RemotingCommand, timeout_ms: int = 3000
     ) -> RemotingCommand:
         conn = await self.connection(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         return await conn.invoke(request, timeout_ms)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         conn = await self.connection(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         await conn.invoke_oneway(request)
 
     async def close(self) -> None:
@@ -65,8 +77,12 @@ class RemotingClient:
         self._conns.clear()
 
 
-def invoke_sync(addr: str, request: RemotingCommand, timeout_ms: int = 3000) -> RemotingCommand:
+def invoke_sync(
+    addr: str, request: RemotingCommand, timeout_ms: int = 3000, rpc_hook: RpcHook | None = None
+) -> RemotingCommand:
     """One request from synchronous code (CLI tools)."""
+    if rpc_hook is not None:
+        rpc_hook(request)
 
     async def run() -> RemotingCommand:
         conn = await connect(addr, timeout_ms=timeout_ms)

@@ -1,0 +1,81 @@
+"""Topic and consumer group names, validated as RocketMQ does (TopicValidator, Validators)
+before any handler runs, so no name ever becomes a path or a table key it should not.
+
+- A topic: 1 to 127 characters of ``[%|a-zA-Z0-9_-]`` (so never ``.``, ``/``, whitespace, a
+  newline or an empty string). Clients may not send to system topics (TBW102,
+  SCHEDULE_TOPIC_XXXX, RMQ_SYS_*...): NO_PERMISSION, as RocketMQ's NOT_ALLOWED_SEND_TOPIC_SET.
+- A group: the same characters, at most 120, so that its retry and dead-letter topics
+  (``%RETRY%{group}``, ``%DLQ%{group}``), which are directories of the store, are valid topics.
+
+``name_refusal(req)`` checks every name ``broker.acl.permission.request_resources`` finds in a
+request (header fields and a heartbeat's body).
+"""
+
+from __future__ import annotations
+
+import re
+
+from broker.acl.permission import request_resources
+from broker.processors.topics import SYSTEM_TOPICS, TOPIC_MAX_LENGTH
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+
+GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len("%RETRY%")
+_VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
+SEND_CODES = frozenset(
+    {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
+)
+_SHOWN_CHARS = 60  # a bad name is quoted in the remark up to this many characters
+
+
+def _shown(name: str) -> str:
+    return repr(name if len(name) <= _SHOWN_CHARS else name[:_SHOWN_CHARS] + "...")
+
+
+def topic_problem(topic: str) -> str | None:
+    """Why ``topic`` is not a topic name (RocketMQ's remarks), or None."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"The specified topic {_shown(topic)} is longer than topic max length {TOPIC_MAX_LENGTH}."
+    if not _VALID.fullmatch(topic):
+        return (
+            f"The specified topic {_shown(topic)} contains illegal characters, allowing only "
+            "^[%|a-zA-Z0-9_-]+$"
+        )
+    return None
+
+
+def is_reserved_for_send(topic: str) -> bool:
+    """A system topic: clients may not send to it."""
+    return topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")
+
+
+def group_problem(group: str) -> str | None:
+    if not group or not group.strip():
+        return "The specified group is blank."
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"The specified group {_shown(group)} is longer than {GROUP_MAX_LENGTH} characters."
+    if not _VALID.fullmatch(group):
+        return (
+            f"The specified group {_shown(group)} contains illegal characters, allowing only "
+            "^[%|a-zA-Z0-9_-]+$"
+        )
+    return None
+
+
+def name_refusal(req: RemotingCommand) -> tuple[ResponseCode, str] | None:
+    """(response code, remark) refusing ``req`` for a bad name, or None."""
+    for res in request_resources(req):
+        if res.kind == "group":
+            problem = group_problem(res.name)
+        else:
+            problem = topic_problem(res.name)
+            if problem is None and req.code in SEND_CODES and is_reserved_for_send(res.name):
+                return (
+                    ResponseCode.NO_PERMISSION,
+                    f"Sending message to topic[{res.name}] is forbidden (a system topic).",
+                )
+        if problem is not None:
+            return ResponseCode.SYSTEM_ERROR, f"{problem} (field {res.source})"
+    return None
