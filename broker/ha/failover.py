@@ -254,6 +254,9 @@ async def group_nodes(client: RemotingClient, namesrv_addrs: list[str], broker_n
         except RemotingError as exc:
             last = exc
             continue
+        if resp.code != ResponseCode.SUCCESS:  # e.g. NO_PERMISSION from an ACL name server
+            last = RemotingError(f"code {resp.code}: {resp.remark}")
+            continue
         table = json.loads(resp.body).get("brokerAddrTable", {})
         data = table.get(broker_name)
         if data is None:
