@@ -13,6 +13,7 @@ request (header fields and a heartbeat's body).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from broker.acl.permission import request_resources
@@ -34,10 +35,15 @@ def _shown(name: str) -> str:
 
 def topic_problem(topic: str) -> str | None:
     """Why ``topic`` is not a topic name (RocketMQ's remarks), or None."""
+    if len(topic) > TOPIC_MAX_LENGTH:  # before the cache: it only ever holds short names
+        return f"The specified topic {_shown(topic)} is longer than topic max length {TOPIC_MAX_LENGTH}."
+    return _short_topic_problem(topic)
+
+
+@functools.lru_cache(maxsize=4096)  # the send path asks about the same few topics all day
+def _short_topic_problem(topic: str) -> str | None:
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"The specified topic {_shown(topic)} is longer than topic max length {TOPIC_MAX_LENGTH}."
     if not _VALID.fullmatch(topic):
         return (
             f"The specified topic {_shown(topic)} contains illegal characters, allowing only "
@@ -47,15 +53,20 @@ def topic_problem(topic: str) -> str | None:
 
 
 def is_reserved_for_send(topic: str) -> bool:
-    """A system topic: clients may not send to it."""
+    """A system topic: clients may not send to it (asked of valid, short names only)."""
     return topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")
 
 
 def group_problem(group: str) -> str | None:
-    if not group or not group.strip():
-        return "The specified group is blank."
     if len(group) > GROUP_MAX_LENGTH:
         return f"The specified group {_shown(group)} is longer than {GROUP_MAX_LENGTH} characters."
+    return _short_group_problem(group)
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_group_problem(group: str) -> str | None:
+    if not group or not group.strip():
+        return "The specified group is blank."
     if not _VALID.fullmatch(group):
         return (
             f"The specified group {_shown(group)} contains illegal characters, allowing only "
@@ -66,16 +77,25 @@ def group_problem(group: str) -> str | None:
 
 def name_refusal(req: RemotingCommand) -> tuple[ResponseCode, str] | None:
     """(response code, remark) refusing ``req`` for a bad name, or None."""
+    if req.code in SEND_CODES:  # the hot path: one topic field, no Resource objects
+        field = "topic" if req.code == RequestCode.SEND_MESSAGE else "b"
+        topic = req.ext_fields.get(field)
+        if topic is None:
+            return None  # the handler names the missing field
+        problem = topic_problem(topic)
+        if problem is not None:
+            return ResponseCode.SYSTEM_ERROR, f"{problem} (field {field})"
+        if is_reserved_for_send(topic):
+            return (
+                ResponseCode.NO_PERMISSION,
+                f"Sending message to topic[{topic}] is forbidden (a system topic).",
+            )
+        return None
     for res in request_resources(req):
         if res.kind == "group":
             problem = group_problem(res.name)
         else:
             problem = topic_problem(res.name)
-            if problem is None and req.code in SEND_CODES and is_reserved_for_send(res.name):
-                return (
-                    ResponseCode.NO_PERMISSION,
-                    f"Sending message to topic[{res.name}] is forbidden (a system topic).",
-                )
         if problem is not None:
             return ResponseCode.SYSTEM_ERROR, f"{problem} (field {res.source})"
     return None
