@@ -72,6 +72,41 @@ def test_namesrv_answers_only_signed_requests_and_registers_only_admins(tmp_path
     asyncio.run(main())
 
 
+def test_every_namesrv_request_unsigned_or_wrongly_signed_is_refused(tmp_path):
+    async def main():
+        ns = NameServer(acl=AclChecker(PlainAcl.from_text(PLAIN_ACL)))
+        await ns.server.start("127.0.0.1", 0)
+        addr = f"127.0.0.1:{ns.server.port}"
+        client = RemotingClient()
+        try:
+            req = _register("127.0.0.1:10911")
+            admin()(req)
+            assert (await client.invoke(addr, req, 5000)).code == ResponseCode.SUCCESS
+            before = json.dumps(ns.routes.cluster_info(), sort_keys=True)
+            conn = await client.connection(addr)
+            codes = sorted(ns.server.processors)
+            assert len(codes) >= 6
+            for signer in (None, AclSigner("appUser01", "not-the-secret")):
+                for code in codes:
+                    req = _register("6.6.6.6:1") if code == RequestCode.REGISTER_BROKER else (
+                        RemotingCommand.request(
+                            code, {"topic": "OrderTopic", "brokerName": "evil",
+                                   "brokerAddr": "127.0.0.1:10911", "clusterName": "DefaultCluster",
+                                   "brokerId": 0}
+                        )
+                    )  # fmt: skip
+                    if signer is not None:
+                        signer(req)
+                    resp = await conn.invoke(req, 5000)
+                    assert resp.code == ResponseCode.NO_PERMISSION, (code, resp.remark)
+            assert json.dumps(ns.routes.cluster_info(), sort_keys=True) == before
+        finally:
+            await client.close()
+            await ns.server.stop()
+
+    asyncio.run(main())
+
+
 def test_broker_with_acl_registers_with_its_own_keys(tmp_path):
     async def main():
         ns = NameServer(acl=AclChecker(PlainAcl.from_text(PLAIN_ACL)))
