@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -189,6 +191,56 @@ def test_our_producer_and_consumer_sign_and_unsigned_ones_are_refused(tmp_path):
 
         asyncio.run(main())
         assert _stored(broker.addr, TOPIC) == 5
+    finally:
+        assert broker.stop() == 0, broker.log_path.read_text()[-3000:]
+        ns.stop()
+
+
+CPP_SCRIPT = r"""
+import json, sys
+from rocketmq.client import Message, Producer
+ns, topic, ak, sk = sys.argv[1:5]
+p = Producer("PG_cpp_acl")
+p.set_namesrv_addr(ns)
+p.set_session_credentials(ak, sk, "ALIYUN")
+p.start()
+out = []
+for i in range(3):
+    m = Message(topic); m.set_tags("TagA"); m.set_keys(f"K{i}"); m.set_body(f"cpp-{i}")
+    try:
+        r = p.send_sync(m)
+        out.append({"status": int(r.status), "offset": r.offset})
+    except Exception as exc:
+        out.append({"error": type(exc).__name__})
+p.shutdown()
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def test_rocketmq_cpp_client_signs_with_session_credentials(tmp_path):
+    pytest.importorskip("rocketmq.client")
+    ns, broker = _start_cluster(tmp_path)
+    try:
+        _create(broker.addr, TOPIC)
+
+        def run(secret: str) -> list[dict]:
+            env = {**os.environ, "HOME": str(tmp_path)}
+            proc = subprocess.run(
+                [sys.executable, "-c", CPP_SCRIPT, ns.addr, TOPIC, USER_AK, secret],
+                capture_output=True,
+                timeout=120,
+                env=env,
+            )
+            lines = [x for x in proc.stdout.decode().splitlines() if x.startswith("RESULT ")]
+            assert lines, proc.stderr.decode()[-2000:]
+            return json.loads(lines[0][len("RESULT ") :])
+
+        good = run(USER_SK)
+        assert [x.get("status") for x in good] == [0, 0, 0], good
+        assert _stored(broker.addr, TOPIC) == 3
+        bad = run("wrong-secret")
+        assert all("error" in x for x in bad), bad
+        assert _stored(broker.addr, TOPIC) == 3
     finally:
         assert broker.stop() == 0, broker.log_path.read_text()[-3000:]
         ns.stop()
