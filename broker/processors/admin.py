@@ -163,8 +163,31 @@ class AdminProcessor:
     async def update_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
         store = self.node.store
         group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
-        store.consumer_offsets.commit(group, topic, qid, req.int_field("commitOffset"))
+        offset = req.int_field("commitOffset")
+        refusal = self._offset_refusal(req, topic, qid, offset)
+        if refusal is not None:
+            return refusal
+        store.consumer_offsets.commit(group, topic, qid, offset)
         return req.make_response(ResponseCode.SUCCESS)
+
+    def _offset_refusal(self, req, topic: str, qid: int, offset: int) -> RemotingCommand | None:
+        """A commit names a queue the topic has and an offset >= 0. A topic this node does not
+        know (yet: a slave syncs topic configs every slaveSyncIntervalMs) is accepted, as
+        RocketMQ 4.x does, with any queueId >= 0."""
+        if qid < 0 or offset < 0:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"queueId {qid} and commitOffset {offset} must be >= 0",
+            )
+        tc = self.node.store.topic_config.table.get(topic)
+        if tc is None:
+            return None
+        nums = max(int(tc.get("readQueueNums", 0)), int(tc.get("writeQueueNums", 0)))
+        if qid >= nums:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"queueId {qid} is invalid: {topic} has {nums}"
+            )
+        return None
 
     async def max_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
         off = self.node.store.get_max_offset_in_queue(req.field("topic"), req.int_field("queueId"))

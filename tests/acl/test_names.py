@@ -109,3 +109,32 @@ def test_every_request_with_a_bad_name_is_refused_before_its_handler(name):
             assert refusal is not None and refusal[0] == ResponseCode.NO_PERMISSION
         else:
             assert refusal is None, (req.code, refusal)
+
+
+def test_offset_commits_name_a_real_queue_and_a_sane_offset(tmp_path):
+    from broker.remoting.codes import RequestCode
+    from broker.remoting.command import RemotingCommand
+
+    def commit(topic, qid, offset):
+        return RemotingCommand.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": "G", "topic": topic, "queueId": qid, "commitOffset": offset},
+        )
+
+    async def body(node, client, addr):
+        assert (await client.invoke(addr, send_v2("T1"), 5000)).code == ResponseCode.SUCCESS
+        for req, code in [
+            (commit("NoSuchTopic", -1, 1), ResponseCode.SYSTEM_ERROR),
+            (commit("T1", 999, 1), ResponseCode.SYSTEM_ERROR),
+            (commit("T1", -1, 1), ResponseCode.SYSTEM_ERROR),
+            (commit("T1", 2**40, 1), ResponseCode.SYSTEM_ERROR),
+            (commit("T1", 0, -5), ResponseCode.SYSTEM_ERROR),
+        ]:
+            resp = await client.invoke(addr, req, 5000)
+            assert resp.code == code, (req.ext_fields, resp.remark)
+        assert node.store.consumer_offsets.table == {}
+        ok = await client.invoke(addr, commit("T1", 0, 1), 5000)
+        assert ok.code == ResponseCode.SUCCESS
+        assert node.store.consumer_offsets.query("G", "T1", 0) == 1
+
+    run_node(tmp_path, body, flushConsumerOffsetInterval=3_600_000)
