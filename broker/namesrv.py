@@ -11,7 +11,6 @@ import struct
 import zlib
 
 from broker import aio
-from broker.acl.accounts import PlainAcl
 from broker.acl.permission import AclChecker
 from broker.errors import RemotingError
 from broker.namesrv_routes import RouteInfoManager
@@ -220,7 +219,7 @@ async def serve(host: str, port: int, acl: AclChecker | None = None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    acl = AclChecker(PlainAcl.from_file(args.acl_file)) if args.acl_file else None
+    acl = AclChecker.from_file(args.acl_file) if args.acl_file else None
     aio.run(serve(args.host, args.listen_port, acl), args.event_loop)
     return 0
 

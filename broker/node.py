@@ -397,9 +397,7 @@ def acl_checker(config) -> AclChecker | None:
     with a ConfigError naming it)."""
     if not getattr(config, "acl_enable", False):
         return None
-    from broker.acl.accounts import PlainAcl
-
-    return AclChecker(PlainAcl.from_file(config.acl_file))
+    return AclChecker.from_file(config.acl_file)
 
 
 def acl_signer(config) -> AclSigner | None:

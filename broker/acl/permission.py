@@ -8,10 +8,13 @@ so every name a request carries is looked at once, before any handler runs.
 from __future__ import annotations
 
 import logging
+import os
+import time
 from dataclasses import dataclass
 
 from broker.acl.accounts import ANY, DENY, PUB, SUB, Account, PlainAcl, group_resource
 from broker.acl.signing import ACCESS_KEY, signature_matches
+from broker.errors import ConfigError
 from broker.remoting.codec import loads_fastjson
 from broker.remoting.codes import RequestCode as R
 from broker.remoting.command import RemotingCommand
@@ -115,14 +118,49 @@ def check_permission(needed: int, owned: int) -> bool:
 
 class AclChecker:
     """``refusal(req, host)``: None when ``req`` from ``host`` may run, else why not (one line,
-    no secret in it)."""
+    no secret in it). Made with ``from_file``, it re-reads plain_acl.yml when the file changes
+    (looked at every ``RELOAD_CHECK_MS``), as RocketMQ watches it; a changed file that does not
+    parse is logged and the accounts in force stay."""
+
+    RELOAD_CHECK_MS = 1000
 
     def __init__(self, acl: PlainAcl, admin_codes: frozenset[int] = ADMIN_CODES) -> None:
         self.acl = acl
         self.admin_codes = admin_codes
         self._logged: set[tuple[str, str]] = set()
+        self._path: str | None = None
+        self._mtime_ns = 0
+        self._next_check = 0.0
+        self._reload_check_s = self.RELOAD_CHECK_MS / 1000
+
+    @classmethod
+    def from_file(cls, path: str, reload_check_ms: int = RELOAD_CHECK_MS) -> AclChecker:
+        checker = cls(PlainAcl.from_file(path))
+        checker._path = path
+        checker._mtime_ns = _mtime_ns(path)
+        checker._reload_check_s = reload_check_ms / 1000
+        checker._next_check = time.monotonic() + checker._reload_check_s
+        return checker
+
+    def _maybe_reload(self) -> None:
+        now = time.monotonic()
+        if self._path is None or now < self._next_check:
+            return
+        self._next_check = now + self._reload_check_s
+        mtime = _mtime_ns(self._path)
+        if mtime == self._mtime_ns:
+            return
+        self._mtime_ns = mtime
+        try:
+            self.acl = PlainAcl.from_file(self._path)
+        except ConfigError as exc:
+            log.error("ACL: %s changed but cannot be used (the previous accounts stay): %s",
+                      self._path, exc)  # fmt: skip
+            return
+        log.warning("ACL: reloaded %s (%d accounts)", self._path, len(self.acl.accounts))
 
     def refusal(self, req: RemotingCommand, host: str) -> str | None:
+        self._maybe_reload()
         if self.acl.globally_white(host):
             return None
         ak = req.ext_fields.get(ACCESS_KEY)
@@ -162,6 +200,13 @@ class AclChecker:
             return
         self._logged.add(key)
         log.warning("ACL: refused request code %d from %s: %s", req.code, peer, reason)
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1  # gone: keep what is loaded, reload when it is back
 
 
 def _perm_name(perm: int) -> str:

@@ -6,6 +6,7 @@ import pytest
 
 from broker.acl.accounts import ANY, DENY, PUB, SUB, AddressPattern, PlainAcl, parse_perm
 from broker.acl.permission import AclChecker, check_permission
+from broker.acl.signing import AclSigner
 from broker.errors import ConfigError
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
@@ -134,3 +135,29 @@ def test_refusals_are_logged_once_per_peer_and_reason(caplog):
     checker.log_refusal("10.0.0.2:1", _pull(), "the request is not signed")
     lines = [r for r in caplog.records if "ACL: refused" in r.getMessage()]
     assert len(lines) == 2
+
+
+def test_the_file_is_reloaded_when_it_changes_and_a_bad_change_keeps_the_old_accounts(
+    tmp_path, caplog
+):
+    import os
+
+    from tests.acl.acl_files import write_acl
+
+    path = write_acl(tmp_path)
+    checker = AclChecker.from_file(str(path), reload_check_ms=0)  # look at every request
+    newcomer = AclSigner("newcomer1", "newSecret1")
+    req = _pull()
+    newcomer(req)
+    assert "no ACL account" in checker.refusal(req, "10.0.0.1")
+
+    def rewrite(text: str, bump_s: int) -> None:
+        path.write_text(text)
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + bump_s * 1_000_000_000))
+
+    rewrite(PLAIN_ACL + "  - accessKey: newcomer1\n    secretKey: newSecret1\n    admin: true\n", 1)
+    assert checker.refusal(req, "10.0.0.1") is None
+    rewrite("accounts: [oops\n", 2)
+    assert checker.refusal(req, "10.0.0.1") is None  # still the last good file
+    assert any("cannot be used" in r.getMessage() for r in caplog.records)
