@@ -81,9 +81,10 @@ class BrokerNode:
 
     @classmethod
     async def start(cls, config: BrokerConfig, host: str = "0.0.0.0") -> BrokerNode:
+        acl_checker(config)  # a bad plain_acl.yml stops the start before the store is opened
         store = MessageStore.open(config)
-        node = cls(config, store)
         try:
+            node = cls(config, store)
             await node._start(host)
         except BaseException:
             store.shutdown()
