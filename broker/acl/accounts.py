@@ -34,6 +34,7 @@ DENY, ANY, PUB, SUB = 1, 2, 4, 8
 _PERMS = {"DENY": DENY, "ANY": ANY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB}
 _PERMS["SUB|PUB"] = PUB | SUB
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+MAX_FILE_CHARS = 4 * 1024 * 1024  # a plain_acl.yml larger than this is not one
 KEY_MIN_LENGTH = 6  # RocketMQ PlainPermissionManager: keys shorter than this are refused
 _ACCOUNT_KEYS = {
     "accessKey", "secretKey", "whiteRemoteAddress", "admin", "defaultTopicPerm",
@@ -132,10 +133,14 @@ class PlainAcl:
 
     @classmethod
     def from_text(cls, text: str, source: str = "<plain_acl.yml>") -> PlainAcl:
+        if len(text) > MAX_FILE_CHARS:
+            raise ConfigError(f"{source}: {len(text)} characters, more than {MAX_FILE_CHARS}")
         try:
             doc = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{source}: not YAML: {exc}") from exc
+        except RecursionError as exc:
+            raise ConfigError(f"{source}: nested too deeply to be an ACL file") from exc
         if not isinstance(doc, dict):
             raise ConfigError(f"{source}: expected a mapping at the top")
         whites = tuple(

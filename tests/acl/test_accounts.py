@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.acl.accounts import ANY, DENY, PUB, SUB, AddressPattern, PlainAcl, parse_perm
 from broker.acl.permission import AclChecker, check_permission
@@ -161,3 +163,17 @@ def test_the_file_is_reloaded_when_it_changes_and_a_bad_change_keeps_the_old_acc
     rewrite("accounts: [oops\n", 2)
     assert checker.refusal(req, "10.0.0.1") is None  # still the last good file
     assert any("cannot be used" in r.getMessage() for r in caplog.records)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_is_accounts_or_one_config_error(text):
+    try:
+        PlainAcl.from_text(text, "fuzz.yml")
+    except ConfigError as exc:
+        assert str(exc).startswith("fuzz.yml")
+
+
+def test_deeply_nested_yaml_is_a_config_error():
+    with pytest.raises(ConfigError):
+        PlainAcl.from_text("accounts: " + "[" * 5000 + "]" * 5000, "deep.yml")

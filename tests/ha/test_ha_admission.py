@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from broker.acl.signing import AclSigner
 from broker.ha import wire
 from broker.ha.admission import handshake_frame
@@ -154,3 +157,14 @@ def test_slaves_with_acl_replicate_byte_identically_and_sync_sends_succeed(tmp_p
             await stop(slave, master)
 
     asyncio.run(main())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_any_handshake_bytes_are_fields_or_a_protocol_error(data):
+    try:
+        size = wire.read_handshake_head(data[:6].ljust(6, b"\0"))
+        fields = wire.read_handshake_payload(data[6 : 6 + size])
+    except wire.HAProtocolError:
+        return
+    assert isinstance(fields, dict)
