@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import signal
 import struct
 import zlib
@@ -15,6 +16,7 @@ from broker.acl.permission import AclChecker
 from broker.errors import RemotingError
 from broker.namesrv_routes import RouteInfoManager
 from broker.processors.guard import guarded
+from broker.processors.names import topic_problem
 from broker.remoting.codec import loads_fastjson
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -97,6 +99,41 @@ def _decode_java_compressed(data: bytes, broker_addr: str | None) -> dict:
     }
 
 
+MAX_REGISTERED_TOPICS = 100_000  # per registration: more is not a broker's topic table
+_NAME = re.compile(r"[%|a-zA-Z0-9_.:-]{1,255}")  # broker and cluster names
+
+
+def _registration_problem(req: RemotingCommand, body: dict) -> str | None:
+    """Why a REGISTER_BROKER must not touch the route tables: a bad name, address or number."""
+    for name in ("brokerName", "clusterName"):
+        value = req.field(name)
+        if not _NAME.fullmatch(value):
+            return f"{name} {value[:60]!r} is not 1-255 characters of [%|a-zA-Z0-9_.:-]"
+    addr = req.field("brokerAddr")
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535 or len(addr) > 255:
+        return f"brokerAddr {addr[:60]!r} is not host:port"
+    if not 0 <= req.int_field("brokerId") < 1 << 31:
+        return f"brokerId {req.int_field('brokerId')} is out of range"
+    wrapper = body.get("topicConfigSerializeWrapper") or {}
+    table = wrapper.get("topicConfigTable") if isinstance(wrapper, dict) else None
+    if table is None:
+        return None
+    if not isinstance(table, dict) or len(table) > MAX_REGISTERED_TOPICS:
+        return f"topicConfigTable is not a table of at most {MAX_REGISTERED_TOPICS:,} topics"
+    for topic, cfg in table.items():
+        if topic_problem(str(topic)) is not None or not isinstance(cfg, dict):
+            return f"topicConfigTable: {topic_problem(str(topic)) or f'{topic!r}: not an object'}"
+        for key in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag"):
+            try:
+                value = int(cfg.get(key, 0))
+            except (TypeError, ValueError):
+                return f"topicConfigTable: {topic} {key} {cfg.get(key)!r} is not a number"
+            if not 0 <= value < 1 << 16:
+                return f"topicConfigTable: {topic} {key} {value} is out of range"
+    return None
+
+
 class NameServer:
     """``acl``: with a checker (``--acl-file``), every request must be signed by an account of
     plain_acl.yml (registration and KV writes by an admin one), else NO_PERMISSION."""
@@ -126,6 +163,10 @@ class NameServer:
 
     async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
         body = _decode_register_body(req)
+        problem = _registration_problem(req, body)
+        if problem is not None:
+            log.warning("REGISTER_BROKER from %s refused: %s", conn.peer, problem)
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         result = self.routes.register_broker(
             cluster=req.field("clusterName"),
             broker_addr=req.field("brokerAddr"),

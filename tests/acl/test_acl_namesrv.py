@@ -138,3 +138,42 @@ def test_broker_without_keys_is_refused_by_an_acl_namesrv(tmp_path):
             await ns.server.stop()
 
     asyncio.run(main())
+
+
+def test_registration_with_bad_names_or_numbers_touches_no_route(tmp_path):
+    def reg(**over):
+        req = _register("127.0.0.1:10911", topic=over.pop("topic", "OrderTopic"))
+        if "queues" in over:
+            doc = json.loads(req.body)
+            table = doc["topicConfigSerializeWrapper"]["topicConfigTable"]
+            next(iter(table.values()))["readQueueNums"] = over.pop("queues")
+            req.body = json.dumps(doc).encode()
+        req.ext_fields.update({k: str(v) for k, v in over.items()})
+        return req
+
+    async def main():
+        ns = NameServer()  # no ACL: anyone may register, but only sane names and numbers
+        await ns.server.start("127.0.0.1", 0)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{ns.server.port}"
+        try:
+            for bad in (
+                reg(topic="../../x"),
+                reg(topic="t" * 200),
+                reg(brokerName="evil\nname"),
+                reg(clusterName=""),
+                reg(brokerAddr="no-port"),
+                reg(brokerId=-1),
+                reg(queues=10**12),
+                reg(queues="many"),
+            ):
+                resp = await client.invoke(addr, bad, 5000)
+                assert resp.code == ResponseCode.SYSTEM_ERROR, (bad.ext_fields, resp.remark)
+            assert ns.routes.broker_addr_table == {} and ns.routes.topic_queue_table == {}
+            assert (await client.invoke(addr, reg(), 5000)).code == ResponseCode.SUCCESS
+            assert ns.routes.topic_route("OrderTopic") is not None
+        finally:
+            await client.close()
+            await ns.server.stop()
+
+    asyncio.run(main())
