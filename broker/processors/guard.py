@@ -9,8 +9,8 @@ and nothing else happens: no handler runs, nothing touches the disk or a table.
 from __future__ import annotations
 
 from broker.acl.permission import AclChecker
-from broker.processors.names import name_refusal
-from broker.remoting.codes import ResponseCode
+from broker.processors.names import SEND_CODES, name_refusal, send_topic_refusal
+from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Eager, Handler
 
@@ -35,8 +35,10 @@ def refusal(
     return None
 
 
-def _wrap(handler: Handler, acl: AclChecker | None, check_names: bool) -> Handler:
+def _wrap(handler: Handler, acl: AclChecker | None, check_names: bool, code: int) -> Handler:
     inner = handler.fn if type(handler) is Eager else handler
+    if acl is None and check_names and code in SEND_CODES:
+        return _wrap_send(handler, inner, "topic" if code == RequestCode.SEND_MESSAGE else "b")
 
     async def checked(conn, req: RemotingCommand):
         refused = refusal(conn, req, acl, check_names)
@@ -52,4 +54,18 @@ def guarded(
     processors: dict[int, Handler], acl: AclChecker | None = None, check_names: bool = True
 ) -> dict[int, Handler]:
     """The processor table with every handler behind the checks."""
-    return {code: _wrap(h, acl, check_names) for code, h in processors.items()}
+    return {code: _wrap(h, acl, check_names, code) for code, h in processors.items()}
+
+
+def _wrap_send(handler: Handler, inner: Handler, field: str) -> Handler:
+    """The send path without ACL: the topic's verdict is one dict lookup (names.py)."""
+
+    async def checked(conn, req: RemotingCommand):
+        topic = req.ext_fields.get(field)
+        if topic is not None:
+            bad = send_topic_refusal(topic, field)
+            if bad is not None:
+                return req.make_response(bad[0], remark=bad[1])
+        return await inner(conn, req)
+
+    return Eager(checked) if type(handler) is Eager else checked

@@ -75,22 +75,39 @@ def _short_group_problem(group: str) -> str | None:
     return None
 
 
+_SEND_VERDICTS: dict[str, tuple[ResponseCode, str] | None] = {}  # short topics only
+_SEND_VERDICTS_MAX = 4096
+
+
+def send_topic_refusal(topic: str, field: str) -> tuple[ResponseCode, str] | None:
+    """The verdict on a send's topic (the hot path: one dict lookup once a topic is known)."""
+    try:
+        return _SEND_VERDICTS[topic]
+    except KeyError:
+        pass
+    problem = topic_problem(topic)
+    if problem is not None:
+        verdict = ResponseCode.SYSTEM_ERROR, f"{problem} (field {field})"
+    elif is_reserved_for_send(topic):
+        verdict = (
+            ResponseCode.NO_PERMISSION,
+            f"Sending message to topic[{topic}] is forbidden (a system topic).",
+        )
+    else:
+        verdict = None
+    if len(topic) <= TOPIC_MAX_LENGTH:  # a long name never enters the cache
+        if len(_SEND_VERDICTS) >= _SEND_VERDICTS_MAX:
+            _SEND_VERDICTS.clear()
+        _SEND_VERDICTS[topic] = verdict
+    return verdict
+
+
 def name_refusal(req: RemotingCommand) -> tuple[ResponseCode, str] | None:
     """(response code, remark) refusing ``req`` for a bad name, or None."""
-    if req.code in SEND_CODES:  # the hot path: one topic field, no Resource objects
+    if req.code in SEND_CODES:
         field = "topic" if req.code == RequestCode.SEND_MESSAGE else "b"
         topic = req.ext_fields.get(field)
-        if topic is None:
-            return None  # the handler names the missing field
-        problem = topic_problem(topic)
-        if problem is not None:
-            return ResponseCode.SYSTEM_ERROR, f"{problem} (field {field})"
-        if is_reserved_for_send(topic):
-            return (
-                ResponseCode.NO_PERMISSION,
-                f"Sending message to topic[{topic}] is forbidden (a system topic).",
-            )
-        return None
+        return None if topic is None else send_topic_refusal(topic, field)
     for res in request_resources(req):
         if res.kind == "group":
             problem = group_problem(res.name)
