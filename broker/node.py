@@ -57,6 +57,9 @@ class BrokerNode:
         self.server: RemotingServer
         self.acl = acl_checker(config)  # None unless aclEnable
         self.rpc_hook = acl_signer(config)  # signs what this broker sends (None: no keys)
+        if self.acl is not None and self.rpc_hook is None:
+            log.warning("aclEnable=true without accessKey/secretKey: this broker's own requests "
+                        "(registration, slave sync, HA) go unsigned and an ACL peer refuses them")  # fmt: skip
         self.ns_client = RemotingClient(rpc_hook=self.rpc_hook)
         self._tasks: list[asyncio.Task] = []
         self._register_now = asyncio.Event()
