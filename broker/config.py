@@ -104,6 +104,11 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "tlsClientTrustCertPath": ("tls_client_trust_cert_path", None),
     "strictConfig": ("strict_config", True),
     "checkCRCOnRecover": ("check_crc_on_recover", True),
+    "aclEnable": ("acl_enable", False),
+    "aclFile": ("acl_file", None),
+    "accessKey": ("access_key", None),
+    "secretKey": ("secret_key", None),
+    "haAllowedSlaves": ("ha_allowed_slaves", None),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -176,6 +181,16 @@ class BrokerConfig:
     strict_config: bool = True
     # recovery checks every record's body CRC (RocketMQ's checkCRCOnRecover, default true)
     check_crc_on_recover: bool = True
+    # RocketMQ's plain ACL (broker/acl): aclEnable checks every request against aclFile
+    # (plain_acl.yml); accessKey/secretKey are this broker's own account, used to sign what it
+    # sends (registration, slave sync, the HA handshake)
+    acl_enable: bool = False
+    acl_file: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    # who may connect to the HA port: IPs or networks separated by ';' or ','
+    # (default: loopback only without ACL, anyone who signs the handshake with ACL)
+    ha_allowed_slaves: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -259,6 +274,15 @@ class BrokerConfig:
             parse_delay_levels(self.message_delay_level)
         except ConfigError as exc:
             raise _keyed(str(exc), "messageDelayLevel") from None
+        if self.acl_enable and not self.acl_file:
+            raise _keyed("aclEnable=true needs aclFile (the path of plain_acl.yml)", "aclEnable")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise _keyed("accessKey and secretKey go together: set both or neither", "accessKey")
+        if self.ha_allowed_slaves:
+            try:
+                ha_allowed_networks(self.ha_allowed_slaves)
+            except ValueError as exc:
+                raise _keyed(f"haAllowedSlaves: {exc}", "haAllowedSlaves") from None
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -386,6 +410,18 @@ def _is_host_port(addr: str) -> bool:
     if any(c.isspace() for c in host) or "/" in host:
         return False
     return True
+
+
+def ha_allowed_networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """``haAllowedSlaves`` ("10.0.0.5;10.1.0.0/16") as networks; ValueError names a bad item."""
+    out = []
+    for item in spec.replace(",", ";").split(";"):
+        if item.strip():
+            try:
+                out.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
+    return out
 
 
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -6,12 +6,16 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import signal
 import struct
 import zlib
 
 from broker import aio
+from broker.acl.permission import AclChecker
 from broker.namesrv_routes import RouteInfoManager
+from broker.processors.guard import guarded
+from broker.processors.names import topic_problem
 from broker.remoting import tls
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -104,9 +108,52 @@ def _decode_java_compressed(data: bytes, broker_addr: str | None) -> dict:
     }
 
 
+MAX_REGISTERED_TOPICS = 100_000  # per registration: more is not a broker's topic table
+_NAME = re.compile(r"[%|a-zA-Z0-9_.:-]{1,255}")  # broker and cluster names
+
+
+def _registration_problem(req: RemotingCommand, body: dict) -> str | None:
+    """Why a REGISTER_BROKER must not touch the route tables: a bad name, address or number."""
+    for name in ("brokerName", "clusterName"):
+        value = req.field(name)
+        if not _NAME.fullmatch(value):
+            return f"{name} {value[:60]!r} is not 1-255 characters of [%|a-zA-Z0-9_.:-]"
+    addr = req.field("brokerAddr")
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535 or len(addr) > 255:
+        return f"brokerAddr {addr[:60]!r} is not host:port"
+    if not 0 <= req.int_field("brokerId") < 1 << 31:
+        return f"brokerId {req.int_field('brokerId')} is out of range"
+    wrapper = body.get("topicConfigSerializeWrapper") or {}
+    table = wrapper.get("topicConfigTable") if isinstance(wrapper, dict) else None
+    if table is None:
+        return None
+    if not isinstance(table, dict) or len(table) > MAX_REGISTERED_TOPICS:
+        return f"topicConfigTable is not a table of at most {MAX_REGISTERED_TOPICS:,} topics"
+    for topic, cfg in table.items():
+        if topic_problem(str(topic)) is not None or not isinstance(cfg, dict):
+            return f"topicConfigTable: {topic_problem(str(topic)) or f'{topic!r}: not an object'}"
+        for key in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag"):
+            try:
+                value = int(cfg.get(key, 0))
+            except (TypeError, ValueError):
+                return f"topicConfigTable: {topic} {key} {cfg.get(key)!r} is not a number"
+            if not 0 <= value < 1 << 16:
+                return f"topicConfigTable: {topic} {key} {value} is out of range"
+    return None
+
+
 class NameServer:
-    def __init__(self, routes: RouteInfoManager | None = None, **server_options) -> None:
-        """``server_options`` go to RemotingServer: limits, tls_mode, ssl_context."""
+    """``acl``: with a checker (``--acl-file``), every request must be signed by an account of
+    plain_acl.yml (registration and KV writes by an admin one), else NO_PERMISSION.
+    ``server_options`` go to RemotingServer: limits, tls_mode, ssl_context."""
+
+    def __init__(
+        self,
+        routes: RouteInfoManager | None = None,
+        acl: AclChecker | None = None,
+        **server_options,
+    ) -> None:
         self.routes = routes or RouteInfoManager()
         # broker address -> the connection it last registered over (RocketMQ's
         # BrokerHousekeepingService: a broker whose channel closes leaves the routes at once,
@@ -114,19 +161,26 @@ class NameServer:
         self._broker_conns: dict[str, object] = {}
         self._watchers: set[asyncio.Task] = set()
         self.server = RemotingServer(
-            {
-                RequestCode.REGISTER_BROKER: self._register,
-                RequestCode.UNREGISTER_BROKER: self._unregister,
-                RequestCode.GET_ROUTEINFO_BY_TOPIC: self._route,
-                RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
-                RequestCode.GET_KV_CONFIG: self._kv_config,
-                RequestCode.QUERY_DATA_VERSION: self._query_data_version,
-            },
-            **server_options,
+            guarded(self._processors(), acl)  # broker/processors/guard.py: ACL, names
+            ** server_options,
         )
+
+    def _processors(self) -> dict:
+        return {
+            RequestCode.REGISTER_BROKER: self._register,
+            RequestCode.UNREGISTER_BROKER: self._unregister,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self._route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
+            RequestCode.GET_KV_CONFIG: self._kv_config,
+            RequestCode.QUERY_DATA_VERSION: self._query_data_version,
+        }
 
     async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
         body = _decode_register_body(req)
+        problem = _registration_problem(req, body)
+        if problem is not None:
+            log.warning("REGISTER_BROKER from %s refused: %s", conn.peer, problem)
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         result = self.routes.register_broker(
             cluster=req.field("clusterName"),
             broker_addr=req.field("brokerAddr"),
@@ -204,8 +258,8 @@ class NameServer:
                 )
 
 
-async def serve(host: str, port: int, **server_options) -> None:
-    ns = NameServer(**server_options)
+async def serve(host: str, port: int, acl: AclChecker | None = None, **server_options) -> None:
+    ns = NameServer(acl=acl, **server_options)
     await ns.server.start(host, port)
     log.info("namesrv listening on %s:%d", host, ns.server.port)
     stop = asyncio.Event()
@@ -238,8 +292,9 @@ def _server_options(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     options = _server_options(args)  # ConfigError: one line, exit 2 (cli.main)
-    warn_if_exposed("the name server", args.host, bool(getattr(args, "acl_enable", False)))
-    aio.run(serve(args.host, args.listen_port, **options), args.event_loop)
+    acl = AclChecker.from_file(args.acl_file) if args.acl_file else None
+    warn_if_exposed("the name server", args.host, acl is not None)
+    aio.run(serve(args.host, args.listen_port, acl, **options), args.event_loop)
     return 0
 
 
@@ -292,6 +347,11 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         choices=[k.value for k in aio.EventLoop],
         default=aio.EventLoop.UVLOOP.value,
         help="asyncio event loop (default uvloop)",
+    )
+    p.add_argument(
+        "--acl-file",
+        default=None,
+        help="plain_acl.yml: check every request's ACL signature (off when not given)",
     )
     p.set_defaults(func=run)
 

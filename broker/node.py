@@ -11,8 +11,12 @@ import os
 import signal
 
 from broker import aio
+from broker.acl.permission import AclChecker
+from broker.acl.signing import AclSigner
 from broker.config import BrokerConfig
 from broker.processors.admin import AdminProcessor, ConsumerManager
+from broker.processors.guard import guarded
+from broker.processors.names import topic_problem
 from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
@@ -55,7 +59,12 @@ class BrokerNode:
         self.consumers = ConsumerManager()
         self.long_poll: LongPollWaiters
         self.server: RemotingServer
-        self.ns_client = RemotingClient()
+        self.acl = acl_checker(config)  # None unless aclEnable
+        self.rpc_hook = acl_signer(config)  # signs what this broker sends (None: no keys)
+        if self.acl is not None and self.rpc_hook is None:
+            log.warning("aclEnable=true without accessKey/secretKey: this broker's own requests "
+                        "(registration, slave sync, HA) go unsigned and an ACL peer refuses them")  # fmt: skip
+        self.ns_client = RemotingClient(rpc_hook=self.rpc_hook)
         self.client_ssl = None  # tlsEnable: the SSL context of this node's own connections
         self._tasks: list[asyncio.Task] = []
         self._register_now = asyncio.Event()
@@ -82,9 +91,11 @@ class BrokerNode:
     ) -> BrokerNode:
         """``host`` overrides the config's listenHost."""
         host = config.listen_host if host is None else host
+        acl_checker(config)  # a bad plain_acl.yml stops the start before the store is opened
         store = MessageStore.open(config, accept_offset_loss=accept_offset_loss)
         node = cls(config, store)
         try:
+            node = cls(config, store)
             await node._start(host)
         except BaseException:
             store.shutdown()
@@ -117,8 +128,9 @@ class BrokerNode:
         self.services = self._build_services()
         for service in self.services:
             processors.update(getattr(service, "handlers", dict)())
-        self.server = _remoting_server(self.config, processors)
-        warn_if_exposed(f"broker {self.node_name}", host, acl_enabled(self.config))
+        # every request passes the ACL and name checks first (broker/processors/guard.py)
+        self.server = _remoting_server(self.config, guarded(processors, self.acl))
+        warn_if_exposed(f"broker {self.node_name}", host, self.acl is not None)
         self.running = True
         started = []
         try:
@@ -258,6 +270,8 @@ class BrokerNode:
         tc = table.get(topic)
         if tc is not None:
             return tc
+        if topic_problem(topic) is not None:
+            return None  # the dispatch guard refuses such names first; never a table key
         template = table.get(default_topic or DEFAULT_TOPIC)
         if not self.config.auto_create_topic_enable or template is None:
             return None
@@ -393,6 +407,25 @@ class _RoleServices:
         await self.node.stop_role_services()
 
 
+def acl_checker(config) -> AclChecker | None:
+    """The request checker when ``aclEnable`` (plain_acl.yml read now: a bad file stops the start
+    with a ConfigError naming it)."""
+    if not getattr(config, "acl_enable", False):
+        return None
+    return AclChecker.from_file(config.acl_file)
+
+
+def acl_signer(config, environ=os.environ) -> AclSigner | None:
+    """This node's own ACL signer, or None: ``accessKey`` / ``secretKey`` from broker.conf, else
+    from the environment (``HAPROOF_ACCESS_KEY`` / ``HAPROOF_SECRET_KEY``: a deployment keeps
+    the secret out of the config file, e.g. docker-compose.yml)."""
+    ak = getattr(config, "access_key", None) or environ.get("HAPROOF_ACCESS_KEY")
+    sk = getattr(config, "secret_key", None) or environ.get("HAPROOF_SECRET_KEY")
+    if ak and sk:
+        return AclSigner(ak, sk)
+    return None
+
+
 def stable_node_name(config: BrokerConfig) -> str:
     """DESIGN.md: ``nodeName`` from the config, else ``{brokerName}-{brokerId}`` at the first
     start, kept in ``{storePathRootDir}/nodeName`` because brokerId changes at failover."""
@@ -408,14 +441,6 @@ def stable_node_name(config: BrokerConfig) -> str:
     if name != kept:
         atomic_write(path, name.encode())
     return name
-
-
-def acl_enabled(config: BrokerConfig) -> bool:
-    """aclEnable, read whether or not this build's config knows the key yet."""
-    value = getattr(config, "acl_enable", None)
-    if value is None:
-        value = str(config.extra.get("aclEnable", "false")).strip().lower() == "true"
-    return bool(value)
 
 
 def _remoting_server(config: BrokerConfig, processors: dict) -> RemotingServer:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from broker.admin import broker_config, cluster, ha, offsets
-from broker.admin.common import EXIT_CODES
+from broker.admin.common import EXIT_CODES, signed
 
 
 def add_verb(
@@ -20,7 +20,14 @@ def add_verb(
     if targets == "both":
         q.add_argument("--broker-addr", default=None, help="broker address(es), ';'-separated")
     q.add_argument("--json", action="store_true", help="JSON output instead of a table")
-    q.set_defaults(func=func)
+    q.add_argument(
+        "--access-key",
+        default=None,
+        help="ACL account to sign with (default: $HAPROOF_ACCESS_KEY); its secret key comes "
+        "from $HAPROOF_SECRET_KEY or --secret-key-file",
+    )
+    q.add_argument("--secret-key-file", default=None, help="file holding the secret key")
+    q.set_defaults(func=signed(func))
     return q
 
 

@@ -3,8 +3,10 @@ each node, the name server's cluster table, a plain-text table and time parsing.
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import json
+import os
 import sys
 import time
 
@@ -33,9 +35,38 @@ def addrs(raw: str | None) -> list[str]:
     return [a.strip() for a in (raw or "").split(";") if a.strip()]
 
 
+# This command's ACL signer (from --access-key / HAPROOF_ACCESS_KEY and the secret key);
+# asyncio.run copies the context, so every client made below signs with it.
+SIGNER: contextvars.ContextVar = contextvars.ContextVar("haproof_admin_signer", default=None)
+
+
 def new_client() -> RemotingClient:
-    """The one place admin verbs get a remoting client."""
-    return RemotingClient()
+    """The one place admin verbs get a remoting client (signing when an account is given)."""
+    return RemotingClient(rpc_hook=SIGNER.get())
+
+
+def signed(run):
+    """Wrap a verb's ``run`` so it signs with the credentials its arguments name (exit 2 if
+    they are incomplete or unreadable)."""
+    from broker.acl.signing import AclSigner
+
+    def wrapped(args) -> int:
+        ak = getattr(args, "access_key", None) or os.environ.get("HAPROOF_ACCESS_KEY")
+        sk = os.environ.get("HAPROOF_SECRET_KEY")
+        key_file = getattr(args, "secret_key_file", None)
+        if key_file:
+            try:
+                with open(key_file, encoding="utf-8") as fh:
+                    sk = fh.read().strip()
+            except OSError as exc:
+                return fail("", f"cannot read --secret-key-file {key_file}: {exc.strerror}", 2)
+        if bool(ak) != bool(sk):
+            return fail("", "an access key needs a secret key (HAPROOF_SECRET_KEY or "
+                        "--secret-key-file) and the other way round", 2)  # fmt: skip
+        SIGNER.set(AclSigner(ak, sk) if ak else None)
+        return run(args)
+
+    return wrapped
 
 
 def fail(verb: str, message: str, code: int) -> int:

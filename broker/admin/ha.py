@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 
-from broker.admin.common import TIMEOUT_MS, AdminError, addrs, fail, new_client
+from broker.admin.common import SIGNER, TIMEOUT_MS, AdminError, addrs, fail, new_client
 from broker.config import BrokerRole
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -111,6 +111,7 @@ def run_promote(args: argparse.Namespace) -> int:
                 namesrv_addrs=addrs(args.namesrv),
                 broker_addrs=addrs(args.broker_addr),
                 role=BrokerRole(args.role),
+                rpc_hook=SIGNER.get(),
             )
         )
     except FailoverError as exc:

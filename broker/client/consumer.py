@@ -97,6 +97,7 @@ class Consumer:
         timeout_ms: int = 3000,
         clock_ms=lambda: int(time.time() * 1000),
         rebalance_interval_ms: int = REBALANCE_INTERVAL_MS,
+        rpc_hook=None,  # signs every request, e.g. AclSigner(access_key, secret_key)
     ) -> None:
         self.group, self.topic, self.sub_expression, self.mode = group, topic, sub_expression, mode
         # topic -> subscription expression, the application's topic first
@@ -107,7 +108,9 @@ class Consumer:
         self.client_id = client_id or f"127.0.0.1@{os.getpid()}@{uuid.uuid4().hex[:8]}"
         self.max_msg_nums, self.timeout_ms = max_msg_nums, timeout_ms
         self.sub_version = clock_ms()
-        self.client = RemotingClient({RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_notify})
+        self.client = RemotingClient(
+            {RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_notify}, rpc_hook=rpc_hook
+        )
         self.schedule = RemoteOffsetSchedule(persist_interval_ms, clock_ms)
         # RocketMQ's client rebalances every 20 s besides when told: routes change, and a
         # retry topic missing at the first rebalance is picked up at a later one.

@@ -66,12 +66,14 @@ class Producer:
         namesrv_addrs: list[str],
         send_timeout_ms: int = 3000,
         retry_times: int = 2,
+        rpc_hook=None,
     ) -> None:
+        """``rpc_hook``: signs every request, e.g. ``AclSigner(access_key, secret_key)``."""
         self.group = group
         self.namesrv_addrs = list(namesrv_addrs)
         self.send_timeout_ms = send_timeout_ms
         self.retry_times = retry_times
-        self.client = RemotingClient()
+        self.client = RemotingClient(rpc_hook=rpc_hook)
         self._routes: dict[str, TopicRoute] = {}
         self._rr = itertools.count()
 

@@ -20,6 +20,7 @@ import random
 import time
 
 from broker.ha import wire
+from broker.ha.admission import handshake_frame
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import HaproofError, RemotingError, StoreError
@@ -203,7 +204,20 @@ class HAClient:
             await asyncio.sleep(interval_s)
             await self._report(writer)
 
+    def _handshake(self) -> bytes:
+        """With ACL, the signed frame the master wants before the first report."""
+        if not getattr(self.config, "acl_enable", False):
+            return b""
+        signer = getattr(self.node, "rpc_hook", None)
+        if signer is None:
+            log.warning("HA: aclEnable without accessKey/secretKey: the master will refuse us")
+            return b""
+        return handshake_frame(signer, self.node.node_name)
+
     async def _serve(self, reader, writer) -> None:
+        hello = self._handshake()
+        if hello:
+            writer.write(hello)
         await self._report(writer)
         heartbeat = asyncio.create_task(self._heartbeat(writer))
         timeout_s = self.config.ha_housekeeping_interval_ms / 1000

@@ -49,7 +49,10 @@ class FailoverService:
 
     def __init__(self, node) -> None:
         self.node = node
-        self.client = RemotingClient(ssl=getattr(node, "client_ssl", None))  # tlsEnable
+        self.client = RemotingClient(
+            ssl=getattr(node, "client_ssl", None),  # tlsEnable
+            rpc_hook=getattr(node, "rpc_hook", None),  # ACL
+        )
 
     async def start(self) -> None:
         node = self.node
@@ -254,6 +257,9 @@ async def group_nodes(client: RemotingClient, namesrv_addrs: list[str], broker_n
         except RemotingError as exc:
             last = exc
             continue
+        if resp.code != ResponseCode.SUCCESS:  # e.g. NO_PERMISSION from an ACL name server
+            last = RemotingError(f"code {resp.code}: {resp.remark}")
+            continue
         table = json.loads(resp.body).get("brokerAddrTable", {})
         data = table.get(broker_name)
         if data is None:
@@ -269,10 +275,11 @@ async def promote(
     namesrv_addrs: list[str] | None = None,
     broker_addrs: list[str] | None = None,
     role: BrokerRole = BrokerRole.SYNC_MASTER,
+    rpc_hook=None,
 ) -> dict:
     """Make ``node_name`` the master of ``broker_name`` under a new epoch; point every other
-    reachable node of the group at it. Returns what was done."""
-    client = RemotingClient()
+    reachable node of the group at it. Returns what was done. ``rpc_hook`` signs (ACL)."""
+    client = RemotingClient(rpc_hook=rpc_hook)
     try:
         addrs = list(broker_addrs or [])
         if namesrv_addrs:

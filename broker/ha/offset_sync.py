@@ -63,7 +63,10 @@ class OffsetPreOnline:
 
     def __init__(self, node, fetch: Fetch | None = None, peers=None) -> None:
         self.node = node
-        self.client = RemotingClient(ssl=getattr(node, "client_ssl", None))  # tlsEnable
+        self.client = RemotingClient(
+            ssl=getattr(node, "client_ssl", None),  # tlsEnable
+            rpc_hook=getattr(node, "rpc_hook", None),  # ACL
+        )
         self._fetch = fetch or self._fetch_remote
         self._peers = peers or self._peers_from_namesrv
         self.raised_total = 0

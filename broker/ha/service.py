@@ -9,6 +9,10 @@
   ``haSendHeartbeatInterval``. ``haHousekeepingInterval`` without a report closes the connection.
 - A report that is negative or beyond the master's log end is garbage (or an old master that
   must truncate first): the connection is dropped with the reason logged; nothing else changes.
+  After the first, a report beyond what this connection was sent is a lie (an ack for bytes the
+  peer cannot hold): a protocol error that closes the connection, never a confirmation.
+- Only slaves get in (broker/ha/admission.py): an address allow-list, and with ACL a signed
+  handshake; anyone else is closed before a byte is sent, logged once per address.
 - ``wait_replicated`` is GroupTransferService: on a SYNC_MASTER a send is answered once some
   slave's ack reaches the message's end, FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, and
   SLAVE_NOT_AVAILABLE at once when no slave is connected or the best one lags by more than
@@ -26,6 +30,7 @@ from collections import deque
 
 from broker.config import BrokerRole
 from broker.ha import wire
+from broker.ha.admission import HAAdmission
 from broker.remoting.limits import RefusalLog
 from broker.store.results import PutMessageStatus
 
@@ -47,6 +52,7 @@ class HAConnection:
         self.ack_offset = -1  # the slave's last report
         self.request_offset = -1  # its first report: where the transfer starts
         self.next_transfer = -1
+        self.sent_end = -1  # end of what this connection was given: no ack may pass it
         self.connected_at = time.monotonic()
         self._first_report = asyncio.Event()
         self.new_data = asyncio.Event()  # set by the service on every put
@@ -106,8 +112,14 @@ class HAConnection:
                 )
             if self.request_offset < 0:
                 self.request_offset = offset
+                self.next_transfer = self.sent_end = self._start_offset()
                 log.info("HA: slave %s connected, its log ends at %d", self.peer, offset)
                 self._first_report.set()
+            elif offset > self.sent_end:
+                raise wire.HAProtocolError(
+                    f"acknowledged offset {offset}, beyond the {self.sent_end} this connection "
+                    "was sent (an ack for bytes it cannot hold)"
+                )
             self.ack_offset = offset
             self.service.on_ack(offset)
 
@@ -121,7 +133,6 @@ class HAConnection:
     async def _write_loop(self) -> None:
         await self._first_report.wait()
         cfg = self.service.config
-        self.next_transfer = self._start_offset()
         heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
         batch = cfg.ha_transfer_batch_size_bytes
         store = self.service.store
@@ -132,6 +143,8 @@ class HAConnection:
             if data:
                 self.writer.write(wire.build_header(self.next_transfer, len(data)))
                 self.writer.write(data)
+                # before the drain: the slave's ack may arrive while we wait for the socket
+                self.sent_end = self.next_transfer + len(data)
                 await self.writer.drain()
                 self.next_transfer += len(data)
                 self._sent.append((time.monotonic(), len(data)))
@@ -164,6 +177,7 @@ class HAService:
         # measured where the ack lands, without a poller's granularity (bench, haStatus)
         self.ack_history: deque[tuple[float, int]] = deque(maxlen=ACK_HISTORY_LEN)
         self._tasks: set[asyncio.Task] = set()
+        self.admission = HAAdmission(self.config, getattr(node, "acl", None))
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
         self._seq = itertools.count()
         self.refusals = RefusalLog()  # refused peers, logged once a minute per host
@@ -206,18 +220,48 @@ class HAService:
             )
             writer.transport.abort()
             return
-        conn = HAConnection(self, reader, writer, peer)
-        self.connections.append(conn)
         task = asyncio.current_task()
         self._tasks.add(task)
+        conn = None
         try:
+            if not await self._admit(reader, writer, host, peer):
+                return
+            conn = HAConnection(self, reader, writer, peer)
+            self.connections.append(conn)
             await conn.run()
         except asyncio.CancelledError:
             pass  # stop(): the top of this connection's task, nothing above it to tell
         finally:
-            self.connections.remove(conn)
+            if conn is not None:
+                self.connections.remove(conn)
+            else:
+                writer.close()  # stopped during the handshake
             self.peer_names.pop(peer, None)
             self._tasks.discard(task)
+
+    async def _admit(self, reader, writer, host: str, peer: str) -> bool:
+        """Whether ``peer`` is one of our slaves; if not it is closed, having been sent nothing."""
+        admission = self.admission
+        reason = admission.address_refusal(host)
+        if reason is None and admission.acl is not None:
+            try:
+                name = await admission.handshake(reader)
+            except wire.HAProtocolError as exc:
+                reason = str(exc)
+            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+                reason = f"no signed HA handshake ({type(exc).__name__})"
+            else:
+                if name:
+                    self.peer_names[peer] = name
+        if reason is None:
+            return True
+        admission.log_refusal(peer, host, reason)
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass
+        return False
 
     # -- transfer -------------------------------------------------------------------------------
 

@@ -31,7 +31,10 @@ class SlaveSynchronize:
 
     def __init__(self, node) -> None:
         self.node = node
-        self.client = RemotingClient(ssl=getattr(node, "client_ssl", None))  # tlsEnable
+        self.client = RemotingClient(
+            ssl=getattr(node, "client_ssl", None),  # tlsEnable
+            rpc_hook=getattr(node, "rpc_hook", None),  # ACL
+        )
         self.rounds = 0  # completed rounds
         self._task: asyncio.Task | None = None
 

@@ -11,7 +11,16 @@ Master → slave, a frame per transfer::
     body             the commit log bytes [offset, offset + size): at most
                      haTransferBatchSize, never across a mapped file end
 
-No handshake, no framing beyond this: a connection carries nothing else.
+With ``aclEnable`` the slave first sends one signed handshake frame (our own; RocketMQ's classic
+HA has no authentication)::
+
+    HANDSHAKE        4 bytes  b"HAAC"
+                     u16      payload length (at most 1024)
+                     payload  UTF-8 lines ``key=value``: AccessKey, NodeName, Purpose=HA,
+                              Timestamp (ms), Signature (plain ACL's signature over the other
+                              fields, see broker/acl/signing.py)
+
+Without ACL nothing precedes the first REPORT: the classic wire format, unchanged.
 """
 
 from __future__ import annotations
@@ -26,8 +35,45 @@ TRANSFER_HEADER = struct.Struct(">qi")  # body physical offset, body size
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
+HANDSHAKE_MAGIC = b"HAAC"
+HANDSHAKE_HEAD = struct.Struct(">4sH")  # magic, payload length
+HANDSHAKE_MAX_BYTES = 1024
+HANDSHAKE_PURPOSE = "HA"
+
+
 class HAProtocolError(HaproofError):
     """A peer broke the HA protocol: the connection is dropped, nothing else."""
+
+
+def build_handshake(fields: dict[str, str]) -> bytes:
+    payload = "\n".join(f"{k}={v}" for k, v in fields.items()).encode()
+    if len(payload) > HANDSHAKE_MAX_BYTES:
+        raise ValueError(f"HA handshake of {len(payload)} bytes is too long")
+    return HANDSHAKE_HEAD.pack(HANDSHAKE_MAGIC, len(payload)) + payload
+
+
+def read_handshake_head(data: bytes) -> int:
+    """The payload length, after checking the magic."""
+    magic, size = HANDSHAKE_HEAD.unpack(data)
+    if magic != HANDSHAKE_MAGIC:
+        raise HAProtocolError(f"expected a signed HA handshake, got {data[:8]!r}")
+    if size > HANDSHAKE_MAX_BYTES:
+        raise HAProtocolError(f"HA handshake of {size} bytes (at most {HANDSHAKE_MAX_BYTES})")
+    return size
+
+
+def read_handshake_payload(payload: bytes) -> dict[str, str]:
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HAProtocolError(f"HA handshake is not UTF-8: {exc}") from exc
+    fields = {}
+    for line in text.split("\n"):
+        key, sep, value = line.partition("=")
+        if not sep or key in fields:
+            raise HAProtocolError(f"HA handshake line {line[:40]!r} is not a new key=value")
+        fields[key] = value
+    return fields
 
 
 def build_report(max_offset: int) -> bytes:

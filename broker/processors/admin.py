@@ -167,12 +167,35 @@ class AdminProcessor:
         above the queue's max offset is refused with SYSTEM_ERROR and logged."""
         store = self.node.store
         group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
+        offset = req.int_field("commitOffset")
+        refusal = self._offset_refusal(req, topic, qid, offset)
+        if refusal is not None:
+            return refusal
         try:
-            store.consumer_offsets.commit(group, topic, qid, req.int_field("commitOffset"))
+            store.consumer_offsets.commit(group, topic, qid, offset)
         except OffsetOutOfRangeError as exc:
             log.warning("UPDATE_CONSUMER_OFFSET from %s refused: %s", conn.peer, exc)
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=f"refused: {exc}")
         return req.make_response(ResponseCode.SUCCESS)
+
+    def _offset_refusal(self, req, topic: str, qid: int, offset: int) -> RemotingCommand | None:
+        """A commit names a queue the topic has and an offset >= 0. A topic this node does not
+        know (yet: a slave syncs topic configs every slaveSyncIntervalMs) is accepted, as
+        RocketMQ 4.x does, with any queueId >= 0."""
+        if qid < 0 or offset < 0:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"queueId {qid} and commitOffset {offset} must be >= 0",
+            )
+        tc = self.node.store.topic_config.table.get(topic)
+        if tc is None:
+            return None
+        nums = max(int(tc.get("readQueueNums", 0)), int(tc.get("writeQueueNums", 0)))
+        if qid >= nums:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"queueId {qid} is invalid: {topic} has {nums}"
+            )
+        return None
 
     async def max_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
         off = self.node.store.get_max_offset_in_queue(req.field("topic"), req.int_field("queueId"))

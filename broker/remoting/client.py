@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl as _ssl
+from collections.abc import Callable
 
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Connection, ConnectionClosedError, Handler
@@ -36,14 +37,23 @@ async def connect(
     return conn
 
 
+RpcHook = Callable[[RemotingCommand], None]  # e.g. broker.acl.signing.AclSigner
+
+
 class RemotingClient:
-    """Connections pooled by address. ``RemotingClient()`` does no I/O; connections open lazily."""
+    """Connections pooled by address. ``RemotingClient()`` does no I/O; connections open lazily.
+    ``ssl``: every connection over TLS, verified with this context. ``rpc_hook`` (RocketMQ's
+    RPCHook, e.g. an ACL signer) sees every request before it is sent."""
 
     def __init__(
-        self, processors: dict[int, Handler] | None = None, ssl: _ssl.SSLContext | None = None
+        self,
+        processors: dict[int, Handler] | None = None,
+        ssl: _ssl.SSLContext | None = None,
+        rpc_hook: RpcHook | None = None,
     ) -> None:
         self.processors = dict(processors or {})
-        self.ssl = ssl  # every connection over TLS, verified with this context
+        self.ssl = ssl
+        self.rpc_hook = rpc_hook
         self._conns: dict[str, Connection] = {}
         self._lock = asyncio.Lock()
 
@@ -62,10 +72,14 @@ class RemotingClient:
         self, addr: str, request: RemotingCommand, timeout_ms: int = 3000
     ) -> RemotingCommand:
         conn = await self.connection(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         return await conn.invoke(request, timeout_ms)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         conn = await self.connection(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         await conn.invoke_oneway(request)
 
     async def close(self) -> None:
@@ -79,8 +93,11 @@ def invoke_sync(
     request: RemotingCommand,
     timeout_ms: int = 3000,
     ssl: _ssl.SSLContext | None = None,
+    rpc_hook: RpcHook | None = None,
 ) -> RemotingCommand:
     """One request from synchronous code (CLI tools)."""
+    if rpc_hook is not None:
+        rpc_hook(request)
 
     async def run() -> RemotingCommand:
         conn = await connect(addr, timeout_ms=timeout_ms, ssl=ssl)

@@ -25,7 +25,6 @@ import yaml
 
 from broker.cli import build_parser
 from broker.config import BrokerConfig, BrokerRole
-from broker.node import acl_enabled
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,7 +87,7 @@ def test_broker_configs_agree_with_the_network_and_each_other(compose) -> None:
     ns_port = _flag(ns_svc["command"], "--listen-port")
     masters = {}
     for name, (svc, cfg) in brokers.items():
-        # aclEnable is read by broker.node.acl_enabled until the ACL engineer's config key lands
+        # aclEnable is a BrokerConfig key (broker/acl)
         assert set(cfg.extra) <= {"aclEnable"}, f"{name}: unknown keys {cfg.extra}"
         ip = svc["networks"]["haproof"]["ipv4_address"]
         assert cfg.broker_ip1 == ip and ipaddress.ip_address(ip) in subnet, name
@@ -276,7 +275,9 @@ def test_remoting_healthchecks_probe_the_port_the_service_listens_on(compose) ->
 def test_brokers_run_with_acl_on_and_their_accounts_from_secrets(compose) -> None:
     brokers = _brokers(compose)
     for name, (svc, cfg) in brokers.items():
-        assert acl_enabled(cfg), f"{name}: aclEnable=true"
+        assert cfg.acl_enable, f"{name}: aclEnable=true"
+        assert cfg.acl_file == "/opt/haproof/conf/plain_acl.yml", name
+        assert cfg.access_key is None and cfg.secret_key is None, f"{name}: secret in the file"
         assert "accessKey" not in cfg.extra and "secretKey" not in cfg.extra, "no secret in conf"
         mounts = [s["target"] for s in svc["secrets"] if s["source"] == "plain_acl"]
         assert mounts == ["/opt/haproof/conf/plain_acl.yml"], name

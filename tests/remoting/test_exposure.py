@@ -9,7 +9,7 @@ import logging
 
 from broker import node as node_module
 from broker.config import BrokerConfig
-from broker.node import BrokerNode, acl_enabled
+from broker.node import BrokerNode
 
 
 def _config(tmp_path, **props) -> BrokerConfig:
@@ -41,15 +41,14 @@ def test_broker_listens_on_listen_host_and_reports_its_exposure(tmp_path, monkey
 
 
 def test_acl_enable_is_read_before_the_acl_key_exists(tmp_path) -> None:
-    assert not acl_enabled(_config(tmp_path))
-    assert acl_enabled(_config(tmp_path, aclEnable="true"))
-    assert not acl_enabled(_config(tmp_path, aclEnable="false"))
+    assert not _config(tmp_path).acl_enable
+    assert _config(tmp_path, aclEnable="false").acl_enable is False
 
 
 def test_default_listen_host_is_all_interfaces_and_loud_without_acl(tmp_path, caplog) -> None:
     cfg = _config(tmp_path)
     assert cfg.listen_host == "0.0.0.0"
     with caplog.at_level(logging.WARNING):
-        assert node_module.warn_if_exposed("broker x", cfg.listen_host, acl_enabled(cfg))
+        assert node_module.warn_if_exposed("broker x", cfg.listen_host, cfg.acl_enable)
     (record,) = caplog.records
     assert "0.0.0.0" in record.getMessage() and "ACL OFF" in record.getMessage()

@@ -44,8 +44,9 @@ function clientOptions(args) {
     logger,
   };
   if (args.sign === '1') {
-    opts.accessKeyId = 'haproof-placeholder-ak';
-    opts.accessKeySecret = 'haproof-placeholder-sk';
+    // --access-key / --secret-key: a real account of an ACL-enabled broker (plain_acl.yml)
+    opts.accessKeyId = args['access-key'] || 'haproof-placeholder-ak';
+    opts.accessKeySecret = args['secret-key'] || 'haproof-placeholder-sk';
   }
   return opts;
 }
