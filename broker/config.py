@@ -282,7 +282,7 @@ class BrokerConfig:
             try:
                 ha_allowed_networks(self.ha_allowed_slaves)
             except ValueError as exc:
-                raise _keyed(f"haAllowedSlaves: {exc}", "haAllowedSlaves") from None
+                raise bad("ha_allowed_slaves", str(exc)) from None
 
     @property
     def store_host(self) -> tuple[str, int]:

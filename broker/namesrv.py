@@ -161,8 +161,8 @@ class NameServer:
         self._broker_conns: dict[str, object] = {}
         self._watchers: set[asyncio.Task] = set()
         self.server = RemotingServer(
-            guarded(self._processors(), acl)  # broker/processors/guard.py: ACL, names
-            ** server_options,
+            guarded(self._processors(), acl),  # broker/processors/guard.py: ACL, names
+            **server_options,
         )
 
     def _processors(self) -> dict:
