@@ -12,12 +12,12 @@ import uuid
 
 from broker.archive import layout
 from broker.archive.object_store import open_store
-from broker.archive.s3server import DUMMY_CREDENTIALS
 from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message import Message
 from broker.store.message_store import MessageStore
 from tests.archive.live import CLUSTER, GROUP, archived_bytes, archived_end, log_bytes, wait_for
+from tools.s3server import DUMMY_CREDENTIALS
 
 MiB = 1024 * 1024
 

@@ -16,8 +16,6 @@ import threading
 import uuid
 
 from broker.archive.object_store import open_store
-from broker.archive.s3server import DUMMY_CREDENTIALS
-from broker.localcluster import child_pids, free_port, start_broker, start_namesrv
 from tests.archive.live import (
     archived_bytes,
     archived_end,
@@ -29,6 +27,8 @@ from tests.archive.live import (
     wait_for,
 )
 from tests.support.faultproxy import FaultProxy
+from tools.localcluster import child_pids, free_port, start_broker, start_namesrv
+from tools.s3server import DUMMY_CREDENTIALS
 
 
 class ProxyThread:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from broker.archive import layout
-from broker.archive.bench_live import _StoreNode
 from broker.archive.node_archiver import NodeArchiver
 from broker.archive.object_store import open_store
 from broker.config import BrokerConfig, BrokerRole
@@ -13,6 +12,7 @@ from broker.ha.epoch import EpochFile
 from broker.store.message import Message
 from broker.store.message_store import MessageStore
 from tests.archive.live import wait_for
+from tools.bench.archive_live import _StoreNode
 
 
 def _config(tmp_path, **overrides) -> tuple[str, BrokerConfig]:

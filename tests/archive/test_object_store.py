@@ -8,13 +8,13 @@ import os
 import pytest
 
 from broker.archive.object_store import StoreSpec, open_store
-from broker.archive.s3server import S3Server
 from broker.errors import (
     ArchiveConflictError,
     ArchiveError,
     ObjectNotFoundError,
     TransientArchiveError,
 )
+from tools.s3server import S3Server
 
 
 def test_put_is_immutable_and_idempotent(object_store) -> None:

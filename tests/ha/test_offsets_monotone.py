@@ -17,13 +17,13 @@ import pytest
 from broker.config import BrokerRole
 from broker.errors import RemotingError
 from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
-from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
+from tools.localcluster import free_port, start_broker, start_namesrv
 
 # -- units -----------------------------------------------------------------------------------
 

@@ -27,9 +27,8 @@ import uuid
 from pathlib import Path
 
 from broker import aio
-from broker.archive.s3server import DUMMY_CREDENTIALS, S3Server
 from broker.errors import HaproofError
-from broker.localcluster import (
+from tools.localcluster import (
     LocalProcessError,
     child_pids,
     free_port,
@@ -38,6 +37,7 @@ from broker.localcluster import (
     start_namesrv,
     write_broker_conf,
 )
+from tools.s3server import DUMMY_CREDENTIALS, S3Server
 
 SAMPLE_EVERY_S = 0.1
 S3_NICE = 19  # the embedded S3 server stands in for remote storage: lowest CPU priority
@@ -213,7 +213,7 @@ def _run_mode(
         kids0 = {k: process_cpu_s(k) for k in child_pids(broker.proc.pid)}
         if control_mb_s > 0:
             control = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from broker.archive.bench_live import "
+                [sys.executable, "-c", "import sys; from tools.bench.archive_live import "
                  "control_upload; control_upload(*sys.argv[1:])",
                  f"s3://{bucket}/control-{uuid.uuid4().hex[:6]}", server.endpoint_url,
                  str(control_mb_s), str(chunk_max_bytes)],

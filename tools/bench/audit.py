@@ -38,11 +38,11 @@ import tempfile
 import time
 
 from broker.archive.object_store import StoreSpec, open_store
-from broker.archive.s3server import S3Server
 from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message import Message
 from broker.store.message_store import MessageStore
+from tools.s3server import S3Server
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -115,8 +115,8 @@ def baseline_same_path(server: S3Server) -> float:
     env.update({k[len(prefix) :]: v for k, v in DEFAULT_CONF.items() if k.startswith(prefix)})
     code = (
         "import sys\n"
-        "from broker.archive.s3server import S3Server\n"
-        "from spark_jobs.bench import baseline\n"
+        "from tools.s3server import S3Server\n"
+        "from tools.bench.audit import baseline\n"
         "print(baseline(S3Server(int(sys.argv[1]), None), ranges=True))\n"
     )
     out = subprocess.run(

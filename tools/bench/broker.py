@@ -20,7 +20,7 @@ from pathlib import Path
 
 from broker import aio
 from broker.errors import HaproofError
-from broker.localcluster import (
+from tools.localcluster import (
     LocalProcess,
     LocalProcessError,
     free_port,
