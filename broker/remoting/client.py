@@ -63,16 +63,3 @@ class RemotingClient:
         for conn in list(self._conns.values()):
             await conn.close()
         self._conns.clear()
-
-
-def invoke_sync(addr: str, request: RemotingCommand, timeout_ms: int = 3000) -> RemotingCommand:
-    """One request from synchronous code (CLI tools)."""
-
-    async def run() -> RemotingCommand:
-        conn = await connect(addr, timeout_ms=timeout_ms)
-        try:
-            return await conn.invoke(request, timeout_ms)
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
