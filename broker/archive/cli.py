@@ -24,7 +24,8 @@ import time
 
 from broker.archive import layout
 from broker.archive.object_store import DEFAULT_PART_SIZE, open_store
-from broker.archive.shipper import NodeIdentity, Shipper, ShipResult, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper, ShipResult
+from broker.archive.sources import StoreDirSource
 from broker.errors import ArchiveError
 from broker.store.config_store import ConsumerOffsetTable, DelayOffsetTable
 

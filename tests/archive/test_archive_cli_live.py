@@ -12,7 +12,8 @@ import uuid
 
 from broker.archive import layout
 from broker.archive.object_store import open_store
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message import Message
 from broker.store.message_store import MessageStore

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from broker.archive import layout
 from broker.archive.object_store import StoreSpec, open_store
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from broker.config import BrokerConfig
 from broker.store import message as m
 from broker.store.message_store import MessageStore

@@ -213,7 +213,8 @@ def test_audit_reads_s3_over_http_with_credentials_kept_out_of_the_verdict(
     spark, tmp_path, master_store, s3_server
 ) -> None:
     from broker.archive.object_store import StoreSpec, open_store
-    from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+    from broker.archive.shipper import NodeIdentity, Shipper
+    from broker.archive.sources import StoreDirSource
 
     path, results = master_store
     s3_server.create_bucket("audit-s3")

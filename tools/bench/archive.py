@@ -18,7 +18,8 @@ import time
 import uuid
 
 from broker.archive.object_store import open_store
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from tools.s3server import S3Server
 
 
