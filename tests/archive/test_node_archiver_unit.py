@@ -12,7 +12,7 @@ from broker.ha.epoch import EpochFile
 from broker.store.message import Message
 from broker.store.message_store import MessageStore
 from tests.archive.live import wait_for
-from tools.bench.archive_live import _StoreNode
+from tools.bench.archive_store import StoreNode
 
 
 def _config(tmp_path, **overrides) -> tuple[str, BrokerConfig]:
@@ -35,7 +35,7 @@ def test_two_snapshots_in_one_millisecond_both_land_and_shipping_goes_on(tmp_pat
     store = MessageStore.open(cfg)
     store.start()
     archive = open_store(root)
-    archiver = NodeArchiver(_StoreNode(cfg, store), clock_ms=lambda: 1_700_000_000_000)
+    archiver = NodeArchiver(StoreNode(cfg, store), clock_ms=lambda: 1_700_000_000_000)
     prefix = layout.node_prefix("C", "broker-a", "bench-0")
 
     async def scenario() -> None:
@@ -79,7 +79,7 @@ def _chunks(archive, prefix: str) -> list[layout.ChunkManifest]:
     )
 
 
-class _EpochNode(_StoreNode):
+class _EpochNode(StoreNode):
     """A node with an epoch file, as FailoverService gives one."""
 
     epochs: EpochFile

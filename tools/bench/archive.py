@@ -114,7 +114,7 @@ def run_bench(store_dir: str, chunk_max_bytes: int, file_size: int | None) -> di
 
 def run(args: argparse.Namespace) -> int:
     if args.with_store:
-        from tools.bench.archive_live import run_with_store
+        from tools.bench.archive_store import run_with_store
 
         figures = run_with_store(
             args.rate_mb_s, args.body_bytes, args.seconds, args.archive_interval_ms,
