@@ -18,22 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from broker.cli import EXTRA_OF_MODULE
 from tests.conftest import wait_until
 from tools.localcluster import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-# the extras' top-level modules (broker.cli.EXTRA_OF_MODULE holds the same names)
-HEAVY = (
-    "airflow",
-    "pyspark",
-    "great_expectations",
-    "numba",
-    "numpy",
-    "pandas",
-    "pyarrow",
-    "moto",
-    "werkzeug",
-)
+# the extras' top-level modules, as the CLI maps them to the extra that installs them
+HEAVY = tuple(sorted(EXTRA_OF_MODULE))
 BROKER_HOST_COMMANDS = ("broker", "namesrv", "admin", "archive", "store")
 
 POISON = f"""
