@@ -2,7 +2,11 @@
 
 Subcommands are plug-ins: each package registers its own through the ``haproof.commands``
 entry-point group (``register(subparsers)``), so ``broker`` never imports ``spark_jobs`` or
-``expectations``. ``haproof bench`` does the same through ``haproof.bench``.
+``expectations``. ``haproof bench`` (registered by ``tools.bench``) does the same through
+``haproof.bench``.
+
+A broker host installs the base package only; a command whose third-party modules belong to an
+extra (``audit``, ``dags``, ``tools``) says which extra to install instead of a traceback.
 
 Every command's ``--help`` ends with its exit codes: a command that sets its own epilog keeps
 it, the others get theirs from ``EXIT_CODES`` below (one table, so ``--help`` and this file
@@ -55,14 +59,36 @@ EXIT_CODES: dict[tuple[str, ...], str] = {
 }
 
 
-def _load_group(group: str, subparsers: argparse._SubParsersAction) -> None:
+# third-party top-level modules -> the extra that installs them (pyproject.toml)
+EXTRA_OF_MODULE = {
+    "pyspark": "audit",
+    "great_expectations": "audit",
+    "numba": "audit",
+    "numpy": "audit",
+    "pandas": "audit",
+    "pyarrow": "audit",
+    "airflow": "dags",
+    "moto": "tools",
+    "werkzeug": "tools",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra that installs the module ``exc`` names, or None when it is not an extra's."""
+    top = (exc.name or "").partition(".")[0]
+    return EXTRA_OF_MODULE.get(top)
+
+
+def load_group(group: str, subparsers: argparse._SubParsersAction) -> None:
     for ep in sorted(entry_points(group=group), key=lambda e: e.name):
         try:
             register = ep.load()
         except ModuleNotFoundError as exc:
             # A plug-in whose module is not part of this build: say so instead of crashing.
-            p = subparsers.add_parser(ep.name, help=f"(unavailable: {exc.name} missing)")
-            p.set_defaults(func=_unavailable(ep.name, str(exc)))
+            extra = missing_extra(exc)
+            hint = f"; install the '{extra}' extra" if extra else ""
+            p = subparsers.add_parser(ep.name, help=f"(unavailable: {exc.name} missing{hint})")
+            p.set_defaults(func=_unavailable(ep.name, f"{exc}{hint}"))
             continue
         register(subparsers)
 
@@ -85,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"haproof {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _load_group("haproof.commands", sub)
+    load_group("haproof.commands", sub)
     add_exit_code_epilogs(parser)
     return parser
 
@@ -119,14 +145,6 @@ def add_exit_code_epilogs(parser: argparse.ArgumentParser, path: tuple[str, ...]
         add_exit_code_epilogs(child, (*path, name))
 
 
-def register_bench(subparsers: argparse._SubParsersAction) -> None:
-    """``haproof bench {store,broker,archive,audit}``: each prints one JSON line of figures."""
-    p = subparsers.add_parser("bench", help="benchmarks, one JSON line of figures each")
-    sub = p.add_subparsers(dest="bench", metavar="BENCH")
-    _load_group("haproof.bench", sub)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -153,6 +171,16 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        print(
+            f"haproof {args.command}: needs the '{extra}' extra ({exc.name} is not installed):"
+            f" pip install 'haproof[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -7,7 +7,8 @@ own ``zlib`` module uses) once per body without a Python call in between.
 library is missing, or when anything in the chunk is unusual: the caller then falls back to the
 NumPy scan / full decoder of ``contracts.record_walk``, so the findings are the same either way.
 Compiled code is cached next to ``_walk_nb_kernels.py`` (``cache=True``): compiled once per
-installation, loaded in ~1 s by each new Python worker (numba import included).
+installation, then loaded by each new Python worker (numba import included; the cost is in
+spark_jobs/README.md, "Speed").
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _kernels():
 
 
 def available() -> bool:
-    """Whether the compiled walk can run here (imports numba on first call, ~1-2 s)."""
+    """Whether the compiled walk can run here (imports numba on first call)."""
     return _kernels() is not None
 
 

@@ -32,25 +32,6 @@ class NodeArchive:
     def end(self) -> int:
         return max((c["end"] for c in self.chunks), default=0)
 
-    @property
-    def start(self) -> int:
-        return min((c["start"] for c in self.chunks), default=0)
-
-    def role_at_end(self) -> str | None:
-        if self.snapshots:
-            return self.snapshots[-1].role
-        if self.chunks:
-            return self.chunks[-1]["role"]
-        return None
-
-    @property
-    def mapped_file_size(self) -> int:
-        for c in self.chunks:
-            return c["mappedFileSize"]
-        for s in self.snapshots:
-            return s.mappedFileSize
-        return 1 << 30
-
 
 @dataclass
 class GroupArchive:
@@ -191,37 +172,6 @@ def _add_doc(na: NodeArchive, kind: str, doc, key: str, cluster: str, broker_nam
         na.events.append(layout.parse_event(doc, what=key))
 
 
-def read_log_range(store: ObjectStore, segments: list[dict], start: int, end: int) -> bytes | None:
-    """Bytes [start, end) of one node's log by range reads; None where the segments leave a hole.
-
-    A segment is ``{"start", "end", "key"}`` plus ``"kstart"``, the log offset of the object's
-    first byte when the segment is only part of its chunk (default: ``start``).
-    """
-    out = []
-    pos = start
-    for s in segments:
-        if s["end"] <= pos or s["start"] >= end:
-            continue
-        if s["start"] > pos:
-            return None  # a hole
-        base = s.get("kstart", s["start"])
-        hi = min(end, s["end"])
-        try:
-            out.append(store.get_range(s["key"], pos - base, hi - base))
-        except ObjectNotFoundError:
-            return None
-        pos = hi
-        if pos >= end:
-            break
-    if pos < end:
-        return None
-    return b"".join(out)
-
-
-def spec_of(store: ObjectStore, spec: StoreSpec | None) -> StoreSpec:
-    return spec if spec is not None else StoreSpec(store.root)
-
-
 _EXECUTOR_STORES: dict[bytes, ObjectStore] = {}
 
 
@@ -243,7 +193,8 @@ def io_pool() -> ThreadPoolExecutor:
 
 def executor_store(spec: StoreSpec) -> ObjectStore:
     """The store for ``spec``, opened once per Python worker and reused by its later tasks
-    (opening an S3 client costs ~0.15 s; Spark reuses Python workers between tasks).
+    (opening an S3 client is slow next to a range read; Spark reuses Python workers between
+    tasks).
 
     Keyed by the pickled spec, which stays in this process's memory and is never logged."""
     key = pickle.dumps(spec)

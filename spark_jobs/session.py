@@ -15,8 +15,8 @@ DEFAULT_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.ui.showConsoleProgress": "false",
     # Python workers: glibc serves allocations over 32 MiB with fresh mmap pages and returns
-    # them on free, so every 64 MiB chunk read paid ~16k page faults (~30 ms of CPU per chunk
-    # here); with mmap off and no trimming the workers reuse their heap instead (they keep up
+    # them on free, so every 64 MiB chunk read paid page faults (spark_jobs/README.md, "Speed",
+    # step 4); with mmap off and no trimming the workers reuse their heap instead (they keep up
     # to a few hundred MB each)
     "spark.executorEnv.MALLOC_MMAP_MAX_": "0",
     "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(1 << 30),
@@ -62,9 +62,9 @@ def default_parallelism(spark) -> int:
 
 def task_partitions(spark, n_items: int) -> int:
     """Partitions for ``n_items`` work items of similar size: one per task slot. Each Python
-    task costs ~0.1-0.4 s of scheduling and worker round trips here (measured with a no-op
-    ``mapInPandas``), so waves of small tasks cost more than the imbalance of one task per
-    slot; the items are dealt round-robin by :func:`rows_frame`'s callers."""
+    task costs scheduling and worker round trips (spark_jobs/README.md, "Speed", step 2), so
+    waves of small tasks cost more than the imbalance of one task per slot; the items are dealt
+    round-robin by :func:`rows_frame`'s callers."""
     return max(1, min(n_items, default_parallelism(spark)))
 
 
@@ -89,7 +89,7 @@ def run_tasks(spark, rows: list[tuple], schema: str, partitions: int, fn, out_sc
     ``partitions`` contiguous slices; the output tuples (``out_schema`` order) as dicts.
 
     With a SparkContext the rows travel as pickled tuples (``parallelize`` + ``mapPartitions``:
-    no Arrow or pandas conversion, ~0.3 s less per job here than ``mapInPandas``); on Spark
+    no Arrow or pandas conversion, cheaper per job than ``mapInPandas``); on Spark
     Connect (no RDDs) through ``mapInPandas``."""
     columns = [c.strip().split()[0] for c in out_schema.split(",")]
     try:

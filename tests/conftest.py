@@ -55,7 +55,7 @@ def wait_until(
 @pytest.fixture(scope="session")
 def s3_server():
     """The embedded S3 API server (moto) as a real subprocess on 127.0.0.1."""
-    from broker.archive.s3server import S3Server
+    from tools.s3server import S3Server
 
     server = S3Server.start()
     yield server

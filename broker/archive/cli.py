@@ -23,7 +23,8 @@ import threading
 import time
 from urllib.parse import urlparse
 
-from broker.archive.shipper import NodeIdentity, Shipper, ShipResult, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper, ShipResult
+from broker.archive.sources import StoreDirSource
 from broker.store.config_store import DelayOffsetTable
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from contracts import archive_layout as layout

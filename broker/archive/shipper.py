@@ -5,295 +5,36 @@ point. A ``.log`` without a manifest (a crash between the two puts) is ignored b
 range is shipped again; because ``put`` never overwrites, re-shipping identical bytes is a no-op
 and different bytes under the same key are an :class:`ArchiveConflictError`.
 
-The shipper only reads through a :class:`CommitLogSource`, so it serves a live node (flushed
-bytes of its store) and a store directory on disk (ours or a real RocketMQ broker's) alike.
+The shipper only reads through a :class:`CommitLogSource` (``sources.py``), so it serves a live
+node (flushed bytes of its store) and a store directory on disk (ours or a real RocketMQ
+broker's) alike; its record scans are in ``record_scan.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import mmap
-import os
-import struct
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from broker.archive.record_scan import scan_frames, store_timestamp, walk_records
+from broker.archive.sources import CommitLogSource, StoreDirSource
 from contracts import archive_layout as layout
-from contracts import record as msgfmt
-from contracts.errors import ArchiveConflictError, ArchiveError, CorruptRecordError, StoreError
+from contracts.errors import ArchiveConflictError, ArchiveError, CorruptRecordError
 from contracts.object_store import ObjectStore
 
 log = logging.getLogger(__name__)
 
-
-class CommitLogSource(Protocol):
-    mapped_file_size: int
-    # True when the source's own writer framed every record below shippable_end() (a live
-    # node's store): the shipper then chains records by TOTALSIZE and MAGIC only and leaves the
-    # CRC and field checks to the audit; a store directory (ours or a real RocketMQ broker's)
-    # gets the full walk.
-    framing_trusted: bool
-
-    def min_offset(self) -> int: ...
-    def shippable_end(self) -> int: ...  # bytes below this are flushed and may be shipped
-    def file_view(self, file_start: int) -> memoryview | bytes: ...  # a whole file's bytes
-
-
-class StoreDirSource:
-    """The commit log files of a store directory (``commitlog/`` or the directory itself)."""
-
-    framing_trusted = False
-
-    def __init__(self, directory: str, mapped_file_size: int, files: list[tuple[int, str]]):
-        self.directory = directory
-        self.mapped_file_size = mapped_file_size
-        self.files = files  # (start offset, path), sorted
-        self._maps: dict[int, mmap.mmap] = {}
-        self.cap: int | None = None  # --follow: ship nothing at or past this offset yet
-
-    @classmethod
-    def open(cls, store_dir: str, mapped_file_size: int | None = None) -> StoreDirSource:
-        cl = os.path.join(store_dir, "commitlog")
-        directory = cl if os.path.isdir(cl) else store_dir
-        if not os.path.isdir(directory):
-            raise StoreError(f"{store_dir}: no such store directory")
-        names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
-        if not names:
-            raise StoreError(f"{directory}: no commit log files (20-digit names)")
-        sizes = {os.path.getsize(os.path.join(directory, n)) for n in names} - {0}
-        if mapped_file_size is None:
-            if len(sizes) != 1:
-                raise StoreError(
-                    f"{directory}: commit log files have sizes {sorted(sizes)}; "
-                    "give the mapped file size explicitly"
-                )
-            mapped_file_size = sizes.pop()
-        files = [(int(n), os.path.join(directory, n)) for n in names]
-        for start, path in files:
-            if start % mapped_file_size:
-                raise StoreError(f"{path}: start offset is not a multiple of {mapped_file_size}")
-        return cls(directory, mapped_file_size, files)
-
-    def min_offset(self) -> int:
-        return self.files[0][0]
-
-    def shippable_end(self) -> int:
-        """A stopped store: everything written (the cutter stops at the end of the records);
-        a followed store: up to ``cap``."""
-        start, path = self.files[-1]
-        end = start + os.path.getsize(path)
-        return end if self.cap is None else min(end, self.cap)
-
-    def written_end(self, start: int) -> int:
-        """End of the last record written at or after ``start`` (a record boundary).
-
-        A live writer may be in the middle of copying a record: a torn header ends the scan
-        here, and ``--follow`` ships a range only one round after it saw it written, so a record
-        being copied is complete by the time its bytes are read for shipping.
-        """
-        end = offset = start
-        files = {s for s, _ in self.files}
-        size = self.mapped_file_size
-        while True:
-            file_start = offset - offset % size
-            if file_start not in files:
-                return end
-            view = self.file_view(file_start)
-            closed = False
-            try:
-                for rec in _walk(view, file_start, offset - file_start, len(view), self.directory):
-                    end = offset = rec.end
-                    closed = rec.is_blank
-            except CorruptRecordError:
-                return end
-            if not closed:
-                return end
-
-    def file_view(self, file_start: int) -> memoryview | bytes:
-        for start, path in self.files:
-            if start == file_start:
-                if start not in self._maps:
-                    if os.path.getsize(path) == 0:
-                        return b""
-                    with open(path, "rb") as fh:
-                        self._maps[start] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-                return memoryview(self._maps[start])
-        return b""
-
-    def refresh(self) -> None:
-        """Pick up files created since open (``--follow``)."""
-        known = {s for s, _ in self.files}
-        for n in sorted(os.listdir(self.directory)):
-            if len(n) == 20 and n.isdigit() and int(n) not in known:
-                self.files.append((int(n), os.path.join(self.directory, n)))
-        self.files.sort()
-        # a growing last file: re-map it next time
-        last = self.files[-1][0]
-        m = self._maps.pop(last, None)
-        if m is not None:
-            m.close()
-
-    def close(self) -> None:
-        for m in self._maps.values():
-            m.close()
-        self._maps.clear()
-
-
-# The fields the shipper needs from a record's fixed head (message format v1/v2, DESIGN.md 2).
-_HEAD = struct.Struct(
-    ">i"  # TOTALSIZE
-    "I"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "4x"  # FLAG
-    "q"  # QUEUEOFFSET
-    "8x"  # PHYSICALOFFSET
-    "i"  # SYSFLAG
-    "8x"  # BORNTIMESTAMP
-)
-_I64 = struct.Struct(">q")  # STORETIMESTAMP
-_I32 = struct.Struct(">i")  # BODYLEN
-_I16 = struct.Struct(">h")  # v2 TOPICLEN, PROPERTIESLENGTH
-_MIN_RECORD = msgfmt.encoded_length(0, 0, 0)
-
-
-@dataclass(slots=True)
-class _Rec:
-    """What the shipper keeps of a record (no body or properties copy)."""
-
-    physical_offset: int
-    total_size: int
-    is_blank: bool
-    crc_ok: bool = True
-    topic: str = ""
-    queue_id: int = 0
-    queue_offset: int = 0
-    store_timestamp: int = 0
-
-    @property
-    def end(self) -> int:
-        return self.physical_offset + self.total_size
-
-
-def _walk(view, base: int, start: int, limit: int, source: str):
-    """Records from ``view[start:limit]`` with the framing checks of ``decode_record`` (size
-    chaining, magic, body/topic/properties lengths ending exactly at the record end) but no
-    host, body or properties decoding; anything unusual is left to ``decode_record``, which
-    raises the precise :class:`CorruptRecordError`. Stops at a zero TOTALSIZE or after a BLANK.
-    """
-    topics: dict[bytes, str] = {}
-    pos = start
-    while pos < limit:
-        if limit - pos >= 4 and _I32.unpack_from(view, pos)[0] == 0:
-            return
-        rec = None
-        if limit - pos >= _HEAD.size + 40:
-            total, magic, crc, queue_id, queue_offset, sysflag = _HEAD.unpack_from(view, pos)
-            rec_end = pos + total
-            if magic == msgfmt.MAGIC_BLANK and 8 <= total and rec_end <= limit:
-                rec = _Rec(base + pos, total, True)
-            elif magic in msgfmt.MAGICS and _MIN_RECORD <= total and rec_end <= limit:
-                p = pos + _HEAD.size + (20 if sysflag & msgfmt.SYSFLAG_BORNHOST_V6 else 8)
-                (store_ts,) = _I64.unpack_from(view, p)
-                p += 8 + (20 if sysflag & msgfmt.SYSFLAG_STOREHOST_V6 else 8) + 12
-                (body_len,) = _I32.unpack_from(view, p)
-                p += 4
-                body_at = p
-                p += body_len
-                if 0 <= body_len and p + 3 <= rec_end:
-                    if magic == msgfmt.MAGIC_V2:
-                        (topic_len,) = _I16.unpack_from(view, p)
-                        p += 2
-                    else:
-                        topic_len = view[p]
-                        p += 1
-                    t_end = p + topic_len
-                    if 0 <= topic_len and t_end + 2 <= rec_end:
-                        (props_len,) = _I16.unpack_from(view, t_end)
-                        raw = bytes(view[p:t_end])
-                        topic = topics.get(raw)
-                        if topic is None:
-                            try:
-                                topic = topics[raw] = raw.decode("utf-8")
-                            except UnicodeDecodeError:
-                                topic = None
-                        if topic is not None and t_end + 2 + props_len == rec_end:
-                            ok = zlib.crc32(view[body_at : body_at + body_len]) & 0x7FFFFFFF
-                            rec = _Rec(
-                                base + pos, total, False, ok == crc, topic, queue_id,
-                                queue_offset, store_ts,
-                            )  # fmt: skip
-        if rec is None:  # not plainly well-formed: the full decoder decides (and names why)
-            full = msgfmt.decode_record(
-                view, pos, base_offset=base, limit=limit, source=source, with_body=True
-            )
-            rec = _Rec(
-                full.physical_offset, full.total_size, full.is_blank,
-                full.is_blank or full.crc_ok, full.topic, full.queue_id, full.queue_offset,
-                full.store_timestamp,
-            )  # fmt: skip
-        yield rec
-        if rec.is_blank:
-            return
-        pos += rec.total_size
-
-
-_PREFIX = struct.Struct(
-    ">i"  # TOTALSIZE
-    "I"  # MAGICCODE
-)
-_SYSFLAG_AT = 36  # SYSFLAG: after TOTALSIZE..PHYSICALOFFSET (4+4+4+4+4+8+8)
-_BORNHOST_AT = 48  # after SYSFLAG (4) and BORNTIMESTAMP (8)
-
-
-def _store_timestamp(view, pos: int) -> int:
-    """STORETIMESTAMP of the record at ``pos`` (it follows the 8- or 20-byte BORNHOST)."""
-    (sysflag,) = _I32.unpack_from(view, pos + _SYSFLAG_AT)
-    return _I64.unpack_from(
-        view, pos + _BORNHOST_AT + (20 if sysflag & msgfmt.SYSFLAG_BORNHOST_V6 else 8)
-    )[0]
-
-
-def _scan_frames(view, base: int, pos: int, limit: int, budget: int, take_first: bool, source: str):
-    """Chain records from ``view[pos:]`` (log offset ``base + pos``) by TOTALSIZE and MAGIC while they fit in ``budget`` bytes
-    (the first one regardless when ``take_first``).
-
-    Returns (end, frames, start of the last message or -1, why it stopped): ``"blank"`` after a
-    BLANK (the file is closed), ``"budget"`` before a record that does not fit, ``"end"`` at
-    ``limit``, a zero TOTALSIZE or a well-framed record running past ``limit`` (the written
-    end), or the decoder's precise
-    :class:`CorruptRecordError` for a frame that is not a plain record (bad magic, size out of
-    range); the frames before it are good.
-    """
-    unpack = _PREFIX.unpack_from
-    blank, magics, least = msgfmt.MAGIC_BLANK, msgfmt.MAGICS, _MIN_RECORD
-    stop = pos + budget
-    n, last = 0, -1
-    while pos + 8 <= limit:
-        total, magic = unpack(view, pos)
-        if total == 0:
-            break
-        end = pos + total
-        ok = 8 <= total if magic == blank else (magic in magics and least <= total)
-        if ok and limit < end <= len(view):
-            break  # a record (or BLANK) not wholly flushed yet: a slave's log grows by HA
-            # frames that split records; the written end for now, it ships once complete
-        if not ok or end > limit:
-            try:
-                msgfmt.decode_record(view, pos, base_offset=base, limit=limit, source=source)
-            except CorruptRecordError as exc:
-                return pos, n, last, exc
-            return pos, n, last, CorruptRecordError(f"{source}: bad frame at {base + pos}")
-        if end > stop and (n or not take_first):
-            return pos, n, last, "budget"
-        if magic == blank:
-            return end, n + 1, last, "blank"
-        n, last, pos = n + 1, pos, end
-    return pos, n, last, "end"
+# re-exported: callers import the store directory source with the shipper
+__all__ = [
+    "CommitLogSource",
+    "NodeIdentity",
+    "ShipResult",
+    "Shipper",
+    "StoreDirSource",
+    "check_resume",
+]
 
 
 def check_resume(node: str, start: int, end_limit: int) -> None:
@@ -503,7 +244,7 @@ class Shipper:
             seg_from = rel  # the records walked since the last copy start here
             closed = False
             try:
-                for rec in _walk(view, file_start, rel, limit, _name(source)):
+                for rec in walk_records(view, file_start, rel, limit, _name(source)):
                     if out.length and out.length + rec.total_size > self.chunk_max_bytes:
                         out.add(view[seg_from : offset - file_start])
                         seg_from = offset - file_start
@@ -534,13 +275,13 @@ class Shipper:
         offset = out.start
         while offset < out.end_limit:
             file_start, view, limit, rel = _window(source, offset, out.end_limit)
-            end, n, last, why = _scan_frames(
+            end, n, last, why = scan_frames(
                 view, file_start, rel, limit, self.chunk_max_bytes - out.length, not out.length,
                 _name(source),
             )  # fmt: skip
             if n:
                 if last >= 0:  # the frame at rel is a message too (only a BLANK ends a scan)
-                    out.timestamps(_store_timestamp(view, rel), _store_timestamp(view, last))
+                    out.timestamps(store_timestamp(view, rel), store_timestamp(view, last))
                 out.note(n, end - rel)
                 out.add(view[rel:end])
                 offset = file_start + end

@@ -253,8 +253,8 @@ class ShipperProcess:
 
     def start(self) -> int:
         """Start the child and wait until it can take calls (its imports and the object store
-        client cost ~1 s of CPU: better before the node serves than during its first load).
-        Returns its pid."""
+        client take a noticeable CPU burst: better before the node serves than during its first
+        load). Returns its pid."""
         return self._call("ready")
 
     # -- the Shipper calls a node makes ---------------------------------------------------------

@@ -61,10 +61,6 @@ class TopicRoute:
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(0)
 
-    def any_addr(self, broker_name: str) -> str | None:
-        addrs = self.broker_addrs.get(broker_name) or {}
-        return addrs.get(0) or (addrs[min(addrs)] if addrs else None)
-
 
 async def fetch_route(
     client: RemotingClient, namesrv_addrs: list[str], topic: str, timeout_ms: int = 3000

@@ -306,9 +306,6 @@ class HAService:
 
     # -- status ---------------------------------------------------------------------------------
 
-    def slave_ack_offsets(self) -> dict[str, int]:
-        return {c.peer: c.ack_offset for c in self.connections if c.ack_offset >= 0}
-
     def status(self) -> dict:
         master_max = self.store.max_phy_offset
         fallbehind = self.config.ha_slave_fallbehind_max_bytes

@@ -123,11 +123,6 @@ _V2_KEYS = {name: letter for letter, name in V2_NAMES.items()}
 _V1_KEYS = {name: name for name in V2_NAMES.values()}
 
 
-def v2_to_v1(req: RemotingCommand) -> dict[str, str]:
-    """The V2 header with its long names (unknown letters kept as they are)."""
-    return {V2_NAMES.get(k, k): v for k, v in req.ext_fields.items()}
-
-
 class SendProcessor:
     """Needs ``node`` with ``store``, ``config``, ``ensure_topic(topic, default, nums)`` and
     ``await_replication``; counts puts in ``node.stats`` when it has one."""

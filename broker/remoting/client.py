@@ -86,24 +86,3 @@ class RemotingClient:
         for conn in list(self._conns.values()):
             await conn.close()
         self._conns.clear()
-
-
-def invoke_sync(
-    addr: str,
-    request: RemotingCommand,
-    timeout_ms: int = 3000,
-    ssl: _ssl.SSLContext | None = None,
-    rpc_hook: RpcHook | None = None,
-) -> RemotingCommand:
-    """One request from synchronous code (CLI tools)."""
-    if rpc_hook is not None:
-        rpc_hook(request)
-
-    async def run() -> RemotingCommand:
-        conn = await connect(addr, timeout_ms=timeout_ms, ssl=ssl)
-        try:
-            return await conn.invoke(request, timeout_ms)
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())

@@ -14,7 +14,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
 from broker.store import delay, recovery
@@ -25,88 +24,23 @@ from broker.store.consume_queue import ConsumeQueue
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
 from broker.store.flush import FlushRealTimeService, GroupCommitService
+from broker.store.puts import DispatchListener, LoopBatch, PutFuture, PutMixin
 from broker.store.queries import QueryMixin
-from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.store.startup import check_writable, offsets_restore_hint
 from contracts import record as msgfmt
 from contracts.errors import StoreError
 
 log = logging.getLogger(__name__)
 
-PutFuture = Future  # Future[PutMessageResult]
 TRUNCATING = "truncating"  # marker file: a failover truncation in progress (its offset)
-DispatchListener = Callable[[str, int, int], None]  # (topic, queue_id, new max queue offset)
-
-
-_DONE_LOCK = threading.Condition()
-
-
-class _CompletedFuture(Future):
-    """A future born completed (ASYNC_FLUSH puts): skips creating a Condition per append."""
-
-    def __init__(self, result: PutMessageResult):  # noqa: D107 - deliberately no super().__init__
-        self._condition = _DONE_LOCK
-        self._state = "FINISHED"
-        self._result = result
-        self._exception = None
-        self._waiters = []
-        self._done_callbacks = []
-
-    def done(self) -> bool:
-        return True
-
-    def result(self, timeout: float | None = None) -> PutMessageResult:
-        return self._result
-
-
-class _Waiter:
-    """A put from a thread waiting for its flush: the future to complete and its result."""
-
-    __slots__ = ("future", "result")
-
-    def __init__(self, future: Future, result: PutMessageResult):
-        self.future = future
-        self.result = result
-
-    def done(self) -> bool:
-        return self.future.done()
-
-
-class _LoopBatch:
-    """The puts one event loop made in one turn: a single group commit waiter for all of
-    them (they are covered by the same flush), answered with one call into the loop."""
-
-    __slots__ = ("loop", "futures", "results", "settled")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.futures: list[asyncio.Future] = []
-        self.results: list[PutMessageResult] = []
-        self.settled = False
-
-    def done(self) -> bool:
-        return self.settled
-
-    def settle(self, flushed_ok: bool) -> None:
-        """Runs in the loop: complete every put (FLUSH_DISK_TIMEOUT unless ``flushed_ok``)."""
-        if self.settled:
-            return
-        self.settled = True
-        for fut, result in zip(self.futures, self.results, strict=True):
-            if not flushed_ok:
-                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            if not fut.done():
-                fut.set_result(result)
-
-
-_PUT_OK = PutMessageStatus.PUT_OK
+__all__ = ["DispatchListener", "MessageStore", "PutFuture", "time_ms"]  # re-exported types
 
 
 def time_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class MessageStore(QueryMixin):
+class MessageStore(PutMixin, QueryMixin):
     def __init__(
         self, config: BrokerConfig, clock_ms: Callable[[], int], accept_offset_loss: bool = False
     ):
@@ -126,7 +60,7 @@ class MessageStore(QueryMixin):
         self.put_lock = threading.Lock()
         self._listeners: list[DispatchListener] = []
         # flush requests queued by each event loop, handed to group commit once per loop turn
-        self._loop_pending: dict[asyncio.AbstractEventLoop, _LoopBatch] = {}
+        self._loop_pending: dict[asyncio.AbstractEventLoop, LoopBatch] = {}
         self._last_store_ts = 0
         self._lock_fd: int | None = None
         self._group_commit: GroupCommitService | None = None
@@ -381,24 +315,6 @@ class MessageStore(QueryMixin):
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
 
-    def _complete_flush(self, batch: list[tuple[_Waiter | _LoopBatch, bool]]) -> None:
-        """Complete a batch of put waiters: thread futures directly, a loop's puts with one
-        call into that loop per batch it handed over (not one wake-up per append)."""
-        for waiter, ok in batch:
-            if waiter.__class__ is _LoopBatch:
-                try:
-                    waiter.loop.call_soon_threadsafe(waiter.settle, ok)
-                except RuntimeError:  # the loop is closed: nobody waits any more
-                    pass
-                continue
-            if not ok:
-                waiter.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            if not waiter.future.done():
-                try:
-                    waiter.future.set_result(waiter.result)
-                except Exception:  # completed by the other service thread meanwhile
-                    pass
-
     def _cq_flush_loop(self) -> None:
         while not self._stop.wait(self.config.flush_interval_consume_queue_ms / 1000):
             try:
@@ -447,129 +363,6 @@ class MessageStore(QueryMixin):
                 listener(topic, queue_id, max_offset)
             except Exception:
                 log.exception("dispatch listener failed")
-
-    def put_message(self, msg: msgfmt.Message, *, tags_code: int | None = None) -> PutFuture:
-        """Append ``msg``; the future completes after the flush (SYNC_FLUSH) or at once."""
-        try:
-            enc = msgfmt.encode_message(msg, self.config.store_host)
-        except ValueError as exc:
-            fut: Future = Future()
-            status = (
-                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                if "properties" in str(exc)
-                else PutMessageStatus.MESSAGE_ILLEGAL
-            )
-            fut.set_result(PutMessageResult(status, remark=str(exc)))
-            return fut
-        if len(enc) > self.config.max_message_size_bytes:
-            fut = Future()
-            fut.set_result(
-                PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="message too large")
-            )
-            return fut
-        if tags_code is not None:
-            enc.tags_code = tags_code
-        return self.put_encoded(enc)
-
-    async def put_message_async(
-        self, msg: msgfmt.Message, *, tags_code: int | None = None
-    ) -> PutMessageResult:
-        """``put_message`` for asyncio callers: flush requests and completions go in batches."""
-        try:
-            enc = msgfmt.encode_message(msg, self.config.store_host)
-        except ValueError:
-            return self.put_message(msg).result()
-        if len(enc.data) > self.config.max_message_size_bytes:
-            return self.put_message(msg).result()
-        if tags_code is not None:
-            enc.tags_code = tags_code
-        result = self._append(enc)
-        group_commit = self._group_commit
-        if group_commit is None or result.status is not _PUT_OK:
-            return result
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._submit_from_loop(loop, result.wrote_offset + result.wrote_bytes, fut, result)
-        return await fut
-
-    def put_encoded(self, enc: msgfmt.EncodedMessage, loop=None) -> PutFuture:
-        """Append; ``loop`` given: under SYNC_FLUSH the answer is an asyncio future of it."""
-        result = self._append(enc)
-        group_commit = self._group_commit
-        if group_commit is None or result.status is not _PUT_OK:
-            return _CompletedFuture(result)
-        end = result.wrote_offset + result.wrote_bytes
-        if loop is None:
-            fut = Future()
-            group_commit.submit(end, _Waiter(fut, result))
-        else:
-            fut = loop.create_future()
-            self._submit_from_loop(loop, end, fut, result)
-        return fut
-
-    def _append(self, enc: msgfmt.EncodedMessage) -> PutMessageResult:
-        """Append under the put lock and index; the result's status says whether it went in."""
-        topic = enc.topic
-        queue_id = enc.queue_id
-        key = (topic, queue_id)
-        with self.put_lock:
-            if self.role is BrokerRole.SLAVE:
-                return PutMessageResult(
-                    PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave takes no writes"
-                )
-            table = self.topic_queue_table
-            qo = table.get(key, 0)
-            ts = self.clock_ms()
-            if ts < self._last_store_ts:
-                ts = self._last_store_ts
-            try:
-                offset = self.commit_log.append_encoded(enc, qo, ts)
-            except StoreError as exc:
-                log.error("append failed: %s", exc)
-                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
-            size = len(enc.data)
-            if topic and queue_id >= 0:
-                cq = self.queues.get(key)
-                if cq is None:
-                    cq = self.consume_queue(topic, queue_id)
-                cq.put(qo, offset, size, enc.tags_code)
-            table[key] = qo + 1
-            self._last_store_ts = ts
-            self.dispatcher.dispatched_offset = offset + size
-        result = PutMessageResult(
-            _PUT_OK, offset, size, f"{self._msg_id_prefix()}{offset:016X}", qo, ts
-        )
-        if self._listeners:
-            self._notify(topic, queue_id, qo + 1)
-        return result
-
-    def _msg_id_prefix(self) -> str:
-        host, port = self.config.store_host
-        return msgfmt.message_id_prefix(host, port)
-
-    def _submit_from_loop(
-        self, loop: asyncio.AbstractEventLoop, end: int, fut, result: PutMessageResult
-    ) -> None:
-        """Queue a flush request from an event loop; the loop hands over all it queued in one
-        go at its next turn, so the flush thread is woken once per batch, not per append."""
-        batch = self._loop_pending.get(loop)
-        if batch is None:
-            batch = self._loop_pending[loop] = _LoopBatch(loop)
-            loop.call_soon(self._hand_over, loop)
-        batch.futures.append(fut)
-        batch.results.append(result)
-
-    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
-        batch = self._loop_pending.pop(loop, None)
-        if batch is None:
-            return
-        # appends are in offset order: the last one's end covers the whole batch
-        last = batch.results[-1]
-        group_commit = self._group_commit
-        if group_commit is None:  # shut down meanwhile
-            batch.settle(False)
-        else:
-            group_commit.submit(last.wrote_offset + last.wrote_bytes, batch)
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
         """Slave side: append replicated bytes at exactly the log end and index what completed."""

@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from broker.config import BrokerConfig
-from broker.localcluster import free_port, start_broker, write_broker_conf
 from contracts.errors import ConfigError
 from tests.acl.acl_files import ADMIN_AK, ADMIN_SK, TOPIC, USER_AK, USER_SK, write_acl
 from tests.client.test_acl_interop import _create
+from tools.localcluster import free_port, start_broker, write_broker_conf
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import free_port, write_broker_conf
 from contracts import archive_layout as layout
 from contracts import record as msgfmt
 from tests.conftest import wait_until
+from tools.localcluster import free_port, write_broker_conf
 
 CLUSTER, GROUP = "C", "broker-a"
 FILE_SIZE = 128 * 1024

@@ -10,14 +10,15 @@ import subprocess
 import sys
 import uuid
 
-from broker.archive.s3server import DUMMY_CREDENTIALS
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
 from contracts.object_store import open_store
 from contracts.record import Message
 from tests.archive.live import CLUSTER, GROUP, archived_bytes, archived_end, log_bytes, wait_for
+from tools.s3server import DUMMY_CREDENTIALS
 
 MiB = 1024 * 1024
 

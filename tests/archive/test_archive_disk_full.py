@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.localcluster import LocalProcess, free_port, start_namesrv
 from contracts.object_store import open_store
 from tests.archive.live import (
     archived_bytes,
@@ -27,6 +26,7 @@ from tests.archive.live import (
     status,
     wait_for,
 )
+from tools.localcluster import LocalProcess, free_port, start_namesrv
 
 TMPFS_BYTES = 4 * 1024 * 1024
 

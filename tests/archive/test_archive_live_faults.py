@@ -15,8 +15,6 @@ import os
 import threading
 import uuid
 
-from broker.archive.s3server import DUMMY_CREDENTIALS
-from broker.localcluster import child_pids, free_port, start_broker, start_namesrv
 from contracts.object_store import open_store
 from tests.archive.live import (
     archived_bytes,
@@ -29,6 +27,8 @@ from tests.archive.live import (
     wait_for,
 )
 from tests.support.faultproxy import FaultProxy
+from tools.localcluster import child_pids, free_port, start_broker, start_namesrv
+from tools.s3server import DUMMY_CREDENTIALS
 
 
 class ProxyThread:

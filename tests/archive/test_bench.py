@@ -117,7 +117,7 @@ def test_the_ratio_interval_is_a_t_interval_on_the_rounds_log_ratios() -> None:
 
     from scipy import stats
 
-    from broker.archive.bench_live import _T975, ratio_interval
+    from tools.bench.archive_stats import _T975, ratio_interval
 
     for df, t in enumerate(_T975, 1):
         assert t == pytest.approx(stats.t.ppf(0.975, df), abs=5e-4)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.archive.bench_live import _StoreNode
 from broker.archive.node_archiver import NodeArchiver
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha.epoch import EpochFile
@@ -13,6 +12,7 @@ from contracts import archive_layout as layout
 from contracts.object_store import open_store
 from contracts.record import Message
 from tests.archive.live import wait_for
+from tools.bench.archive_store import StoreNode
 
 
 def _config(tmp_path, **overrides) -> tuple[str, BrokerConfig]:
@@ -35,7 +35,7 @@ def test_two_snapshots_in_one_millisecond_both_land_and_shipping_goes_on(tmp_pat
     store = MessageStore.open(cfg)
     store.start()
     archive = open_store(root)
-    archiver = NodeArchiver(_StoreNode(cfg, store), clock_ms=lambda: 1_700_000_000_000)
+    archiver = NodeArchiver(StoreNode(cfg, store), clock_ms=lambda: 1_700_000_000_000)
     prefix = layout.node_prefix("C", "broker-a", "bench-0")
 
     async def scenario() -> None:
@@ -79,7 +79,7 @@ def _chunks(archive, prefix: str) -> list[layout.ChunkManifest]:
     )
 
 
-class _EpochNode(_StoreNode):
+class _EpochNode(StoreNode):
     """A node with an epoch file, as FailoverService gives one."""
 
     epochs: EpochFile

@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-from broker.archive.s3server import S3Server
 from contracts.errors import (
     ArchiveConflictError,
     ArchiveError,
@@ -15,6 +14,7 @@ from contracts.errors import (
     TransientArchiveError,
 )
 from contracts.object_store import StoreSpec, open_store
+from tools.s3server import S3Server
 
 
 def test_put_is_immutable_and_idempotent(object_store) -> None:

@@ -1,4 +1,4 @@
-"""The embedded S3 server's write path (broker.archive.s3server): a body read in one piece and
+"""The embedded S3 server's write path (tools.s3server): a body read in one piece and
 stored without copies still reads back byte for byte with S3's ETags (MD5 for a single PUT,
 "<md5 of the parts' md5s>-<parts>" for multipart); a body cut short is a disconnect, as in
 werkzeug; the S3 backend does not hash payloads for signing, nor CRC32 its parts, on loopback
@@ -67,7 +67,7 @@ def test_a_body_read_in_one_piece_and_a_short_one_is_a_disconnect(monkeypatch) -
     from werkzeug.exceptions import ClientDisconnected
     from werkzeug.wsgi import LimitedStream
 
-    from broker.archive.s3server import read_bodies_in_one_piece
+    from tools.s3server import read_bodies_in_one_piece
 
     monkeypatch.setattr(LimitedStream, "readall", LimitedStream.readall)
     read_bodies_in_one_piece()
@@ -187,7 +187,7 @@ def test_a_bad_digest_is_retried_then_reported(monkeypatch) -> None:
 def test_moto_lists_its_service_packages_once(monkeypatch) -> None:
     from moto import backends
 
-    from broker.archive.s3server import list_moto_modules_once
+    from tools.s3server import list_moto_modules_once
 
     monkeypatch.setattr(backends, "list_of_moto_modules", backends.list_of_moto_modules)
     listings = []

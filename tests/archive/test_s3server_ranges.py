@@ -1,4 +1,4 @@
-"""The embedded S3 server's range path (broker.archive.s3server): a Range GET over real HTTP with
+"""The embedded S3 server's range path (tools.s3server): a Range GET over real HTTP with
 boto3 returns exactly the requested bytes, streamed from the object's buffer; moto's answers for
 odd ranges (suffix, open end, past the end, several ranges) are kept."""
 
@@ -10,7 +10,7 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from broker.archive.s3server import RANGE_PIECE_BYTES
+from tools.s3server import RANGE_PIECE_BYTES
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_a_range_reads_only_its_bytes_never_the_whole_value(monkeypatch, buffer_
     """In-process, on moto's own key object: the range body never touches ``key.value``."""
     from moto.s3.models import FakeKey
 
-    from broker.archive.s3server import _KeyBytes
+    from tools.s3server import _KeyBytes
 
     data = os.urandom(2 * RANGE_PIECE_BYTES + 99)
     key = FakeKey("k", data, "123456789012", "us-east-1", max_buffer_size=buffer_bytes)

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout

@@ -17,7 +17,6 @@ import pytest
 from broker.acl.signing import AclSigner
 from broker.client.consumer import Consumer
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import LocalProcess, free_port, start_broker, write_broker_conf
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -34,6 +33,7 @@ from tests.acl.acl_files import (
     write_acl,
 )
 from tests.client.test_interop_js import JS_DIR, PROCESS_TIMEOUT_S, _node
+from tools.localcluster import LocalProcess, free_port, start_broker, write_broker_conf
 
 N = 30
 

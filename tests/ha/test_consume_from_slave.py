@@ -12,13 +12,13 @@ from broker.admin import ha_status
 from broker.client.consumer import Consumer
 from broker.client.producer import Producer, SendStatus
 from broker.client.routes import fetch_route
-from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from tests.conftest import wait_until
 from tests.ha.test_failover_process import _conf
 from tests.support.cluster import knows_topic
+from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "FailoverTopic"  # the name _conf's brokers expect nothing of; any topic works
 N = 400

@@ -13,13 +13,13 @@ import subprocess
 import sys
 
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts import record as msgfmt
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
+from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "DamageTopic"
 FILE_SIZE = 16 * 1024

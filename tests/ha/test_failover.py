@@ -7,10 +7,10 @@ import errno
 
 from broker.config import BrokerRole
 from broker.ha.epoch import EpochEntry
-from broker.localcluster import free_port
 from broker.node import BrokerNode
 from broker.store.results import PutMessageStatus
 from tests.ha.test_replication import _config, log_bytes, put, stop, wait_for
+from tools.localcluster import free_port
 
 
 async def node(tmp_path, name: str, **kw) -> BrokerNode:

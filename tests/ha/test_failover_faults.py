@@ -23,7 +23,6 @@ import pytest
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.ha.failover import promote
-from broker.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -31,6 +30,7 @@ from broker.store.cli import iter_dump
 from contracts import record as msgfmt
 from tests.conftest import wait_until
 from tests.support.cluster import knows_topic
+from tools.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
 
 TOPIC = "FaultTopic"
 PRODUCERS = 3

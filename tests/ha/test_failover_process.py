@@ -12,13 +12,13 @@ import sys
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.client.routes import fetch_route
-from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts import record as msgfmt
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
+from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "FailoverTopic"
 

@@ -17,7 +17,6 @@ import pytest
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
 from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
-from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -26,6 +25,7 @@ from broker.store.consumer_offsets import Commit, ConsumerOffsetManager
 from contracts.errors import RemotingError
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
+from tools.localcluster import free_port, start_broker, start_namesrv
 
 # -- units -----------------------------------------------------------------------------------
 

@@ -10,13 +10,13 @@ import time
 
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts import record as msgfmt
 from tests.support.cluster import conf_factory
 from tests.support.faultproxy import FaultProxy
+from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "HaTopic"
 FILE_SIZE = 256 * 1024

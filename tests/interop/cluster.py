@@ -8,16 +8,16 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from broker.localcluster import (
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from tools.localcluster import (
     LocalProcess,
     free_port,
     start_broker,
     start_namesrv,
     write_broker_conf,
 )
-from broker.remoting.client import RemotingClient
-from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import RemotingCommand
 
 
 @contextlib.contextmanager

@@ -5,10 +5,10 @@ import zlib
 
 import pytest
 
-from broker.localcluster import start_namesrv
 from broker.remoting.client import connect
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from tools.localcluster import start_namesrv
 
 
 @pytest.fixture

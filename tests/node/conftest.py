@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def free_port() -> int:
-    from broker.localcluster import free_port as pick
+    from tools.localcluster import free_port as pick
 
     return pick()
 

@@ -17,12 +17,12 @@ import pytest
 
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from tests.conftest import wait_until
 from tests.support.cluster import node_conf
+from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "VerbTopic"
 GROUP = "VG"

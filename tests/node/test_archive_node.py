@@ -8,13 +8,13 @@ import json
 import uuid
 
 from broker.admin import ha_status
-from broker.archive.s3server import DUMMY_CREDENTIALS
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import free_port, start_broker, start_namesrv
 from contracts import archive_layout as layout
 from contracts.object_store import open_store
 from tests.conftest import wait_until
 from tests.support.cluster import node_conf
+from tools.localcluster import free_port, start_broker, start_namesrv
+from tools.s3server import DUMMY_CREDENTIALS
 
 # A shared machine: generous deadlines.
 _wait = functools.partial(wait_until, timeout_s=60.0)

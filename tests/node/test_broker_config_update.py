@@ -10,11 +10,11 @@ import json
 import pytest
 
 from broker.client.producer import Producer, SendStatus
-from broker.localcluster import free_port, start_broker, start_namesrv
 from broker.remoting.codes import RequestCode, ResponseCode
 from contracts.errors import RemotingError
 from tests.node.test_admin_verbs import admin, admin_json, call
 from tests.support.cluster import node_conf
+from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "CfgTopic"
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.localcluster import LocalProcess, free_port
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from contracts import record as m
+from tools.localcluster import LocalProcess, free_port
 
 
 def _haproof(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ import sys
 from importlib.metadata import version
 
 from broker.cli import build_parser, subcommands
-from broker.localcluster import free_port
+from tools.localcluster import free_port
 
 REQUIRED = {
     ("store",), ("store", "dump"), ("namesrv",), ("broker",), ("admin",), ("archive",),

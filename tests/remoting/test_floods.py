@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.localcluster import free_port, start_broker, write_broker_conf
 from broker.remoting.client import connect
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from tools.localcluster import free_port, start_broker, write_broker_conf
 
 MIB = 1024 * 1024
 PENDING_BUDGET = 64 * MIB  # remotingMaxPendingBytes (the default)
@@ -244,7 +244,7 @@ def test_hostile_json_headers_close_only_their_connection(broker) -> None:
 
 
 def test_name_server_flags_bound_its_connections(tmp_path) -> None:
-    from broker.localcluster import LocalProcess
+    from tools.localcluster import LocalProcess
 
     port = free_port()
     ns = LocalProcess.start(

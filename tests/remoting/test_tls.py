@@ -17,7 +17,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from broker.config import BrokerConfig
-from broker.localcluster import LocalProcess, free_port
 from broker.remoting.client import RemotingClient, connect
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -25,6 +24,7 @@ from broker.remoting.connection import ConnectionClosedError
 from broker.remoting.server import RemotingServer
 from broker.remoting.tls import TlsMode, client_context, server_context
 from contracts.errors import ConfigError
+from tools.localcluster import LocalProcess, free_port
 
 
 def _make_cert(directory, cn: str = "127.0.0.1") -> tuple[str, str]:

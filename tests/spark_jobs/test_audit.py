@@ -229,7 +229,8 @@ def test_queue_offset_gap_across_chunks(spark, tmp_path) -> None:
 def test_audit_reads_s3_over_http_with_credentials_kept_out_of_the_verdict(
     spark, tmp_path, master_store, s3_server
 ) -> None:
-    from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+    from broker.archive.shipper import NodeIdentity, Shipper
+    from broker.archive.sources import StoreDirSource
     from contracts.object_store import StoreSpec, open_store
 
     path, results = master_store

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from spark_jobs.audit import AuditOptions, run_audit
 from tests.spark_jobs.builder import (
     CLUSTER,

@@ -6,7 +6,8 @@ import json
 
 import pandas as pd
 
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from spark_jobs.audit import AuditOptions, run_audit
 from tests.spark_jobs.builder import CLUSTER, GROUP, Archive, copy_store, flip, make_store
 

@@ -7,10 +7,10 @@ import functools
 import json
 from pathlib import Path
 
-from broker.localcluster import write_broker_conf
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
+from tools.localcluster import write_broker_conf
 
 
 def node_conf(

@@ -1,6 +1,6 @@
 """``haproof bench archive``: ship a store directory to the embedded S3 server, MB/s, one JSON line.
 
-``--with-broker`` instead measures archiving inside a live broker (``bench_live.py``).
+``--with-broker`` instead measures archiving inside a live broker (``tools/bench/archive_live.py``).
 
 Writes ``--messages`` records with our own store into a temp directory (or ships ``--store-dir``
 as is), starts the embedded moto S3 server, and times one full ship (record validation, chunk
@@ -17,9 +17,10 @@ import tempfile
 import time
 import uuid
 
-from broker.archive.s3server import S3Server
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from contracts.object_store import open_store
+from tools.s3server import S3Server
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -113,7 +114,7 @@ def run_bench(store_dir: str, chunk_max_bytes: int, file_size: int | None) -> di
 
 def run(args: argparse.Namespace) -> int:
     if args.with_store:
-        from broker.archive.bench_live import run_with_store
+        from tools.bench.archive_store import run_with_store
 
         figures = run_with_store(
             args.rate_mb_s, args.body_bytes, args.seconds, args.archive_interval_ms,
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(figures))
         return 0 if figures["ok"] else 1
     if args.with_broker:
-        from broker.archive.bench_live import default_work_root, run_with_broker
+        from tools.bench.archive_live import default_work_root, run_with_broker
 
         figures = run_with_broker(
             args.producers,

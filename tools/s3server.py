@@ -18,6 +18,7 @@ once (4.7 -> 2.7 ms of server CPU per MB PUT on 2 cores). What moto answers is u
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import subprocess
@@ -55,14 +56,16 @@ class S3Server:
         """``nice``: a CPU priority increment for the server process. ``bench archive`` runs it
         at 19: it stands in for remote storage and should not take CPU from the broker it
         measures (on a small machine it would otherwise, as a remote S3 never does)."""
-        from broker.localcluster import free_port
+        from tools.localcluster import free_port
 
+        if importlib.util.find_spec("moto") is None:  # the tools extra is not installed
+            raise ModuleNotFoundError("No module named 'moto'", name="moto")
         port = port or free_port()
         env = dict(os.environ)
         env.update(DUMMY_CREDENTIALS)
         env.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(KEY_BUFFER_BYTES))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "broker.archive.s3server", "-H", "127.0.0.1", "-p", str(port)],
+            [sys.executable, "-m", "tools.s3server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,
@@ -290,7 +293,7 @@ def list_moto_modules_once() -> None:
 
 
 def main() -> None:
-    """``python -m broker.archive.s3server -H HOST -p PORT``: moto's server, patched as above
+    """``python -m tools.s3server -H HOST -p PORT``: moto's server, patched as above
     (``HAPROOF_S3_MOTO_PLAIN=1``: no patches at all)."""
     if os.environ.get("HAPROOF_S3_MOTO_PLAIN") != "1":
         list_moto_modules_once()

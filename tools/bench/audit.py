@@ -37,12 +37,13 @@ import sys
 import tempfile
 import time
 
-from broker.archive.s3server import S3Server
-from broker.archive.shipper import NodeIdentity, Shipper, StoreDirSource
+from broker.archive.shipper import NodeIdentity, Shipper
+from broker.archive.sources import StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
 from contracts.object_store import StoreSpec, open_store
 from contracts.record import Message
+from tools.s3server import S3Server
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -115,8 +116,8 @@ def baseline_same_path(server: S3Server) -> float:
     env.update({k[len(prefix) :]: v for k, v in DEFAULT_CONF.items() if k.startswith(prefix)})
     code = (
         "import sys\n"
-        "from broker.archive.s3server import S3Server\n"
-        "from spark_jobs.bench import baseline\n"
+        "from tools.s3server import S3Server\n"
+        "from tools.bench.audit import baseline\n"
         "print(baseline(S3Server(int(sys.argv[1]), None), ranges=True))\n"
     )
     out = subprocess.run(
@@ -186,8 +187,44 @@ def warm_up(spark) -> None:
     run_tasks(spark, [(i,) for i in range(n)], "id long", n, _warm, "id long")
 
 
-def run(args: argparse.Namespace) -> int:
+def _time_audits(spark, server: S3Server) -> dict:
+    """The full audit (first run, then the better of two warm runs) and no-op incremental
+    runs (the first, then the better of the next two), in seconds."""
     from spark_jobs.audit import AuditOptions, run_audit
+
+    spec = StoreSpec("s3://bench/audit", **server.store_options())
+    opts = AuditOptions(spec=spec, cluster="bench", broker_name="broker-a", run_id="full")
+    t0 = time.perf_counter()
+    full = run_audit(spark, opts)
+    first_s = time.perf_counter() - t0
+    # the same audit with Spark's plans and workers warm: the better of two runs, as for
+    # the baselines (the machine is shared; one run moves by up to 40 % here)
+    warm = []
+    for i in range(2):
+        opts.run_id = f"full-again-{i}"
+        t0 = time.perf_counter()
+        verdict = run_audit(spark, opts)
+        warm.append((time.perf_counter() - t0, verdict))
+    full_s, again = min(warm, key=lambda w: w[0])
+    # no-op incremental runs: the first, then the better of the next two (warm, likewise)
+    inc_runs = []
+    for i in range(3):
+        opts.incremental, opts.run_id = True, f"incremental-{i}"
+        t0 = time.perf_counter()
+        run_audit(spark, opts)
+        inc_runs.append(time.perf_counter() - t0)
+    inc_first_s, inc_s = inc_runs[0], min(inc_runs[1:])
+    return {
+        "full": full,
+        "first_s": first_s,
+        "full_s": full_s,
+        "again": again,
+        "inc_first_s": inc_first_s,
+        "inc_s": inc_s,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
     from spark_jobs.session import get_spark
 
     workdir = tempfile.mkdtemp(prefix="haproof-bench-audit-")
@@ -204,33 +241,14 @@ def run(args: argparse.Namespace) -> int:
         spark = get_spark("haproof-bench-audit", args.spark_master)
         warm_up(spark)
         startup_s = time.perf_counter() - t0
-        spec = StoreSpec("s3://bench/audit", **server.store_options())
-        opts = AuditOptions(spec=spec, cluster="bench", broker_name="broker-a", run_id="full")
-        t0 = time.perf_counter()
-        full = run_audit(spark, opts)
-        first_s = time.perf_counter() - t0
-        # the same audit with Spark's plans and workers warm: the better of two runs, as for
-        # the baselines (the machine is shared; one run moves by up to 40 % here)
-        warm = []
-        for i in range(2):
-            opts.run_id = f"full-again-{i}"
-            t0 = time.perf_counter()
-            verdict = run_audit(spark, opts)
-            warm.append((time.perf_counter() - t0, verdict))
-        full_s, again = min(warm, key=lambda w: w[0])
-        # no-op incremental runs: the first, then the better of the next two (warm, likewise)
-        inc_runs = []
-        for i in range(3):
-            opts.incremental, opts.run_id = True, f"incremental-{i}"
-            t0 = time.perf_counter()
-            run_audit(spark, opts)
-            inc_runs.append(time.perf_counter() - t0)
-        inc_first_s, inc_s = inc_runs[0], min(inc_runs[1:])
+        audits = _time_audits(spark, server)
         spark.stop()
         alone = record_checks_alone(server, os.cpu_count() or 2)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    full, again, full_s = audits["full"], audits["again"], audits["full_s"]
+    first_s, inc_first_s, inc_s = audits["first_s"], audits["inc_first_s"], audits["inc_s"]
     records = full["groupVerdicts"][0]["recordsChecked"]
     by_identity = full["groupVerdicts"][0].get("recordsByIdentity", 0)
     timing = again["groupVerdicts"][0]["timing"]

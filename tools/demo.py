@@ -26,15 +26,15 @@ import sys
 import time
 from pathlib import Path
 
-from broker.archive.s3server import DUMMY_CREDENTIALS, S3Server
-from broker.localcluster import (
+from contracts.errors import HaproofError
+from tools.localcluster import (
     LocalProcess,
     free_port,
     start_broker,
     start_namesrv,
     write_broker_conf,
 )
-from contracts.errors import HaproofError
+from tools.s3server import DUMMY_CREDENTIALS, S3Server
 
 CLUSTER = "DemoCluster"
 GROUP = "broker-a"
@@ -320,6 +320,9 @@ class Demo:
             self.s3.stop()
 
     def run(self) -> int:
+        for module in ("moto", "airflow"):  # the tools and dags extras: say so before step 1
+            if not _has(module):
+                raise ModuleNotFoundError(f"No module named {module!r}", name=module)
         try:
             self.prepare()
             self.start_group()
