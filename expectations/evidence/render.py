@@ -56,7 +56,8 @@ figure.chart{margin:10px 0 18px}figure.chart svg{width:100%;height:auto;backgrou
 figcaption{font-weight:600;margin-bottom:4px}
 .axis{stroke:#616161}.grid{stroke:#eeeeee}.tick{font-size:11px;fill:#616161}
 .span-label{font-size:10px;fill:#5d4037}
-.event line{stroke:#6d4c41;stroke-dasharray:4 3}.event text{font-size:10px;fill:#6d4c41}
+.event line{stroke:#6d4c41;stroke-dasharray:4 3}
+.event text{font-size:10px;fill:#6d4c41;paint-order:stroke;stroke:#fff;stroke-width:3px}
 .failover line{stroke:#c62828;stroke-width:2}.failover text{fill:#c62828}
 .reset line{stroke:#1565c0}.reset text{fill:#1565c0}
 .violation path{fill:#c62828;stroke:#fff}

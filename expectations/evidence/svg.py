@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 WIDTH = 900
-PAD_L, PAD_R, PAD_T, PAD_B = 78, 16, 18, 38
+PAD_L, PAD_R, PAD_T, PAD_B = 78, 34, 18, 38
 PALETTE = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#00838f", "#ad1457", "#4e342e")
 
 
@@ -134,7 +134,9 @@ class Chart:
     def vline(self, at: float, label: str, cls: str = "event") -> None:
         xx = self.x(at)
         row = sum(p.startswith('<g class="event') for p in self.parts) % 4  # stagger labels
-        right = xx > (self.x.out_lo + self.x.out_hi) / 2  # labels on the right half point left
+        right = xx > self.x.out_lo + 0.7 * (
+            self.x.out_hi - self.x.out_lo
+        )  # near the end: leftwards
         anchor = f'x="{xx - 3}" text-anchor="end"' if right else f'x="{xx + 3}"'
         self.parts.append(
             f'<g class="{cls}"><line x1="{xx}" y1="{self.y.out_lo}" x2="{xx}" y2="{self.y.out_hi}"/>'
