@@ -130,6 +130,16 @@ def _failed(result) -> list[dict[str, Any]]:
     return out
 
 
+def _offline(docs_dir: str) -> None:
+    """Point the pages at the locked local assets (expectations/datadocs.py)."""
+    from expectations.datadocs import DataDocsAssetsError, make_offline
+
+    try:
+        make_offline(docs_dir)
+    except DataDocsAssetsError as exc:  # the pages still work online; the audit is unaffected
+        log.warning("Data Docs will need the network to render: %s", exc)
+
+
 def run_suites(
     store,
     run_id: str,
@@ -170,6 +180,7 @@ def run_suites(
                 SuiteResult(table, suite.name, bool(vr.success), len(vr.results), _failed(vr))
             )
             log.info("suite %s on %s: %s", suite.name, table, "passed" if vr.success else "FAILED")
+        _offline(docs_dir)
         uploaded = 0
         for dirpath, _dirs, files in os.walk(docs_dir):
             for name in files:
