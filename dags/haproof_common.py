@@ -135,6 +135,18 @@ def run_expectations(cfg: dict[str, Any], audit: dict[str, Any]) -> list[dict[st
     return out
 
 
+def publish_reports(store, root: str, audit: dict[str, Any]) -> dict[str, str]:
+    """Build each group's evidence report (report.html); its URL goes to the task's log."""
+    from expectations.evidence import build_and_publish_report
+
+    urls = {}
+    for g in audit["groups"]:
+        key = build_and_publish_report(store, audit["runId"], g["brokerName"])
+        urls[g["brokerName"]] = f"{root.rstrip('/')}/{key}"
+        log.info("evidence report for %s: %s", g["brokerName"], urls[g["brokerName"]])
+    return urls
+
+
 def publish(cfg: dict[str, Any], audit: dict[str, Any], gx: list[dict[str, Any]]) -> dict:
     """Write ``audits/{runId}/dag_report.json`` and say where the reports are; the caller fails
     the run when ``passed`` is false."""
@@ -150,6 +162,7 @@ def publish(cfg: dict[str, Any], audit: dict[str, Any], gx: list[dict[str, Any]]
         "expectations": gx,
         "root": cfg["root"],
     }
+    doc["reports"] = publish_reports(store, cfg["root"], audit)
     key = layout.audit_run_prefix(audit["runId"]) + "dag_report.json"
     store.put_mutable(key, json.dumps(doc, indent=2).encode())
     for r in gx:
@@ -182,7 +195,7 @@ def audit_pipeline(*, incremental: bool) -> None:
         doc = publish(cfg, summary, gx)
         if not doc["passed"]:
             raise AirflowFailException(
-                f"audit {doc['runId']} FAILED: see {doc['root']}/{doc['key']}"
+                f"audit {doc['runId']} FAILED: see {', '.join(doc['reports'].values())}"
             )
         return doc
 

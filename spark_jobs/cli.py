@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import sys
 
 from broker.archive.object_store import StoreSpec
@@ -34,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="skip the data-quality suites (GX) that run after the Spark jobs",
     )
+    p.add_argument("--json", action="store_true", help="the verdict document on stdout")
+    p.add_argument("-v", "--verbose", action="store_true", help="show third-party log output")
     p.set_defaults(func=run)
 
 
@@ -69,6 +72,20 @@ def run_expectations(spec: StoreSpec, summary: dict, max_lag_bytes: int) -> dict
     return out
 
 
+def publish_reports(spec: StoreSpec, summary: dict) -> dict[str, str]:
+    """The evidence report (report.html) of every audited group: {brokerName: its URL}."""
+    from expectations.evidence import build_and_publish_report
+
+    store = spec.open()
+    root = store.root.rstrip("/")
+    return {
+        v[
+            "brokerName"
+        ]: f"{root}/{build_and_publish_report(store, summary['runId'], v['brokerName'])}"
+        for v in summary["groupVerdicts"]
+    }
+
+
 def print_table(summary: dict, gx: dict[str, dict] | None = None) -> None:
     gx = gx or {}
     for v in summary["groupVerdicts"]:
@@ -89,7 +106,10 @@ def print_table(summary: dict, gx: dict[str, dict] | None = None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from expectations.terminal import quiet_third_party
     from spark_jobs.audit import AuditOptions, run_audit
+
+    quiet_third_party(getattr(args, "verbose", False))
     from spark_jobs.session import get_spark
 
     opts = AuditOptions(
@@ -121,7 +141,16 @@ def run(args: argparse.Namespace) -> int:
             gx = run_expectations(opts.spec, summary, args.max_lag_bytes)
         except ExpectationsError as exc:
             raise AuditInputError(f"expectations suites: {exc}") from exc
-    print_table(summary, gx)
+    reports = publish_reports(opts.spec, summary)
+    if getattr(args, "json", False):
+        doc = {k: v for k, v in summary.items() if k != "groupVerdicts"}  # (one group: itself)
+        if len(summary["groupVerdicts"]) > 1:
+            doc["groupVerdicts"] = summary["groupVerdicts"]
+        print(json.dumps({**doc, "reports": reports, "expectations": gx}, default=str, indent=2))
+    else:
+        print_table(summary, gx)
+        for name, url in reports.items():
+            print(f"{name}: evidence report: {url}")
     sys.stdout.flush()
     passed = summary["passed"] and all(g["success"] for g in (gx or {}).values())
     return 0 if passed else 1

@@ -14,8 +14,9 @@ from typing import Any
 
 from broker.archive import layout
 
-#: bounds: the plots downsample, so more documents than this add nothing but time
-MAX_SNAPSHOTS = 20_000
+#: bounds: a plot is ~900 pixels wide, so more snapshots than this per node add GETs, not detail
+#: (evenly spaced in time when there are more); events are few, the last MAX_EVENTS are read
+MAX_SNAPSHOTS_PER_NODE = 1_500
 MAX_EVENTS = 5_000
 _READERS = 8
 
@@ -96,6 +97,25 @@ def _read(store, key: str, kind: str) -> dict[str, Any] | None:
         return None
 
 
+def spaced(snaps: list, ev) -> list:
+    """At most MAX_SNAPSHOTS_PER_NODE snapshots per node, evenly spaced in time."""
+    by_node: dict[str, list] = {}
+    for kp in sorted(snaps, key=lambda kp: kp[1].at_ms):
+        by_node.setdefault(kp[1].node, []).append(kp)
+    out = []
+    for node, items in sorted(by_node.items()):
+        if len(items) > MAX_SNAPSHOTS_PER_NODE:
+            last, want = len(items) - 1, MAX_SNAPSHOTS_PER_NODE - 1
+            picked = [items[round(i * last / want)] for i in range(want + 1)]  # first and last
+            ev.archive_notes.append(
+                f"{node}: {len(items):,} snapshots in the window; the lag plot reads "
+                f"{len(picked):,} of them, evenly spaced"
+            )
+            items = picked
+        out.extend(items)
+    return out
+
+
 def load_history(store, ev) -> None:
     """Fill ``ev.snapshots`` and ``ev.events`` (sorted by time) or say why not."""
     cluster = ev.cluster
@@ -113,10 +133,10 @@ def load_history(store, ev) -> None:
         return
     snaps = [(k, p) for k, p in keys if p.kind == "snapshot" and _in_window(p.at_ms, window)]
     events = [(k, p) for k, p in keys if p.kind == "event" and _in_window(p.at_ms, window)]
-    for what, items, bound in (("snapshots", snaps, MAX_SNAPSHOTS), ("events", events, MAX_EVENTS)):
-        if len(items) > bound:
-            ev.archive_notes.append(f"{len(items)} {what} in the window: the last {bound} read")
-            items[:] = sorted(items, key=lambda kp: kp[1].at_ms)[-bound:]
+    snaps = spaced(snaps, ev)
+    if len(events) > MAX_EVENTS:
+        ev.archive_notes.append(f"{len(events)} events in the window: the last {MAX_EVENTS} read")
+        events = sorted(events, key=lambda kp: kp[1].at_ms)[-MAX_EVENTS:]
     with ThreadPoolExecutor(_READERS) as pool:
         s_docs = list(pool.map(lambda kp: _read(store, kp[0], "snapshot"), snaps))
         e_docs = list(pool.map(lambda kp: _read(store, kp[0], "event"), events))

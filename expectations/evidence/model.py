@@ -26,6 +26,8 @@ DATA_DOCS_INDEX = "report/index.html"
 #: the most rows kept per table: a report lists at most 50 witnesses per check and plots are
 #: downsampled, so a table beyond this is summarised from its counts (see ``truncated``)
 MAX_ROWS = 200_000
+#: an offset_timeline longer than this is thinned for the plots (see thin_timeline)
+THIN_ABOVE = 20_000
 
 
 class ReportInputError(AuditInputError):
@@ -39,7 +41,9 @@ class Table:
     present: bool = False
     columns: tuple[str, ...] = ()
     missing_columns: tuple[str, ...] = ()
-    total_rows: int = 0  # before MAX_ROWS
+    total_rows: int = 0  # before MAX_ROWS or thinning
+    thinned: bool = False  # offset_timeline reduced for plotting (see thin_timeline)
+    verdict_counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # ranges: n, bytes
 
     def has(self, *cols: str) -> bool:
         return self.present and all(c in self.columns for c in cols)
@@ -62,6 +66,11 @@ class RunEvidence:
     @property
     def complete(self) -> bool:
         return not self.missing
+
+    @property
+    def empty(self) -> bool:
+        """Nothing at all was written for this run and group."""
+        return self.verdict is None and not any(t.present for t in self.tables.values())
 
     @property
     def cluster(self) -> str | None:
@@ -104,13 +113,55 @@ def read_table(store, prefix: str, name: str) -> tuple[Table, str | None]:
     table.columns = tuple(str(c) for c in df.columns)
     table.missing_columns = tuple(c for c in expected if c not in table.columns)
     table.total_rows = len(df)
-    head = df.head(MAX_ROWS)
+    if name == "ranges":
+        table.verdict_counts = range_counts(df)
+    if (
+        name == "offset_timeline"
+        and len(df) > min(THIN_ABOVE, MAX_ROWS)
+        and not table.missing_columns
+    ):
+        df, table.thinned = thin_timeline(df), True
+    head = df if table.thinned else df.head(MAX_ROWS)
     table.rows = [
         {str(k): _clean(v) for k, v in row.items()} for row in head.to_dict(orient="records")
     ]
     if table.missing_columns:
         return table, f"table {name}: {key} lacks column(s) {', '.join(table.missing_columns)}"
     return table, None
+
+
+def range_counts(df) -> dict[str, tuple[int, int]]:
+    """{verdict: (ranges, bytes)} over the whole table (before any row bound)."""
+    if "verdict" not in df.columns:
+        return {}
+    if "bytes" in df.columns:
+        size = df["bytes"]
+    elif "start" in df.columns and "end" in df.columns:
+        size = df["end"] - df["start"]
+    else:
+        size = df["verdict"].map(lambda _: 0)
+    g = size.groupby(df["verdict"].astype(str))
+    return {
+        str(v): (int(n), int(b))
+        for v, n, b in zip(g.count().index, g.count(), g.sum(), strict=True)
+    }
+
+
+def thin_timeline(df, bins: int = 1000):
+    """Per (group, topic, queue, master or slave) and time bin: the rows with the lowest and
+    the highest committed offset, plus every row where the node or epoch changes. A plot is at
+    most ~900 pixels wide, so it draws the same spikes, epochs and failovers from far fewer rows."""
+    t0, t1 = int(df["taken_at"].min()), int(df["taken_at"].max())
+    df = df.sort_values("taken_at", kind="stable").reset_index(drop=True)
+    slave = df["role"] == "SLAVE"
+    keys = [df["group_name"], df["topic"], df["queue_id"], slave,
+            (df["taken_at"] - t0) * bins // max(1, t1 - t0)]  # fmt: skip
+    committed = df.groupby(keys)["committed"]
+    keep = set(committed.idxmin()) | set(committed.idxmax())
+    series = df.groupby([df["group_name"], df["topic"], df["queue_id"], slave])
+    changed = (series["epoch"].diff().fillna(1) != 0) | (series["node"].shift() != df["node"])
+    keep |= set(df.index[changed])
+    return df.loc[sorted(keep)]
 
 
 def _read_json(store, key: str, what: str) -> tuple[dict[str, Any] | None, str | None]:

@@ -27,6 +27,7 @@ def build_report(store, run_id: str, broker_name: str) -> tuple[bytes, dict]:
         "status": run_status(ev, check_views(ev)),
         "headline": headline(ev, run_status(ev, check_views(ev)))[0],
         "missing": list(ev.missing),
+        "empty": ev.empty,
         "seconds": round(time.monotonic() - t0, 3),
         "bytes": len(html),
     }

@@ -93,17 +93,9 @@ def record_pair(w: dict[str, Any]) -> str:
 
 def replica_section(ev, view: CheckView) -> str:
     t = ev.tables["ranges"]
-    counts: dict[str, list[int]] = {}
-    for r in t.rows:
-        c = counts.setdefault(str(r.get("verdict")), [0, 0])
-        c[0] += 1
-        size = r.get("bytes")
-        if size is None and r.get("start") is not None and r.get("end") is not None:
-            size = int(r["end"]) - int(r["start"])
-        c[1] += int(size or 0)
     summary = table(
         ["verdict", "ranges", "bytes"],
-        [[v, n, f"{fmt_bytes(b)} ({b:,})"] for v, (n, b) in sorted(counts.items())],
+        [[v, n, f"{fmt_bytes(b)} ({b:,})"] for v, (n, b) in sorted(t.verdict_counts.items())],
         "counts",
     )
     bad = failing_ranges(t.rows)
@@ -142,6 +134,9 @@ def durability_section(ev, view: CheckView) -> str:
 def offsets_section(ev, view: CheckView) -> str:
     t, tl = ev.tables["offset_violations"], ev.tables["offset_timeline"]
     points = f"<p>{tl.total_rows:,} committed-offset points judged.</p>" if tl.present else ""
+    if tl.thinned:
+        points += (f'<p class="more">The plots draw {len(tl.rows):,} of them: per queue and '
+                   "time bin the lowest and highest, and every change of node or epoch.</p>")  # fmt: skip
     shown, more = bounded(t.rows, t.total_rows, "violations", f"{t.name}.parquet")
     if not shown:
         return points + (_partial(t) or "<p>No committed offset went backwards.</p>")

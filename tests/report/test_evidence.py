@@ -183,3 +183,52 @@ def test_names_are_validated_before_any_key_is_built(store):
         build_report(store, "../etc", "broker-a")
     with pytest.raises(ReportInputError):
         build_report(store, "r1", "a/b")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_thinning_keeps_extremes_and_every_epoch_change(seed):
+    import numpy as np
+
+    from expectations.evidence.model import thin_timeline
+
+    rng = np.random.default_rng(seed)
+    n = 20_000
+    taken = np.sort(rng.integers(0, 10**9, n))
+    df = pd.DataFrame({
+        "taken_at": taken, "node": np.where(taken < 5 * 10**8, "a-0", "a-1"), "role": "SYNC_MASTER",
+        "epoch": np.searchsorted(np.sort(rng.integers(0, 10**9, 3)), taken) + 1,
+        "group_name": "g", "topic": "T", "queue_id": rng.integers(0, 3, n),
+        "committed": rng.integers(0, 10**6, n), "queue_max": np.nan,
+    })  # fmt: skip
+    thin = thin_timeline(df)
+    assert len(thin) < len(df) / 2
+    for q, part in df.groupby("queue_id"):
+        kept = thin[thin["queue_id"] == q]
+        assert kept["committed"].max() == part["committed"].max()
+        assert kept["committed"].min() == part["committed"].min()
+        changes = part[(part["epoch"].diff() != 0) | (part["node"].shift() != part["node"])]
+        assert set(changes["taken_at"]) <= set(kept["taken_at"])
+
+
+def test_a_long_timeline_is_thinned_for_the_plots(store, monkeypatch):
+    from expectations.evidence import model
+
+    monkeypatch.setattr(model, "MAX_ROWS", 50)
+    html = _page(store, "failing", "r-thin")
+    assert "100 committed-offset points judged." in html
+    assert "The plots draw 100 of them" in html  # (fewer points than time bins: all kept)
+    assert 'class="violation"' in _plots(html)["offsets"][0]
+
+
+def test_snapshots_are_read_evenly_spaced_past_the_bound(store, monkeypatch):
+    from expectations.evidence import archive_view
+
+    monkeypatch.setattr(archive_view, "MAX_SNAPSHOTS_PER_NODE", 5)
+    runs.write_run(store, "r-sp", "passing")
+    ev = load_run(store, "r-sp", runs.GROUP)
+    for node in (runs.M, runs.S):
+        taken = [s["takenAt"] for s in ev.snapshots if s["node"] == node]
+        assert len(taken) == 5 and taken[-1] == runs.END_AT  # the last one always
+        gaps = {b - a for a, b in zip(taken, taken[1:], strict=False)}
+        assert max(gaps) <= 2 * min(gaps) + runs.STEP_MS
+    assert any("the lag plot reads 5 of them, evenly spaced" in n for n in ev.archive_notes)
