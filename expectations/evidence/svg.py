@@ -34,6 +34,8 @@ def fmt_time_ms(ms: float | None) -> str:
 
 def _tick_time(ms: float, span_ms: float) -> str:
     t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    if span_ms < 30_000:  # ticks a few seconds apart: tenths tell them apart
+        return t.strftime("%H:%M:%S.") + str(t.microsecond // 100_000)
     return t.strftime("%H:%M:%S") if span_ms < 2 * 86_400_000 else t.strftime("%m-%d %H:%M")
 
 

@@ -41,8 +41,9 @@ class Visit:
     failed: list[str] = field(default_factory=list)
 
 
-def browser_context(tmp_path_factory):
-    """A fresh persistent profile (``--user-data-dir``) in headless Debian Chromium."""
+def browser_context(tmp_path_factory, offline: bool = True):
+    """A fresh persistent profile (``--user-data-dir``) in headless Debian Chromium; offline
+    unless the test serves the page itself over 127.0.0.1."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} not installed (scripts/bootstrap installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
@@ -54,7 +55,7 @@ def browser_context(tmp_path_factory):
         headless=True,
         args=FLAGS,
         viewport={"width": 1200, "height": 900},
-        offline=True,
+        offline=offline,
     )
     return pw, ctx
 
