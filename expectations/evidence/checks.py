@@ -7,6 +7,7 @@ witness from the check's own table, so a reader sees the offset without opening 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +39,16 @@ def _status(c: dict[str, Any]) -> str | None:
 
 
 def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return int(v) if math.isfinite(v) else None
 
 
 def check_views(ev) -> list[CheckView]:
     """One view per check of ``contracts.CHECKS`` (in that order), then any other reported."""
     found: dict[str, CheckView] = {}
-    for c in (ev.verdict or {}).get("checks") or []:
+    reported = (ev.verdict or {}).get("checks")
+    for c in reported if isinstance(reported, list) else []:
         if isinstance(c, dict) and isinstance(c.get("name"), str):
             found[c["name"]] = CheckView(
                 c["name"], _status(c), _int(c.get("findings")), _int(c.get("evidence")),

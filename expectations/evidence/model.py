@@ -92,6 +92,28 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def coerce_rows(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Numeric columns of the contract hold a finite int or float, else ``None``: whatever a
+    writer put there, the page computes only with numbers (text columns are escaped as shown)."""
+    numeric = [c for c, t in at.TABLE_COLUMNS.get(name, {}).items() if t in ("int64", "float64")]
+    for row in rows:
+        for c in numeric:
+            v = row.get(c)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                row[c] = None
+            elif isinstance(v, float) and not math.isfinite(v):
+                row[c] = None
+    return rows
+
+
+def make_table(name: str, rows: list[dict[str, Any]], columns=None, total_rows=None) -> Table:
+    """A present table from row dicts (coerced, see :func:`coerce_rows`)."""
+    cols = tuple(columns if columns is not None else at.TABLE_COLUMNS.get(name, {}))
+    missing = tuple(c for c in at.TABLE_COLUMNS.get(name, {}) if c not in cols)
+    total = len(rows) if total_rows is None else total_rows
+    return Table(name, coerce_rows(name, rows), True, cols, missing, total)
+
+
 def read_table(store, prefix: str, name: str) -> tuple[Table, str | None]:
     """One table and, when it is absent or partial, the line saying so."""
     import pandas as pd
@@ -122,9 +144,9 @@ def read_table(store, prefix: str, name: str) -> tuple[Table, str | None]:
     ):
         df, table.thinned = thin_timeline(df), True
     head = df if table.thinned else df.head(MAX_ROWS)
-    table.rows = [
-        {str(k): _clean(v) for k, v in row.items()} for row in head.to_dict(orient="records")
-    ]
+    table.rows = coerce_rows(
+        name, [{str(k): _clean(v) for k, v in row.items()} for row in head.to_dict("records")]
+    )
     if table.missing_columns:
         return table, f"table {name}: {key} lacks column(s) {', '.join(table.missing_columns)}"
     return table, None

@@ -68,7 +68,7 @@ p.more{color:#616161}footer{color:#757575;font-size:12px;margin-top:20px}
 
 
 def _window(v: dict) -> str:
-    w = v.get("window") or {}
+    w = v.get("window") if isinstance(v.get("window"), dict) else {}
     since, until = w.get("since"), w.get("until")
     if since is None and until is None:
         return "everything archived"

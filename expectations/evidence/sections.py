@@ -6,6 +6,7 @@ Every value is escaped; nothing from the tables is trusted as markup.
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any
 
@@ -70,7 +71,8 @@ def _record_value(rec: dict[str, Any], key: str) -> Any:
 
 def record_pair(w: dict[str, Any]) -> str:
     """A divergence witness: both records at the first differing offset, side by side."""
-    m, n = w.get("master_record") or {}, w.get("node_record") or {}
+    m, n = w.get("master_record"), w.get("node_record")
+    m, n = (m if isinstance(m, dict) else {}), (n if isinstance(n, dict) else {})
     pair = str(w.get("pair") or "")
     names = pair.split("->", 1) if "->" in pair else ["master", "node"]
     rows = []
@@ -81,9 +83,10 @@ def record_pair(w: dict[str, Any]) -> str:
         cls = ' class="differs"' if a != b else ""
         rows.append(f"<tr{cls}><th>{escape(label)}</th>{cell(a)}{cell(b)}</tr>")
     diff = w.get("first_diff")
+    diff_text = str(int(diff)) if isinstance(diff, (int, float)) and math.isfinite(diff) else "?"
     return (
         f'<div class="witness divergence"><p>First differing byte of {escape(pair)} at offset '
-        f'<strong class="offset">{escape(str(int(diff)) if diff is not None else "?")}</strong>'
+        f'<strong class="offset">{escape(diff_text)}</strong>'
         f'</p><table class="side"><thead><tr><th></th><th>{escape(names[0])} '
         f"<small>{escape(str(w.get('master_key') or ''))}</small></th><th>{escape(names[1])} "
         f"<small>{escape(str(w.get('node_key') or ''))}</small></th></tr></thead>"
@@ -107,7 +110,9 @@ def replica_section(ev, view: CheckView) -> str:
             [[r.get("pair"), r.get("start"), r.get("end"), r.get("bytes"), r.get("verdict"),
               r.get("first_diff"), r.get("detail")] for r in shown], "witnesses",
         ) + more)  # fmt: skip
-    witnesses = ((ev.verdict or {}).get("witnesses") or {}).get("divergent") or []
+    found = (ev.verdict or {}).get("witnesses")
+    witnesses = found.get("divergent") if isinstance(found, dict) else None
+    witnesses = witnesses if isinstance(witnesses, list) else []
     ws, wmore = bounded([w for w in witnesses if isinstance(w, dict)], len(witnesses),
                         "divergence witnesses", "verdict.json")  # fmt: skip
     out.extend(record_pair(w) for w in ws)

@@ -25,15 +25,27 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def _utc(ms: float) -> dt.datetime | None:
+    """The instant ``ms`` (epoch milliseconds), or None when no calendar holds it."""
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    except (OverflowError, ValueError, OSError, TypeError):
+        return None
+
+
 def fmt_time_ms(ms: float | None) -> str:
     if ms is None:
         return "-"
-    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    t = _utc(ms)
+    if t is None:
+        return f"{ms} ms"
     return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{int(ms) % 1000:03d}Z"
 
 
 def _tick_time(ms: float, span_ms: float) -> str:
-    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    t = _utc(ms)
+    if t is None:
+        return f"{ms:.0f}"
     if span_ms < 30_000:  # ticks a few seconds apart: tenths tell them apart
         return t.strftime("%H:%M:%S.") + str(t.microsecond // 100_000)
     return t.strftime("%H:%M:%S") if span_ms < 2 * 86_400_000 else t.strftime("%m-%d %H:%M")
