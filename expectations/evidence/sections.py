@@ -96,10 +96,14 @@ def record_pair(w: dict[str, Any]) -> str:
 
 def replica_section(ev, view: CheckView) -> str:
     t = ev.tables["ranges"]
-    summary = table(
-        ["verdict", "ranges", "bytes"],
-        [[v, n, f"{fmt_bytes(b)} ({b:,})"] for v, (n, b) in sorted(t.verdict_counts.items())],
-        "counts",
+    summary = (
+        "<p>No byte range was compared.</p>"
+        if not t.verdict_counts
+        else table(
+            ["verdict", "ranges", "bytes"],
+            [[v, n, f"{fmt_bytes(b)} ({b:,})"] for v, (n, b) in sorted(t.verdict_counts.items())],
+            "counts",
+        )
     )
     bad = failing_ranges(t.rows)
     shown, more = bounded(bad, len(bad), "failing ranges", f"{t.name}.parquet")
