@@ -66,11 +66,25 @@ def quiet_third_party(verbose: bool) -> None:
         if not any(isinstance(f, _BelowWarning) for f in handler.filters):
             handler.addFilter(_BelowWarning())
     if "log4j2.configurationFile" not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
-        fd, path = tempfile.mkstemp(prefix="haproof-log4j2-", suffix=".properties")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(_LOG4J2)
+        path = _log4j2_file()
         opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
         os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} -Dlog4j2.configurationFile=file:{path}".strip()
+
+
+def _log4j2_file() -> str:
+    """One shared file per user (not one per run): written once, replaced atomically."""
+    path = os.path.join(tempfile.gettempdir(), f"haproof-log4j2-quiet-{os.getuid()}.properties")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == _LOG4J2:
+                return path
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix="haproof-log4j2-", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(_LOG4J2)
+    os.replace(tmp, path)
+    return path
 
 
 class _BelowWarning(logging.Filter):

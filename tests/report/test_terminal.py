@@ -52,7 +52,6 @@ def test_quiet_drops_third_party_info_but_keeps_warnings(monkeypatch):
         assert "-Dlog4j2.configurationFile=file:" in opts
         path = opts.split("file:", 1)[1].split()[0]
         assert "rootLogger.level = warn" in open(path).read()
-        os.unlink(path)
     finally:
         root.handlers, root.level = old_handlers, old_level
         for name in THIRD_PARTY:
