@@ -114,6 +114,19 @@ def open_store(
     raise ArchiveError(f"archive root {root!r}: unsupported scheme {parsed.scheme!r} (s3, file)")
 
 
+_WEB_TYPES = {
+    ".html": "text/html; charset=utf-8", ".css": "text/css", ".js": "text/javascript",
+    ".json": "application/json", ".svg": "image/svg+xml", ".png": "image/png",
+    ".gif": "image/gif", ".ico": "image/x-icon", ".woff2": "font/woff2", ".ttf": "font/ttf",
+    ".otf": "font/otf",
+}  # fmt: skip
+
+
+def _web_type(key: str) -> str | None:
+    dot = key.rfind(".")
+    return _WEB_TYPES.get(key[dot:].lower()) if dot > key.rfind("/") else None
+
+
 def _check_key(key: str) -> str:
     if not key or key.startswith("/") or ".." in key.split("/"):
         raise ArchiveError(f"invalid object key {key!r}")
@@ -407,6 +420,10 @@ class S3ObjectStore:
         k = self._k(key)
         meta = {"sha256": digest}
         cond = {"IfNoneMatch": "*"} if if_absent else {}
+        # pages, stylesheets, scripts, fonts and images (reports, Data Docs) open in a browser
+        # straight from the bucket only with their media type; everything else stays untyped
+        web_type = _web_type(key)
+        typed = {"ContentType": web_type} if web_type else {}
         if len(data) <= self.part_size:
             self._call(
                 "put",
@@ -417,6 +434,7 @@ class S3ObjectStore:
                     Body=data,
                     Metadata=meta,
                     **cond,
+                    **typed,
                     **self._checksum(digest),
                 ),
             )
@@ -425,7 +443,9 @@ class S3ObjectStore:
         up = self._call(
             "create multipart",
             key,
-            lambda: self._client.create_multipart_upload(Bucket=self.bucket, Key=k, Metadata=meta),
+            lambda: self._client.create_multipart_upload(
+                Bucket=self.bucket, Key=k, Metadata=meta, **typed
+            ),
         )
         upload_id = up["UploadId"]
         try:

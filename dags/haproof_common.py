@@ -114,14 +114,16 @@ def audit_pipeline(*, incremental: bool) -> None:
     def report(cfg: dict, summary: dict, gx: list) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from pipeline.steps import PipelineConfig, publish_step
+        from pipeline.steps import PipelineConfig, publish_step, report_step
 
-        doc = publish_step(PipelineConfig.from_json(cfg), summary, gx)
+        config = PipelineConfig.from_json(cfg)
+        doc = publish_step(config, summary, gx, report_step(config, summary))
         for r in gx:
             log.info("data-quality report for %s: %s", r["brokerName"], r["reportUrl"])
         if not doc["passed"]:
             raise AirflowFailException(
-                f"audit {doc['runId']} {doc['status']}: see {doc['root']}/{doc['key']}"
+                f"audit {doc['runId']} {doc['status']}: see "
+                f"{', '.join(doc['reports'].values()) or doc['root'] + '/' + doc['key']}"
             )
         return doc
 

@@ -130,6 +130,29 @@ def _failed(result) -> list[dict[str, Any]]:
     return out
 
 
+def _offline(docs_dir: str) -> None:
+    """Point the pages at the locked local assets (expectations/datadocs.py)."""
+    from expectations.datadocs import DataDocsAssetsError, make_offline
+
+    try:
+        make_offline(docs_dir)
+    except DataDocsAssetsError as exc:  # the pages still work online; the audit is unaffected
+        log.warning("Data Docs will need the network to render: %s", exc)
+
+
+def _upload_site(store, docs_dir: str, key_prefix: str) -> int:
+    from expectations.terminal import Progress
+
+    paths = [os.path.join(d, n) for d, _dirs, files in os.walk(docs_dir) for n in files]
+    with Progress("uploading Data Docs", len(paths), prog="haproof audit") as progress:
+        for path in paths:
+            rel = os.path.relpath(path, docs_dir).replace(os.sep, "/")
+            with open(path, "rb") as fh:
+                store.put_mutable(f"{key_prefix}{rel}", fh.read())
+            progress.advance()
+    return len(paths)
+
+
 def run_suites(
     store,
     run_id: str,
@@ -170,14 +193,8 @@ def run_suites(
                 SuiteResult(table, suite.name, bool(vr.success), len(vr.results), _failed(vr))
             )
             log.info("suite %s on %s: %s", suite.name, table, "passed" if vr.success else "FAILED")
-        uploaded = 0
-        for dirpath, _dirs, files in os.walk(docs_dir):
-            for name in files:
-                path = os.path.join(dirpath, name)
-                rel = os.path.relpath(path, docs_dir).replace(os.sep, "/")
-                with open(path, "rb") as fh:
-                    store.put_mutable(f"{prefix}{REPORT_DIR}/{rel}", fh.read())
-                uploaded += 1
+        _offline(docs_dir)
+        uploaded = _upload_site(store, docs_dir, f"{prefix}{REPORT_DIR}/")
     report = ReportResult(
         run_id=run_id,
         broker_name=broker_name,

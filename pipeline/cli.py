@@ -47,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-lag-bytes", type=int, default=T.DEFAULT_MAX_LAG_BYTES)
     p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, moto, ...)")
     p.add_argument("--json", action="store_true", help="print the verdict document on stdout")
+    p.add_argument("-v", "--verbose", action="store_true", help="show third-party log output")
     p.add_argument(
         "--no-expectations",
         action="store_true",
@@ -58,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 _MARK = {T.STATUS_PASS: "PASS", T.STATUS_FAIL: "FAIL", T.STATUS_NO_EVIDENCE: "NO EVIDENCE"}
 
 
-def print_table(summary: dict, gx: list[dict], out=sys.stdout) -> None:
+def print_table(summary: dict, gx: list[dict], reports: dict | None = None, out=sys.stdout) -> None:
+    reports = reports or {}
     by_group = {g["brokerName"]: g for g in gx}
     for v in summary["groupVerdicts"]:
         print(f"{v['cluster']}/{v['brokerName']}  master {v['master']}  run {v['runId']}", file=out)
@@ -77,9 +79,15 @@ def print_table(summary: dict, gx: list[dict], out=sys.stdout) -> None:
             failed = ", ".join(g["failedSuites"]) or "none failed"
             print(f"  {mark:<11} {'expectations':<24} {failed}", file=out)
             print(f"  report: {g['reportUrl']}", file=out)
+        url = reports.get(v["brokerName"])
+        if url:
+            print(f"  evidence report: {url}", file=out)
 
 
 def run(args: argparse.Namespace) -> int:
+    from expectations.terminal import quiet_third_party
+
+    quiet_third_party(args.verbose)
     cfg = PipelineConfig(
         root=args.root,
         cluster=args.cluster,
@@ -99,11 +107,12 @@ def run(args: argparse.Namespace) -> int:
         verdict = {k: v for k, v in summary.items() if k != "groupVerdicts"}
         if summary.get("brokerName") is None:
             verdict["groupVerdicts"] = summary["groupVerdicts"]
+        verdict.update(reports=doc["reports"], expectations=doc["expectations"])
         json.dump(verdict, sys.stdout, indent=2, default=str)
         print()
-        print_table(summary, doc["expectations"], out=sys.stderr)
+        print_table(summary, doc["expectations"], doc["reports"], out=sys.stderr)
     else:
-        print_table(summary, doc["expectations"])
+        print_table(summary, doc["expectations"], doc["reports"])
     headline = doc["status"].replace("_", " ")
     if doc["status"] == T.RUN_NO_EVIDENCE and not doc["passed"]:
         headline = "FAILED (NO EVIDENCE, --require-evidence)"

@@ -1,4 +1,4 @@
-"""The steps of one audit run, each taking and returning JSON-able values (they travel as
+"""The steps of one audit run (audit → suites → report → publish), each taking and returning JSON-able values (they travel as
 Airflow XComs), and :func:`run_pipeline`, which chains them for the CLI."""
 
 from __future__ import annotations
@@ -156,8 +156,25 @@ def expectations_step(cfg: PipelineConfig, audit: dict[str, Any]) -> list[dict[s
     return out
 
 
+def report_step(cfg: PipelineConfig, audit: dict[str, Any]) -> dict[str, str]:
+    """Each audited group's evidence report (report.html, self-contained): {brokerName: URL}."""
+    from expectations.evidence import build_and_publish_report
+
+    store = cfg.spec().open()
+    root = store.root.rstrip("/")
+    urls = {}
+    for g in audit["groups"]:
+        key = build_and_publish_report(store, audit["runId"], g["brokerName"])
+        urls[g["brokerName"]] = f"{root}/{key}"
+        log.info("evidence report for %s: %s", g["brokerName"], urls[g["brokerName"]])
+    return urls
+
+
 def publish_step(
-    cfg: PipelineConfig, audit: dict[str, Any], gx: list[dict[str, Any]]
+    cfg: PipelineConfig,
+    audit: dict[str, Any],
+    gx: list[dict[str, Any]],
+    reports: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write ``audits/{runId}/dag_report.json``; ``passed`` decides the run's exit/failure."""
     store = cfg.spec().open()
@@ -169,6 +186,7 @@ def publish_step(
         "passed": passed,
         "audit": audit,
         "expectations": gx,
+        "reports": reports or {},
         "root": cfg.root,
     }
     key = layout.audit_run_prefix(audit["runId"]) + layout.DAG_REPORT_NAME
@@ -178,9 +196,11 @@ def publish_step(
 
 
 def run_pipeline(cfg: PipelineConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """audit → suites → publish; returns (the audit's full summary, the published document)."""
+    """audit → suites → report → publish; returns (the audit's full summary, the published
+    document)."""
     summary = audit_step(cfg)
     audit = compact(summary)
     gx = expectations_step(cfg, audit) if cfg.expectations else []
-    doc = publish_step(cfg, audit, gx)
+    reports = report_step(cfg, audit)
+    doc = publish_step(cfg, audit, gx, reports)
     return summary, doc

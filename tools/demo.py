@@ -305,6 +305,8 @@ class Demo:
             mark = "PASS" if gx["success"] else "FAIL"
             print(f"    {mark}  GX suites                  failed {gx['failedSuites'] or 'none'}")
             print(f"  report: {local / gx['report'][len(prefix) :]}")
+        for name in report.get("reports", {}):  # the evidence page (verdict, witnesses, plots)
+            print(f"  evidence report: {local / name / 'report.html'}")
         print(f"  archive: {self.root} (endpoint {self.s3.endpoint_url if self.s3 else '-'})")
         print(f"  logs: {self.workdir}/*.log; Airflow: {log_path}")
         print(f"  acknowledged sends: {self.acked}")

@@ -77,7 +77,7 @@ def test_no_expectations_skips_the_suites(tmp_path, golden_stores) -> None:
     res = haproof("audit", "--root", root, "--cluster", "rmq", "--run-id", "r3",
                   "--no-expectations")  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "expectations" not in res.stdout
+    assert "  expectations " not in res.stdout  # (the report's path may hold the test's name)
     assert not (tmp_path / "arch" / "audits" / "r3" / "broker-a" / "expectations.json").exists()
 
 
