@@ -85,10 +85,12 @@ HEAD = struct.Struct(
     "i"  # SYSFLAG
     "q"  # BORNTIMESTAMP
 )
-I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
+I32 = struct.Struct(">i")  # TOTALSIZE alone, BODYLENGTH, a port
+I16 = struct.Struct(">h")  # v2 TOPICLENGTH, PROPERTIESLENGTH
+_I16 = I16
 _U8 = struct.Struct(">B")
-_I64 = struct.Struct(">q")
+I64 = struct.Struct(">q")  # BORNTIMESTAMP / STORETIMESTAMP alone
+_I64 = I64
 _STORE_TAIL = struct.Struct(">iq")  # RECONSUMETIMES i32 | PREPAREDTRANSACTIONOFFSET i64
 _ZERO8 = bytes(8)
 

@@ -5,28 +5,16 @@ the fault."""
 
 from __future__ import annotations
 
-import struct
 import zlib
 from dataclasses import dataclass
 
 from contracts import record as msgfmt
 from contracts.errors import CorruptRecordError
 
-# The fields the shipper needs from a record's fixed head (message format v1/v2, DESIGN.md 2).
-_HEAD = struct.Struct(
-    ">i"  # TOTALSIZE
-    "I"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "4x"  # FLAG
-    "q"  # QUEUEOFFSET
-    "8x"  # PHYSICALOFFSET
-    "i"  # SYSFLAG
-    "8x"  # BORNTIMESTAMP
-)
-_I64 = struct.Struct(">q")  # STORETIMESTAMP
-_I32 = struct.Struct(">i")  # BODYLEN
-_I16 = struct.Struct(">h")  # v2 TOPICLEN, PROPERTIESLENGTH
+# The record layout is contracts.record's: its fixed head (TOTALSIZE .. BORNTIMESTAMP) and the
+# single-field structs; the scans below only read what the shipper needs.
+_HEAD = msgfmt.HEAD
+_I64, _I32, _I16 = msgfmt.I64, msgfmt.I32, msgfmt.I16
 _MIN_RECORD = msgfmt.encoded_length(0, 0, 0)
 
 
@@ -61,7 +49,9 @@ def walk_records(view, base: int, start: int, limit: int, source: str):
             return
         rec = None
         if limit - pos >= _HEAD.size + 40:
-            total, magic, crc, queue_id, queue_offset, sysflag = _HEAD.unpack_from(view, pos)
+            total, magic, crc, queue_id, _flag, queue_offset, _phys, sysflag, _born = (
+                _HEAD.unpack_from(view, pos)
+            )
             rec_end = pos + total
             if magic == msgfmt.MAGIC_BLANK and 8 <= total and rec_end <= limit:
                 rec = ScannedRecord(base + pos, total, True)
@@ -111,12 +101,9 @@ def walk_records(view, base: int, start: int, limit: int, source: str):
         pos += rec.total_size
 
 
-_PREFIX = struct.Struct(
-    ">i"  # TOTALSIZE
-    "I"  # MAGICCODE
-)
-_SYSFLAG_AT = 36  # SYSFLAG: after TOTALSIZE..PHYSICALOFFSET (4+4+4+4+4+8+8)
-_BORNHOST_AT = 48  # after SYSFLAG (4) and BORNTIMESTAMP (8)
+_PREFIX = msgfmt.PREFIX  # TOTALSIZE | MAGICCODE
+_SYSFLAG_AT = msgfmt.OFFSET_SYSFLAG
+_BORNHOST_AT = msgfmt.OFFSET_BORNHOST
 
 
 def store_timestamp(view, pos: int) -> int:
