@@ -125,7 +125,8 @@ def failover(b: Builder, draw, variant: str = "") -> Case:
     """a-0, master in epoch 0, dies with a tail a-1 never received; a-1 is promoted (epoch 1)
     and takes traffic; a-0 rejoins as its slave, truncates the tail and replicates epoch 1.
     The tail is an allowed ``extra`` when every acknowledged offset is below the cut; an
-    acknowledgement above it is data loss. Offsets are committed on both epochs."""
+    acknowledgement above it is data loss: [cut, ack) is an ``extra`` that is not allowed (the
+    rest of the tail, above the ack, still is). Offsets are committed on both epochs."""
     s = b.shape
     old = make_log(max(s.n, 6), s.body_len, s.queues)
     msgs = old.messages()
@@ -158,7 +159,7 @@ def failover(b: Builder, draw, variant: str = "") -> Case:
         loss = {"lost_start": cut, "lost_end": ack, "snapshot": Suffix(snap.split("/", 3)[3])}
         return Case("failover-acked-loss", b.group, truth(**{RC: FAIL, AD: FAIL}),
                     witnesses=[Witness("acked_losses", loss),
-                               Witness("ranges", {**tail, "allowed": False})],
+                               Witness("ranges", {**tail, "end": ack, "allowed": False})],
                     placement=placement)  # fmt: skip
     row = {"kind": "regression", "group_name": CGROUP, "topic": TOPIC, "queue_id": q,
            "before": before[q], "after": after[q], "node_before": MASTER, "epoch_before": 0,
