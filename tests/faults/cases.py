@@ -19,6 +19,7 @@ FAULTS = {
     "object-shorter": (o.object_size, "shorter"),
     "object-longer": (o.object_size, "longer"),
     "sha256-flip": (o.sha256_flip, ""),
+    "sha256-flip-single-node": (o.sha256_flip, "single-node"),
     "manifest-bad-json": (o.bad_manifest, "bad-json"),
     "manifest-bad-fields": (o.bad_manifest, "bad-fields"),
     "manifest-missing": (o.manifest_missing, ""),

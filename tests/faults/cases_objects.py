@@ -18,6 +18,7 @@ from tests.faults.generator import (
     PAIR,
     SLAVE,
     SNAP1_MS,
+    SNAP2_MS,
     Builder,
     Case,
     Witness,
@@ -133,19 +134,35 @@ def object_size(b: Builder, draw, variant: str = "") -> Case:
 
 def sha256_flip(b: Builder, draw, variant: str = "") -> Case:
     """A bit flipped in an archived object outside any body (properties or store timestamp):
-    every record still decodes and passes its CRC; only the manifest's sha256 tells."""
-    log = clean_pair(b)
-    node = draw(st.sampled_from((MASTER, SLAVE)), label="node")
-    key, man = pick_chunk(b, draw, node)
+    every record still decodes and passes its CRC; only the manifest's sha256 tells. In a pair
+    the replicas differ too; on a single node (``variant="single-node"``, offsets committed)
+    nothing else can tell, and nothing else has evidence about replicas or acknowledgements."""
+    single = variant == "single-node"
+    if single:
+        log = base_log(b)
+        b.ship(log, MASTER, "SYNC_MASTER", 0, b.shape.chunk_m)
+        qmax = log.queue_max()
+        b.snapshot(MASTER, SNAP1_MS, log, {q: v // 2 for q, v in qmax.items()}, slaves={})
+        b.snapshot(MASTER, SNAP2_MS, log, dict(qmax), slaves={})
+        node = MASTER
+    else:
+        log = clean_pair(b)
+        node = draw(st.sampled_from((MASTER, SLAVE)), label="node")
+    chunks = [c for c in b.chunks(node) if any(c.start <= r.offset < c.end for r in log.messages())]
+    man = draw(st.sampled_from(chunks), label="chunk")  # (not a chunk holding only a BLANK)
+    key = b.chunk_key(node, man)
     rec = pick_message(log.cut(man.end), draw, lo=man.start)
     region = draw(st.sampled_from(("properties", "store_ts")), label="region")
     at_ = flip_target(log, rec, region, draw)
     data = bytearray(b.arch.store.get(key))
     data[at_ - man.start] ^= bit(draw, region)
     b.overwrite(key, bytes(data))
+    expect = (
+        truth(**{AI: FAIL, RC: NONE, AD: NONE}) if single
+        else truth(**{AI: FAIL, RC: FAIL, AD: FAIL if node == SLAVE else None})
+    )  # fmt: skip
     return Case(
-        "sha256-flip", b.group,
-        truth(**{AI: FAIL, RC: FAIL, AD: FAIL if node == SLAVE else None}),
+        "sha256-flip-single-node" if single else "sha256-flip", b.group, expect,
         witnesses=[fault_row(node, key, at.FAULT_SHA256_MISMATCH, man)],
         placement={"key": key, "offset": at_, "region": region, "record": rec.offset},
         tampered={key: at.FAULT_SHA256_MISMATCH},

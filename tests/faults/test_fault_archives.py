@@ -90,7 +90,7 @@ def test_the_audit_judges_every_fault_class_as_its_truth_says(spark, data) -> No
 def test_the_cli_reports_faults_and_missing_evidence_with_exit_codes(data) -> None:
     """Through ``haproof audit`` as a user runs it: a fault exits 1 with no traceback, a group
     with nothing to judge exits 0, or 1 under ``--require-evidence``; a clean group exits 0."""
-    faults = ("clean", "single-node-no-offsets", "log-missing")
+    faults = ("clean", "single-node-no-offsets", "log-missing", "sha256-flip-single-node")
     with tempfile.TemporaryDirectory(prefix="haproof-faults-", dir=scratch_dir()) as tmp:
         root = Path(tmp) / "archive"
         built = {c.fault: c for _b, c in build_all(root, Path(tmp) / "work", data.draw, faults)}
@@ -106,6 +106,7 @@ def test_the_cli_reports_faults_and_missing_evidence_with_exit_codes(data) -> No
         for fault, extra, want in (
             ("clean", (), 0),
             ("log-missing", (), 1),
+            ("sha256-flip-single-node", (), 1),  # a flip outside any body, no replica to tell
             ("single-node-no-offsets", (), 0),
             ("single-node-no-offsets", ("--require-evidence",), 1),
         ):
