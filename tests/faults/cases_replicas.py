@@ -16,6 +16,7 @@ from tests.faults.generator import (
     SLAVE,
     SNAP1_MS,
     SNAP2_MS,
+    Between,
     Builder,
     Case,
     OneOf,
@@ -125,8 +126,9 @@ def failover(b: Builder, draw, variant: str = "") -> Case:
     """a-0, master in epoch 0, dies with a tail a-1 never received; a-1 is promoted (epoch 1)
     and takes traffic; a-0 rejoins as its slave, truncates the tail and replicates epoch 1.
     The tail is an allowed ``extra`` when every acknowledged offset is below the cut; an
-    acknowledgement above it is data loss: [cut, ack) is an ``extra`` that is not allowed (the
-    rest of the tail, above the ack, still is). Offsets are committed on both epochs."""
+    acknowledgement above it is data loss: an ``extra`` from the cut past the ack that is not
+    allowed (only bytes at or above the ack may be excused). Offsets are committed on both
+    epochs."""
     s = b.shape
     old = make_log(max(s.n, 6), s.body_len, s.queues)
     msgs = old.messages()
@@ -157,10 +159,14 @@ def failover(b: Builder, draw, variant: str = "") -> Case:
                     placement=placement)  # fmt: skip
     if kind == "acked-loss":
         loss = {"lost_start": cut, "lost_end": ack, "snapshot": Suffix(snap.split("/", 3)[3])}
+        # [cut, ack) is not excused; the row may run on to the tail's end, and only bytes at
+        # or above the ack may be an allowed extra
+        acked = {**tail, "end": Between(ack, old.end), "allowed": False}
+        excused_early = {**tail, "start": Between(cut, ack - 1), "allowed": True}
+        del excused_early["end"]
         return Case("failover-acked-loss", b.group, truth(**{RC: FAIL, AD: FAIL}),
-                    witnesses=[Witness("acked_losses", loss),
-                               Witness("ranges", {**tail, "end": ack, "allowed": False})],
-                    placement=placement)  # fmt: skip
+                    witnesses=[Witness("acked_losses", loss), Witness("ranges", acked)],
+                    forbid=[Witness("ranges", excused_early)], placement=placement)  # fmt: skip
     row = {"kind": "regression", "group_name": CGROUP, "topic": TOPIC, "queue_id": q,
            "before": before[q], "after": after[q], "node_before": MASTER, "epoch_before": 0,
            "node_after": SLAVE, "epoch_after": 1}  # fmt: skip
@@ -235,8 +241,10 @@ def queue_gap(b: Builder, draw, variant: str = "") -> Case:
     b.pair(gap, gap)
     b.evidence(gap, ack=gap.end)
     found = gap.record_at(rec.offset).queue_offset
-    chunk_starts = {c.start for c in b.chunks(MASTER)} | {c.start for c in b.chunks(SLAVE)}
-    starts = [s for s in chunk_starts if s <= rec.offset]
+
+    def chunk_start(node: str) -> int:  # the contract allows the gap's chunk as its offset
+        return max(c.start for c in b.chunks(node) if c.start <= rec.offset)
+
     witnesses = [
         Witness(
             "records_issues",
@@ -247,7 +255,7 @@ def queue_gap(b: Builder, draw, variant: str = "") -> Case:
                 "queue_id": rec.queue_id,
                 "queue_offset": found,
                 "msg_id": rec.msg_id,
-                "offset": OneOf((rec.offset, max(starts))),
+                "offset": OneOf((rec.offset, chunk_start(node))),
                 "expected": rec.queue_offset,
                 "found": found,
             },

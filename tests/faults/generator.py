@@ -47,6 +47,14 @@ class OneOf:
 
 
 @dataclass(frozen=True)
+class Between:
+    """A witness value in ``[lo, hi]`` (where the contract fixes a bound, not the value)."""
+
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True)
 class Suffix:
     """A witness value that must end with ``text`` (a key given relative or absolute)."""
 
@@ -65,9 +73,18 @@ class Witness:
         return f"{self.table}{self.row}"
 
 
+def is_null(v: Any) -> bool:
+    try:
+        return v != v  # NaN
+    except (TypeError, ValueError):
+        return False
+
+
 def _same(got: Any, want: Any) -> bool:
     if isinstance(want, OneOf):
         return any(_same(got, w) for w in want.values)
+    if isinstance(want, Between):
+        return got is not None and not is_null(got) and want.lo <= float(got) <= want.hi
     if isinstance(want, Suffix):
         return isinstance(got, str) and got.endswith(want.text)
     if isinstance(want, bool) or isinstance(got, bool):

@@ -6,7 +6,7 @@ import io
 import json
 
 from contracts import audit_tables as at
-from tests.faults.generator import Case
+from tests.faults.generator import Case, is_null
 
 
 def load_table(store, run_id: str, group: str, table: str):
@@ -18,15 +18,8 @@ def load_table(store, run_id: str, group: str, table: str):
         return None
     df = pd.read_parquet(io.BytesIO(store.get(key)))
     return df, [
-        {k: (None if _null(v) else v) for k, v in row.items()} for row in df.to_dict("records")
+        {k: (None if is_null(v) else v) for k, v in row.items()} for row in df.to_dict("records")
     ]
-
-
-def _null(v) -> bool:
-    try:
-        return v is None or v != v  # NaN
-    except (TypeError, ValueError):
-        return False
 
 
 def judge(store, run_id: str, case: Case) -> list[str]:
@@ -67,8 +60,11 @@ def _tables(store, run_id: str, case: Case, checks: dict) -> list[str]:
             out.append(f"{where}: no {table} table")
             continue
         df, rows = loaded
-        if list(df.columns) != list(columns):
-            out.append(f"{where}: {table} has columns {list(df.columns)}, want {list(columns)}")
+        if set(df.columns) != set(columns):
+            extra, lacking = set(df.columns) - set(columns), set(columns) - set(df.columns)
+            out.append(
+                f"{where}: {table} columns: extra {sorted(extra)}, lacking {sorted(lacking)}"
+            )
         tables[table] = rows
     for w in case.witnesses:
         rows = tables.get(w.table, [])

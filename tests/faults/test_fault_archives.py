@@ -17,6 +17,7 @@ only those classes.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -72,17 +73,23 @@ def test_the_audit_judges_every_fault_class_as_its_truth_says(spark, data) -> No
         problems = []
         for _b, case in built:
             problems += judge(store, run_id, case)
-            status = case.expected_run
             report = run_suites(store, run_id, case.group, {"max_lag_bytes": MAX_LAG_BYTES})
-            if report.success != at.run_passed(status, require_evidence=False):
-                failed = [s.suite for s in report.suites if not s.success]
-                problems.append(f"{case.describe()}: GX success={report.success} ({failed}) "
-                                f"but the truth is {status}")  # fmt: skip
+            failed = [s.suite for s in report.suites if not s.success]
+            audit_status = _status(store, run_id, case.group)
+            for whose, status in (("truth", case.expected_run), ("audit", audit_status)):
+                if report.success != at.run_passed(status, require_evidence=False):
+                    problems.append(f"{case.describe()}: GX success={report.success} "
+                                    f"({failed}) but the {whose} says {status}")  # fmt: skip
         RUNS["examples"] += 1
         RUNS["cases"] += len(built)
         print(f"fault archives: {RUNS['cases']} cases in {RUNS['examples']} audit run(s), "
               f"{len(FAULTS)} fault classes")  # fmt: skip
         assert not problems, f"{len(problems)} mismatch(es):\n" + "\n".join(problems)
+
+
+def _status(store, run_id: str, group: str) -> str | None:
+    key = f"audits/{run_id}/{group}/verdict.json"
+    return json.loads(store.get(key)).get("status") if store.exists(key) else None
 
 
 @settings(SPARK_SETTINGS, max_examples=1)
