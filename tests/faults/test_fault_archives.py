@@ -35,7 +35,9 @@ from tests.faults.generator import MAX_LAG_BYTES, scratch_dir
 from tests.faults.judge import judge
 from tests.spark_jobs.builder import CLUSTER
 
-pytestmark = pytest.mark.faults
+# each example: ~26 groups built, one audit run, then the GX suites per group (~4-5 min on 2
+# cores, most of it GX); the default 2 examples take ~10 min, above the suite's 600 s timeout
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(60 * 40)]
 
 EXAMPLES = int(os.environ.get("HAPROOF_FAULT_EXAMPLES", "2"))
 #: a comma-separated subset of fault classes (default: all), to look at a few at a time
