@@ -12,7 +12,20 @@ then given exactly one fault. Its TRUTH is
   values a person acts on;
 * ``forbid``: rows that must NOT be there (a finding the data does not support is a false fail).
 
-The fault classes are in :data:`FAULTS` (see :mod:`tests.faults.cases`).
+The fault classes are in :data:`tests.faults.cases.FAULTS`. What the truth decides, from
+DESIGN.md section 4 and ``contracts.audit_tables``, where a reader might hesitate:
+
+* a hole in a node's archive (a ``.log`` missing, a chunk without a usable manifest) is not a
+  queue-offset gap: log integrity still passes on the records that are there;
+* a chunk whose bytes differ from its manifest (sha256) fails archive integrity with its key and
+  range; in a pair the replicas differ there too (replica consistency fails); on a single node
+  nothing else can tell;
+* a byte differing on the slave below its acknowledged offset fails acknowledged durability;
+* an offset regression is excused only by an ``offset_reset`` event between the two points;
+* a single node has no replica to compare and no acknowledgement to check: ``no_evidence``;
+  a group with traffic but no committed offset: offset monotonicity ``no_evidence``;
+* undecided (``None``): whether a torn or padded object also fails replica consistency or log
+  integrity, and whether an unusable slave chunk below the ack fails acknowledged durability.
 """
 
 from __future__ import annotations
