@@ -19,6 +19,7 @@ from tests.faults.generator import (
     Between,
     Builder,
     Case,
+    Contains,
     OneOf,
     Suffix,
     Witness,
@@ -30,10 +31,13 @@ AI, RC, AD, LI, OM = at.CHECKS
 FAIL, PASS = at.STATUS_FAIL, at.STATUS_PASS
 
 
-def crc_issue(node: str, rec: Rec) -> Witness:
+def crc_issue(b: Builder, node: str, rec: Rec) -> Witness:
+    """The record's CRC failure on ``node``, named by the chunk object that holds it."""
+    (key,) = [b.chunk_key(node, c) for c in b.chunks(node) if c.start <= rec.offset < c.end]
     return Witness("records_issues", {
         "node": node, "offset": rec.offset, "check": "crc_mismatch", "topic": rec.topic,
         "queue_id": rec.queue_id, "queue_offset": rec.queue_offset, "msg_id": rec.msg_id,
+        "key": key,
     })  # fmt: skip
 
 
@@ -53,7 +57,7 @@ def divergent(b: Builder, draw, variant: str = "") -> Case:
     return Case(
         "divergent", b.group, truth(**{RC: FAIL, AD: FAIL, LI: FAIL if body else PASS}),
         witnesses=[Witness("ranges", {"pair": PAIR, "verdict": at.DIVERGENT, "first_diff": at_})]
-        + ([crc_issue(SLAVE, rec)] if body else []),
+        + ([crc_issue(b, SLAVE, rec)] if body else []),
         forbid=[Witness("records_issues", {"node": MASTER})],
         placement={"offset": at_, "region": region, "record": rec.offset},
     )  # fmt: skip
@@ -70,7 +74,7 @@ def replicated_corruption(b: Builder, draw, variant: str = "") -> Case:
     b.evidence(bad, ack=bad.end)
     return Case(
         "replicated-corruption", b.group, truth(**{LI: FAIL}),
-        witnesses=[crc_issue(MASTER, rec), crc_issue(SLAVE, rec)],
+        witnesses=[crc_issue(b, MASTER, rec), crc_issue(b, SLAVE, rec)],
         forbid=[Witness("ranges", {"verdict": at.DIVERGENT})],
         placement={"offset": at_, "record": rec.offset},
     )  # fmt: skip
@@ -167,9 +171,22 @@ def failover(b: Builder, draw, variant: str = "") -> Case:
         return Case("failover-acked-loss", b.group, truth(**{RC: FAIL, AD: FAIL}),
                     witnesses=[Witness("acked_losses", loss), Witness("ranges", acked)],
                     forbid=[Witness("ranges", excused_early)], placement=placement)  # fmt: skip
-    row = {"kind": "regression", "group_name": CGROUP, "topic": TOPIC, "queue_id": q,
-           "before": before[q], "after": after[q], "node_before": MASTER, "epoch_before": 0,
-           "node_after": SLAVE, "epoch_after": 1}  # fmt: skip
+    row = {
+        "kind": "regression",
+        "group_name": CGROUP,
+        "topic": TOPIC,
+        "queue_id": q,
+        "before": before[q],
+        "after": after[q],
+        "node_before": MASTER,
+        "epoch_before": 0,
+        "node_after": SLAVE,
+        "epoch_after": 1,
+        "at_before": SNAP1_MS,
+        "at_after": SNAP2_MS,
+        "reconsumed_messages": before[q] - after[q],
+        "failover": Contains(SLAVE),
+    }  # fmt: skip  (the promotion between the two points)
     return Case(
         "failover-offset-regression",
         b.group,
@@ -208,7 +225,8 @@ def offsets(b: Builder, draw, variant: str = "") -> Case:
     b.snapshot(MASTER, SNAP2_MS, log, second, slaves={SLAVE: log.end})
     row = {"kind": "regression", "group_name": CGROUP, "topic": TOPIC, "queue_id": q,
            "before": first[q], "after": second[q], "node_before": MASTER,
-           "node_after": MASTER}  # fmt: skip
+           "node_after": MASTER, "at_before": SNAP1_MS, "at_after": SNAP2_MS,
+           "reconsumed_messages": first[q] - second[q]}  # fmt: skip
     placement = {"queue": q, "before": first[q], "after": second[q], "max": qmax[q]}
     if kind == "reset":
         b.arch.event(MASTER, "offset_reset", EVENT_MS, group=CGROUP, topic=TOPIC, queue=q,
@@ -222,7 +240,8 @@ def offsets(b: Builder, draw, variant: str = "") -> Case:
         )
     if kind == "beyond":
         row.update(kind="beyond_queue_max", before=qmax[q])
-        del row["node_before"]
+        for col in ("node_before", "at_before", "reconsumed_messages"):
+            del row[col]
     return Case(
         f"offset-{kind}",
         b.group,

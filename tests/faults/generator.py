@@ -68,6 +68,13 @@ class Between:
 
 
 @dataclass(frozen=True)
+class Contains:
+    """A witness value (text) that must mention ``text`` (e.g. the node a failover promoted)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Suffix:
     """A witness value that must end with ``text`` (a key given relative or absolute)."""
 
@@ -98,6 +105,8 @@ def _same(got: Any, want: Any) -> bool:
         return any(_same(got, w) for w in want.values)
     if isinstance(want, Between):
         return got is not None and not is_null(got) and want.lo <= float(got) <= want.hi
+    if isinstance(want, Contains):
+        return isinstance(got, str) and want.text in got
     if isinstance(want, Suffix):
         return isinstance(got, str) and got.endswith(want.text)
     if isinstance(want, bool) or isinstance(got, bool):
