@@ -103,6 +103,8 @@ class Demo:
     # -- steps ----------------------------------------------------------------------------------
 
     def prepare(self) -> None:
+        if self.workdir.exists() and not self.workdir.is_dir():
+            raise DemoError(f"--workdir {self.workdir} exists and is not a directory")
         if self.workdir.exists() and any(self.workdir.iterdir()):
             if not (self.workdir / MARKER).is_file():
                 raise DemoError(

@@ -59,6 +59,11 @@ def test_demo_refuses_to_delete_a_directory_it_did_not_make(tmp_path):
     assert (workdir / "thesis.tex").read_text() == "precious\n"
     assert sorted(p.name for p in workdir.iterdir()) == ["thesis.tex"]
     assert "step" not in res.stdout  # nothing started
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    res = demo(a_file, timeout_s=120)
+    assert res.returncode == 2 and "is not a directory" in res.stderr, res.stderr
+    assert a_file.read_text() == "mine\n"
 
 
 def test_demo_takes_an_empty_directory_it_did_not_make_and_marks_it(tmp_path, monkeypatch):
