@@ -60,3 +60,13 @@ def s3_server():
     server = S3Server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every test that audits (tests/spark_jobs, tests/faults)."""
+    from spark_jobs.session import get_spark
+
+    session = get_spark("haproof-tests", "local[2]", {"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()

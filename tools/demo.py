@@ -2,15 +2,21 @@
 
 1. an S3 API server (moto's, on 127.0.0.1) and a bucket for the archive;
 2. a name server, a SYNC_MASTER and its SLAVE as real processes;
-3. traffic: a producer sends, a consumer group consumes part of it and commits offsets;
-4. a failover: the master is killed (-9), the slave is promoted, traffic goes on, the old
-   master rejoins as a slave (when replication and failover are built, see the README's status);
+3. traffic: a producer sends, a consumer group consumes part of it and commits offsets; the
+   demo waits until the slave holds them (SlaveSynchronize) and an archived master snapshot
+   carries them;
+4. a failover: the master is killed (-9), the slave is promoted, traffic goes on, the group
+   consumes from the new master and commits again (until its archived snapshot carries them),
+   the old master rejoins as a slave;
 5. every node's commit log, snapshots and events in the archive;
 6. the nightly audit DAG through ``airflow dags test`` (Spark local mode + GX suites);
-7. the verdict and where the HTML data-quality report is.
+7. the verdict, how many consumer groups, queues and offset points the audit judged (and on
+   which epochs), and where the HTML data-quality report is.
 
-Everything lives in ``--workdir`` (default ``./haproof-demo``); processes are stopped at the end,
-also on failure or Ctrl-C. Exit 0 when the audit passed, 1 when it failed, 2 on a setup error.
+Everything lives in ``--workdir`` (default ``./haproof-demo``); a non-empty directory is replaced
+only when it holds the demo's marker file (``.haproof-demo``): anything else is refused (exit 2).
+Processes are stopped at the end, also on failure or Ctrl-C. Exit 0 when the audit passed and
+judged offsets on both sides of the failover, 1 otherwise, 2 on a setup error.
 """
 
 from __future__ import annotations
@@ -41,11 +47,20 @@ GROUP = "broker-a"
 TOPIC = "DemoTopic"
 CONSUMER_GROUP = "demo-consumer"
 BUCKET = "haproof-demo"
+#: written first into a --workdir the demo made; only such a directory is ever deleted
+MARKER = ".haproof-demo"
+OFFSETS_KEY = f"{TOPIC}@{CONSUMER_GROUP}"
 REPO = Path(__file__).resolve().parents[1]
 
 
 class DemoError(HaproofError):
     """A demo step failed; the message says which and where its logs are."""
+
+
+def _covers(have: dict, want: dict[int, int]) -> bool:
+    """Whether an offset table entry (queue id keys, str or int) holds at least ``want``."""
+    table = {int(q): int(o) for q, o in have.items()}
+    return all(table.get(q, -1) >= o for q, o in want.items())
 
 
 def _has(module: str) -> bool:
@@ -67,6 +82,7 @@ class Demo:
         self.root = f"s3://{BUCKET}/archive"
         self.env: dict[str, str] = {}
         self.acked = 0
+        self.committed: dict[int, int] = {}  # the group's offsets committed before the failover
         self.notes: list[str] = []
         # node -> (brokerId, role, epoch) at the end, for one-shot shipping
         self.roles = {"broker-a-0": (0, "SYNC_MASTER", 1), "broker-a-1": (1, "SLAVE", 1)}
@@ -87,9 +103,17 @@ class Demo:
     # -- steps ----------------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        if self.workdir.exists():
+        if self.workdir.exists() and not self.workdir.is_dir():
+            raise DemoError(f"--workdir {self.workdir} exists and is not a directory")
+        if self.workdir.exists() and any(self.workdir.iterdir()):
+            if not (self.workdir / MARKER).is_file():
+                raise DemoError(
+                    f"--workdir {self.workdir} is not empty and was not made by haproof demo "
+                    f"(no {MARKER} file): refusing to delete it; give a new or empty directory"
+                )
             shutil.rmtree(self.workdir)
-        self.workdir.mkdir(parents=True)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / MARKER).write_text("made by haproof demo: replaced by its next run\n")
         self.step(f"embedded S3 server and bucket {BUCKET} (workdir {self.workdir})")
         self.s3 = S3Server.start()
         self.s3.create_bucket(BUCKET)
@@ -153,7 +177,9 @@ class Demo:
             await producer.close()
         self.say(f"  sent {n} ({label}): " + ", ".join(f"{k} {v}" for k, v in statuses.items()))
 
-    async def _consume(self, want: int) -> int:
+    async def _consume(self, want: int) -> tuple[int, dict[int, int]]:
+        """Consume ``want`` messages as the group and commit; returns how many and the
+        committed offset of each queue."""
         from broker.client.consumer import Consumer
 
         consumer = Consumer(CONSUMER_GROUP, [self.procs["namesrv"].addr], TOPIC)
@@ -163,15 +189,30 @@ class Demo:
             while got < want and time.monotonic() < deadline:
                 got += len(await consumer.poll())
             await consumer.persist()
+            committed = {
+                mq.queue_id: int(off)
+                for mq, off in consumer.offsets.offsets.items()
+                if mq.topic == TOPIC
+            }
         finally:
             await consumer.close()
-        return got
+        return got, committed
 
     def traffic(self) -> None:
         self.step(f"traffic: {self.args.messages} messages to {TOPIC}, then consume and commit")
         asyncio.run(self._traffic(self.args.messages, "before-failover"))
-        got = asyncio.run(self._consume(self.args.messages // 2))
-        self.say(f"  consumer group {CONSUMER_GROUP} consumed {got} and committed its offsets")
+        got, committed = asyncio.run(self._consume(self.args.messages // 2))
+        self.say(
+            f"  consumer group {CONSUMER_GROUP} consumed {got} and committed "
+            f"{sum(committed.values())} over {len(committed)} queue(s)"
+        )
+        if not committed:
+            raise DemoError(f"consumer group {CONSUMER_GROUP} committed no offset")
+        self.committed = committed
+        # before the kill -9: the commit is on the slave (SlaveSynchronize) and in an archived
+        # snapshot of the master, so the audit has offsets to judge on the first epoch
+        self._wait_slave_offsets("broker-a-1", committed)
+        self._wait_snapshot_offsets("broker-a-0", committed)
 
     def failover(self) -> None:
         self.step("failover: kill -9 the master, promote the slave, old master rejoins")
@@ -198,6 +239,13 @@ class Demo:
         self._wait_slave(self.procs["broker-a-1"].addr)
         self.roles = {"broker-a-0": (1, "SLAVE", 2), "broker-a-1": (0, "SYNC_MASTER", 2)}
         asyncio.run(self._traffic(self.args.messages // 2, "after-failover"))
+        got, committed = asyncio.run(self._consume(self.args.messages // 2))
+        self.say(
+            f"  consumer group {CONSUMER_GROUP} consumed {got} from the new master and "
+            f"committed {sum(committed.values())} (before the failover: "
+            f"{sum(self.committed.values())})"
+        )
+        self._wait_snapshot_offsets("broker-a-1", committed)
 
     def _wait_slave(self, master_addr: str, timeout_s: float = 60.0) -> None:
         """Until the master sees a slave: a SYNC_MASTER answers SLAVE_NOT_AVAILABLE before."""
@@ -209,6 +257,54 @@ class Demo:
                 raise DemoError(f"no slave connected to {master_addr} within {timeout_s:.0f} s")
             time.sleep(0.1)
         self.say(f"  {master_addr} replicates to its slave again")
+
+    def _wait_slave_offsets(self, node: str, want: dict[int, int], timeout_s=60.0) -> None:
+        """Until ``node``'s ``consumerOffset.json`` holds the group's offsets (at least
+        ``want`` on every queue): SlaveSynchronize copied and persisted them."""
+        path = self.workdir / f"store-{node}" / "config" / "consumerOffset.json"
+
+        def synced() -> bool:
+            try:
+                table = json.loads(path.read_text()).get("offsetTable", {})
+            except (OSError, ValueError):  # not written yet, or being replaced
+                return False
+            return _covers(table.get(OFFSETS_KEY, {}), want)
+
+        self._poll(synced, timeout_s, f"{node}'s {path.name} to carry {OFFSETS_KEY} {want}")
+        self.say(f"  {node} holds the committed offsets ({path})")
+
+    def _wait_snapshot_offsets(self, node: str, want: dict[int, int], timeout_s=60.0) -> None:
+        """Until the latest archived snapshot of ``node`` was taken as master and carries the
+        group's offsets (at least ``want`` on every queue): a point for the offset audit."""
+        from contracts import archive_layout as layout
+        from contracts.object_store import open_store
+
+        if not _has("broker.archive.node_archiver"):
+            self.skip(f"snapshot offsets of {node}", "in-node archiving is not built")
+            return
+        store = open_store(self.root)
+        prefix = layout.node_prefix(CLUSTER, GROUP, node) + "snapshots/"
+        seen = {}
+
+        def archived() -> bool:
+            keys = sorted(o.key for o in store.list(prefix))
+            if not keys:
+                return False
+            doc = json.loads(store.get(keys[-1]))
+            seen.update(epoch=doc.get("epoch"), key=keys[-1])
+            have = doc.get("consumerOffsets", {}).get(OFFSETS_KEY, {})
+            return doc.get("role") != "SLAVE" and _covers(have, want)
+
+        self._poll(archived, timeout_s, f"a master snapshot of {node} carrying {want}")
+        self.say(f"  {node} (epoch {seen['epoch']}): {seen['key'].rsplit('/', 1)[1]} "
+                 "carries the committed offsets")  # fmt: skip
+
+    def _poll(self, cond, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not cond():
+            if time.monotonic() > deadline:
+                raise DemoError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+            time.sleep(0.2)
 
     def archive(self) -> None:
         self.step("archive: every node's commit log, snapshots and events in S3")
@@ -305,6 +401,15 @@ class Demo:
             mark = "PASS" if gx["success"] else "FAIL"
             print(f"    {mark}  GX suites                  failed {gx['failedSuites'] or 'none'}")
             print(f"  report: {local / gx['report'][len(prefix) :]}")
+        judged = self._offsets_judged(store, report["runId"])
+        print(
+            f"  offsets judged: {judged['groups']} consumer group(s), {judged['queues']} "
+            f"queue(s), {judged['points']} point(s); master points on epoch(s) "
+            f"{', '.join(map(str, judged['epochs'])) or 'none'}"
+        )
+        across = len(judged["epochs"]) >= 2 or any("failover" in n for n in self.notes)
+        if not across:
+            print("  offsets were NOT judged on both sides of the failover")
         for name in report.get("reports", {}):  # the evidence page (verdict, witnesses, plots)
             print(f"  evidence report: {local / name / 'report.html'}")
         print(f"  archive: {self.root} (endpoint {self.s3.endpoint_url if self.s3 else '-'})")
@@ -312,8 +417,33 @@ class Demo:
         print(f"  acknowledged sends: {self.acked}")
         for note in self.notes:
             print(f"  note: {note}")
-        print("PASSED" if report["passed"] else "FAILED", flush=True)
-        return 0 if report["passed"] else 1
+        passed = report["passed"] and across
+        print("PASSED" if passed else "FAILED", flush=True)
+        return 0 if passed else 1
+
+    @staticmethod
+    def _offsets_judged(store, run_id: str) -> dict:
+        """What the offset audit judged, from the run's ``offset_timeline`` table: consumer
+        groups, (group, topic, queue) series, points, and the epochs with master points."""
+        import io
+
+        import pandas as pd
+
+        from contracts import archive_layout as layout
+
+        key = f"{layout.audit_run_prefix(run_id)}{GROUP}/offset_timeline.parquet"
+        if not store.exists(key):
+            return {"groups": 0, "queues": 0, "points": 0, "epochs": []}
+        df = pd.read_parquet(io.BytesIO(store.get(key)))
+        if df.empty:
+            return {"groups": 0, "queues": 0, "points": 0, "epochs": []}
+        masters = df[df["role"] != "SLAVE"]
+        return {
+            "groups": int(df["group_name"].nunique()),
+            "queues": len(df[["group_name", "topic", "queue_id"]].drop_duplicates()),
+            "points": len(df),
+            "epochs": sorted(int(e) for e in masters["epoch"].unique()),
+        }
 
     def cleanup(self) -> None:
         for p in self.procs.values():
@@ -346,6 +476,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help="the main job end to end on embedded defaults")
-    p.add_argument("--workdir", default="haproof-demo", help="everything goes here (replaced)")
+    p.add_argument(
+        "--workdir",
+        default="haproof-demo",
+        help="everything goes here (replaced only if an earlier demo made it)",
+    )
     p.add_argument("--messages", type=int, default=2000, help="messages before the failover")
     p.set_defaults(func=run)

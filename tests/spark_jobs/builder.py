@@ -77,30 +77,34 @@ def truncate_log(store_dir: Path, end: int) -> None:
 
 
 class Archive:
-    def __init__(self, root: Path):
+    """An archive root (``file://``) and the broker group (``group``, a brokerName) to build in."""
+
+    def __init__(self, root: Path, group: str = GROUP):
+        self.group = group
         self.root = f"file://{root}"
         self.store = open_store(self.root)
         self.spec = StoreSpec(self.root)
 
     def ship(self, store_dir: Path, node: str, role: str, broker_id: int, chunk: int, epoch=0):
-        ident = NodeIdentity(CLUSTER, GROUP, node, broker_id, role, epoch)
+        ident = NodeIdentity(CLUSTER, self.group, node, broker_id, role, epoch)
         return Shipper(self.store, ident, chunk_max_bytes=chunk).ship(
             StoreDirSource.open(str(store_dir))
         )
 
     def snapshot(self, node: str, role: str, taken_at: int, **fields) -> None:
         doc = dict(
-            node=node, brokerName=GROUP, brokerId=0 if role != "SLAVE" else 1, role=role,
+            node=node, brokerName=self.group, brokerId=0 if role != "SLAVE" else 1, role=role,
             epoch=0, takenAt=taken_at, maxPhyOffset=0, flushedOffset=0, confirmOffset=0,
             slaves={}, consumerOffsets={}, queueMaxOffsets={}, mappedFileSize=FILE_SIZE,
         )  # fmt: skip
         doc.update(fields)
         snap = layout.Snapshot(**doc)
-        self.store.put(layout.snapshot_key(CLUSTER, GROUP, node, taken_at), snap.to_json())
+        self.store.put(layout.snapshot_key(CLUSTER, self.group, node, taken_at), snap.to_json())
 
     def event(self, node: str, kind: str, at: int, epoch: int = 0, **fields) -> None:
-        doc = layout.make_event(kind, node, CLUSTER, GROUP, at, epoch, **fields)
-        self.store.put(layout.event_key(CLUSTER, GROUP, node, at, kind), layout.json_bytes(doc))
+        doc = layout.make_event(kind, node, CLUSTER, self.group, at, epoch, **fields)
+        key = layout.event_key(CLUSTER, self.group, node, at, kind)
+        self.store.put(key, layout.json_bytes(doc))
 
 
 def grow_store(path: Path, n: int, already: int, queues: int = 2) -> list:
