@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -49,7 +50,16 @@ class ObjectStore(Protocol):
     def put_mutable(self, key: str, data: bytes) -> None: ...
     def get(self, key: str) -> bytes: ...
     def get_range(self, key: str, start: int, end: int) -> bytes: ...
-    def list(self, prefix: str) -> Iterator[ObjectInfo]: ...
+    # keys under ``prefix`` in key order; ``start_after``: only keys sorting after it (S3's
+    # ListObjectsV2 ``StartAfter``), so a reader that keeps a watermark lists only what is new
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]: ...
+    # the distinct ``prefix + name + "/"`` one level below ``prefix`` (S3's CommonPrefixes with
+    # delimiter "/"), sorted: discovers groups and nodes without listing their objects
+    def list_prefixes(self, prefix: str) -> list[str]: ...
+
+    # requests sent so far, by kind ("list" per page or directory read, "get", "put", ...)
+    requests: Counter
+
     def exists(self, key: str) -> bool: ...
     def delete(self, key: str) -> None: ...
 
@@ -126,6 +136,7 @@ class FileObjectStore:
     def __init__(self, root: str, path: str):
         self.root = root
         self.path = path
+        self.requests: Counter = Counter()
 
     def _p(self, key: str) -> str:
         return os.path.join(self.path, _check_key(key))
@@ -147,6 +158,7 @@ class FileObjectStore:
             raise ArchiveError(f"cannot write {path}: {exc.strerror}") from exc
 
     def put(self, key: str, data: bytes, sha256: str | None = None) -> bool:
+        self.requests["put"] += 1
         path = self._p(key)
         if os.path.exists(path):
             if self.get(key) == data:
@@ -156,9 +168,11 @@ class FileObjectStore:
         return True
 
     def put_mutable(self, key: str, data: bytes) -> None:
+        self.requests["put"] += 1
         self._write(self._p(key), data)
 
     def get(self, key: str) -> bytes:
+        self.requests["get"] += 1
         try:
             with open(self._p(key), "rb") as fh:
                 return fh.read()
@@ -168,6 +182,7 @@ class FileObjectStore:
             raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.requests["get"] += 1
         try:
             with open(self._p(key), "rb") as fh:
                 fh.seek(start)
@@ -175,26 +190,62 @@ class FileObjectStore:
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(f"{self.root}/{key} does not exist") from exc
 
-    def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        base = self.path
-        start_dir = os.path.join(base, os.path.dirname(prefix))
-        if not os.path.isdir(start_dir):
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        """Keys under ``prefix`` after ``start_after``, sorted. Directories whose keys all sort
+        at or before ``start_after`` are not entered; a directory that is entered is read with
+        one ``listdir`` (names only: only the keys returned are stat'ed)."""
+        after = start_after or ""
+        found: list[str] = []
+        self._collect(prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else "", prefix, after, found)
+        found.sort()
+        for key in found:
+            try:
+                size = os.path.getsize(os.path.join(self.path, key))
+            except FileNotFoundError:
+                continue  # deleted since the directory was read (a prune)
+            yield ObjectInfo(key, size)
+
+    def _collect(self, rel: str, prefix: str, after: str, found: list[str]) -> None:
+        """Keys under directory ``rel`` (``""`` or ending in "/") into ``found``."""
+        try:
+            self.requests["list"] += 1
+            names = os.listdir(os.path.join(self.path, rel) if rel else self.path)
+        except (FileNotFoundError, NotADirectoryError):
             return
-        found: list[ObjectInfo] = []
-        for dirpath, _, files in os.walk(start_dir):
-            for name in files:
-                if ".tmp-" in name:
-                    continue  # a write in progress (or killed): not an object
-                full = os.path.join(dirpath, name)
-                key = os.path.relpath(full, base).replace(os.sep, "/")
-                if key.startswith(prefix):
-                    found.append(ObjectInfo(key, os.path.getsize(full)))
-        yield from sorted(found, key=lambda o: o.key)
+        for name in names:
+            key = rel + name
+            if ".tmp-" in name:
+                continue  # a write in progress (or killed): not an object
+            # a key at or before ``after`` is skipped by name alone, unless it is a directory
+            # holding ``after`` (keys below it may sort after it)
+            if not (key > after or after.startswith(key + "/")):
+                continue
+            if not (key.startswith(prefix) or prefix.startswith(key + "/")):
+                continue
+            if os.path.isdir(os.path.join(self.path, key)):
+                self._collect(key + "/", prefix, after, found)
+            elif key > after and key.startswith(prefix):
+                found.append(key)
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        rel, _, partial = prefix.rpartition("/")
+        rel = rel + "/" if rel else ""
+        self.requests["list"] += 1
+        try:
+            names = os.listdir(os.path.join(self.path, rel) if rel else self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(
+            f"{rel}{n}/"
+            for n in names
+            if n.startswith(partial) and os.path.isdir(os.path.join(self.path, rel + n))
+        )
 
     def exists(self, key: str) -> bool:
         return os.path.exists(self._p(key))
 
     def delete(self, key: str) -> None:
+        self.requests["delete"] += 1
         try:
             os.unlink(self._p(key))
         except FileNotFoundError:
@@ -257,6 +308,7 @@ class S3ObjectStore:
         self.retries = retries
         self.part_size = max(5 * 1024 * 1024, part_size)
         self._sleep = sleep
+        self.requests: Counter = Counter()
         self._if_none_match: bool | None = None  # does the server honour If-None-Match: *?
         loopback = _is_loopback(endpoint_url)
         session = boto3.session.Session(
@@ -312,6 +364,7 @@ class S3ObjectStore:
         from botocore.exceptions import BotoCoreError, ClientError
 
         where = f"{self.root}/{key}" if key else self.root
+        self.requests[what.split()[0]] += 1
         for attempt in range(self.retries + 1):
             try:
                 return fn()
@@ -479,18 +532,32 @@ class S3ObjectStore:
             )["Body"].read(),
         )
 
-    def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = self._call("list", prefix, lambda kw=kwargs: self._client.list_objects_v2(**kw))
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        for page in self._pages(prefix, start_after=start_after):
             for obj in page.get("Contents", []):
                 yield ObjectInfo(obj["Key"][len(self.prefix) :], obj["Size"])
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        out = []
+        for page in self._pages(prefix, delimiter="/"):
+            out += [p["Prefix"][len(self.prefix) :] for p in page.get("CommonPrefixes", [])]
+        return sorted(out)
+
+    def _pages(self, prefix: str, **opts: str | None) -> Iterator[dict[str, Any]]:
+        """ListObjectsV2 pages (1,000 keys each) under ``prefix``; ``start_after``, ``delimiter``."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
+        if opts.get("start_after"):
+            kwargs["StartAfter"] = self.prefix + _check_key(str(opts["start_after"]))
+        if opts.get("delimiter"):
+            kwargs["Delimiter"] = opts["delimiter"]
+        while True:
+            page = self._call(
+                "list", prefix, lambda kw=dict(kwargs): self._client.list_objects_v2(**kw)
+            )
+            yield page
             if not page.get("IsTruncated"):
                 return
-            token = page.get("NextContinuationToken")
+            kwargs["ContinuationToken"] = page.get("NextContinuationToken")
 
     def exists(self, key: str) -> bool:
         return self._head(key) is not None
