@@ -7,7 +7,6 @@ read their ranges.
 
 from __future__ import annotations
 
-import json
 import pickle
 import threading
 from collections.abc import Callable
@@ -26,6 +25,8 @@ class NodeArchive:
     orphans: list[str] = field(default_factory=list)  # .log keys without a manifest
     snapshots: list[layout.Snapshot] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
+    snapshot_keys: list[str] = field(default_factory=list)  # sorted, as listed
+    event_keys: list[str] = field(default_factory=list)
 
     @property
     def end(self) -> int:
@@ -56,48 +57,104 @@ class GroupArchive:
     cluster: str
     broker_name: str
     nodes: dict[str, NodeArchive]
-    docs: dict[str, dict] = field(default_factory=dict)  # key -> JSON of what was loaded
+    # the master an earlier run's state names, for a run that lists nothing telling it
+    master_hint: str = ""
+    incremental_listing: bool = False  # listed from per-node marks, not in full
 
 
 def list_broker_names(store: ObjectStore, cluster: str) -> list[str]:
+    """The groups of a cluster by one delimiter listing (never a walk of their objects)."""
     prefix = layout.cluster_prefix(cluster)
-    names = sorted({o.key[len(prefix) :].split("/", 1)[0] for o in store.list(prefix)})
+    names = [p[len(prefix) :].rstrip("/") for p in store.list_prefixes(prefix)]
+    names = [n for n in names if _is_name(n)]
     if not names:
         raise AuditInputError(f"no archive for cluster {cluster!r} under {store.root}")
     return names
+
+
+def list_nodes(store: ObjectStore, cluster: str, broker_name: str) -> list[str]:
+    prefix = layout.group_prefix(cluster, broker_name)
+    names = [p[len(prefix) :].rstrip("/") for p in store.list_prefixes(prefix)]
+    return [n for n in names if _is_name(n)]
+
+
+def _is_name(name: str) -> bool:
+    try:
+        layout.check_name("name", name)
+    except layout.LayoutError:
+        return False
+    return True
+
+
+NODE_FOLDERS = ("commitlog/", "snapshots/", "events/")
+
+
+def _after(mark, folder: str) -> str | None:
+    if mark is None:
+        return None
+    return {
+        "commitlog/": mark.commitlog_after,
+        "snapshots/": mark.last_snapshot,
+        "events/": mark.last_event,
+    }[folder] or None
+
+
+def list_group_keys(store: ObjectStore, cluster: str, broker_name: str, marks, nodes) -> list[str]:
+    """Keys of one group: every key (``marks`` None), or per node and folder only the keys after
+    that node's marks (requests in proportion to what is new, plus three per node)."""
+    if marks is None:
+        return [o.key for o in store.list(layout.group_prefix(cluster, broker_name))]
+    jobs = []
+    for node in nodes:
+        base = layout.node_prefix(cluster, broker_name, node)
+        for folder in NODE_FOLDERS:
+            jobs.append((base + folder, _after(marks.get(node), folder)))
+    pages = io_pool().map(lambda j: [o.key for o in store.list(j[0], start_after=j[1])], jobs)
+    return [k for page in pages for k in page]
 
 
 def load_group(
     store: ObjectStore,
     cluster: str,
     broker_name: str,
-    known: dict[str, dict] | Callable[[], dict[str, dict] | None] | None = None,
+    marks: dict | Callable[[], dict | None] | None = None,
+    master_hint: str = "",
 ) -> GroupArchive:
-    """Every node's chunks (manifests), snapshots and events of one group. ``known``: JSON of
-    objects read by an earlier run (archive objects never change), used instead of reading
-    them again; keys no longer listed are ignored. It may be a callable, called once the
-    listing is done (so its own read can overlap the listing)."""
-    prefix = layout.group_prefix(cluster, broker_name)
+    """The chunks (manifests), snapshots and events of one group: all of them, or with
+    ``marks`` (per node :class:`spark_jobs.incremental.NodeMark`, or a callable returning
+    them) only those listed after each node's marks. A new ``truncated`` event sends the run
+    back to a full listing: the truncated node's new chunks start below its old ones."""
+    marks = marks() if callable(marks) else marks
+    nodes = list_nodes(store, cluster, broker_name) if marks is not None else []
+    keys = list_group_keys(store, cluster, broker_name, marks, nodes)
+    ga = _read_group(store, cluster, broker_name, keys, marks is not None)
+    if marks is not None:
+        if any(e["kind"] == "truncated" for na in ga.nodes.values() for e in na.events):
+            return load_group(store, cluster, broker_name, None, master_hint)
+        for node in nodes:
+            ga.nodes.setdefault(node, NodeArchive(node))
+    ga.master_hint = master_hint
+    if not ga.nodes:
+        raise AuditInputError(f"no archive for {cluster}/{broker_name} under {store.root}")
+    return ga
+
+
+def _read_group(store, cluster: str, broker_name: str, keys: list[str], partial: bool):
     nodes: dict[str, NodeArchive] = {}
     logs: dict[str, str] = {}
     small: list[tuple] = []  # (parsed key, key) of the JSON objects to read
-    for info in store.list(prefix):
-        parsed = layout.parse_key(info.key)
+    for key in keys:
+        parsed = layout.parse_key(key)
         if parsed is None or parsed.kind == "audit_state":
             continue
         nodes.setdefault(parsed.node, NodeArchive(parsed.node))
         if parsed.kind == "chunk":
-            logs[info.key] = parsed.node
+            logs[key] = parsed.node
         elif parsed.kind in ("manifest", "snapshot", "event"):
-            small.append((parsed, info.key))
-    # the small JSON objects are read concurrently (one request each; a nightly incremental
-    # run with nothing new is mostly these reads)
-    known = (known() if callable(known) else known) or {}
-    todo = [key for _parsed, key in small if key not in known]
-    fetched = dict(zip(todo, io_pool().map(store.get, todo), strict=True))
-    docs: dict[str, dict] = {}
-    for parsed, key in small:
-        body = fetched[key] if key in fetched else known[key]  # bytes, or the parsed JSON
+            small.append((parsed, key))
+    # the small JSON objects are read concurrently (one request each)
+    fetched = io_pool().map(store.get, [key for _parsed, key in small])
+    for (parsed, key), body in zip(small, fetched, strict=True):
         na = nodes[parsed.node]
         if parsed.kind == "manifest":
             try:
@@ -111,18 +168,19 @@ def load_group(
             na.chunks.append(doc)
         elif parsed.kind == "snapshot":
             na.snapshots.append(layout.Snapshot.from_json(body, what=key))
+            na.snapshot_keys.append(key)
         else:
             na.events.append(layout.parse_event(body, what=key))
-        docs[key] = json.loads(body) if key in fetched else known[key]
-    if not nodes:
-        raise AuditInputError(f"no archive for {cluster}/{broker_name} under {store.root}")
+            na.event_keys.append(key)
     for na in nodes.values():
-        keys = {c["key"] for c in na.chunks}
-        na.orphans = sorted(k for k, n in logs.items() if n == na.node and k not in keys)
+        keys_of = {c["key"] for c in na.chunks}
+        na.orphans = sorted(k for k, n in logs.items() if n == na.node and k not in keys_of)
         na.chunks.sort(key=lambda c: (c["start"], c["epoch"]))
         na.snapshots.sort(key=lambda s: s.takenAt)
         na.events.sort(key=lambda e: e["at"])
-    return GroupArchive(cluster, broker_name, nodes, docs)
+        na.snapshot_keys.sort()
+        na.event_keys.sort()
+    return GroupArchive(cluster, broker_name, nodes, incremental_listing=partial)
 
 
 def read_log_range(store: ObjectStore, segments: list[dict], start: int, end: int) -> bytes | None:

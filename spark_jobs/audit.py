@@ -28,6 +28,7 @@ from typing import Any
 
 from broker.archive import layout
 from broker.archive.object_store import StoreSpec
+from broker.archive.retention import read_horizon
 from broker.errors import AuditInputError
 from spark_jobs import incremental as inc
 from spark_jobs.archive_reader import (
@@ -37,6 +38,7 @@ from spark_jobs.archive_reader import (
     list_broker_names,
     load_group,
 )
+from spark_jobs.expiry import apply_horizon, mark_expired
 from spark_jobs.log_integrity import judge, run_log_integrity
 from spark_jobs.offset_monotonicity import run_offset_monotonicity, timeline_rows
 from spark_jobs.replica_consistency import (
@@ -47,6 +49,7 @@ from spark_jobs.replica_consistency import (
 )
 
 FAILING_RANGES = ("divergent", "missing", "extra", "conflict")
+_NOT_LOST = ("match", "expired")  # ranges below an ack that are no loss (expired: pruned)
 DEFAULT_MAX_LAG_BYTES = 256 * 1024 * 1024
 
 
@@ -87,6 +90,8 @@ def pick_master(ga: GroupArchive) -> str:
     for na in ga.nodes.values():
         if na.chunks and na.chunks[-1]["brokerId"] == 0:
             return na.node
+    if ga.master_hint:  # an incremental run that listed nothing new naming one
+        return ga.master_hint
     raise AuditInputError(f"{ga.cluster}/{ga.broker_name}: cannot tell which node is the master")
 
 
@@ -284,7 +289,7 @@ def acked_durability(
             for slave, ack in snap.slaves.items():
                 pair = f"{na.node}->{slave}"
                 for r in ranges:
-                    if r["pair"] != pair or r["start"] >= ack or r["verdict"] == "match":
+                    if r["pair"] != pair or r["start"] >= ack or r["verdict"] in _NOT_LOST:
                         continue
                     if r.get("allowed") or r.get("acked_tail"):
                         continue  # the slave's own old-master tail: judged below
@@ -360,9 +365,12 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         store,
         opts.cluster,
         broker_name,
-        known=lambda: state_f.result().objects if opts.incremental else None,
+        marks=(lambda: state_f.result().marks()) if opts.incremental else None,
     )
     state = state_f.result()
+    ga.master_hint = state.master if opts.incremental else ""
+    horizon = read_horizon(store, opts.cluster, broker_name)
+    apply_horizon(ga, horizon)
     master = pick_master(ga)
     mode = f"incremental from run {state.run_id or '(none)'}" if opts.incremental else "full"
     _progress(f"{broker_name}: {len(ga.nodes)} node(s), master {master}, {mode}")
@@ -402,6 +410,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     )
     scan_s = time.monotonic() - t_scan
     ranges = judge_conflicts(scan.ranges) + tail_ranges(ga, tails, start_at)
+    ranges = mark_expired(ranges, horizon, start_at)
     _progress(
         f"{broker_name}: replica consistency: {len(ranges)} range(s); "
         f"{len(scan.checked_keys)} master chunk(s) checked on the same reads"
@@ -439,7 +448,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     ]  # fmt: skip
     events = [e for na in ga.nodes.values() for e in na.events]
     seeds = inc.seed_snapshots(state_in, broker_name)
-    if timeline_rows(seeds + snapshots):
+    if snapshots and timeline_rows(seeds + snapshots):  # (seeds alone were judged before)
         timeline_df, violations_df = run_offset_monotonicity(spark, seeds + snapshots, events)
         timeline = [r.asDict() for r in timeline_df.collect()]
         violations = [r.asDict() for r in violations_df.collect()]
@@ -530,7 +539,8 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
             timeline,
             snapshots,
             max(promises) if promises else None,
-            objects=ga.docs,
+            ga=ga,
+            master=master,
         )
         if opts.incremental and new_state == dataclasses.replace(state_in, run_id=run_id):
             # nothing new was verified: the watermarks stay those of the run that verified them

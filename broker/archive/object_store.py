@@ -57,7 +57,8 @@ class ObjectStore(Protocol):
     # delimiter "/"), sorted: discovers groups and nodes without listing their objects
     def list_prefixes(self, prefix: str) -> list[str]: ...
 
-    # requests sent so far, by kind ("list" per page or directory read, "get", "put", ...)
+    # requests sent so far, by kind ("list" per page or directory read, "get", "put", ...),
+    # and "keys_listed": the keys the listings returned
     requests: Counter
 
     def exists(self, key: str) -> bool: ...
@@ -203,6 +204,7 @@ class FileObjectStore:
                 size = os.path.getsize(os.path.join(self.path, key))
             except FileNotFoundError:
                 continue  # deleted since the directory was read (a prune)
+            self.requests["keys_listed"] += 1
             yield ObjectInfo(key, size)
 
     def _collect(self, rel: str, prefix: str, after: str, found: list[str]) -> None:
@@ -535,6 +537,7 @@ class S3ObjectStore:
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
         for page in self._pages(prefix, start_after=start_after):
             for obj in page.get("Contents", []):
+                self.requests["keys_listed"] += 1
                 yield ObjectInfo(obj["Key"][len(self.prefix) :], obj["Size"])
 
     def list_prefixes(self, prefix: str) -> list[str]:
