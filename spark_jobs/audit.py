@@ -564,6 +564,8 @@ def _write_parquet(store, key: str, rows: list[dict], columns: list[str] | None)
 
 def run_audit(spark, opts: AuditOptions) -> dict[str, Any]:
     _T0[0] = time.monotonic()
+    # executors (on a cluster: other machines) get the driver's S3 settings inside the tasks
+    opts = dataclasses.replace(opts, spec=opts.spec.resolved())
     # the store (an S3 client costs ~0.15 s to make) is opened once per process and reused by
     # later runs, like the executors' (objects are never cached, only the client)
     store = executor_store(opts.spec)

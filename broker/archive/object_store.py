@@ -19,7 +19,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
@@ -76,6 +76,7 @@ class StoreSpec:
     secret_key: str | None = field(default=None, repr=False)
     retries: int = 5
     part_size: int = DEFAULT_PART_SIZE
+    session_token: str | None = field(default=None, repr=False)
 
     def open(self) -> ObjectStore:
         return open_store(
@@ -86,6 +87,30 @@ class StoreSpec:
             secret_key=self.secret_key,
             retries=self.retries,
             part_size=self.part_size,
+            session_token=self.session_token,
+        )
+
+    def resolved(self) -> StoreSpec:
+        """This spec with what the driver's environment says filled in (endpoint, region and
+        credentials from boto3's chain), so executors on other machines, whose environment
+        lacks them, reach the same store. The spec travels pickled inside Spark tasks, never in
+        Spark's configuration or environment: no secret reaches a log or the UI."""
+        if urlparse(self.root).scheme != "s3" or self.access_key:
+            return self
+        import boto3
+
+        region = self.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        creds = boto3.session.Session(region_name=region).get_credentials()
+        frozen = creds.get_frozen_credentials() if creds is not None else None
+        return replace(
+            self,
+            endpoint_url=self.endpoint_url
+            or os.environ.get("HAPROOF_S3_ENDPOINT")
+            or os.environ.get("AWS_ENDPOINT_URL"),
+            region=region,
+            access_key=frozen.access_key if frozen else None,
+            secret_key=frozen.secret_key if frozen else None,
+            session_token=frozen.token if frozen else None,
         )
 
 
@@ -98,6 +123,7 @@ def open_store(
     secret_key: str | None = None,
     retries: int = 5,
     part_size: int = DEFAULT_PART_SIZE,
+    session_token: str | None = None,
 ) -> ObjectStore:
     """Open ``s3://bucket[/prefix]`` or ``file:///path`` (a bare path means file://)."""
     parsed = urlparse(root)
@@ -116,6 +142,7 @@ def open_store(
             secret_key=secret_key,
             retries=retries,
             part_size=part_size,
+            session_token=session_token,
         )
     if parsed.scheme in ("file", ""):
         path = parsed.path if parsed.scheme == "file" else root
@@ -299,6 +326,7 @@ class S3ObjectStore:
         retries: int,
         part_size: int,
         sleep: Callable[[float], None] = time.sleep,
+        session_token: str | None = None,
     ):
         import boto3
         from botocore.config import Config
@@ -316,6 +344,7 @@ class S3ObjectStore:
         session = boto3.session.Session(
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
+            aws_session_token=session_token,
             region_name=region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         )
         self._client = session.client(

@@ -216,3 +216,14 @@ def test_requests_are_counted(object_store) -> None:
     before = object_store.requests["get"]
     object_store.get("v1/c/b/n/k0")
     assert object_store.requests["get"] == before + 1
+
+
+def test_resolved_spec_carries_the_drivers_settings_without_showing_the_secret(monkeypatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIADRIVER")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "driver-secret-value")
+    monkeypatch.setenv("HAPROOF_S3_ENDPOINT", "http://127.0.0.1:1")
+    spec = StoreSpec("s3://bucket/prefix").resolved()
+    assert (spec.access_key, spec.secret_key) == ("AKIADRIVER", "driver-secret-value")
+    assert spec.endpoint_url == "http://127.0.0.1:1"
+    assert "driver-secret-value" not in repr(spec)
+    assert StoreSpec("file:///tmp/x").resolved() == StoreSpec("file:///tmp/x")
