@@ -160,8 +160,11 @@ def conflict_plans(chunks: dict[str, list[dict]]) -> list[tuple[str, list, list]
     overlap is compared like a replica pair ``node->node`` (see :func:`judge_conflicts`)."""
     plans = []
     for node, cs in sorted(chunks.items()):
+        cs = sorted(cs, key=lambda c: c["start"])
         for i, a in enumerate(cs):
             for b in cs[i + 1 :]:
+                if b["start"] >= a["end"]:
+                    break  # sorted by start: no later chunk overlaps ``a`` either
                 lo, hi = max(a["start"], b["start"]), min(a["end"], b["end"])
                 if a["epoch"] != b["epoch"] or lo >= hi:
                     continue
@@ -225,10 +228,10 @@ def tail_ranges(ga, tails: dict[str, list[dict]], start_at: dict[str, int]) -> l
     return rows
 
 
-def matched_by_identity(ranges: list[dict], views: dict[str, list[dict]]) -> dict[str, list]:
-    """Per node, the (start, end, key) pieces its comparison read and found equal to the
-    master's bytes."""
-    out: dict[str, list] = {}
+def matched_by_identity(ranges: list[dict], views: dict[str, list[dict]]) -> dict[tuple, list]:
+    """Per (node, chunk key), the (start, end, key) pieces its comparison read and found equal
+    to the master's bytes."""
+    out: dict[tuple, list] = {}
     for r in ranges:
         master, node = r["pair"].split("->", 1)
         if r["verdict"] != "match" or master == node:
@@ -236,12 +239,12 @@ def matched_by_identity(ranges: list[dict], views: dict[str, list[dict]]) -> dic
         for seg in views.get(node, []):
             lo, hi = max(seg["start"], r["start"]), min(seg["end"], r["end"])
             if lo < hi:
-                out.setdefault(node, []).append((lo, hi, seg["key"]))
+                out.setdefault((node, seg["key"]), []).append((lo, hi, seg["key"]))
     return out
 
 
-def _identical(chunk: dict, matched: dict[str, list]) -> bool:
-    pieces = sorted(p for p in matched.get(chunk["node"], []) if p[2] == chunk["key"])
+def _identical(chunk: dict, matched: dict[tuple, list]) -> bool:
+    pieces = sorted(matched.get((chunk["node"], chunk["key"]), []))
     pos = chunk["start"]
     for lo, hi, _key in pieces:
         if lo > pos:

@@ -14,6 +14,7 @@ truncation and re-replication), the later epoch is the node's current content.
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections.abc import Iterator
@@ -31,37 +32,29 @@ DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
 
 
 def node_view(chunks: list[dict]) -> list[dict]:
-    """Non-overlapping segments of a node's current log: later epochs win overlaps."""
-    segments: list[dict] = []
+    """Non-overlapping segments of a node's current log: later epochs win overlaps (within an
+    epoch, the chunk listed first). Segments are kept sorted, so each chunk meets only the
+    segments it overlaps (thousands of small chunks stay cheap)."""
+    segs: list[tuple[int, int, str, int]] = []  # (start, end, key, kstart), sorted by start
+    starts: list[int] = []
     for c in sorted(chunks, key=lambda c: -c["epoch"]):
-        pieces = [(c["start"], c["end"])]
-        for s in segments:
-            nxt = []
-            for a, b in pieces:
-                if b <= s["start"] or a >= s["end"]:
-                    nxt.append((a, b))
-                    continue
-                if a < s["start"]:
-                    nxt.append((a, s["start"]))
-                if b > s["end"]:
-                    nxt.append((s["end"], b))
-            pieces = nxt
+        lo, hi = c["start"], c["end"]
+        pieces, pos = [], lo
+        j = max(0, bisect.bisect_right(starts, lo) - 1)
+        while j < len(segs) and segs[j][0] < hi:
+            s_start, s_end = segs[j][0], segs[j][1]
+            if s_end > pos:
+                if s_start > pos:
+                    pieces.append((pos, s_start))
+                pos = max(pos, s_end)
+            j += 1
+        if pos < hi:
+            pieces.append((pos, hi))
         for a, b in pieces:
-            segments.append({"start": a, "end": b, "key": c["key"], "kstart": c["start"]})
-    return sorted(segments, key=lambda s: s["start"])
-
-
-def _covered(segs: list[dict], a: int, b: int) -> bool:
-    pos = a
-    for s in segs:
-        if s["end"] <= pos or s["start"] >= b:
-            continue
-        if s["start"] > pos:
-            return False
-        pos = s["end"]
-        if pos >= b:
-            return True
-    return pos >= b
+            k = bisect.bisect_left(starts, a)
+            starts.insert(k, a)
+            segs.insert(k, (a, b, c["key"], c["start"]))
+    return [{"start": a, "end": b, "key": key, "kstart": ks} for a, b, key, ks in segs]
 
 
 def record_at(store, segs: list[dict], offset: int) -> dict:
@@ -117,6 +110,35 @@ def _slice(pieces: list[tuple], a: int, b: int) -> bytes | None:
     return None
 
 
+def _start(seg: dict) -> int:
+    return seg["start"]
+
+
+def _coverage(segs: list[dict], spans: list[tuple[int, int]]) -> list[bool]:
+    """For sorted sub-ranges cut at every boundary of ``segs`` (sorted, non-overlapping): is
+    each one inside a segment? One pass over both."""
+    out, i = [], 0
+    for a, b in spans:
+        while i < len(segs) and segs[i]["end"] <= a:
+            i += 1
+        out.append(i < len(segs) and segs[i]["start"] <= a and b <= segs[i]["end"])
+    return out
+
+
+def _piece_finder(pieces: list[tuple]):
+    """``(a, b) -> bytes`` like :func:`_slice`, for calls in ascending order (a moving index)."""
+    pos = [0]
+
+    def at(a: int, b: int) -> bytes | None:
+        i = pos[0]
+        while i < len(pieces) and pieces[i][1] <= a:
+            i += 1
+        pos[0] = i
+        return _slice(pieces[i : i + 1], a, b) if i < len(pieces) else None
+
+    return at
+
+
 def first_difference(a: bytes, b: bytes) -> int:
     """Index of the first differing byte of two unequal, equally long byte strings (memcmp by
     64 KiB blocks, then byte by byte inside the block)."""
@@ -137,6 +159,10 @@ def compare_window(
     Each side's bytes in the window are read once (one range read per segment); sub-ranges cut
     at both sides' segment boundaries are compared in memory with ``==`` (memcmp), nothing is
     decoded unless they differ."""
+    # only the segments inside the window, in order: a window over thousands of small chunks
+    # is then walked once (linear), not once per sub-range
+    master = sorted((s for s in master if s["end"] > ws and s["start"] < we), key=_start)
+    slave = sorted((s for s in slave if s["end"] > ws and s["start"] < we), key=_start)
     cuts = {ws, we}
     for s in master + slave:
         for x in (s["start"], s["end"]):
@@ -148,10 +174,12 @@ def compare_window(
     s_pieces = read_pieces(store, slave, ws, we)
     t1 = time.perf_counter()
     rows = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        m_has, s_has = _covered(master, a, b), _covered(slave, a, b)
+    spans = list(zip(bounds, bounds[1:], strict=False))
+    m_cov, s_cov = _coverage(master, spans), _coverage(slave, spans)
+    m_at, s_at = _piece_finder(m_pieces), _piece_finder(s_pieces)
+    for (a, b), m_has, s_has in zip(spans, m_cov, s_cov, strict=True):
         if m_has and s_has:
-            mb, sb = _slice(m_pieces, a, b), _slice(s_pieces, a, b)
+            mb, sb = m_at(a, b), s_at(a, b)
             if mb is None or sb is None:
                 rows.append((pair, a, b, "unverifiable", "a chunk could not be read"))
             elif mb == sb:
