@@ -241,15 +241,20 @@ class FileObjectStore:
             names = os.listdir(os.path.join(self.path, rel) if rel else self.path)
         except (FileNotFoundError, NotADirectoryError):
             return
+        if after.startswith(rel):
+            # by name alone (a directory of a year of chunks is mostly names at or before
+            # ``after``): a name that could be a directory of keys after ``after`` (its
+            # ``name/`` sorts after it, or holds it) stays; files are compared below
+            tail = after[len(rel) :]
+            names = [n for n in names if n + "/" > tail or tail.startswith(n + "/")]
+        elif after > rel:
+            return  # every key below ``rel`` sorts before ``after``
+        deep = rel.startswith(prefix)  # every key below ``rel`` is under ``prefix``
         for name in names:
             key = rel + name
             if ".tmp-" in name:
                 continue  # a write in progress (or killed): not an object
-            # a key at or before ``after`` is skipped by name alone, unless it is a directory
-            # holding ``after`` (keys below it may sort after it)
-            if not (key > after or after.startswith(key + "/")):
-                continue
-            if not (key.startswith(prefix) or prefix.startswith(key + "/")):
+            if not deep and not (key.startswith(prefix) or prefix.startswith(key + "/")):
                 continue
             if os.path.isdir(os.path.join(self.path, key)):
                 self._collect(key + "/", prefix, after, found)
