@@ -129,7 +129,12 @@ def load_group(
     keys = list_group_keys(store, cluster, broker_name, marks, nodes)
     ga = _read_group(store, cluster, broker_name, keys, marks is not None)
     if marks is not None:
-        if any(e["kind"] == "truncated" for na in ga.nodes.values() for e in na.events):
+        if any(
+            layout.parse_key(k).event_kind == "truncated"
+            and k > getattr(marks.get(node), "events_seen", "")
+            for node, na in ga.nodes.items()
+            for k in na.event_keys
+        ):  # a truncation no passing run has seen
             return load_group(store, cluster, broker_name, None, master_hint)
         for node in nodes:
             ga.nodes.setdefault(node, NodeArchive(node))

@@ -34,8 +34,11 @@ class NodeMark:
     commitlog_after: str = ""  # start_after key for its commitlog/ listing ("" = from the start)
     last_chunk: str = ""  # key of the last chunk verified
     last_snapshot: str = ""  # key of the last snapshot read
-    last_event: str = ""  # key of the last event read
+    # listing start of its events/: held back to the oldest recorded offset point, so the
+    # resets and failovers between that point and the next snapshots are read again
+    last_event: str = ""
     role: str = ""  # its role in the newest snapshot or chunk read
+    events_seen: str = ""  # key of the newest event a passing run read
 
     def to_doc(self) -> dict:
         return {
@@ -44,6 +47,7 @@ class NodeMark:
             "lastSnapshot": self.last_snapshot,
             "lastEvent": self.last_event,
             "role": self.role,
+            "eventsSeen": self.events_seen,
         }
 
     @classmethod
@@ -54,6 +58,7 @@ class NodeMark:
             str(doc.get("lastSnapshot", "")),
             str(doc.get("lastEvent", "")),
             str(doc.get("role", "")),
+            str(doc.get("eventsSeen", "")),
         )
 
 
@@ -135,7 +140,7 @@ def migrate_v1(doc: dict, cluster: str, broker_name: str) -> dict:
         if parsed.kind == "snapshot":
             mark["lastSnapshot"] = key
         elif parsed.kind == "event":
-            mark["lastEvent"] = key
+            mark["eventsSeen"] = key  # (lastEvent stays: read them again once)
         elif parsed.kind == "manifest" and parsed.end <= verified.get(parsed.node, -1):
             mark["lastChunk"] = key[: -len(".json")] + ".log"
     out = {k: v for k, v in doc.items() if k != "objects"}
@@ -191,8 +196,15 @@ def resume_key(chunks: list[dict], low: int, old: str) -> str:
     return f"{folder}/{name[:20]}"  # "{start:020d}" sorts before "{start:020d}-..."
 
 
-def next_marks(state: AuditState, ga, verified: dict[str, int]) -> dict[str, NodeMark]:
-    """Per node marks after a passing run over ``ga`` (what this run listed)."""
+def _event_at(key: str) -> int:
+    return int(key.rsplit("/", 1)[1][:13])
+
+
+def next_marks(
+    state: AuditState, ga, verified: dict[str, int], hold_ms: int
+) -> dict[str, NodeMark]:
+    """Per node marks after a passing run over ``ga`` (what this run listed); events after
+    ``hold_ms`` will be listed again."""
     ends = [v for n, v in verified.items() if v > 0 and n in ga.nodes]
     low = min(ends, default=0)
     marks = {n: NodeMark(**vars(m)) for n, m in state.nodes.items()}
@@ -205,7 +217,10 @@ def next_marks(state: AuditState, ga, verified: dict[str, int]) -> dict[str, Nod
         if na.snapshot_keys:
             m.last_snapshot = max(m.last_snapshot, na.snapshot_keys[-1])
         if na.event_keys:
-            m.last_event = max(m.last_event, na.event_keys[-1])
+            m.events_seen = max(m.events_seen, na.event_keys[-1])
+            judged = [k for k in na.event_keys if _event_at(k) < hold_ms]
+            if judged:
+                m.last_event = max(m.last_event, judged[-1])
         role = na.role_at_end()
         if role:
             m.role = role
@@ -255,5 +270,6 @@ def next_state(
     if max_ack and max_ack[0] > new.max_ack[0]:
         new.max_ack = list(max_ack)
     if ga is not None:
-        new.nodes = next_marks(state, ga, new.verified)
+        hold = min([new.last_snapshot_at, *(int(p["at"]) for p in new.offsets.values())])
+        new.nodes = next_marks(state, ga, new.verified, hold)
     return new

@@ -164,3 +164,25 @@ def test_version_1_state_is_migrated_on_read(spark, tmp_path) -> None:
     assert [(x["before"], x["after"]) for x in v["findings"]["offset_violations"]] == [(15, 9)]
     assert v["recordsChecked"] == 0
     assert json.loads(archive.store.get("v1/c1/broker-a/_audit/state.json"))["version"] == 1
+
+
+def test_a_reset_read_before_the_snapshot_after_it_still_excuses_the_rewind(
+    spark, tmp_path
+) -> None:
+    path = tmp_path / "m"
+    make_store(path, 30)
+    archive = Archive(tmp_path / "archive")
+    ship_pair(archive, path)
+    archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g": {"0": 15}})
+    assert audit(spark, archive, incremental=True)["passed"]
+    # the admin rewinds the offset; a nightly run sees the event before any later snapshot
+    archive.event("a-0", "offset_reset", 1_500, group="g", topic="orders", queue=0,
+                  **{"from": 15, "to": 5})  # fmt: skip
+    assert audit(spark, archive, incremental=True)["passed"]
+    archive.snapshot("a-0", "SYNC_MASTER", 2_000, consumerOffsets={"orders@g": {"0": 6}})
+    v = audit(spark, archive, incremental=True)
+    assert v["passed"], v["findings"]["offset_violations"]
+    # without a reset, the same rewind is a regression
+    archive.snapshot("a-0", "SYNC_MASTER", 3_000, consumerOffsets={"orders@g": {"0": 2}})
+    bad = audit(spark, archive, incremental=True)
+    assert [(x["before"], x["after"]) for x in bad["findings"]["offset_violations"]] == [(6, 2)]
