@@ -60,10 +60,11 @@ def register_bench(subparsers: argparse._SubParsersAction) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:2] == ["archive", "prune"]:  # a subcommand beside the ship's own options
+    head = 2 if argv[:1] == ["--log-level"] else 0
+    if argv[head : head + 2] == ["archive", "prune"]:  # beside the ship's own options
         from broker.archive import prune_cli
 
-        return prune_cli.main(argv[2:])
+        return prune_cli.main(argv[head + 2 :])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
