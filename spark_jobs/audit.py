@@ -162,7 +162,8 @@ def conflict_plans(chunks: dict[str, list[dict]]) -> list[tuple[str, list, list]
     for node, cs in sorted(chunks.items()):
         cs = sorted(cs, key=lambda c: c["start"])
         for i, a in enumerate(cs):
-            for b in cs[i + 1 :]:
+            for j in range(i + 1, len(cs)):  # (no slice: a copy per chunk is quadratic too)
+                b = cs[j]
                 if b["start"] >= a["end"]:
                     break  # sorted by start: no later chunk overlaps ``a`` either
                 lo, hi = max(a["start"], b["start"]), min(a["end"], b["end"])
