@@ -146,6 +146,12 @@ def add_exit_code_epilogs(parser: argparse.ArgumentParser, path: tuple[str, ...]
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    head = 2 if argv[:1] == ["--log-level"] else 0
+    if argv[head : head + 2] == ["archive", "prune"]:  # beside the ship's own options
+        from broker.archive import prune_cli
+
+        return prune_cli.main(argv[head + 2 :])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

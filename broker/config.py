@@ -84,6 +84,8 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveRoot": ("archive_root", None),
     "archiveChunkMaxBytes": ("archive_chunk_max_bytes", 64 * 1024 * 1024),
     "archiveIntervalMs": ("archive_interval_ms", 10_000),
+    "archiveChunkMinBytes": ("archive_chunk_min_bytes", 4 * 1024 * 1024),
+    "archiveChunkMaxAgeMs": ("archive_chunk_max_age_ms", 0),
     "archiveS3Endpoint": ("archive_s3_endpoint", None),
     "archiveS3Region": ("archive_s3_region", None),
     "archiveInProcess": ("archive_in_process", False),
@@ -151,6 +153,10 @@ class BrokerConfig:
     archive_root: str | None = None
     archive_chunk_max_bytes: int = 64 * 1024 * 1024
     archive_interval_ms: int = 10_000
+    # a round ships less than this many new bytes only once the oldest of them has waited
+    # archive_chunk_max_age_ms (0: 6 x archive_interval_ms, one minute by default)
+    archive_chunk_min_bytes: int = 4 * 1024 * 1024
+    archive_chunk_max_age_ms: int = 0
     archive_s3_endpoint: str | None = None  # default: HAPROOF_S3_ENDPOINT, else AWS
     archive_s3_region: str | None = None
     # the archiver's reads, hashing and uploads run in a child process at this nice increment
@@ -256,6 +262,9 @@ class BrokerConfig:
             self.tls_server_cert_path and self.tls_server_key_path
         ):
             raise bad("tls_mode", "needs tlsServerCertPath and tlsServerKeyPath")
+        for fname in ("archive_chunk_min_bytes", "archive_chunk_max_age_ms"):
+            if getattr(self, fname) < 0:
+                raise bad(fname, "must not be negative")
         if not 0 <= self.archive_nice <= 19:
             raise bad("archive_nice", "must be a nice increment 0-19")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:

@@ -17,8 +17,9 @@ import logging
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
@@ -49,7 +50,17 @@ class ObjectStore(Protocol):
     def put_mutable(self, key: str, data: bytes) -> None: ...
     def get(self, key: str) -> bytes: ...
     def get_range(self, key: str, start: int, end: int) -> bytes: ...
-    def list(self, prefix: str) -> Iterator[ObjectInfo]: ...
+    # keys under ``prefix`` in key order; ``start_after``: only keys sorting after it (S3's
+    # ListObjectsV2 ``StartAfter``), so a reader that keeps a watermark lists only what is new
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]: ...
+    # the distinct ``prefix + name + "/"`` one level below ``prefix`` (S3's CommonPrefixes with
+    # delimiter "/"), sorted: discovers groups and nodes without listing their objects
+    def list_prefixes(self, prefix: str) -> list[str]: ...
+
+    # requests sent so far, by kind ("list" per page or directory read, "get", "put", ...),
+    # and "keys_listed": the keys the listings returned
+    requests: Counter
+
     def exists(self, key: str) -> bool: ...
     def delete(self, key: str) -> None: ...
 
@@ -65,6 +76,7 @@ class StoreSpec:
     secret_key: str | None = field(default=None, repr=False)
     retries: int = 5
     part_size: int = DEFAULT_PART_SIZE
+    session_token: str | None = field(default=None, repr=False)
 
     def open(self) -> ObjectStore:
         return open_store(
@@ -75,6 +87,30 @@ class StoreSpec:
             secret_key=self.secret_key,
             retries=self.retries,
             part_size=self.part_size,
+            session_token=self.session_token,
+        )
+
+    def resolved(self) -> StoreSpec:
+        """This spec with what the driver's environment says filled in (endpoint, region and
+        credentials from boto3's chain), so executors on other machines, whose environment
+        lacks them, reach the same store. The spec travels pickled inside Spark tasks, never in
+        Spark's configuration or environment: no secret reaches a log or the UI."""
+        if urlparse(self.root).scheme != "s3" or self.access_key:
+            return self
+        import boto3
+
+        region = self.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        creds = boto3.session.Session(region_name=region).get_credentials()
+        frozen = creds.get_frozen_credentials() if creds is not None else None
+        return replace(
+            self,
+            endpoint_url=self.endpoint_url
+            or os.environ.get("HAPROOF_S3_ENDPOINT")
+            or os.environ.get("AWS_ENDPOINT_URL"),
+            region=region,
+            access_key=frozen.access_key if frozen else None,
+            secret_key=frozen.secret_key if frozen else None,
+            session_token=frozen.token if frozen else None,
         )
 
 
@@ -87,6 +123,7 @@ def open_store(
     secret_key: str | None = None,
     retries: int = 5,
     part_size: int = DEFAULT_PART_SIZE,
+    session_token: str | None = None,
 ) -> ObjectStore:
     """Open ``s3://bucket[/prefix]`` or ``file:///path`` (a bare path means file://)."""
     parsed = urlparse(root)
@@ -105,6 +142,7 @@ def open_store(
             secret_key=secret_key,
             retries=retries,
             part_size=part_size,
+            session_token=session_token,
         )
     if parsed.scheme in ("file", ""):
         path = parsed.path if parsed.scheme == "file" else root
@@ -139,6 +177,7 @@ class FileObjectStore:
     def __init__(self, root: str, path: str):
         self.root = root
         self.path = path
+        self.requests: Counter = Counter()
 
     def _p(self, key: str) -> str:
         return os.path.join(self.path, _check_key(key))
@@ -160,6 +199,7 @@ class FileObjectStore:
             raise ArchiveError(f"cannot write {path}: {exc.strerror}") from exc
 
     def put(self, key: str, data: bytes, sha256: str | None = None) -> bool:
+        self.requests["put"] += 1
         path = self._p(key)
         if os.path.exists(path):
             if self.get(key) == data:
@@ -169,9 +209,11 @@ class FileObjectStore:
         return True
 
     def put_mutable(self, key: str, data: bytes) -> None:
+        self.requests["put"] += 1
         self._write(self._p(key), data)
 
     def get(self, key: str) -> bytes:
+        self.requests["get"] += 1
         try:
             with open(self._p(key), "rb") as fh:
                 return fh.read()
@@ -181,6 +223,7 @@ class FileObjectStore:
             raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.requests["get"] += 1
         try:
             with open(self._p(key), "rb") as fh:
                 fh.seek(start)
@@ -190,26 +233,68 @@ class FileObjectStore:
         except OSError as exc:
             raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
 
-    def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        base = self.path
-        start_dir = os.path.join(base, os.path.dirname(prefix))
-        if not os.path.isdir(start_dir):
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        """Keys under ``prefix`` after ``start_after``, sorted. Directories whose keys all sort
+        at or before ``start_after`` are not entered; a directory that is entered is read with
+        one ``listdir`` (names only: only the keys returned are stat'ed)."""
+        after = start_after or ""
+        found: list[str] = []
+        self._collect(prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else "", prefix, after, found)
+        found.sort()
+        for key in found:
+            try:
+                size = os.path.getsize(os.path.join(self.path, key))
+            except FileNotFoundError:
+                continue  # deleted since the directory was read (a prune)
+            self.requests["keys_listed"] += 1
+            yield ObjectInfo(key, size)
+
+    def _collect(self, rel: str, prefix: str, after: str, found: list[str]) -> None:
+        """Keys under directory ``rel`` (``""`` or ending in "/") into ``found``."""
+        try:
+            self.requests["list"] += 1
+            names = os.listdir(os.path.join(self.path, rel) if rel else self.path)
+        except (FileNotFoundError, NotADirectoryError):
             return
-        found: list[ObjectInfo] = []
-        for dirpath, _, files in os.walk(start_dir):
-            for name in files:
-                if ".tmp-" in name:
-                    continue  # a write in progress (or killed): not an object
-                full = os.path.join(dirpath, name)
-                key = os.path.relpath(full, base).replace(os.sep, "/")
-                if key.startswith(prefix):
-                    found.append(ObjectInfo(key, os.path.getsize(full)))
-        yield from sorted(found, key=lambda o: o.key)
+        if after.startswith(rel):
+            # by name alone (a directory of a year of chunks is mostly names at or before
+            # ``after``): a name that could be a directory of keys after ``after`` (its
+            # ``name/`` sorts after it, or holds it) stays; files are compared below
+            tail = after[len(rel) :]
+            names = [n for n in names if n + "/" > tail or tail.startswith(n + "/")]
+        elif after > rel:
+            return  # every key below ``rel`` sorts before ``after``
+        deep = rel.startswith(prefix)  # every key below ``rel`` is under ``prefix``
+        for name in names:
+            key = rel + name
+            if ".tmp-" in name:
+                continue  # a write in progress (or killed): not an object
+            if not deep and not (key.startswith(prefix) or prefix.startswith(key + "/")):
+                continue
+            if os.path.isdir(os.path.join(self.path, key)):
+                self._collect(key + "/", prefix, after, found)
+            elif key > after and key.startswith(prefix):
+                found.append(key)
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        rel, _, partial = prefix.rpartition("/")
+        rel = rel + "/" if rel else ""
+        self.requests["list"] += 1
+        try:
+            names = os.listdir(os.path.join(self.path, rel) if rel else self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(
+            f"{rel}{n}/"
+            for n in names
+            if n.startswith(partial) and os.path.isdir(os.path.join(self.path, rel + n))
+        )
 
     def exists(self, key: str) -> bool:
         return os.path.exists(self._p(key))
 
     def delete(self, key: str) -> None:
+        self.requests["delete"] += 1
         try:
             os.unlink(self._p(key))
         except FileNotFoundError:
@@ -261,6 +346,7 @@ class S3ObjectStore:
         retries: int,
         part_size: int,
         sleep: Callable[[float], None] = time.sleep,
+        session_token: str | None = None,
     ):
         import boto3
         from botocore.config import Config
@@ -272,11 +358,13 @@ class S3ObjectStore:
         self.retries = retries
         self.part_size = max(5 * 1024 * 1024, part_size)
         self._sleep = sleep
+        self.requests: Counter = Counter()
         self._if_none_match: bool | None = None  # does the server honour If-None-Match: *?
         loopback = _is_loopback(endpoint_url)
         session = boto3.session.Session(
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
+            aws_session_token=session_token,
             region_name=region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         )
         self._client = session.client(
@@ -327,6 +415,7 @@ class S3ObjectStore:
         from botocore.exceptions import BotoCoreError, ClientError
 
         where = f"{self.root}/{key}" if key else self.root
+        self.requests[what.split()[0]] += 1
         for attempt in range(self.retries + 1):
             try:
                 return fn()
@@ -501,18 +590,33 @@ class S3ObjectStore:
             )["Body"].read(),
         )
 
-    def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = self._call("list", prefix, lambda kw=kwargs: self._client.list_objects_v2(**kw))
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        for page in self._pages(prefix, start_after=start_after):
             for obj in page.get("Contents", []):
+                self.requests["keys_listed"] += 1
                 yield ObjectInfo(obj["Key"][len(self.prefix) :], obj["Size"])
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        out = []
+        for page in self._pages(prefix, delimiter="/"):
+            out += [p["Prefix"][len(self.prefix) :] for p in page.get("CommonPrefixes", [])]
+        return sorted(out)
+
+    def _pages(self, prefix: str, **opts: str | None) -> Iterator[dict[str, Any]]:
+        """ListObjectsV2 pages (1,000 keys each) under ``prefix``; ``start_after``, ``delimiter``."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
+        if opts.get("start_after"):
+            kwargs["StartAfter"] = self.prefix + _check_key(str(opts["start_after"]))
+        if opts.get("delimiter"):
+            kwargs["Delimiter"] = opts["delimiter"]
+        while True:
+            page = self._call(
+                "list", prefix, lambda kw=dict(kwargs): self._client.list_objects_v2(**kw)
+            )
+            yield page
             if not page.get("IsTruncated"):
                 return
-            token = page.get("NextContinuationToken")
+            kwargs["ContinuationToken"] = page.get("NextContinuationToken")
 
     def exists(self, key: str) -> bool:
         return self._head(key) is not None

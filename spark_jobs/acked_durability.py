@@ -5,7 +5,10 @@ promised it (``acked_losses`` rows)."""
 
 from __future__ import annotations
 
+from contracts import audit_tables as T
 from spark_jobs.archive_reader import GroupArchive
+
+_NOT_LOST = (T.MATCH, T.EXPIRED)  # ranges below an ack that are no loss (expired: pruned)
 
 
 def promises(ga: GroupArchive, since_snapshot_at: int = -1) -> int:
@@ -34,7 +37,7 @@ def acked_durability(
             for slave, ack in snap.slaves.items():
                 pair = f"{na.node}->{slave}"
                 for r in ranges:
-                    if r["pair"] != pair or r["start"] >= ack or r["verdict"] == "match":
+                    if r["pair"] != pair or r["start"] >= ack or r["verdict"] in _NOT_LOST:
                         continue
                     if r.get("allowed") or r.get("acked_tail"):
                         continue  # the slave's own old-master tail: judged below

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from contracts import archive_layout as layout
 from contracts import audit_tables as T
 from contracts.errors import ArchiveError, AuditInputError, ObjectNotFoundError
-from contracts.object_store import ObjectStore, StoreSpec
+from contracts.object_store import ObjectInfo, ObjectStore, StoreSpec
 
 
 @dataclass
@@ -27,10 +27,31 @@ class NodeArchive:
     orphans: list[str] = field(default_factory=list)  # .log keys without a manifest
     snapshots: list[layout.Snapshot] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
+    snapshot_keys: list[str] = field(default_factory=list)  # sorted, as listed
+    event_keys: list[str] = field(default_factory=list)
 
     @property
     def end(self) -> int:
         return max((c["end"] for c in self.chunks), default=0)
+
+    @property
+    def start(self) -> int:
+        return min((c["start"] for c in self.chunks), default=0)
+
+    def role_at_end(self) -> str | None:
+        if self.snapshots:
+            return self.snapshots[-1].role
+        if self.chunks:
+            return self.chunks[-1]["role"]
+        return None
+
+    @property
+    def mapped_file_size(self) -> int:
+        for c in self.chunks:
+            return c["mappedFileSize"]
+        for s in self.snapshots:
+            return s.mappedFileSize
+        return 1 << 30
 
 
 @dataclass
@@ -43,6 +64,9 @@ class GroupArchive:
     faults: list[dict] = field(default_factory=list)
     #: JSON documents read and parsed without a fault (evidence of the archive check)
     docs_read: int = 0
+    # the master an earlier run's state names, for a run that lists nothing telling it
+    master_hint: str = ""
+    incremental_listing: bool = False  # listed from per-node marks, not in full
 
 
 def fault(node: str, key: str, kind: str, detail: str, start=None, end=None) -> dict:
@@ -59,28 +83,98 @@ def _fetch(store: ObjectStore, key: str) -> bytes | Exception:
 
 
 def list_broker_names(store: ObjectStore, cluster: str) -> list[str]:
+    """The groups of a cluster by one delimiter listing (never a walk of their objects)."""
     prefix = layout.cluster_prefix(cluster)
-    names = sorted({o.key[len(prefix) :].split("/", 1)[0] for o in store.list(prefix)})
+    names = [p[len(prefix) :].rstrip("/") for p in store.list_prefixes(prefix)]
+    names = [n for n in names if _is_name(n)]
     if not names:
         raise AuditInputError(f"no archive for cluster {cluster!r} under {store.root}")
     return names
+
+
+def list_nodes(store: ObjectStore, cluster: str, broker_name: str) -> list[str]:
+    prefix = layout.group_prefix(cluster, broker_name)
+    names = [p[len(prefix) :].rstrip("/") for p in store.list_prefixes(prefix)]
+    return [n for n in names if _is_name(n)]
+
+
+def _is_name(name: str) -> bool:
+    try:
+        layout.check_name("name", name)
+    except layout.LayoutError:
+        return False
+    return True
+
+
+NODE_FOLDERS = ("commitlog/", "snapshots/", "events/")
+
+
+def _after(mark, folder: str) -> str | None:
+    if mark is None:
+        return None
+    return {
+        "commitlog/": mark.commitlog_after,
+        "snapshots/": mark.last_snapshot,
+        "events/": mark.last_event,
+    }[folder] or None
+
+
+def list_group_keys(
+    store: ObjectStore, cluster: str, broker_name: str, marks, nodes
+) -> list[ObjectInfo]:
+    """Objects of one group (key, size): all of them (``marks`` None), or per node and folder
+    only those after that node's marks (requests in proportion to what is new, plus three per
+    node)."""
+    if marks is None:
+        return list(store.list(layout.group_prefix(cluster, broker_name)))
+    jobs = []
+    for node in nodes:
+        base = layout.node_prefix(cluster, broker_name, node)
+        for folder in NODE_FOLDERS:
+            jobs.append((base + folder, _after(marks.get(node), folder)))
+    pages = io_pool().map(lambda j: list(store.list(j[0], start_after=j[1])), jobs)
+    return [o for page in pages for o in page]
 
 
 def load_group(
     store: ObjectStore,
     cluster: str,
     broker_name: str,
-    known: dict[str, dict] | Callable[[], dict[str, dict] | None] | None = None,
+    marks: dict | Callable[[], dict | None] | None = None,
+    master_hint: str = "",
 ) -> GroupArchive:
-    """Every node's chunks (manifests), snapshots and events of one group. ``known``: JSON of
-    objects read by an earlier run (archive objects never change), used instead of reading
-    them again; keys no longer listed are ignored. It may be a callable, called once the
-    listing is done (so its own read can overlap the listing)."""
-    prefix = layout.group_prefix(cluster, broker_name)
+    """The chunks (manifests), snapshots and events of one group: all of them, or with
+    ``marks`` (per node :class:`spark_jobs.incremental.NodeMark`, or a callable returning
+    them) only those listed after each node's marks. A new ``truncated`` event sends the run
+    back to a full listing: the truncated node's new chunks start below its old ones."""
+    marks = marks() if callable(marks) else marks
+    nodes = list_nodes(store, cluster, broker_name) if marks is not None else []
+    keys = list_group_keys(store, cluster, broker_name, marks, nodes)
+    ga = _read_group(store, cluster, broker_name, keys, marks is not None)
+    if marks is not None:
+        if any(
+            layout.parse_key(k).event_kind == "truncated"
+            and k > getattr(marks.get(node), "events_seen", "")
+            for node, na in ga.nodes.items()
+            for k in na.event_keys
+        ):  # a truncation no passing run has seen
+            return load_group(store, cluster, broker_name, None, master_hint)
+        for node in nodes:
+            ga.nodes.setdefault(node, NodeArchive(node))
+    ga.master_hint = master_hint
+    if not ga.nodes:
+        raise AuditInputError(f"no archive for {cluster}/{broker_name} under {store.root}")
+    return ga
+
+
+def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) -> GroupArchive:
+    """The group from its listed objects: manifests, snapshots and events read and parsed;
+    every object that cannot be (absent, unreadable, not JSON, lacking fields, a .log without
+    its manifest or of another size than its manifest says) is an archive fault, not a crash."""
     nodes: dict[str, NodeArchive] = {}
     logs: dict[str, tuple[str, int]] = {}  # .log key -> (node, listed size)
     small: list[tuple] = []  # (parsed key, key) of the JSON objects to read
-    for info in store.list(prefix):
+    for info in listed:
         parsed = layout.parse_key(info.key)
         if parsed is None or parsed.kind == "audit_state":
             continue
@@ -89,35 +183,28 @@ def load_group(
             logs[info.key] = (parsed.node, info.size)
         elif parsed.kind in ("manifest", "snapshot", "event"):
             small.append((parsed, info.key))
-    # the small JSON objects are read concurrently (one request each; a nightly incremental
-    # run with nothing new is mostly these reads)
-    known = (known() if callable(known) else known) or {}
-    todo = [key for _parsed, key in small if key not in known]
+    # the small JSON objects are read concurrently (one request each)
+    todo = [key for _parsed, key in small]
     fetched = dict(zip(todo, io_pool().map(lambda k: _fetch(store, k), todo), strict=True))
     docs: dict[str, dict] = {}
     faults: list[dict] = []
     for parsed, key in small:
         na = nodes[parsed.node]
-        if key in fetched:
-            body = fetched[key]
-            if isinstance(body, Exception):
-                faults.append(fault(na.node, key, T.FAULT_UNREADABLE, _read_error(body)))
-                continue
-            try:
-                doc = json.loads(body)
-            except (ValueError, UnicodeDecodeError) as exc:
-                faults.append(fault(na.node, key, T.FAULT_BAD_JSON, f"not JSON: {exc}"))
-                continue
-        else:
-            doc = known[key]
+        body = fetched[key]
+        if isinstance(body, Exception):
+            faults.append(fault(na.node, key, T.FAULT_UNREADABLE, _read_error(body)))
+            continue
+        try:
+            doc = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            faults.append(fault(na.node, key, T.FAULT_BAD_JSON, f"not JSON: {exc}"))
+            continue
         try:
             _add_doc(na, parsed.kind, doc, key, cluster, broker_name)
         except (layout.LayoutError, TypeError, ValueError) as exc:
             faults.append(fault(na.node, key, T.FAULT_BAD_FIELDS, str(exc)))
             continue
         docs[key] = doc
-    if not nodes:
-        raise AuditInputError(f"no archive for {cluster}/{broker_name} under {store.root}")
     for na in nodes.values():
         keys = {c["key"] for c in na.chunks}
         na.orphans = sorted(k for k, (n, _size) in logs.items() if n == na.node and k not in keys)
@@ -146,8 +233,11 @@ def load_group(
         na.chunks.sort(key=lambda c: (c["start"], c["epoch"]))
         na.snapshots.sort(key=lambda s: s.takenAt)
         na.events.sort(key=lambda e: e["at"])
-    ga = GroupArchive(cluster, broker_name, nodes, docs, faults, len(docs))
-    return ga
+        na.snapshot_keys.sort()
+        na.event_keys.sort()
+    return GroupArchive(
+        cluster, broker_name, nodes, docs, faults, len(docs), incremental_listing=partial
+    )
 
 
 def _read_error(exc: Exception) -> str:
@@ -168,8 +258,10 @@ def _add_doc(na: NodeArchive, kind: str, doc, key: str, cluster: str, broker_nam
         na.chunks.append(chunk)
     elif kind == "snapshot":
         na.snapshots.append(layout.Snapshot.from_json(doc, what=key))
+        na.snapshot_keys.append(key)
     else:
         na.events.append(layout.parse_event(doc, what=key))
+        na.event_keys.append(key)
 
 
 _EXECUTOR_STORES: dict[bytes, ObjectStore] = {}

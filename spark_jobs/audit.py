@@ -26,6 +26,7 @@ from typing import Any
 
 from contracts import audit_tables as T
 from contracts.object_store import StoreSpec
+from contracts.retention import read_horizon
 from spark_jobs import incremental as inc
 from spark_jobs import outputs
 from spark_jobs.acked_durability import acked_durability, promises
@@ -44,6 +45,7 @@ from spark_jobs.epochs import (
     pick_master,
     tail_ranges,
 )
+from spark_jobs.expiry import apply_horizon, mark_expired
 from spark_jobs.log_integrity import judge, run_log_integrity
 from spark_jobs.offset_monotonicity import run_offset_monotonicity, timeline_rows
 from spark_jobs.replica_consistency import run_replica_consistency
@@ -94,7 +96,9 @@ class ReplicaResult:
     compared_bytes: int
 
 
-def replica_step(spark, opts: AuditOptions, ga: GroupArchive, windowed, state_in) -> ReplicaResult:
+def replica_step(
+    spark, opts: AuditOptions, ga: GroupArchive, windowed, state_in, horizon
+) -> ReplicaResult:
     """Check 1: ranges per (epoch master, node) pair, conflicts inside a node's archive, old
     masters' tails; the master chunks that a comparison window covers exactly are checked
     (sha256, records) in the same tasks."""
@@ -118,6 +122,7 @@ def replica_step(spark, opts: AuditOptions, ga: GroupArchive, windowed, state_in
         check_chunks=to_check,
     )
     ranges = judge_conflicts(scan.ranges) + tail_ranges(ga, tails, start_at)
+    ranges = mark_expired(ranges, horizon, start_at)  # pruned history: expired, not missing
     for r in ranges:
         outputs.complete_range(r)
     compared = sum(r["bytes"] for r in ranges if r["verdict"] in (T.MATCH, T.DIVERGENT))
@@ -164,7 +169,7 @@ def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
     ]  # fmt: skip
     events = [e for na in ga.nodes.values() for e in na.events]
     seeds = inc.seed_snapshots(state_in, broker_name)
-    if timeline_rows(seeds + snapshots):
+    if snapshots and timeline_rows(seeds + snapshots):  # (seeds alone were judged before)
         timeline_df, violations_df = run_offset_monotonicity(spark, seeds + snapshots, events)
         timeline = [r.asDict() for r in timeline_df.collect()]
         violations = [r.asDict() for r in violations_df.collect()]
@@ -179,16 +184,19 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         store,
         opts.cluster,
         broker_name,
-        known=lambda: state_f.result().objects if opts.incremental else None,
+        marks=(lambda: state_f.result().marks()) if opts.incremental else None,
     )
     state = state_f.result()
     state_in = state if opts.incremental else inc.AuditState()
+    ga.master_hint = state.master if opts.incremental else ""
+    horizon = read_horizon(store, opts.cluster, broker_name)
+    apply_horizon(ga, horizon)
     master = pick_master(ga)
     mode = f"incremental from run {state.run_id or '(none)'}" if opts.incremental else "full"
     _progress(f"{broker_name}: {len(ga.nodes)} node(s), master {master or '(unknown)'}, {mode}")
     windowed = _chunks_of(ga, opts, state_in)
     t0 = time.monotonic()
-    rep = replica_step(spark, opts, ga, windowed, state_in)
+    rep = replica_step(spark, opts, ga, windowed, state_in, horizon)
     scan_s = time.monotonic() - t0
     _progress(f"{broker_name}: replica consistency: {len(rep.ranges)} range(s)")
     t_li = time.monotonic()
@@ -246,11 +254,13 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     )  # fmt: skip
     # the watermarks move only after every output of a run that failed no check is written
     if verdict["status"] != T.RUN_FAILED:
-        _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots)
+        _save_state(
+            store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master
+        )
     return verdict
 
 
-def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots):
+def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master):
     promised = [
         (max([s.confirmOffset, *s.slaves.values()]), s.takenAt,
          f"{s.node}/snapshots/{s.takenAt:013d}.json")
@@ -263,7 +273,8 @@ def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline,
         timeline,
         snapshots,
         max(promised) if promised else None,
-        objects=ga.docs,
+        ga=ga,
+        master=master,
     )
     if opts.incremental and new_state == dataclasses.replace(state_in, run_id=run_id):
         # nothing new was verified: the watermarks stay those of the run that verified them
@@ -280,6 +291,8 @@ def run_audit(spark, opts: AuditOptions) -> dict[str, Any]:
     _T0[0] = time.monotonic()
     # the store (an S3 client costs ~0.15 s to make) is opened once per process and reused by
     # later runs, like the executors' (objects are never cached, only the client)
+    # executors (on a cluster: other machines) get the driver's S3 settings inside the tasks
+    opts = dataclasses.replace(opts, spec=opts.spec.resolved())
     store = executor_store(opts.spec)
     run_id = opts.run_id or new_run_id()
     names = [opts.broker_name] if opts.broker_name else list_broker_names(store, opts.cluster)

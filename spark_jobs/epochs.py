@@ -26,6 +26,8 @@ def pick_master(ga: GroupArchive) -> str | None:
     for na in ga.nodes.values():
         if na.chunks and na.chunks[-1]["brokerId"] == 0:
             return na.node
+    if ga.master_hint:  # an incremental run that listed nothing new naming one
+        return ga.master_hint
     return None  # no readable manifest or snapshot names a master
 
 
@@ -95,8 +97,12 @@ def conflict_plans(chunks: dict[str, list[dict]]) -> list[tuple[str, list, list]
     overlap is compared like a replica pair ``node->node`` (see :func:`judge_conflicts`)."""
     plans = []
     for node, cs in sorted(chunks.items()):
+        cs = sorted(cs, key=lambda c: c["start"])
         for i, a in enumerate(cs):
-            for b in cs[i + 1 :]:
+            for j in range(i + 1, len(cs)):  # (no slice: a copy per chunk is quadratic too)
+                b = cs[j]
+                if b["start"] >= a["end"]:
+                    break  # sorted by start: no later chunk overlaps ``a`` either
                 lo, hi = max(a["start"], b["start"]), min(a["end"], b["end"])
                 if a["epoch"] != b["epoch"] or lo >= hi:
                     continue

@@ -37,8 +37,10 @@ def assign_chains(chunks: list[dict]) -> list[dict]:
     for cs in by_node.values():
         cs.sort(key=lambda c: (c["epoch"], c["start"]))
         continued: set[int] = set()
+        by_end: dict[int, list[int]] = {}  # end offset -> earlier chunks ending there
         for i, c in enumerate(cs):
-            prev = [j for j in range(i) if cs[j]["end"] == c["start"] and j not in continued]
+            prev = [j for j in by_end.get(c["start"], []) if j not in continued]
+            by_end.setdefault(c["end"], []).append(i)
             if prev:
                 j = max(prev, key=lambda j: cs[j]["epoch"])
                 continued.add(j)

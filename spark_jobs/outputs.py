@@ -80,8 +80,10 @@ def judge_checks(
     verified_before = sum(state_in.verified.values()) if incremental else 0
     out = []
     objects = len(integrity.checked_keys) + ga.docs_read
+    # an incremental run with nothing new stands on what earlier passing runs verified
+    earlier = 1 if incremental and verified_before and not objects else 0
     out.append(
-        _check(T.ARCHIVE_INTEGRITY, len(faults), objects,
+        _check(T.ARCHIVE_INTEGRITY, len(faults), objects + earlier,
                f"{len(integrity.checked_keys)} chunk(s) matched against their manifest's size "
                f"and sha256, {ga.docs_read} JSON document(s) read",
                "no archived object was read")
@@ -112,9 +114,10 @@ def judge_checks(
                f"{integrity.records} record(s) checked{prior}", "no record was read")
     )  # fmt: skip
     traffic = sum(c["records"] for na in ga.nodes.values() for c in na.chunks)
+    prior_points = len(state_in.offsets) if incremental and not points else 0
     out.append(
-        _check(T.OFFSET_MONOTONICITY, len(violations), points,
-               f"{points} committed offset point(s) of masters judged",
+        _check(T.OFFSET_MONOTONICITY, len(violations), points + prior_points,
+               f"{points} committed offset point(s) of masters judged{prior}",
                "no committed consumer offset in any master snapshot"
                + (f" although the group stored {traffic} record(s)" if traffic else ""))
     )  # fmt: skip

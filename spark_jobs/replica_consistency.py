@@ -32,19 +32,6 @@ RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string
 DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
 
 
-def _covered(segs: list[dict], a: int, b: int) -> bool:
-    pos = a
-    for s in segs:
-        if s["end"] <= pos or s["start"] >= b:
-            continue
-        if s["start"] > pos:
-            return False
-        pos = s["end"]
-        if pos >= b:
-            return True
-    return pos >= b
-
-
 def record_at(store, segs: list[dict], offset: int) -> dict:
     """The record holding ``offset`` on one side (decoded from its record-aligned chunk start),
     as ``haproof store dump`` prints it, plus the object ``key``; ``error`` when it cannot be."""
@@ -108,6 +95,38 @@ def _slice(pieces: list[tuple], a: int, b: int) -> tuple[bytes | None, str | Non
     return None, None, T.FAULT_UNREADABLE
 
 
+def _start(seg: dict) -> int:
+    return seg["start"]
+
+
+def _coverage(segs: list[dict], spans: list[tuple[int, int]]) -> list[bool]:
+    """For sorted sub-ranges cut at every boundary of ``segs`` (sorted, non-overlapping): is
+    each one inside a segment? One pass over both."""
+    out, i = [], 0
+    for a, b in spans:
+        while i < len(segs) and segs[i]["end"] <= a:
+            i += 1
+        out.append(i < len(segs) and segs[i]["start"] <= a and b <= segs[i]["end"])
+    return out
+
+
+def _piece_finder(pieces: list[tuple]):
+    """``(a, b) -> (bytes, key, fault)`` like :func:`_slice`, for calls in ascending order (a
+    moving index)."""
+    pos = [0]
+
+    def at(a: int, b: int) -> bytes | None:
+        i = pos[0]
+        while i < len(pieces) and pieces[i][1] <= a:
+            i += 1
+        pos[0] = i
+        return (
+            _slice(pieces[i : i + 1], a, b) if i < len(pieces) else (None, None, T.FAULT_UNREADABLE)
+        )
+
+    return at
+
+
 def first_difference(a: bytes, b: bytes) -> int:
     """Index of the first differing byte of two unequal, equally long byte strings (memcmp by
     64 KiB blocks, then byte by byte inside the block)."""
@@ -128,6 +147,10 @@ def compare_window(
     Each side's bytes in the window are read once (one range read per segment); sub-ranges cut
     at both sides' segment boundaries are compared in memory with ``==`` (memcmp), nothing is
     decoded unless they differ."""
+    # only the segments inside the window, in order: a window over thousands of small chunks
+    # is then walked once (linear), not once per sub-range
+    master = sorted((s for s in master if s["end"] > ws and s["start"] < we), key=_start)
+    slave = sorted((s for s in slave if s["end"] > ws and s["start"] < we), key=_start)
     cuts = {ws, we}
     for s in master + slave:
         for x in (s["start"], s["end"]):
@@ -139,10 +162,12 @@ def compare_window(
     s_pieces = read_pieces(store, slave, ws, we)
     t1 = time.perf_counter()
     rows = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        m_has, s_has = _covered(master, a, b), _covered(slave, a, b)
+    spans = list(zip(bounds, bounds[1:], strict=False))
+    m_cov, s_cov = _coverage(master, spans), _coverage(slave, spans)
+    m_at, s_at = _piece_finder(m_pieces), _piece_finder(s_pieces)
+    for (a, b), m_has, s_has in zip(spans, m_cov, s_cov, strict=True):
         if m_has and s_has:
-            (mb, mkey, mfault), (sb, skey, sfault) = _slice(m_pieces, a, b), _slice(s_pieces, a, b)
+            (mb, mkey, mfault), (sb, skey, sfault) = m_at(a, b), s_at(a, b)
             if mb is None or sb is None:
                 # the archive lacks bytes a manifest promised: missing; unreadable: undecided
                 faults = [f for f in (mfault, sfault) if f]

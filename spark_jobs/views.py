@@ -3,26 +3,33 @@ bytes of which node are compared against which master, in which windows."""
 
 from __future__ import annotations
 
+import bisect
+
 
 def node_view(chunks: list[dict]) -> list[dict]:
-    """Non-overlapping segments of a node's current log: later epochs win overlaps."""
-    segments: list[dict] = []
+    """Non-overlapping segments of a node's current log: later epochs win overlaps (within an
+    epoch, the chunk listed first). Segments are kept sorted, so each chunk meets only the
+    segments it overlaps (thousands of small chunks stay cheap)."""
+    segs: list[tuple[int, int, str, int]] = []  # (start, end, key, kstart), sorted by start
+    starts: list[int] = []
     for c in sorted(chunks, key=lambda c: -c["epoch"]):
-        pieces = [(c["start"], c["end"])]
-        for s in segments:
-            nxt = []
-            for a, b in pieces:
-                if b <= s["start"] or a >= s["end"]:
-                    nxt.append((a, b))
-                    continue
-                if a < s["start"]:
-                    nxt.append((a, s["start"]))
-                if b > s["end"]:
-                    nxt.append((s["end"], b))
-            pieces = nxt
+        lo, hi = c["start"], c["end"]
+        pieces, pos = [], lo
+        j = max(0, bisect.bisect_right(starts, lo) - 1)
+        while j < len(segs) and segs[j][0] < hi:
+            s_start, s_end = segs[j][0], segs[j][1]
+            if s_end > pos:
+                if s_start > pos:
+                    pieces.append((pos, s_start))
+                pos = max(pos, s_end)
+            j += 1
+        if pos < hi:
+            pieces.append((pos, hi))
         for a, b in pieces:
-            segments.append({"start": a, "end": b, "key": c["key"], "kstart": c["start"]})
-    return sorted(segments, key=lambda s: s["start"])
+            k = bisect.bisect_left(starts, a)
+            starts.insert(k, a)
+            segs.insert(k, (a, b, c["key"], c["start"]))
+    return [{"start": a, "end": b, "key": key, "kstart": ks} for a, b, key, ks in segs]
 
 
 def clip(segs: list[dict], lo: int, hi: int | None) -> list[dict]:

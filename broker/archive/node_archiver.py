@@ -87,6 +87,8 @@ class NodeArchiver:
         self.chunks_shipped = 0
         self.snapshots_written = 0
         self._next_start: int | None = None  # None: ask the archive where it ends
+        self.rounds = 0  # worker rounds done (tests wait on it)
+        self._held_since: float | None = None  # monotonic s: first round that held bytes back
         # epoch -> the master role this node had in it (seen at start and at promotions): a
         # chunk is labelled with the epoch and role that wrote its bytes, not the current ones
         self._mastered: dict[int, str] = {}
@@ -304,10 +306,12 @@ class NodeArchiver:
                 except queue.Empty:
                     break
             try:
+                # a final round, or news of a role, an epoch or a truncation: ship all now
+                force = stopping or any(job[0] != "snapshot" for job in pending)
                 while pending:
                     self._do(pending[0])
                     pending.pop(0)
-                self._ship()
+                self._ship(force)
                 backoff_s = 0.0
                 self._set_error(None)
             except HaproofError as exc:
@@ -323,6 +327,7 @@ class NodeArchiver:
                 return
             # the cadence counts from the round's start: a round that took the whole interval
             # (the archive is behind) is followed by the next one at once
+            self.rounds += 1
             self._wake.wait(backoff_s or max(0.0, interval_s - (time.monotonic() - round_start)))
             self._wake.clear()
 
@@ -372,7 +377,25 @@ class NodeArchiver:
         elif kind == "ship":
             pass  # a final round happens in _run after the queue drains
 
-    def _ship(self) -> None:
+    def _hold(self, start: int, target: int, force: bool) -> bool:
+        """Keep a small tail back for a later, larger chunk: fewer than
+        ``archive_chunk_min_bytes`` new bytes wait, but never longer than the max age (so
+        flushed bytes reach the archive within it), and a final round ships everything."""
+        cfg = self.config
+        min_bytes = min(cfg.archive_chunk_min_bytes, cfg.archive_chunk_max_bytes)
+        if force or target - start >= min_bytes or target <= start:
+            self._held_since = None
+            return False
+        max_age_s = (cfg.archive_chunk_max_age_ms or 6 * cfg.archive_interval_ms) / 1000
+        now = time.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+        if now - self._held_since < max_age_s:
+            return True
+        self._held_since = None
+        return False
+
+    def _ship(self, force: bool = True) -> None:
         node, shipper = self.node, self.shipper
         shipper.id.epoch = max(shipper.id.epoch, node.epoch)  # events say the current epoch
         role = node.store.role
@@ -392,6 +415,8 @@ class NodeArchiver:
             archived = shipper.archived_end()
             start = live.min_offset() if archived is None else archived
         check_resume(shipper.id.node, start, target)
+        if self._hold(start, target, force):
+            return
         # one ship per epoch range: a backlog that spans a promotion (the archiver was behind
         # when this slave became master) keeps the old epoch and SLAVE for the old bytes
         for seg_start, seg_end, epoch in epoch_ranges(entries, start, target, node.epoch):

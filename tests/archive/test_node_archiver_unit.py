@@ -233,3 +233,59 @@ def test_uploads_run_in_a_niced_child_process_started_again_after_it_dies(tmp_pa
     chunks = _chunks(archive, layout.node_prefix("C", "broker-a", "bench-0"))
     assert chunks[0].start == 0 and chunks[-1].end == store.max_phy_offset
     assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))
+
+
+def _held_scenario(tmp_path, **sizing) -> tuple[NodeArchiver, int, list]:
+    """Write a few small records, let the worker run rounds; (archiver, log end, chunks)."""
+    root, cfg = _config(tmp_path, archive_interval_ms=20, flush_interval_commit_log_ms=10, **sizing)
+    store = MessageStore.open(cfg)
+    store.start()
+    archiver = NodeArchiver(StoreNode(cfg, store))
+    seen: dict = {}
+
+    async def scenario() -> None:
+        await archiver.start()
+        try:
+            # the first round ships at once (the start's event); the records come after it
+            await asyncio.to_thread(
+                wait_for, lambda: archiver.rounds >= 2, timeout_s=60, what="start"
+            )
+            for i in range(20):
+                store.put_message(Message("T", b"x" * 100, queue_id=i % 2)).result()
+            store.flush_all()
+            seen["end"] = store.max_phy_offset
+            rounds = archiver.rounds
+            await asyncio.to_thread(
+                wait_for, lambda: archiver.rounds >= rounds + 10, timeout_s=60, what="rounds"
+            )
+            seen["held_end"] = archiver.archived_end
+            if cfg.archive_chunk_max_age_ms < 60_000:
+                await asyncio.to_thread(
+                    wait_for, lambda: archiver.archived_end >= seen["end"], timeout_s=60,
+                    what="the small tail to ship once it is max age old",
+                )  # fmt: skip
+        finally:
+            await archiver.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.shutdown()
+    prefix = layout.node_prefix("C", "broker-a", "bench-0")
+    return archiver, seen, _chunks(open_store(root), prefix)
+
+
+def test_small_tail_is_held_back_until_max_age_then_shipped(tmp_path) -> None:
+    archiver, seen, chunks = _held_scenario(
+        tmp_path, archive_chunk_min_bytes=1 << 20, archive_chunk_max_age_ms=600_000
+    )
+    assert seen["held_end"] == 0  # ten rounds and nothing shipped: below the minimum size
+    # the final round at stop ships everything flushed, as one chunk
+    assert [(c.start, c.end) for c in chunks] == [(0, seen["end"])]
+
+
+def test_small_tail_ships_within_its_max_age(tmp_path) -> None:
+    archiver, seen, chunks = _held_scenario(
+        tmp_path, archive_chunk_min_bytes=1 << 20, archive_chunk_max_age_ms=300
+    )
+    assert chunks[0].start == 0 and chunks[-1].end >= seen["end"]

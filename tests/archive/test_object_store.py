@@ -178,3 +178,54 @@ def test_storage_that_comes_back_catches_up(tmp_path) -> None:
 def test_unsupported_scheme() -> None:
     with pytest.raises(ArchiveError, match="unsupported scheme"):
         open_store("gs://x/y")
+
+
+def test_list_start_after_returns_only_later_keys(object_store) -> None:
+    keys = [
+        f"v1/c/b/n/commitlog/{i:020d}-{i + 1:020d}-0.{ext}"
+        for i in range(5)
+        for ext in ("json", "log")
+    ]
+    for k in keys + ["v1/c/b/n/snapshots/0000000000001.json", "v1/c/b/m/commitlog/x.log"]:
+        object_store.put(k, b"x")
+    prefix = "v1/c/b/n/commitlog/"
+    assert [o.key for o in object_store.list(prefix)] == sorted(keys)
+    after = keys[5]  # ...2-...3-0.log
+    got = [o.key for o in object_store.list(prefix, start_after=after)]
+    assert got == sorted(k for k in keys if k > after) and len(got) == 4
+    assert list(object_store.list(prefix, start_after=sorted(keys)[-1])) == []
+    # a start_after below the prefix's subtree lists everything under the prefix
+    assert len(list(object_store.list("v1/c/b/", start_after="v1/c/a"))) == len(keys) + 2
+    # start_after inside one node's directory: the later node's keys all follow
+    later = [o.key for o in object_store.list("v1/c/b/", start_after="v1/c/b/m/commitlog/x.log")]
+    assert later == sorted(keys) + ["v1/c/b/n/snapshots/0000000000001.json"]
+
+
+def test_list_prefixes_is_a_delimiter_listing(object_store) -> None:
+    for k in ("v1/c/a/n1/x", "v1/c/a/n2/y/z", "v1/c/b/n1/x", "v1/d/q/n/x", "v1/c/top.json"):
+        object_store.put(k, b"x")
+    assert object_store.list_prefixes("v1/c/") == ["v1/c/a/", "v1/c/b/"]
+    assert object_store.list_prefixes("v1/c/a/") == ["v1/c/a/n1/", "v1/c/a/n2/"]
+    assert object_store.list_prefixes("v1/nothing/") == []
+
+
+def test_requests_are_counted(object_store) -> None:
+    for i in range(3):
+        object_store.put(f"v1/c/b/n/k{i}", b"x")
+    before = object_store.requests["list"]
+    assert len(list(object_store.list("v1/c/b/n/", start_after="v1/c/b/n/k1"))) == 1
+    assert object_store.requests["list"] - before >= 1
+    before = object_store.requests["get"]
+    object_store.get("v1/c/b/n/k0")
+    assert object_store.requests["get"] == before + 1
+
+
+def test_resolved_spec_carries_the_drivers_settings_without_showing_the_secret(monkeypatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIADRIVER")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "driver-secret-value")
+    monkeypatch.setenv("HAPROOF_S3_ENDPOINT", "http://127.0.0.1:1")
+    spec = StoreSpec("s3://bucket/prefix").resolved()
+    assert (spec.access_key, spec.secret_key) == ("AKIADRIVER", "driver-secret-value")
+    assert spec.endpoint_url == "http://127.0.0.1:1"
+    assert "driver-secret-value" not in repr(spec)
+    assert StoreSpec("file:///tmp/x").resolved() == StoreSpec("file:///tmp/x")

@@ -1,0 +1,32 @@
+"""Many small chunks are checked by a few Spark tasks (one per task slot), not one task each."""
+
+from __future__ import annotations
+
+from spark_jobs.archive_reader import load_group
+from spark_jobs.log_integrity import judge, run_log_integrity
+from tests.spark_jobs.builder import Archive, make_store
+
+
+def test_small_chunks_share_tasks(spark, tmp_path) -> None:
+    path = tmp_path / "m"
+    make_store(path, 60)
+    archive = Archive(tmp_path / "archive")
+    archive.ship(path, "a-0", "SYNC_MASTER", 0, chunk=400)  # a record or two per chunk
+    chunks = load_group(archive.store, "c1", "broker-a").nodes["a-0"].chunks
+    assert len(chunks) >= 30
+    sc = spark.sparkContext
+    sc.setJobGroup("small-chunks", "log integrity over small chunks")
+    try:
+        rows = run_log_integrity(spark, archive.spec, chunks)
+    finally:
+        sc.setJobGroup("", "")
+    tracker = sc.statusTracker()
+    stages = [
+        s
+        for j in tracker.getJobIdsForGroup("small-chunks")
+        for s in (tracker.getJobInfo(j).stageIds if tracker.getJobInfo(j) else [])
+    ]
+    tasks = [tracker.getStageInfo(s).numTasks for s in stages if tracker.getStageInfo(s)]
+    assert tasks and max(tasks) <= sc.defaultParallelism < len(chunks)
+    result = judge(rows, chunks)
+    assert result.records == sum(c["records"] for c in chunks) >= 60 and result.issues == []
