@@ -113,9 +113,12 @@ def run(args: argparse.Namespace) -> int:
         print_table(summary, doc["expectations"], doc["reports"], out=sys.stderr)
     else:
         print_table(summary, doc["expectations"], doc["reports"])
-    headline = doc["status"].replace("_", " ")
-    if doc["status"] == T.RUN_NO_EVIDENCE and not doc["passed"]:
-        headline = "FAILED (NO EVIDENCE, --require-evidence)"
-    print(headline, file=sys.stderr if args.json else sys.stdout)
+    if summary["status"] == T.RUN_NO_EVIDENCE and not doc["passed"]:
+        print("haproof audit: a check had nothing to judge and --require-evidence is set",
+              file=sys.stderr)  # fmt: skip
+    elif summary["status"] == T.RUN_PASSED and not doc["passed"]:
+        print("haproof audit: an expectations suite failed", file=sys.stderr)
+    # the last line is the audit's headline, as verdict.json's status says it
+    print(summary["status"], file=sys.stderr if args.json else sys.stdout)
     sys.stdout.flush()
     return 0 if doc["passed"] else 1

@@ -209,9 +209,11 @@ def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) ->
         keys = {c["key"] for c in na.chunks}
         na.orphans = sorted(k for k, (n, _size) in logs.items() if n == na.node and k not in keys)
         for k in na.orphans:
+            pk = layout.parse_key(k)
             faults.append(
-                fault(na.node, k, T.FAULT_MANIFEST_MISSING, "a .log object without its manifest")
-            )
+                fault(na.node, k, T.FAULT_MANIFEST_MISSING, "a .log object without its manifest",
+                      pk.start, pk.end)
+            )  # fmt: skip
         for c in na.chunks:
             listed = logs.get(c["key"])
             want = c["end"] - c["start"]

@@ -33,7 +33,7 @@ def test_golden_store_audits_clean_and_a_flipped_byte_fails_there(tmp_path, gold
     assert re.search(r"PASS +log_integrity", res.stdout)
     # one node: no replica to compare, no offsets committed, so the headline says so (exit 0)
     assert re.search(r"NO EVIDENCE +replica_consistency +findings 0 +one node only", res.stdout)
-    assert res.stdout.rstrip().endswith("NO EVIDENCE")
+    assert res.stdout.rstrip().endswith("NO_EVIDENCE")
     verdict = json.loads((tmp_path / "clean" / "audits" / "r1" / "verdict.json").read_text())
     assert verdict["passed"] and verdict["recordsChecked"] == 179 + 3
     assert verdict["status"] == "NO_EVIDENCE"

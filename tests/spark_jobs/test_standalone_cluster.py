@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -124,7 +125,10 @@ def test_audit_runs_on_a_standalone_cluster_without_leaking_the_secret(
         raise AssertionError(f"the audit did not finish: {exc.stderr!r:.3000} {tails}") from None
     out, err = res.stdout.decode(), res.stderr.decode()
     assert res.returncode == 0, out + err[-5000:]
-    assert "PASSED" in out
+    # replicas compared and records checked on the workers; no snapshot was archived, so the
+    # offsets and acknowledgements have nothing to judge (the headline says so, exit 0)
+    assert re.search(r"PASS +replica_consistency", out) and re.search(r"PASS +log_integrity", out)
+    assert out.rstrip().endswith("NO_EVIDENCE"), out
     # the work ran on the workers' executors (each leaves a directory per application)
     apps = list((logs / "work").glob("app-*/*/stderr"))
     assert apps, "no executor ran on the workers"
