@@ -7,7 +7,7 @@ a snapshot every ``--snapshot-interval-s`` per node (60 s, ``snapshotIntervalMs`
 failover (``role_changed`` on both nodes, a new epoch) every ``--failover-every-days``. Then, at
 each checkpoint day D (``--checkpoints``, default 1,30,365 up to ``--days``):
 
-- ``full``: a full audit of the history before day D (ten minutes, then D-1 days);
+- ``full``: a full audit of the history before day D (ten minutes, then D-1 days more);
 - ``day``: an incremental run after day D's objects are added (a nightly run);
 - ``noop``: an incremental run with nothing new;
 
@@ -257,7 +257,8 @@ def run(args: argparse.Namespace) -> int:
                      "groups": args.groups, "nodes": args.nodes, "chunks_per_day": per_day,
                      "records_per_chunk": per_chunk, "record_bytes": rec_len,
                      "cpus": os.cpu_count(), "at": {}}  # fmt: skip
-        base_ms = T0_MS + 600_000  # ten minutes of history before day 1
+        # ten minutes of history before day 1 (at least a chunk and a snapshot)
+        base_ms = T0_MS + max(600_000, w.chunk_ms, w.snapshot_ms)
         for d in checkpoints:
             t0 = time.monotonic()
             w.write_until(base_ms + (d - 1) * DAY_MS)
