@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 # Range verdicts (DESIGN.md section 4) and the ones that fail the audit.
-RANGE_VERDICTS = ["match", "lag", "divergent", "missing", "extra", "unverifiable"]
+RANGE_VERDICTS = ["match", "lag", "divergent", "missing", "extra", "unverifiable", "expired"]
 DEFAULT_PARAMETERS: dict[str, Any] = {
     "range_verdicts": RANGE_VERDICTS,
     "failing_verdicts": ["divergent", "missing", "extra"],
