@@ -10,8 +10,8 @@ it first writes ``ROOT/v1/{cluster}/{brokerName}/_retention.json``::
 so an audit reports the history below each node's ``expiredBelow`` as ``expired``, never as
 ``missing`` (also when the prune was interrupted half-way: the marker comes first). The marker
 only moves forward. Only history a passing audit has verified is pruned (the group's
-``_audit/state.json`` watermarks): a chunk beyond its node's verified end is kept and counted,
-unless ``--unaudited`` is given. Chunks are visited in key (offset) order and the walk of a node
+``_audit/state.json``: chunks up to each node's verified end, snapshots and events up to the
+newest snapshot it judged); the rest is kept and counted, unless ``--unaudited`` is given. Chunks are visited in key (offset) order and the walk of a node
 stops at its first chunk not older than ``T``, so a prune never deletes a newer chunk because of
 an older one behind it.
 """
@@ -32,16 +32,18 @@ class PruneResult:
     broker_name: str
     horizon: Horizon
     deleted: int = 0  # objects deleted
-    kept_unaudited: int = 0  # chunks older than T kept because no audit verified them
+    kept_unaudited: int = 0  # nodes' folders where objects older than T were kept: unaudited
 
 
-def _verified(store, cluster: str, broker_name: str) -> dict[str, int]:
+def _verified(store, cluster: str, broker_name: str) -> tuple[dict[str, int], int]:
+    """(per node verified log end, newest snapshot time judged) of the group's audit state."""
     key = layout.audit_state_key(cluster, broker_name)
     try:
         doc = json.loads(store.get(key))
-        return {str(n): int(v) for n, v in doc.get("verified", {}).items()}
+        ends = {str(n): int(v) for n, v in doc.get("verified", {}).items()}
+        return ends, int(doc.get("lastSnapshotAt", -1))
     except ObjectNotFoundError:
-        return {}
+        return {}, -1
     except (ValueError, TypeError, AttributeError) as exc:
         raise ArchiveError(f"{store.root}/{key}: unreadable audit state: {exc}") from exc
 
@@ -82,7 +84,7 @@ def prune_group(
     horizon = Horizon(max(before_ms, old.before_ms if old else 0), {}, now_ms)
     if old:
         horizon.expired_below.update(old.expired_below)
-    verified = None if unaudited else _verified(store, cluster, broker_name)
+    verified, judged_ms = (None, before_ms) if unaudited else _verified(store, cluster, broker_name)
     result = PruneResult(broker_name, horizon)
     plan: list[str] = []
     group = layout.group_prefix(cluster, broker_name)
@@ -104,6 +106,9 @@ def prune_group(
                     continue
                 if parsed.at_ms >= before_ms:
                     break  # keys sort by time
+                if parsed.at_ms > judged_ms:
+                    result.kept_unaudited += 1  # no passing audit has judged it yet
+                    break
                 plan.append(info.key)
     if dry_run:
         result.deleted = len(plan)

@@ -41,6 +41,7 @@ def test_group_keys_resume_after_each_nodes_marks(tmp_path) -> None:
         ),
     }
     keys = list_group_keys(store, "c1", "g", marks, ["n0", "n1"])
+    keys = [o.key for o in keys]
     n0 = [k for k in keys if "/n0/" in k]
     assert n0 == [
         f"v1/c1/g/n0/commitlog/{s:020d}-{s + 10:020d}-0.{e}"

@@ -1,0 +1,33 @@
+"""``haproof bench history``: a small run prints one JSON line whose figures hold together."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def test_bench_history_small_run(tmp_path) -> None:
+    cmd = [sys.executable, "-m", "broker.cli", "bench", "history", "--days", "2",
+           "--checkpoints", "1,2", "--chunk-interval-s", "1800", "--snapshot-interval-s", "1800",
+           "--failover-every-days", "1", "--root", f"file://{tmp_path}/archive"]  # fmt: skip
+    res = subprocess.run(cmd, cwd=REPO, capture_output=True, timeout=800)
+    assert res.returncode == 0, res.stderr.decode()[-3000:]
+    lines = res.stdout.decode().strip().splitlines()
+    assert len(lines) == 1
+    out = json.loads(lines[0])
+    assert out["chunks_per_day"] == 48 and set(out["at"]) == {"1", "2"}
+    day1, day2 = out["at"]["1"], out["at"]["2"]
+    assert day2["objects"] > day1["objects"] > 0
+    # a no-op run reads the state, the retention marker and one chunk manifest per node
+    assert day1["noop"]["requests"]["get"] == day2["noop"]["requests"]["get"] == 2 + 3
+    # a day's run reads that day's manifests and snapshots (3 nodes x 48 of each), no more
+    assert 3 * 48 * 2 <= day2["day"]["requests"]["get"] <= 3 * 48 * 2 + 20
+    assert 0 < out["state_bytes"] < 1_000_000
+    assert out["noop_ratio"] > 0 and out["day_ratio"] > 0
