@@ -14,7 +14,8 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from broker.archive import layout, retention
+from broker.archive import retention
+from contracts import archive_layout as layout
 from contracts.errors import ArchiveError
 from contracts.object_store import open_store
 
