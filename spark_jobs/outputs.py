@@ -76,8 +76,8 @@ def judge_checks(
     *, ga, state_in, incremental, rep, integrity, faults, durability, acks, points, violations
 ) -> list[T.CheckResult]:
     """Each check's status from its findings and its evidence (what it judged)."""
-    prior = " (with what earlier passing runs verified)" if incremental else ""
     verified_before = sum(state_in.verified.values()) if incremental else 0
+    prior = " (and what earlier passing runs verified)" if verified_before else ""
     out = []
     objects = len(integrity.checked_keys) + ga.docs_read
     # an incremental run with nothing new stands on what earlier passing runs verified
