@@ -197,13 +197,15 @@ def compare_window(
 
 
 WINDOW_COLUMNS = "pair string, start long, end long, check_node string, check_key string, "
-WINDOW_COLUMNS += "file_size long, check_sha256 string"
+WINDOW_COLUMNS += "file_size long, check_sha256 string, "
+WINDOW_COLUMNS += "s_check_node string, s_check_key string, s_file_size long, s_check_sha256 string"
 
 
 def _compare_partition(spec: StoreSpec, pairs: dict):
     def run(windows: Iterator[tuple]) -> Iterator[tuple]:
         store = executor_store(spec)
-        for pair, start, end, check_node, check_key, file_size, check_sha256 in windows:
+        for (pair, start, end, check_node, check_key, file_size, check_sha256, s_node, s_key,
+             s_file_size, s_sha256) in windows:  # fmt: skip
             master, slave = pairs[pair]
             ranges, m_pieces, s_pieces, (read_s, compare_s) = compare_window(
                 store, pair, master, slave, start, end
@@ -219,6 +221,12 @@ def _compare_partition(spec: StoreSpec, pairs: dict):
                 # bytes just read (each byte is read once)
                 yield from chunk_rows(
                     check_node, check_key, start, m_pieces[0][2], int(file_size), check_sha256
+                )
+            if s_key is not None and s_pieces and s_pieces[0][2] is not None:
+                # ... and exactly one slave chunk too (the usual case when both nodes ship
+                # chunks of the same size): the slave's own records, on its own bytes
+                yield from chunk_rows(
+                    s_node, s_key, start, s_pieces[0][2], int(s_file_size), s_sha256
                 )
 
     return run
@@ -302,8 +310,9 @@ def run_replica_consistency(
     """Compare each plan's (master segments, slave segments) over the union of both, from
     ``start_at[pair]`` on (an incremental run's verified watermark) when given.
 
-    A window that is exactly one of ``check_chunks`` of the pair's master also gets that chunk's
-    record checks (log integrity) in the same task, over the bytes read for the comparison."""
+    A window that is exactly one of ``check_chunks`` of the pair's master (or of its slave) also
+    gets that chunk's sha256 and record checks (log integrity) in the same task, over the bytes
+    read for the comparison: each chunk is checked once, on its own node's bytes."""
     pairs, windows, ends = {}, [], {}
     slave_ends: dict[str, int] = {}
     taken: set[str] = set()
@@ -327,11 +336,15 @@ def run_replica_consistency(
         checks = {} if master == slave else _checkable(
             m_view, mine, check_chunks or [], master, taken
         )  # fmt: skip
+        s_checks = {} if master == slave else _checkable(
+            s_view, mine, check_chunks or [], slave, taken
+        )  # fmt: skip
         for k, a, b in mine:
-            c = checks.get((a, b))
+            c, d = checks.get((a, b)), s_checks.get((a, b))
             windows.append(
                 (k, a, b, c and c["node"], c and c["key"], c and c["mappedFileSize"],
-                 c and c.get("sha256"))
+                 c and c.get("sha256"), d and d["node"], d and d["key"],
+                 d and d["mappedFileSize"], d and d.get("sha256"))
             )  # fmt: skip
     if not windows:
         return ScanResult([], [], set())
