@@ -234,12 +234,30 @@ def check_status(findings: int, evidence: int) -> str:
     return STATUS_PASS if evidence > 0 else STATUS_NO_EVIDENCE
 
 
+#: a check's status as a run status: the run is what its worst check is
+_RUN_OF_CHECK = {STATUS_PASS: RUN_PASSED, STATUS_NO_EVIDENCE: RUN_NO_EVIDENCE,
+                 STATUS_FAIL: RUN_FAILED}  # fmt: skip
+#: run statuses from best to worst: combining runs keeps the worst
+_RUN_SEVERITY = (RUN_PASSED, RUN_NO_EVIDENCE, RUN_FAILED)
+
+
+def combine_runs(run_statuses: list[str]) -> str:
+    """The status of several runs (or groups) together: FAILED if any failed, else
+    NO_EVIDENCE if any had none, else PASSED (also for no run at all)."""
+    worst = RUN_PASSED
+    for status in run_statuses:
+        if status not in _RUN_SEVERITY:
+            raise ValueError(f"unknown run status {status!r}")
+        worst = max(worst, status, key=_RUN_SEVERITY.index)
+    return worst
+
+
 def run_status(statuses: list[str]) -> str:
-    if STATUS_FAIL in statuses:
-        return RUN_FAILED
-    if STATUS_NO_EVIDENCE in statuses:
-        return RUN_NO_EVIDENCE
-    return RUN_PASSED
+    """A run's headline from its checks' statuses: the worst of them (see combine_runs)."""
+    unknown = [s for s in statuses if s not in _RUN_OF_CHECK]
+    if unknown:
+        raise ValueError(f"unknown check status {unknown[0]!r}")
+    return combine_runs([_RUN_OF_CHECK[s] for s in statuses])
 
 
 def run_passed(status: str, require_evidence: bool) -> bool:

@@ -22,9 +22,13 @@ from dataclasses import dataclass, field
 
 from contracts import archive_layout as layout
 from contracts.archive_layout import Snapshot
+from contracts.audit_state import (
+    FIELD_LAST_SNAPSHOT_AT,
+    FIELD_VERIFIED,
+    FIELD_VERSION,
+    STATE_VERSION,
+)
 from contracts.errors import AuditInputError, ObjectNotFoundError
-
-STATE_VERSION = 2
 
 
 @dataclass
@@ -77,11 +81,11 @@ class AuditState:
     def to_json(self) -> bytes:
         return json.dumps(
             {
-                "version": STATE_VERSION,
-                "verified": self.verified,
+                FIELD_VERSION: STATE_VERSION,
+                FIELD_VERIFIED: self.verified,
                 "offsets": self.offsets,
                 "nodePoints": self.node_points,
-                "lastSnapshotAt": self.last_snapshot_at,
+                FIELD_LAST_SNAPSHOT_AT: self.last_snapshot_at,
                 "maxAck": self.max_ack,
                 "runId": self.run_id,
                 "nodes": {n: m.to_doc() for n, m in sorted(self.nodes.items())},
@@ -112,10 +116,10 @@ def load_state(store, cluster: str, broker_name: str) -> AuditState:
         raise AuditInputError(f"{store.root}/{key}: unknown state version {doc.get('version')}")
     try:
         return AuditState(
-            verified={k: int(v) for k, v in doc.get("verified", {}).items()},
+            verified={k: int(v) for k, v in doc.get(FIELD_VERIFIED, {}).items()},
             offsets=dict(doc.get("offsets", {})),
             node_points=dict(doc.get("nodePoints", {})),
-            last_snapshot_at=int(doc.get("lastSnapshotAt", -1)),
+            last_snapshot_at=int(doc.get(FIELD_LAST_SNAPSHOT_AT, -1)),
             max_ack=list(doc.get("maxAck", [0, 0, ""])),
             run_id=str(doc.get("runId", "")),
             nodes={n: NodeMark.from_doc(m) for n, m in doc.get("nodes", {}).items()},

@@ -253,14 +253,7 @@ def run_summary(store, opts, run_id: str, verdicts: list[dict]) -> dict[str, Any
                 json.dumps(verdicts[0], indent=2, default=str).encode(),
             )
         return dict(verdicts[0])
-    statuses = [v["status"] for v in verdicts]
-    status = (
-        T.RUN_FAILED
-        if T.RUN_FAILED in statuses
-        else T.RUN_NO_EVIDENCE
-        if T.RUN_NO_EVIDENCE in statuses
-        else T.RUN_PASSED
-    )
+    status = T.combine_runs([v["status"] for v in verdicts])
     summary = {
         "runId": run_id,
         "cluster": opts.cluster,

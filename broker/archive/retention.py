@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from contracts import archive_layout as layout
+from contracts.audit_state import read_verified
 from contracts.errors import ArchiveError, ObjectNotFoundError
 from contracts.retention import Horizon, read_horizon, retention_key
 
@@ -39,13 +40,12 @@ def _verified(store, cluster: str, broker_name: str) -> tuple[dict[str, int], in
     """(per node verified log end, newest snapshot time judged) of the group's audit state."""
     key = layout.audit_state_key(cluster, broker_name)
     try:
-        doc = json.loads(store.get(key))
-        ends = {str(n): int(v) for n, v in doc.get("verified", {}).items()}
-        return ends, int(doc.get("lastSnapshotAt", -1))
+        done = read_verified(json.loads(store.get(key)))
     except ObjectNotFoundError:
         return {}, -1
-    except (ValueError, TypeError, AttributeError) as exc:
+    except ValueError as exc:
         raise ArchiveError(f"{store.root}/{key}: unreadable audit state: {exc}") from exc
+    return done.ends, done.last_snapshot_at_ms
 
 
 def _expired_chunks(store, prefix: str, before_ms: int, verified_end: int | None):

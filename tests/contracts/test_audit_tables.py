@@ -49,6 +49,42 @@ def test_run_status_and_exit() -> None:
     assert not T.run_passed(T.RUN_FAILED, False)
 
 
+RUN_STATUSES = (T.RUN_PASSED, T.RUN_NO_EVIDENCE, T.RUN_FAILED)
+
+
+@pytest.mark.parametrize("first", RUN_STATUSES)
+@pytest.mark.parametrize("second", RUN_STATUSES)
+@pytest.mark.parametrize("third", (*RUN_STATUSES, None))
+def test_combine_runs_every_combination(first, second, third) -> None:
+    statuses = [s for s in (first, second, third) if s is not None]
+    if T.RUN_FAILED in statuses:
+        expected = T.RUN_FAILED
+    elif T.RUN_NO_EVIDENCE in statuses:
+        expected = T.RUN_NO_EVIDENCE
+    else:
+        expected = T.RUN_PASSED
+    assert T.combine_runs(statuses) == expected
+    assert T.combine_runs(list(reversed(statuses))) == expected  # order does not matter
+
+
+def test_combine_runs_edges() -> None:
+    assert T.combine_runs([]) == T.RUN_PASSED  # nothing combined: nothing failed
+    for s in RUN_STATUSES:
+        assert T.combine_runs([s]) == s
+    with pytest.raises(ValueError, match="'pass'"):
+        T.combine_runs([T.RUN_PASSED, T.STATUS_PASS])  # a check status is not a run status
+    with pytest.raises(ValueError, match="'PASSED'"):
+        T.run_status([T.STATUS_PASS, T.RUN_PASSED])
+
+
+def test_run_status_is_the_worst_check_combined() -> None:
+    as_run = {T.STATUS_PASS: T.RUN_PASSED, T.STATUS_NO_EVIDENCE: T.RUN_NO_EVIDENCE,
+              T.STATUS_FAIL: T.RUN_FAILED}  # fmt: skip
+    for a in as_run:
+        for b in as_run:
+            assert T.run_status([a, b]) == T.combine_runs([as_run[a], as_run[b]])
+
+
 def test_suites_take_their_rules_from_the_contract() -> None:
     from expectations import suites
 
