@@ -1,7 +1,8 @@
 """Task bodies shared by the haproof DAGs (not a DAG file: listed in .airflowignore).
 
 Each function is small, takes and returns plain JSON-able values (they travel as XComs), and
-imports Spark, GX and boto3 only when called, so parsing a DAG file stays cheap.
+imports nothing of the project (nor Spark, GX, boto3) until a task runs, so parsing a DAG file
+stays cheap and cannot fail on the project's code.
 
 Configuration, in order: the DAG run's params, then the environment (``HAPROOF_ARCHIVE_ROOT``,
 ``HAPROOF_CLUSTER``, ``HAPROOF_SPARK_MASTER``, ``HAPROOF_S3_ENDPOINT``), then defaults.
@@ -12,8 +13,6 @@ from __future__ import annotations
 import logging
 import os
 from typing import Any
-
-from contracts.audit_tables import DEFAULT_MAX_LAG_BYTES  # standard library only: cheap to parse
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +34,13 @@ def base_params(*, require_evidence: bool) -> dict:
         "cluster": text("cluster name in the archive"),
         "spark_master": text("local[*] (default), spark://host:7077 or sc://host"),
         "endpoint_url": text("S3 endpoint (MinIO, moto...); default AWS / HAPROOF_S3_ENDPOINT"),
-        "max_lag_bytes": Param(DEFAULT_MAX_LAG_BYTES, type="integer", minimum=0),
+        "max_lag_bytes": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            description="bytes a slave may lag its master; empty: the audit's default "
+            "(contracts.audit_tables.DEFAULT_MAX_LAG_BYTES)",
+        ),
         "require_evidence": Param(
             require_evidence,
             type="boolean",
@@ -47,6 +52,7 @@ def base_params(*, require_evidence: bool) -> dict:
 def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, Any]:
     """The run's :class:`pipeline.steps.PipelineConfig` (as JSON, for XComs) from its params,
     then the environment, then defaults."""
+    from contracts.audit_tables import DEFAULT_MAX_LAG_BYTES
     from contracts.errors import AuditInputError
     from pipeline.steps import PipelineConfig
 

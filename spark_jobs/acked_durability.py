@@ -29,6 +29,34 @@ def acked_durability(
     since_snapshot_at: int = -1,
     prior_promise: tuple[int, int, str] | None = None,
 ) -> list[dict]:
+    """Every acknowledged byte found lost: on the slave that acknowledged it, on the new
+    master after a failover, or cut by a truncation into a later epoch."""
+    return [
+        *acks_not_on_slaves(ga, ranges, since_snapshot_at),
+        *acks_not_on_new_master(ga, ranges),
+        *acks_truncated(ga, promises_made(ga, prior_promise), since_snapshot_at),
+    ]
+
+
+def _loss(kind: str, slave: str, start: int, end: int, verdict: str, snapshot: str, ack: int):
+    """One ``acked_losses`` row: bytes ``[start, end)`` acknowledged in ``snapshot`` are lost."""
+    return {
+        "kind": kind,
+        "slave": slave,
+        "lost_start": start,
+        "lost_end": end,
+        "verdict": verdict,
+        "snapshot": snapshot,
+        "ack": ack,
+    }
+
+
+def _snapshot_key(node: str, taken_at: int) -> str:
+    return f"{node}/snapshots/{taken_at:013d}.json"
+
+
+def acks_not_on_slaves(ga: GroupArchive, ranges: list[dict], since_snapshot_at: int) -> list:
+    """A master snapshot's slave ack offset covers a range that is not on that slave."""
     findings = []
     for na in ga.nodes.values():
         for snap in na.snapshots:
@@ -42,65 +70,66 @@ def acked_durability(
                     if r.get("allowed") or r.get("acked_tail"):
                         continue  # the slave's own old-master tail: judged below
                     findings.append(
-                        {
-                            "kind": "ack_not_on_slave",
-                            "slave": slave,
-                            "lost_start": r["start"],
-                            "lost_end": min(r["end"], ack),
-                            "verdict": r["verdict"],
-                            "snapshot": f"{na.node}/snapshots/{snap.takenAt:013d}.json",
-                            "ack": ack,
-                        }
-                    )
+                        _loss("ack_not_on_slave", slave, r["start"], min(r["end"], ack),
+                              r["verdict"], _snapshot_key(na.node, snap.takenAt), ack)
+                    )  # fmt: skip
+    return findings
+
+
+def acks_not_on_new_master(ga: GroupArchive, ranges: list[dict]) -> list[dict]:
+    """An old master's acknowledged tail (``acked_tail`` ranges) the new master lacks, unless
+    a truncation removed it (judged by :func:`acks_truncated`)."""
+    findings = []
     for r in ranges:
         if not r.get("acked_tail"):
             continue
-        node = r["pair"].split("->", 1)[1]
+        old_master, node = r["pair"].split("->", 1)
         cut = [
             e for e in ga.nodes[node].events if e["kind"] == "truncated" and e["to"] <= r["start"]
         ]
         if cut:
-            continue  # reported below as acknowledged_bytes_truncated
+            continue  # reported as acknowledged_bytes_truncated
         ack = r["ack"]
         findings.append(
-            {
-                "kind": "acknowledged_not_on_new_master",
-                "slave": r["pair"].split("->", 1)[0],
-                "lost_start": r["start"],
-                "lost_end": min(r["end"], ack),
-                "verdict": "extra",
-                "snapshot": r["ack_snapshot"],
-                "ack": ack,
-            }
-        )
-    # (acknowledged offset, at, snapshot, epoch): a truncation into a new epoch may only cut
-    # bytes no master of an earlier epoch had acknowledged
-    promised: list[tuple[int, int, str, int]] = []
+            _loss("acknowledged_not_on_new_master", old_master, r["start"], min(r["end"], ack),
+                  "extra", r["ack_snapshot"], ack)
+        )  # fmt: skip
+    return findings
+
+
+def promises_made(
+    ga: GroupArchive, prior_promise: tuple[int, int, str] | None = None
+) -> list[tuple[int, int, str, int]]:
+    """(acknowledged offset, at, snapshot, epoch) of every master snapshot, and the promise
+    an earlier passing run carried over (epoch -1)."""
+    out: list[tuple[int, int, str, int]] = []
     if prior_promise and prior_promise[0] > 0:
-        promised.append((*prior_promise, -1))
+        out.append((*prior_promise, -1))
     for na in ga.nodes.values():
         for snap in na.snapshots:
             if snap.role != "SLAVE":
                 acks = [snap.confirmOffset, *snap.slaves.values()]
-                snap_key = f"{na.node}/snapshots/{snap.takenAt:013d}.json"
-                promised.append((max(acks), snap.takenAt, snap_key, snap.epoch))
+                out.append((max(acks), snap.takenAt, _snapshot_key(na.node, snap.takenAt),
+                            snap.epoch))  # fmt: skip
+    return out
+
+
+def acks_truncated(
+    ga: GroupArchive, made: list[tuple[int, int, str, int]], since_snapshot_at: int
+) -> list[dict]:
+    """A truncation into a new epoch may only cut bytes no master of an earlier epoch had
+    acknowledged before it."""
+    findings = []
     for na in ga.nodes.values():
         for ev in na.events:
             if ev["kind"] != "truncated":
                 continue
             if ev["at"] <= since_snapshot_at:
                 continue  # judged by an earlier passing run
-            for ack, at, snap, epoch in promised:
+            for ack, at, snap, epoch in made:
                 if at <= ev["at"] and epoch < int(ev["epoch"]) and ack > ev["to"]:
                     findings.append(
-                        {
-                            "kind": "acknowledged_bytes_truncated",
-                            "slave": na.node,
-                            "lost_start": ev["to"],
-                            "lost_end": min(ev["from"], ack),
-                            "verdict": "data_loss",
-                            "snapshot": snap,
-                            "ack": ack,
-                        }
-                    )
+                        _loss("acknowledged_bytes_truncated", na.node, ev["to"],
+                              min(ev["from"], ack), "data_loss", snap, ack)
+                    )  # fmt: skip
     return findings
