@@ -15,7 +15,15 @@ import asyncio
 import json
 
 from broker.admin.cluster import node_addrs
-from broker.admin.common import AdminError, error_of, fail, invoke_all, print_table
+from broker.admin.common import (
+    UsageError,
+    error_of,
+    invoke_all,
+    need_targets,
+    print_blocks,
+    print_table,
+    report_errors,
+)
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from broker.runtime_config import RUNTIME_KEYS, check_updates, parse_properties
@@ -41,36 +49,19 @@ async def broker_configs(targets: list[str]) -> list[dict]:
     return out
 
 
-def _targets(verb: str, args) -> list[str] | int:
-    if not args.namesrv and not args.broker_addr:
-        return fail(verb, "give --broker-addr or --namesrv", 2)
-    try:
-        return asyncio.run(node_addrs(args))
-    except AdminError as exc:
-        return fail(verb, str(exc), 1)
+def _print_config(doc: dict) -> None:
+    rows = [[k, v, "yes" if k in RUNTIME_KEYS else ""] for k, v in doc["config"].items()]
+    print_table(["key", "value", "runtime"], rows)
 
 
 def run_get_broker_config(args: argparse.Namespace) -> int:
-    targets = _targets("getBrokerConfig", args)
-    if isinstance(targets, int):
-        return targets
-    docs = asyncio.run(broker_configs(targets))
+    need_targets(args)
+    docs = asyncio.run(broker_configs(asyncio.run(node_addrs(args))))
     if args.json:
         print(json.dumps(docs, indent=2))
     else:
-        for i, d in enumerate(docs):
-            if i:
-                print()
-            print(f"broker {d['brokerAddr']}")
-            if "error" in d:
-                print(f"  {d['error']}")
-                continue
-            rows = [[k, v, "yes" if k in RUNTIME_KEYS else ""] for k, v in d["config"].items()]
-            print_table(["key", "value", "runtime"], rows)
-    bad = [d for d in docs if "error" in d]
-    for d in bad:
-        fail("getBrokerConfig", f"{d['brokerAddr']}: {d['error']}", 1)
-    return 1 if bad else 0
+        print_blocks(docs, _print_config)
+    return report_errors("getBrokerConfig", docs)
 
 
 async def update_broker_config(targets: list[str], updates: dict[str, str]) -> list[dict]:
@@ -98,17 +89,12 @@ def run_update_broker_config(args: argparse.Namespace) -> int:
     try:
         check_updates(updates)
     except ConfigError as exc:
-        return fail("updateBrokerConfig", str(exc), 2)
-    targets = _targets("updateBrokerConfig", args)
-    if isinstance(targets, int):
-        return targets
-    rows = asyncio.run(update_broker_config(targets, updates))
+        raise UsageError(str(exc)) from exc
+    need_targets(args)
+    rows = asyncio.run(update_broker_config(asyncio.run(node_addrs(args)), updates))
     if args.json:
         print(json.dumps(rows))
     else:
         table = [[r["brokerAddr"], r["key"], r["from"], r["to"]] for r in rows if "error" not in r]
         print_table(["brokerAddr", "key", "from", "to"], table)
-    bad = [r for r in rows if "error" in r]
-    for r in bad:
-        fail("updateBrokerConfig", f"{r['brokerAddr']}: {r['error']}", 1)
-    return 1 if bad or not rows else 0
+    return report_errors("updateBrokerConfig", rows) or (0 if rows else 1)

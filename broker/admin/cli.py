@@ -27,7 +27,7 @@ def add_verb(
         "from $HAPROOF_SECRET_KEY or --secret-key-file",
     )
     q.add_argument("--secret-key-file", default=None, help="file holding the secret key")
-    q.set_defaults(func=signed(func))
+    q.set_defaults(func=signed(name, func))
     return q
 
 

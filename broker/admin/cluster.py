@@ -21,11 +21,13 @@ from broker.admin.common import (
     addrs,
     cluster_info,
     error_of,
-    fail,
     invoke_all,
     iso_ms,
+    need_targets,
     new_client,
+    print_blocks,
     print_table,
+    report_errors,
 )
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -59,11 +61,7 @@ async def runtime_tables(targets: list[str]) -> list[dict]:
 
 
 async def cluster_list(namesrv_addrs: list[str]) -> dict:
-    client = new_client()
-    try:
-        info = await cluster_info(client, namesrv_addrs)
-    finally:
-        await client.close()
+    info = await cluster_info(namesrv_addrs)
     brokers = []
     for name, data in sorted((info.get("brokerAddrTable") or {}).items()):
         for bid, addr in sorted((data.get("brokerAddrs") or {}).items(), key=lambda x: int(x[0])):
@@ -81,12 +79,8 @@ def _first(triple: str) -> str:
 
 
 def run_cluster_list(args: argparse.Namespace) -> int:
-    if not args.namesrv:
-        return fail("clusterList", "give --namesrv", 2)
-    try:
-        doc = asyncio.run(cluster_list(addrs(args.namesrv)))
-    except AdminError as exc:
-        return fail("clusterList", str(exc), 1)
+    need_targets(args, broker_addr=False)
+    doc = asyncio.run(cluster_list(addrs(args.namesrv)))
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -101,10 +95,7 @@ def run_cluster_list(args: argparse.Namespace) -> int:
         headers = ["cluster", "brokerName", "BID", "addr", "role", "version", "epoch",
                    "inTPS", "outTPS", "maxOffset"]  # fmt: skip
         print_table(headers, rows, numeric={2, 6, 7, 8, 9})
-    bad = [b for b in doc["brokers"] if "error" in b]
-    for b in bad:
-        fail("clusterList", f"{b['brokerAddr']}: {b['error']}", 1)
-    return 1 if bad else 0
+    return report_errors("clusterList", doc["brokers"])
 
 
 async def topic_route(namesrv_addrs: list[str], topic: str) -> dict:
@@ -146,12 +137,8 @@ def route_rows(route: dict) -> list[list]:
 
 
 def run_topic_route(args: argparse.Namespace) -> int:
-    if not args.namesrv:
-        return fail("topicRoute", "give --namesrv", 2)
-    try:
-        route = asyncio.run(topic_route(addrs(args.namesrv), args.topic))
-    except AdminError as exc:
-        return fail("topicRoute", str(exc), 1)
+    need_targets(args, broker_addr=False)
+    route = asyncio.run(topic_route(addrs(args.namesrv), args.topic))
     if args.json:
         print(json.dumps(route, indent=2))
     else:
@@ -189,12 +176,8 @@ async def topic_status(namesrv_addrs: list[str], topic: str) -> list[dict]:
 
 
 def run_topic_status(args: argparse.Namespace) -> int:
-    if not args.namesrv:
-        return fail("topicStatus", "give --namesrv", 2)
-    try:
-        rows = asyncio.run(topic_status(addrs(args.namesrv), args.topic))
-    except AdminError as exc:
-        return fail("topicStatus", str(exc), 1)
+    need_targets(args, broker_addr=False)
+    rows = asyncio.run(topic_status(addrs(args.namesrv), args.topic))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -202,10 +185,7 @@ def run_topic_status(args: argparse.Namespace) -> int:
                   iso_ms(r["lastUpdateTimestamp"])] for r in rows if "error" not in r]  # fmt: skip
         print_table(["brokerName", "queue", "minOffset", "maxOffset", "lastUpdated"], table,
                     numeric={1, 2, 3})  # fmt: skip
-    bad = [r for r in rows if "error" in r]
-    for r in bad:
-        fail("topicStatus", f"{r['brokerName']} {r['brokerAddr']}: {r['error']}", 1)
-    return 1 if bad else 0
+    return report_errors("topicStatus", rows, lambda r: f"{r['brokerName']} {r['brokerAddr']}")
 
 
 async def node_addrs(args) -> list[str]:
@@ -213,11 +193,7 @@ async def node_addrs(args) -> list[str]:
     (only group ``--broker-name``'s when given)."""
     found = addrs(args.broker_addr)
     if args.namesrv:
-        client = new_client()
-        try:
-            info = await cluster_info(client, addrs(args.namesrv))
-        finally:
-            await client.close()
+        info = await cluster_info(addrs(args.namesrv))
         for name, data in sorted((info.get("brokerAddrTable") or {}).items()):
             if args.broker_name in (None, name):
                 ids = data.get("brokerAddrs") or {}
@@ -228,25 +204,10 @@ async def node_addrs(args) -> list[str]:
 
 
 def run_broker_status(args: argparse.Namespace) -> int:
-    if not args.namesrv and not args.broker_addr:
-        return fail("brokerStatus", "give --broker-addr or --namesrv", 2)
-    try:
-        targets = asyncio.run(node_addrs(args))
-    except AdminError as exc:
-        return fail("brokerStatus", str(exc), 1)
-    docs = asyncio.run(runtime_tables(targets))
+    need_targets(args)
+    docs = asyncio.run(runtime_tables(asyncio.run(node_addrs(args))))
     if args.json:
         print(json.dumps(docs, indent=2))
     else:
-        for i, d in enumerate(docs):
-            if i:
-                print()
-            print(f"broker {d['brokerAddr']}")
-            if "error" in d:
-                print(f"  {d['error']}")
-                continue
-            print_table(["key", "value"], sorted(d["table"].items()))
-    bad = [d for d in docs if "error" in d]
-    for d in bad:
-        fail("brokerStatus", f"{d['brokerAddr']}: {d['error']}", 1)
-    return 1 if bad else 0
+        print_blocks(docs, lambda d: print_table(["key", "value"], sorted(d["table"].items())))
+    return report_errors("brokerStatus", docs)

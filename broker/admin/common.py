@@ -45,9 +45,10 @@ def new_client() -> RemotingClient:
     return RemotingClient(rpc_hook=SIGNER.get())
 
 
-def signed(run):
-    """Wrap a verb's ``run`` so it signs with the credentials its arguments name (exit 2 if
-    they are incomplete or unreadable)."""
+def signed(verb: str, run):
+    """Wrap a verb's ``run``: sign with the credentials its arguments name (exit 2 if they are
+    incomplete or unreadable), and turn what it raises into one line and an exit code:
+    :class:`UsageError` 2, :class:`AdminError` 1."""
     from broker.acl.signing import AclSigner
 
     def wrapped(args) -> int:
@@ -64,7 +65,12 @@ def signed(run):
             return fail("", "an access key needs a secret key (HAPROOF_SECRET_KEY or "
                         "--secret-key-file) and the other way round", 2)  # fmt: skip
         SIGNER.set(AclSigner(ak, sk) if ak else None)
-        return run(args)
+        try:
+            return run(args)
+        except UsageError as exc:
+            return fail(verb, str(exc), 2)
+        except AdminError as exc:
+            return fail(verb, str(exc), 1)
 
     return wrapped
 
@@ -72,6 +78,33 @@ def signed(run):
 def fail(verb: str, message: str, code: int) -> int:
     print(f"haproof admin {verb}: {message}", file=sys.stderr)
     return code
+
+
+def need_targets(args, *, broker_addr: bool = True) -> None:
+    """UsageError unless ``--namesrv`` (or, when the verb takes it, ``--broker-addr``) is given."""
+    if args.namesrv or (broker_addr and args.broker_addr):
+        return
+    raise UsageError("give --broker-addr or --namesrv" if broker_addr else "give --namesrv")
+
+
+def report_errors(verb: str, rows: list[dict], who=lambda r: r["brokerAddr"]) -> int:
+    """Each row's ``error`` as one line on stderr naming ``who(row)``; 1 if there was one."""
+    bad = [r for r in rows if "error" in r]
+    for r in bad:
+        fail(verb, f"{who(r)}: {r['error']}", 1)
+    return 1 if bad else 0
+
+
+def print_blocks(docs: list[dict], body) -> None:
+    """One block per node: ``broker ADDR``, then ``body(doc)`` or the node's error, indented."""
+    for i, d in enumerate(docs):
+        if i:
+            print()
+        print(f"broker {d['brokerAddr']}")
+        if "error" in d:
+            print(f"  {d['error']}")
+            continue
+        body(d)
 
 
 async def invoke_all(targets: list[str], make_request) -> list[tuple[str, object]]:
@@ -98,8 +131,15 @@ def error_of(resp: object) -> str | None:
     return None
 
 
-async def cluster_info(client: RemotingClient, namesrv_addrs: list[str]) -> dict:
-    """GET_BROKER_CLUSTER_INFO's document from the first name server that answers."""
+async def cluster_info(namesrv_addrs: list[str], client: RemotingClient | None = None) -> dict:
+    """GET_BROKER_CLUSTER_INFO's document from the first name server that answers (asked
+    through ``client``, else a client of its own)."""
+    if client is None:
+        own = new_client()
+        try:
+            return await cluster_info(namesrv_addrs, own)
+        finally:
+            await own.close()
     last: Exception | None = None
     for addr in namesrv_addrs:
         try:
@@ -119,9 +159,9 @@ async def cluster_info(client: RemotingClient, namesrv_addrs: list[str]) -> dict
     raise AdminError(f"no name server answered ({'; '.join(namesrv_addrs)}): {last}")
 
 
-async def cluster_table(client: RemotingClient, namesrv_addrs: list[str]) -> dict:
+async def cluster_table(namesrv_addrs: list[str], client: RemotingClient | None = None) -> dict:
     """brokerName → {brokerId: addr} from the first name server that answers."""
-    table = (await cluster_info(client, namesrv_addrs)).get("brokerAddrTable", {})
+    table = (await cluster_info(namesrv_addrs, client)).get("brokerAddrTable", {})
     return {
         name: {int(i): a for i, a in (data.get("brokerAddrs") or {}).items()}
         for name, data in table.items()

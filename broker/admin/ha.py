@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 
-from broker.admin.common import SIGNER, TIMEOUT_MS, AdminError, addrs, fail, new_client
+from broker.admin.common import SIGNER, TIMEOUT_MS, AdminError, UsageError, addrs, new_client
 from broker.config import BrokerRole
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -85,12 +85,8 @@ async def group_addrs(args) -> list[str]:
 
 def run_ha_status(args: argparse.Namespace) -> int:
     if not args.broker_addr and not (args.namesrv and args.broker_name):
-        return fail("haStatus", "give --broker-addr, or --namesrv and --broker-name", 2)
-    try:
-        targets = asyncio.run(group_addrs(args))
-    except AdminError as exc:
-        return fail("haStatus", str(exc), 1)
-    rows = asyncio.run(ha_status(targets))
+        raise UsageError("give --broker-addr, or --namesrv and --broker-name")
+    rows = asyncio.run(ha_status(asyncio.run(group_addrs(args))))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -102,7 +98,7 @@ def run_promote(args: argparse.Namespace) -> int:
     from broker.ha.failover import FailoverError, promote
 
     if not args.namesrv and not args.broker_addr:
-        return fail("promote", "give --namesrv or --broker-addr", 2)
+        raise UsageError("give --namesrv or --broker-addr")
     try:
         done = asyncio.run(
             promote(
@@ -115,7 +111,7 @@ def run_promote(args: argparse.Namespace) -> int:
             )
         )
     except FailoverError as exc:
-        return fail("promote", str(exc), 1)
+        raise AdminError(str(exc)) from exc
     if args.json:
         print(json.dumps(done))
     else:

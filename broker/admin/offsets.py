@@ -27,12 +27,12 @@ from broker.admin.common import (
     addrs,
     cluster_table,
     error_of,
-    fail,
     invoke_all,
     iso_ms,
     new_client,
     parse_time_ms,
     print_table,
+    report_errors,
 )
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
@@ -79,11 +79,7 @@ def print_consumer_progress(group: str, docs: list[dict]) -> None:
 async def _progress_addrs(args) -> list[str]:
     found = addrs(args.broker_addr)
     if args.namesrv:
-        client = new_client()
-        try:
-            table = await cluster_table(client, addrs(args.namesrv))
-        finally:
-            await client.close()
+        table = await cluster_table(addrs(args.namesrv))
         for _name, ids in sorted(table.items()):
             if ids:
                 found.append(ids[min(ids)])
@@ -92,11 +88,8 @@ async def _progress_addrs(args) -> list[str]:
 
 def run_consumer_progress(args: argparse.Namespace) -> int:
     if not args.namesrv and not args.broker_addr:
-        return fail("consumerProgress", "give --namesrv or --broker-addr", 2)
-    try:
-        targets = asyncio.run(_progress_addrs(args))
-    except AdminError as exc:
-        return fail("consumerProgress", str(exc), 1)
+        raise UsageError("give --namesrv or --broker-addr")
+    targets = asyncio.run(_progress_addrs(args))
     docs = asyncio.run(consumer_progress(targets, args.group, args.topic))
     if args.json:
         print(json.dumps(docs, indent=2))
@@ -104,10 +97,7 @@ def run_consumer_progress(args: argparse.Namespace) -> int:
         print_consumer_progress(args.group, docs)
     unreachable = [d for d in docs if str(d.get("error", "")).startswith("unreachable")]
     if unreachable or all("error" in d for d in docs):
-        for d in docs:
-            if "error" in d:
-                fail("consumerProgress", f"{d['brokerAddr']}: {d['error']}", 1)
-        return 1
+        return report_errors("consumerProgress", docs) or 1
     return 0
 
 
@@ -153,7 +143,7 @@ async def group_targets(args, all_groups: bool = False) -> list[list[str]]:
                 raise AdminError(
                     f"topic {args.topic!r} is on broker groups {names}: give --broker-name"
                 )
-        table = await cluster_table(client, addrs(args.namesrv))
+        table = await cluster_table(addrs(args.namesrv), client)
     finally:
         await client.close()
     groups = []
@@ -181,23 +171,15 @@ def _report_resets(verb: str, rows: list[dict], as_json: bool, args) -> int:
                 kept = " (unchanged)" if r.get("changed") is False else ""
                 print(f"{r['brokerAddr']}: {args.group} {args.topic}/{r.get('queueId', args.queue)} "
                       f"{r['previousOffset']} -> {r['offset']}{kept}")  # fmt: skip
-    failed = [r for r in rows if "error" in r]
-    for r in failed:
-        fail(verb, f"{r['brokerAddr']}: {r['error']}", 1)
-    return 1 if failed or not rows else 0
+    return report_errors(verb, rows) or (0 if rows else 1)
 
 
 def run_reset_offset(args: argparse.Namespace) -> int:
     if not args.namesrv and not args.broker_addr:
-        return fail("resetOffset", "give --namesrv or --broker-addr", 2)
+        raise UsageError("give --namesrv or --broker-addr")
     if args.queue < 0 or args.offset < 0:
-        return fail(
-            "resetOffset", f"--queue ({args.queue}) and --offset ({args.offset}) must be >= 0", 2
-        )
-    try:
-        targets = asyncio.run(reset_targets(args))
-    except AdminError as exc:
-        return fail("resetOffset", str(exc), 1)
+        raise UsageError(f"--queue ({args.queue}) and --offset ({args.offset}) must be >= 0")
+    targets = asyncio.run(reset_targets(args))
     rows = asyncio.run(reset_offset(targets, args.group, args.topic, args.queue, args.offset))
     return _report_resets("resetOffset", rows, args.json, args)
 
@@ -235,17 +217,11 @@ async def reset_offset_by_time(
 
 def run_reset_offset_by_time(args: argparse.Namespace) -> int:
     if not args.namesrv and not args.broker_addr:
-        return fail("resetOffsetByTime", "give --namesrv or --broker-addr", 2)
-    try:
-        when_ms = parse_time_ms(args.timestamp)
-    except UsageError as exc:
-        return fail("resetOffsetByTime", str(exc), 2)
+        raise UsageError("give --namesrv or --broker-addr")
+    when_ms = parse_time_ms(args.timestamp)
     if args.queue is not None and args.queue < 0:
-        return fail("resetOffsetByTime", f"--queue ({args.queue}) must be >= 0", 2)
-    try:
-        groups = asyncio.run(group_targets(args, all_groups=args.queue is None))
-    except AdminError as exc:
-        return fail("resetOffsetByTime", str(exc), 1)
+        raise UsageError(f"--queue ({args.queue}) must be >= 0")
+    groups = asyncio.run(group_targets(args, all_groups=args.queue is None))
     queue = -1 if args.queue is None else args.queue
     rows = []
     for targets in groups:  # each group holding the topic, as mqadmin resets them all
