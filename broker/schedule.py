@@ -20,7 +20,13 @@ from collections.abc import Callable
 from broker.config import parse_delay_levels
 from broker.store import delay
 from broker.store.results import PutMessageStatus
-from contracts import record as msgfmt
+from contracts.record.model import Message, Record
+from contracts.record.properties import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_WAIT_STORE_MSG_OK,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +45,12 @@ def time_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def message_timeup(rec: msgfmt.Record) -> msgfmt.Message:
+def message_timeup(rec: Record) -> Message:
     """The message to deliver for a due schedule record (RocketMQ messageTimeup): its real topic
     and queue, DELAY cleared, WAIT=false; REAL_TOPIC / REAL_QID stay as RocketMQ leaves them."""
     props = dict(rec.properties)
-    real_topic = props.get(msgfmt.PROPERTY_REAL_TOPIC)
-    real_qid = props.get(msgfmt.PROPERTY_REAL_QUEUE_ID)
+    real_topic = props.get(PROPERTY_REAL_TOPIC)
+    real_qid = props.get(PROPERTY_REAL_QUEUE_ID)
     if not real_topic or real_qid is None:
         raise ValueError(
             f"schedule record at {rec.physical_offset} has no REAL_TOPIC/REAL_QID: {props}"
@@ -55,9 +61,9 @@ def message_timeup(rec: msgfmt.Record) -> msgfmt.Message:
         raise ValueError(
             f"schedule record at {rec.physical_offset}: REAL_QID {real_qid!r} is not an integer"
         ) from None
-    props.pop(msgfmt.PROPERTY_DELAY_TIME_LEVEL, None)
-    props[msgfmt.PROPERTY_WAIT_STORE_MSG_OK] = "false"
-    return msgfmt.Message(
+    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+    props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+    return Message(
         topic=real_topic,
         body=rec.body,
         queue_id=queue_id,

@@ -10,7 +10,13 @@ import numpy as np
 from llvmlite import binding as _llvm
 from numba import types as _nt
 
-from contracts import record as msgfmt
+from contracts.record.layout import (
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
+)
 
 # zlib's C library (the one Python's zlib module uses) made visible to compiled code; the
 # buffer goes as an address (size_t: the same register as a pointer on the ABIs numba
@@ -18,8 +24,8 @@ from contracts import record as msgfmt
 _llvm.load_library_permanently(ctypes.util.find_library("z") or "libz.so.1")
 _ZCRC32 = _nt.ExternalFunction("crc32", _nt.uint64(_nt.uint64, _nt.uintp, _nt.uint32))
 
-_V1, _V2, _BLANK = msgfmt.MAGIC_V1, msgfmt.MAGIC_V2, msgfmt.MAGIC_BLANK
-_BORN6, _STORE6 = msgfmt.SYSFLAG_BORNHOST_V6, msgfmt.SYSFLAG_STOREHOST_V6
+_V1, _V2, _BLANK = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
+_BORN6, _STORE6 = SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
 
 
 @numba.njit(cache=True, nogil=True)

@@ -7,13 +7,20 @@ import zlib
 
 import numpy as _np
 
-from contracts import record as msgfmt
 from contracts._walk_py import check_chunk_py
 from contracts._walk_py import check_slow as _check_slow
+from contracts.record.layout import (
+    I32,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
+)
 
-_I32 = msgfmt.I32
-_V1, _V2, _BLANK = msgfmt.MAGIC_V1, msgfmt.MAGIC_V2, msgfmt.MAGIC_BLANK
-_BORN6, _STORE6 = msgfmt.SYSFLAG_BORNHOST_V6, msgfmt.SYSFLAG_STOREHOST_V6
+_I32 = I32
+_V1, _V2, _BLANK = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
+_BORN6, _STORE6 = SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
 
 
 # The 48 fixed bytes every non-BLANK record starts with (big-endian), read for all records at

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import zlib
 
-from contracts import record as msgfmt
 from contracts.errors import CorruptRecordError
+from contracts.record.layout import (
+    HEAD,
+    I32,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
+    body_crc,
+)
+from contracts.record.reader import decode_record
 
-_HEAD = msgfmt.HEAD  # TOTALSIZE .. BORNTIMESTAMP, one unpack per record
-_I32 = msgfmt.I32
-_V1, _V2, _BLANK = msgfmt.MAGIC_V1, msgfmt.MAGIC_V2, msgfmt.MAGIC_BLANK
-_BORN6, _STORE6 = msgfmt.SYSFLAG_BORNHOST_V6, msgfmt.SYSFLAG_STOREHOST_V6
+_HEAD = HEAD  # TOTALSIZE .. BORNTIMESTAMP, one unpack per record
+_I32 = I32
+_V1, _V2, _BLANK = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
+_BORN6, _STORE6 = SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
 
 
 def check_chunk_py(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
@@ -97,7 +107,7 @@ def check_slow(data: bytes, start: int, file_size: int, node: str) -> tuple[list
     while pos < size:
         off = start + pos
         try:
-            rec = msgfmt.decode_record(data, pos, base_offset=start, source=node)
+            rec = decode_record(data, pos, base_offset=start, source=node)
         except CorruptRecordError as exc:
             issues.append(_issue(off, "record_malformed", exc.reason, None, "a record", "garbage"))
             return issues, queues, n
@@ -121,7 +131,7 @@ def check_slow(data: bytes, start: int, file_size: int, node: str) -> tuple[list
                            f"end by {(off // file_size + 1) * file_size}", str(rec.end))
                 )  # fmt: skip
             if not rec.crc_ok:
-                got = msgfmt.body_crc(rec.body)
+                got = body_crc(rec.body)
                 issues.append(
                     _issue(off, "crc_mismatch",
                            f"bodyCRC {rec.body_crc} != {got} (queueOffset {rec.queue_offset}, "

@@ -55,14 +55,14 @@ def locate_gaps(store, issues: list[dict]) -> None:
     """A queue gap found between two chunks names the chunk, not the record: read that chunk
     (on the driver, a few at most) and name the first record of the queue in it, with its
     physical offset and msgId."""
-    from contracts import record as msgfmt
     from contracts.errors import ArchiveError, CorruptRecordError
+    from contracts.record.reader import scan_records
 
     todo = [i for i in issues if i["check"] == "queue_offset_gap" and i.get("msg_id") is None]
     for issue in todo[:GAPS_LOCATED_MAX]:
         try:
             data = store.get(issue["key"])
-            for rec in msgfmt.scan_records(data, base_offset=issue["offset"], with_body=False):
+            for rec in scan_records(data, base_offset=issue["offset"], with_body=False):
                 if not rec.is_blank and (rec.topic, rec.queue_id) == (
                     issue["topic"], issue["queue_id"]
                 ):  # fmt: skip

@@ -1,6 +1,6 @@
 """The shipper's record scans over commit log bytes: a walk that checks each record's framing
 and body CRC (store directories) and a chain by TOTALSIZE and MAGIC alone (a live node's own,
-trusted bytes). Anything unusual goes to :func:`contracts.record.decode_record`, which names
+trusted bytes). Anything unusual goes to :func:`contracts.record.reader.decode_record`, which names
 the fault."""
 
 from __future__ import annotations
@@ -8,14 +8,29 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from contracts import record as msgfmt
 from contracts.errors import CorruptRecordError
+from contracts.record.layout import (
+    HEAD,
+    I16,
+    I32,
+    I64,
+    MAGIC_BLANK,
+    MAGIC_V2,
+    MAGICS,
+    OFFSET_BORNHOST,
+    OFFSET_SYSFLAG,
+    PREFIX,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
+    encoded_length,
+)
+from contracts.record.reader import decode_record
 
-# The record layout is contracts.record's: its fixed head (TOTALSIZE .. BORNTIMESTAMP) and the
+# The record layout is contracts.record.layout's: its fixed head (TOTALSIZE .. BORNTIMESTAMP) and the
 # single-field structs; the scans below only read what the shipper needs.
-_HEAD = msgfmt.HEAD
-_I64, _I32, _I16 = msgfmt.I64, msgfmt.I32, msgfmt.I16
-_MIN_RECORD = msgfmt.encoded_length(0, 0, 0)
+_HEAD = HEAD
+_I64, _I32, _I16 = I64, I32, I16
+_MIN_RECORD = encoded_length(0, 0, 0)
 
 
 @dataclass(slots=True)
@@ -53,18 +68,18 @@ def walk_records(view, base: int, start: int, limit: int, source: str):
                 _HEAD.unpack_from(view, pos)
             )
             rec_end = pos + total
-            if magic == msgfmt.MAGIC_BLANK and 8 <= total and rec_end <= limit:
+            if magic == MAGIC_BLANK and 8 <= total and rec_end <= limit:
                 rec = ScannedRecord(base + pos, total, True)
-            elif magic in msgfmt.MAGICS and _MIN_RECORD <= total and rec_end <= limit:
-                p = pos + _HEAD.size + (20 if sysflag & msgfmt.SYSFLAG_BORNHOST_V6 else 8)
+            elif magic in MAGICS and _MIN_RECORD <= total and rec_end <= limit:
+                p = pos + _HEAD.size + (20 if sysflag & SYSFLAG_BORNHOST_V6 else 8)
                 (store_ts,) = _I64.unpack_from(view, p)
-                p += 8 + (20 if sysflag & msgfmt.SYSFLAG_STOREHOST_V6 else 8) + 12
+                p += 8 + (20 if sysflag & SYSFLAG_STOREHOST_V6 else 8) + 12
                 (body_len,) = _I32.unpack_from(view, p)
                 p += 4
                 body_at = p
                 p += body_len
                 if 0 <= body_len and p + 3 <= rec_end:
-                    if magic == msgfmt.MAGIC_V2:
+                    if magic == MAGIC_V2:
                         (topic_len,) = _I16.unpack_from(view, p)
                         p += 2
                     else:
@@ -87,7 +102,7 @@ def walk_records(view, base: int, start: int, limit: int, source: str):
                                 queue_offset, store_ts,
                             )  # fmt: skip
         if rec is None:  # not plainly well-formed: the full decoder decides (and names why)
-            full = msgfmt.decode_record(
+            full = decode_record(
                 view, pos, base_offset=base, limit=limit, source=source, with_body=True
             )
             rec = ScannedRecord(
@@ -101,16 +116,16 @@ def walk_records(view, base: int, start: int, limit: int, source: str):
         pos += rec.total_size
 
 
-_PREFIX = msgfmt.PREFIX  # TOTALSIZE | MAGICCODE
-_SYSFLAG_AT = msgfmt.OFFSET_SYSFLAG
-_BORNHOST_AT = msgfmt.OFFSET_BORNHOST
+_PREFIX = PREFIX  # TOTALSIZE | MAGICCODE
+_SYSFLAG_AT = OFFSET_SYSFLAG
+_BORNHOST_AT = OFFSET_BORNHOST
 
 
 def store_timestamp(view, pos: int) -> int:
     """STORETIMESTAMP of the record at ``pos`` (it follows the 8- or 20-byte BORNHOST)."""
     (sysflag,) = _I32.unpack_from(view, pos + _SYSFLAG_AT)
     return _I64.unpack_from(
-        view, pos + _BORNHOST_AT + (20 if sysflag & msgfmt.SYSFLAG_BORNHOST_V6 else 8)
+        view, pos + _BORNHOST_AT + (20 if sysflag & SYSFLAG_BORNHOST_V6 else 8)
     )[0]
 
 
@@ -126,7 +141,7 @@ def scan_frames(view, base: int, pos: int, limit: int, budget: int, take_first: 
     range); the frames before it are good.
     """
     unpack = _PREFIX.unpack_from
-    blank, magics, least = msgfmt.MAGIC_BLANK, msgfmt.MAGICS, _MIN_RECORD
+    blank, magics, least = MAGIC_BLANK, MAGICS, _MIN_RECORD
     stop = pos + budget
     n, last = 0, -1
     while pos + 8 <= limit:
@@ -140,7 +155,7 @@ def scan_frames(view, base: int, pos: int, limit: int, budget: int, take_first: 
             # frames that split records; the written end for now, it ships once complete
         if not ok or end > limit:
             try:
-                msgfmt.decode_record(view, pos, base_offset=base, limit=limit, source=source)
+                decode_record(view, pos, base_offset=base, limit=limit, source=source)
             except CorruptRecordError as exc:
                 return pos, n, last, exc
             return pos, n, last, CorruptRecordError(f"{source}: bad frame at {base + pos}")

@@ -26,12 +26,10 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import RemotingError
-from contracts.record import (
-    PROPERTY_RETRY_TOPIC,
-    SYSFLAG_COMPRESSED,
-    Record,
-    decode_record,
-)
+from contracts.record.layout import SYSFLAG_COMPRESSED
+from contracts.record.model import Record
+from contracts.record.properties import PROPERTY_RETRY_TOPIC
+from contracts.record.reader import decode_record
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import RemotingError
-from contracts.record import PROPERTY_UNIQ_KEY, properties_to_string
+from contracts.record.properties import PROPERTY_UNIQ_KEY, properties_to_string
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.results import GetMessageResult, GetMessageStatus
 from contracts.errors import StoreError
-from contracts.record import tags_hash_code
+from contracts.record.properties import tags_hash_code
 
 log = logging.getLogger(__name__)
 

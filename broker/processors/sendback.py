@@ -18,7 +18,13 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import topic_config
 from broker.store.results import PutMessageStatus
-from contracts import record as msgfmt
+from contracts.record.model import Message
+from contracts.record.properties import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_WAIT_STORE_MSG_OK,
+)
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +139,9 @@ class SendBackProcessor:
                 remark=f"look message by offset failed, {offset}: {exc}",
             )
         props = dict(rec.properties)
-        props.setdefault(msgfmt.PROPERTY_RETRY_TOPIC, rec.topic)
-        props[msgfmt.PROPERTY_WAIT_STORE_MSG_OK] = "false"
-        props.pop(msgfmt.PROPERTY_DELAY_TIME_LEVEL, None)
+        props.setdefault(PROPERTY_RETRY_TOPIC, rec.topic)
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         try:
             max_times = int(max_raw) if max_raw else int(sub.get("retryMaxTimes", 16))
         except ValueError:
@@ -150,11 +156,9 @@ class SendBackProcessor:
         else:
             if delay_level == 0:
                 delay_level = 3 + rec.reconsume_times
-            props[msgfmt.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
-        props[msgfmt.PROPERTY_ORIGIN_MESSAGE_ID] = (
-            props.get(msgfmt.PROPERTY_ORIGIN_MESSAGE_ID) or rec.msg_id
-        )
-        msg = msgfmt.Message(
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = props.get(PROPERTY_ORIGIN_MESSAGE_ID) or rec.msg_id
+        msg = Message(
             topic=new_topic,
             body=rec.body,
             queue_id=queue_id,

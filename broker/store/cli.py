@@ -7,9 +7,9 @@ import json
 import os
 import sys
 
-from contracts import record as msgfmt
 from contracts.errors import CorruptRecordError, StoreError
 from contracts.fastjson import loads_fastjson
+from contracts.record.reader import record_to_json, scan_records
 
 CONFIG_FILES = ("consumerOffset.json", "topics.json", "delayOffset.json", "subscriptionGroup.json")
 
@@ -73,7 +73,7 @@ def iter_dump(path: str, from_offset: int = 0):
         if not data:
             continue
         end = start
-        for rec in msgfmt.scan_records(data, base_offset=start, source=fpath):
+        for rec in scan_records(data, base_offset=start, source=fpath):
             end = rec.end
             if rec.end > from_offset:
                 yield rec
@@ -108,7 +108,7 @@ def run_dump(args: argparse.Namespace) -> int:
     count = 0
     try:
         for rec in iter_dump(args.store_dir, args.from_offset):
-            doc = msgfmt.record_to_json(rec)
+            doc = record_to_json(rec)
             out.write(json.dumps(doc, ensure_ascii=False) + "\n")
             count += 1
             if not rec.crc_ok:

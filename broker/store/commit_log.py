@@ -20,8 +20,11 @@ from broker.store.recovery import (
     quarantine,
     walk_valid,
 )
-from contracts import record as msgfmt
 from contracts.errors import CorruptRecordError, StoreError
+from contracts.record.builder import EncodedMessage, encode_blank
+from contracts.record.layout import END_FILE_MIN_BLANK_LENGTH
+from contracts.record.model import Record
+from contracts.record.reader import decode_record, scan_records
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +82,12 @@ class CommitLog:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def append(
-        self, enc: msgfmt.EncodedMessage, queue_offset: int, store_timestamp: int
-    ) -> Appended:
+    def append(self, enc: EncodedMessage, queue_offset: int, store_timestamp: int) -> Appended:
         """Append one encoded message, closing the current file with a BLANK when it won't fit."""
         offset = self.append_encoded(enc, queue_offset, store_timestamp)
         return Appended(offset, len(enc.data), store_timestamp)
 
-    def append_encoded(
-        self, enc: msgfmt.EncodedMessage, queue_offset: int, store_timestamp: int
-    ) -> int:
+    def append_encoded(self, enc: EncodedMessage, queue_offset: int, store_timestamp: int) -> int:
         """:meth:`append` returning only the record's offset (the store's hot path)."""
         data = enc.data
         size = len(data)
@@ -97,14 +96,14 @@ class CommitLog:
             mf = files[-1]
             pos = mf.wrote_position
             # fast path: the last file has room for the record and a closing BLANK after it
-            if pos + size + msgfmt.END_FILE_MIN_BLANK_LENGTH <= mf.file_size:
+            if pos + size + END_FILE_MIN_BLANK_LENGTH <= mf.file_size:
                 offset = mf.file_from_offset + pos
                 mf.append(enc.stamp(queue_offset, offset, store_timestamp))
                 return offset
-        if size + msgfmt.END_FILE_MIN_BLANK_LENGTH > self.file_size:
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise StoreError(f"record of {size} bytes cannot fit a {self.file_size}-byte file")
         mf = self.queue.last_file_for_append()
-        if size + msgfmt.END_FILE_MIN_BLANK_LENGTH > mf.remaining:
+        if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining:
             self._close_with_blank(mf)
             mf = self.queue.last_file_for_append()
         offset = mf.file_from_offset + mf.wrote_position
@@ -114,7 +113,7 @@ class CommitLog:
     @staticmethod
     def _close_with_blank(mf: MappedFile) -> None:
         remaining = mf.remaining
-        mf.write_at(mf.wrote_position, msgfmt.encode_blank(remaining))
+        mf.write_at(mf.wrote_position, encode_blank(remaining))
         mf.wrote_position = mf.file_size
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
@@ -161,11 +160,11 @@ class CommitLog:
             raise StoreError(f"record at {offset} ({size} bytes) runs past the written log")
         return data
 
-    def lookup(self, offset: int) -> msgfmt.Record:
+    def lookup(self, offset: int) -> Record:
         mf = self.queue.find(offset)
         if mf is None:
             raise StoreError(f"commit log offset {offset} is outside the log")
-        return msgfmt.decode_record(
+        return decode_record(
             mf.buffer,
             offset - mf.file_from_offset,
             base_offset=mf.file_from_offset,
@@ -173,7 +172,7 @@ class CommitLog:
             source=mf.path,
         )
 
-    def iter_records(self, start: int, end: int | None = None) -> Iterator[msgfmt.Record]:
+    def iter_records(self, start: int, end: int | None = None) -> Iterator[Record]:
         """Records (BLANKs included) from ``start`` up to ``end`` (default the log end)."""
         stop = self.max_offset if end is None else end
         offset = start
@@ -182,7 +181,7 @@ class CommitLog:
             if mf is None:
                 return
             limit = min(mf.wrote_position, stop - mf.file_from_offset)
-            for rec in msgfmt.scan_records(
+            for rec in scan_records(
                 mf.buffer,
                 base_offset=mf.file_from_offset,
                 start=offset - mf.file_from_offset,
@@ -201,7 +200,7 @@ class CommitLog:
         self,
         abnormal: bool,
         safe_timestamp_ms: int = 0,
-        on_record: Callable[[msgfmt.Record], None] | None = None,
+        on_record: Callable[[Record], None] | None = None,
         *,
         check_crc: bool = True,
         refetch_damage: bool = False,
@@ -275,21 +274,21 @@ class CommitLog:
     @staticmethod
     def _first_store_timestamp(mf: MappedFile) -> int | None:
         try:
-            rec = msgfmt.decode_record(mf.buffer, 0, limit=mf.file_size, with_body=False)
+            rec = decode_record(mf.buffer, 0, limit=mf.file_size, with_body=False)
         except CorruptRecordError:
             return None
         return None if rec.is_blank else rec.store_timestamp
 
     @staticmethod
     def _scan_file(
-        mf: MappedFile, check_crc: bool, on_record: Callable[[msgfmt.Record], None] | None
+        mf: MappedFile, check_crc: bool, on_record: Callable[[Record], None] | None
     ) -> tuple[int, str, bool]:
         """Walk a file's records; returns (valid end position, why it stopped, closed by BLANK)."""
         pos = 0
         buf = mf.buffer
         while pos + 4 <= mf.file_size:
             try:
-                rec = msgfmt.decode_record(
+                rec = decode_record(
                     buf, pos, base_offset=mf.file_from_offset, limit=mf.file_size, source=mf.path
                 )
             except CorruptRecordError as exc:

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contracts import record as msgfmt
+from contracts.record.layout import SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK
+from contracts.record.model import Message, Record
+from contracts.record.properties import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    tags_hash_code,
+)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_DELAY_MS = 1000  # RocketMQ: computeDeliverTimestamp for a level it does not know
@@ -24,7 +31,7 @@ def queue_id_of_level(level: int) -> int:
 
 def delay_level(props: dict[str, str]) -> int:
     """The DELAY property as an int (0 when absent or not a number)."""
-    raw = props.get(msgfmt.PROPERTY_DELAY_TIME_LEVEL)
+    raw = props.get(PROPERTY_DELAY_TIME_LEVEL)
     if not raw:
         return 0
     try:
@@ -39,35 +46,35 @@ def deliver_timestamp(levels_ms: list[int], level: int, store_timestamp_ms: int)
     return store_timestamp_ms + DEFAULT_DELAY_MS
 
 
-def to_schedule(msg: msgfmt.Message, levels_ms: list[int]) -> bool:
+def to_schedule(msg: Message, levels_ms: list[int]) -> bool:
     """Redirect ``msg`` (in place) to the schedule topic when it carries a delay level > 0;
     a level above the highest is clamped to it, as RocketMQ does. Transactional prepared and
     rollback messages are left alone. Returns whether it was redirected."""
     level = delay_level(msg.properties)
     if level <= 0 or msg.sysflag & _TRAN_MASK in (
-        msgfmt.SYSFLAG_TRANSACTION_PREPARED,
-        msgfmt.SYSFLAG_TRANSACTION_ROLLBACK,
+        SYSFLAG_TRANSACTION_PREPARED,
+        SYSFLAG_TRANSACTION_ROLLBACK,
     ):
         return False
     level = min(level, len(levels_ms))
     props = msg.properties
-    props[msgfmt.PROPERTY_DELAY_TIME_LEVEL] = str(level)
-    props[msgfmt.PROPERTY_REAL_TOPIC] = msg.topic
-    props[msgfmt.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+    props[PROPERTY_REAL_TOPIC] = msg.topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
     msg.topic = SCHEDULE_TOPIC
     msg.queue_id = queue_id_of_level(level)
     return True
 
 
-def record_tags_code(levels_ms: list[int]) -> Callable[[msgfmt.Record], int]:
+def record_tags_code(levels_ms: list[int]) -> Callable[[Record], int]:
     """The dispatcher's tag-code function: delivery time for schedule records (from DELAY and
     the record's store timestamp), else the tag hash code."""
 
-    def tags_code(rec: msgfmt.Record) -> int:
+    def tags_code(rec: Record) -> int:
         if rec.topic == SCHEDULE_TOPIC:
             level = delay_level(rec.properties)
             if level > 0:
                 return deliver_timestamp(levels_ms, min(level, len(levels_ms)), rec.store_timestamp)
-        return msgfmt.tags_hash_code(rec.tags)
+        return tags_hash_code(rec.tags)
 
     return tags_code

@@ -15,22 +15,30 @@ from collections.abc import Callable
 
 from broker.store.commit_log import CommitLog
 from broker.store.consume_queue import ConsumeQueue
-from contracts import record as msgfmt
 from contracts.errors import StoreError
+from contracts.record.layout import (
+    MAGICS,
+    PREFIX,
+    SYSFLAG_TRANSACTION_PREPARED,
+    SYSFLAG_TRANSACTION_ROLLBACK,
+)
+from contracts.record.model import Record
+from contracts.record.properties import tags_hash_code
+from contracts.record.reader import decode_record
 
 log = logging.getLogger(__name__)
 
 _TRAN_MASK = 0xC
 
 
-def dispatchable(rec: msgfmt.Record) -> bool:
+def dispatchable(rec: Record) -> bool:
     """Prepared and rolled-back transaction messages are not consumable (not indexed)."""
     tran = rec.sysflag & _TRAN_MASK
-    return tran not in (msgfmt.SYSFLAG_TRANSACTION_PREPARED, msgfmt.SYSFLAG_TRANSACTION_ROLLBACK)
+    return tran not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 
 
-def tags_code_of(rec: msgfmt.Record) -> int:
-    return msgfmt.tags_hash_code(rec.tags)
+def tags_code_of(rec: Record) -> int:
+    return tags_hash_code(rec.tags)
 
 
 class Dispatcher:
@@ -38,14 +46,14 @@ class Dispatcher:
         self,
         commit_log: CommitLog,
         queue_for: Callable[[str, int], ConsumeQueue],
-        tags_code: Callable[[msgfmt.Record], int] = tags_code_of,
+        tags_code: Callable[[Record], int] = tags_code_of,
     ):
         self.commit_log = commit_log
         self.queue_for = queue_for
         self.tags_code = tags_code
         self.dispatched_offset = commit_log.min_offset
 
-    def dispatch_record(self, rec: msgfmt.Record) -> None:
+    def dispatch_record(self, rec: Record) -> None:
         if rec.is_blank or not dispatchable(rec):
             return
         cq = self.queue_for(rec.topic, rec.queue_id)
@@ -69,10 +77,10 @@ class Dispatcher:
             limit = min(mf.wrote_position, stop - mf.file_from_offset)
             if limit - rel < 8:
                 break
-            total, magic = msgfmt.PREFIX.unpack_from(mf.buffer, rel)
-            if magic in msgfmt.MAGICS and 0 < total and rel + total > limit:
+            total, magic = PREFIX.unpack_from(mf.buffer, rel)
+            if magic in MAGICS and 0 < total and rel + total > limit:
                 break  # incomplete: wait for the rest
-            rec = msgfmt.decode_record(
+            rec = decode_record(
                 mf.buffer, rel, base_offset=mf.file_from_offset, limit=limit, source=mf.path
             )
             self.dispatch_record(rec)
@@ -88,7 +96,7 @@ def rebuild_consume_queues(
     cq_root: str,
     queues: dict[tuple[str, int], ConsumeQueue],
     open_queue: Callable[[str, int], ConsumeQueue],
-    tags_code: Callable[[msgfmt.Record], int] = tags_code_of,
+    tags_code: Callable[[Record], int] = tags_code_of,
 ) -> int:
     """Delete every consume queue and index the whole commit log again; returns records indexed."""
     for cq in queues.values():

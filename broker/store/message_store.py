@@ -27,8 +27,8 @@ from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.puts import DispatchListener, LoopBatch, PutFuture, PutMixin
 from broker.store.queries import QueryMixin
 from broker.store.startup import check_writable, offsets_restore_hint
-from contracts import record as msgfmt
 from contracts.errors import StoreError
+from contracts.record.model import Record
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class MessageStore(PutMixin, QueryMixin):
         self._load_consume_queues()
         self.dispatcher = Dispatcher(self.commit_log, self.consume_queue, self._tags_code)
         self._finish_truncation()
-        redispatch: list[msgfmt.Record] = []
+        redispatch: list[Record] = []
         self.recovery = self.commit_log.recover(
             abnormal,
             self.checkpoint.min_timestamp,
@@ -209,7 +209,7 @@ class MessageStore(PutMixin, QueryMixin):
             self.cq_root, topic, queue_id, self.config.mapped_file_size_consume_queue
         )
 
-    def _recover_consume_queues(self, redispatch: list[msgfmt.Record]) -> None:
+    def _recover_consume_queues(self, redispatch: list[Record]) -> None:
         end = self.commit_log.max_offset
         for cq in self.queues.values():
             cq.truncate_dirty(end)

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, BrokerRole
 from broker.store.results import PutMessageResult, PutMessageStatus
-from contracts import record as msgfmt
 from contracts.errors import StoreError
+from contracts.record.builder import EncodedMessage, encode_message
+from contracts.record.ids import message_id_prefix
+from contracts.record.model import Message
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
@@ -113,10 +115,10 @@ class PutMixin:
     _group_commit: GroupCommitService | None
     # and from the façade: consume_queue(topic, queue_id), _notify(topic, queue_id, max_offset)
 
-    def put_message(self, msg: msgfmt.Message, *, tags_code: int | None = None) -> PutFuture:
+    def put_message(self, msg: Message, *, tags_code: int | None = None) -> PutFuture:
         """Append ``msg``; the future completes after the flush (SYNC_FLUSH) or at once."""
         try:
-            enc = msgfmt.encode_message(msg, self.config.store_host)
+            enc = encode_message(msg, self.config.store_host)
         except ValueError as exc:
             fut: Future = Future()
             status = (
@@ -137,11 +139,11 @@ class PutMixin:
         return self.put_encoded(enc)
 
     async def put_message_async(
-        self, msg: msgfmt.Message, *, tags_code: int | None = None
+        self, msg: Message, *, tags_code: int | None = None
     ) -> PutMessageResult:
         """``put_message`` for asyncio callers: flush requests and completions go in batches."""
         try:
-            enc = msgfmt.encode_message(msg, self.config.store_host)
+            enc = encode_message(msg, self.config.store_host)
         except ValueError:
             return self.put_message(msg).result()
         if len(enc.data) > self.config.max_message_size_bytes:
@@ -157,7 +159,7 @@ class PutMixin:
         self._submit_from_loop(loop, result.wrote_offset + result.wrote_bytes, fut, result)
         return await fut
 
-    def put_encoded(self, enc: msgfmt.EncodedMessage, loop=None) -> PutFuture:
+    def put_encoded(self, enc: EncodedMessage, loop=None) -> PutFuture:
         """Append; ``loop`` given: under SYNC_FLUSH the answer is an asyncio future of it."""
         result = self._append(enc)
         group_commit = self._group_commit
@@ -172,7 +174,7 @@ class PutMixin:
             self._submit_from_loop(loop, end, fut, result)
         return fut
 
-    def _append(self, enc: msgfmt.EncodedMessage) -> PutMessageResult:
+    def _append(self, enc: EncodedMessage) -> PutMessageResult:
         """Append under the put lock and index; the result's status says whether it went in."""
         topic = enc.topic
         queue_id = enc.queue_id
@@ -210,7 +212,7 @@ class PutMixin:
 
     def _msg_id_prefix(self) -> str:
         host, port = self.config.store_host
-        return msgfmt.message_id_prefix(host, port)
+        return message_id_prefix(host, port)
 
     def _submit_from_loop(
         self, loop: asyncio.AbstractEventLoop, end: int, fut, result: PutMessageResult

@@ -7,17 +7,18 @@ import threading
 from typing import TYPE_CHECKING
 
 from broker.store.results import GetMessageResult, GetMessageStatus
-from contracts import record as msgfmt
 from contracts.errors import StoreError
+from contracts.record.layout import OFFSET_BORNHOST, OFFSET_SYSFLAG, SYSFLAG_TRANSACTION_ROLLBACK
+from contracts.record.model import Record
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
     from broker.store.consume_queue import ConsumeQueue
     from broker.store.dispatcher import Dispatcher
 
-_TS_OFFSET = msgfmt.OFFSET_BORNHOST  # store timestamp follows the born host
-_SYSFLAG = slice(msgfmt.OFFSET_SYSFLAG, msgfmt.OFFSET_SYSFLAG + 4)
-_ROLLBACK = msgfmt.SYSFLAG_TRANSACTION_ROLLBACK
+_TS_OFFSET = OFFSET_BORNHOST  # store timestamp follows the born host
+_SYSFLAG = slice(OFFSET_SYSFLAG, OFFSET_SYSFLAG + 4)
+_ROLLBACK = SYSFLAG_TRANSACTION_ROLLBACK
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class QueryMixin:
         """Up to ``max_bytes`` at ``offset``, never across a file end (HA transfer)."""
         return self.commit_log.read(offset, max_bytes)
 
-    def look_message_by_offset(self, phy_offset: int) -> msgfmt.Record:
+    def look_message_by_offset(self, phy_offset: int) -> Record:
         return self.commit_log.lookup(phy_offset)
 
     def _store_timestamp(self, phy_offset: int) -> int:

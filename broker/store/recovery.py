@@ -32,14 +32,23 @@ from dataclasses import asdict, dataclass
 from broker.store.checkpoint import atomic_write
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
-from contracts import record as msgfmt
 from contracts.errors import CorruptRecordError, StoreError
+from contracts.record.builder import encode_blank, encode_message
+from contracts.record.layout import (
+    END_FILE_MIN_BLANK_LENGTH,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    SYSFLAG_TRANSACTION_ROLLBACK,
+)
+from contracts.record.model import Message
+from contracts.record.reader import decode_record
 
 log = logging.getLogger(__name__)
 
 QUARANTINE_DIR = "quarantine"
 QUARANTINE_TOPIC = "HAPROOF_QUARANTINE"
-_MAGICS = [m.to_bytes(4, "big") for m in (msgfmt.MAGIC_V1, msgfmt.MAGIC_V2, msgfmt.MAGIC_BLANK)]
+_MAGICS = [m.to_bytes(4, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
 _SEARCH_CHUNK = 4 << 20
 
 
@@ -84,9 +93,7 @@ class StoreDamagedError(StoreError):
 
 def _valid_at(mf: MappedFile, pos: int) -> bool:
     try:
-        rec = msgfmt.decode_record(
-            mf.buffer, pos, base_offset=mf.file_from_offset, limit=mf.file_size
-        )
+        rec = decode_record(mf.buffer, pos, base_offset=mf.file_from_offset, limit=mf.file_size)
     except CorruptRecordError:
         return False
     if rec.is_blank:
@@ -143,9 +150,7 @@ def walk_valid(queue: MappedFileQueue, offset: int) -> tuple[int, str]:
         if pos + 4 <= mf.file_size and int.from_bytes(mf.buffer[pos : pos + 4], "big") == 0:
             return offset, ""
         try:
-            rec = msgfmt.decode_record(
-                mf.buffer, pos, base_offset=mf.file_from_offset, limit=mf.file_size
-            )
+            rec = decode_record(mf.buffer, pos, base_offset=mf.file_from_offset, limit=mf.file_size)
         except CorruptRecordError as exc:
             return offset, exc.reason
         if rec.is_blank:
@@ -223,26 +228,24 @@ def filler(start: int, end: int, file_end: int, store_host: tuple[str, int], not
     the range reaches its file end, else one rolled-back transaction record of the quarantine
     topic whose body pads it to the exact size."""
     size = end - start
-    if end == file_end and size >= msgfmt.END_FILE_MIN_BLANK_LENGTH:
-        return msgfmt.encode_blank(size) + bytes(size - 8)
+    if end == file_end and size >= END_FILE_MIN_BLANK_LENGTH:
+        return encode_blank(size) + bytes(size - 8)
     props = {"QUARANTINE": note}
-    head = msgfmt.encode_message(
-        msgfmt.Message(QUARANTINE_TOPIC, b"", properties=props), store_host
-    )
+    head = encode_message(Message(QUARANTINE_TOPIC, b"", properties=props), store_host)
     pad = size - len(head)
     if pad < 0:
         raise StoreError(
             f"damaged range [{start}, {end}) is {size} bytes, below the {len(head)} a filler "
             "record needs; restore this node from its replica instead"
         )
-    msg = msgfmt.Message(
+    msg = Message(
         QUARANTINE_TOPIC,
         bytes(pad),
         properties=props,
-        sysflag=msgfmt.SYSFLAG_TRANSACTION_ROLLBACK,
+        sysflag=SYSFLAG_TRANSACTION_ROLLBACK,
         born_timestamp=time.time_ns() // 1_000_000,
     )
-    enc = msgfmt.encode_message(msg, store_host)
+    enc = encode_message(msg, store_host)
     return bytes(enc.stamp(0, start, time.time_ns() // 1_000_000))
 
 

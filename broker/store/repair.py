@@ -24,8 +24,8 @@ from broker.store.recovery import (
     quarantine,
     walk_valid,
 )
-from contracts import record as msgfmt
 from contracts.errors import CorruptRecordError, StoreError
+from contracts.record.reader import decode_record
 
 
 @dataclass(slots=True)
@@ -100,7 +100,7 @@ def _first_store_host(queue: MappedFileQueue, default: tuple[str, int]) -> tuple
         return default
     mf = queue.files[0]
     try:
-        rec = msgfmt.decode_record(mf.buffer, 0, limit=mf.file_size, with_body=False)
+        rec = decode_record(mf.buffer, 0, limit=mf.file_size, with_body=False)
     except CorruptRecordError:
         return default
     return default if rec.is_blank else rec.store_host

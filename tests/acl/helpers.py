@@ -15,7 +15,7 @@ from broker.node import BrokerNode
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
-from contracts.record import properties_to_string
+from contracts.record.properties import properties_to_string
 
 
 def config(tmp_path: Path, **kw) -> BrokerConfig:

@@ -9,7 +9,7 @@ from pathlib import Path
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from contracts import archive_layout as layout
-from contracts import record as msgfmt
+from contracts.record.reader import scan_records
 from tests.conftest import wait_until
 from tools.localcluster import free_port, write_broker_conf
 
@@ -74,7 +74,7 @@ def log_bytes(store_dir: Path) -> bytes:
     for f in files:
         data = f.read_bytes()
         end = 0
-        for rec in msgfmt.scan_records(data, with_body=False):
+        for rec in scan_records(data, with_body=False):
             end += rec.total_size
         out.append(data[:end])
         if end < len(data):

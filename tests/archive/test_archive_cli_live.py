@@ -16,7 +16,7 @@ from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
 from contracts.object_store import open_store
-from contracts.record import Message
+from contracts.record.model import Message
 from tests.archive.live import CLUSTER, GROUP, archived_bytes, archived_end, log_bytes, wait_for
 from tools.s3server import DUMMY_CREDENTIALS
 
@@ -202,7 +202,7 @@ def test_follow_cap_never_reads_a_record_still_being_copied(tmp_path) -> None:
 
 
 def log_bytes_of_last_record(data: bytes) -> bytes:
-    from contracts import record as msgfmt
+    from contracts.record.reader import scan_records
 
-    recs = list(msgfmt.scan_records(data, with_body=False))
+    recs = list(scan_records(data, with_body=False))
     return data[recs[-1].physical_offset :]

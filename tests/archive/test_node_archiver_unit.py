@@ -10,7 +10,7 @@ from broker.ha.epoch import EpochFile
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
 from contracts.object_store import open_store
-from contracts.record import Message
+from contracts.record.model import Message
 from tests.archive.live import wait_for
 from tools.bench.archive_store import StoreNode
 

@@ -15,9 +15,10 @@ from broker.archive.sources import StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
-from contracts import record as m
 from contracts.errors import ArchiveError
 from contracts.object_store import open_store
+from contracts.record.model import Message, Record
+from contracts.record.reader import decode_record
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
 
@@ -34,13 +35,13 @@ def copy_golden(golden_stores, tmp_path):
     return dst
 
 
-def chunk_records(store, man: layout.ChunkManifest) -> list[m.Record]:
+def chunk_records(store, man: layout.ChunkManifest) -> list[Record]:
     key = layout.chunk_key("c1", "broker-a", man.node, man.start, man.end, man.epoch)
     data = store.get(key)
     assert hashlib.sha256(data).hexdigest() == man.sha256
     out, pos = [], 0
     while pos < len(data):
-        rec = m.decode_record(data, pos, base_offset=man.start)
+        rec = decode_record(data, pos, base_offset=man.start)
         out.append(rec)
         pos += rec.total_size
     assert pos == len(data)  # chunks end on record boundaries
@@ -99,7 +100,7 @@ def test_flipped_body_byte_is_shipped_and_reported(tmp_path, golden_stores) -> N
     store_dir = copy_golden(golden_stores, tmp_path)
     f = store_dir / "commitlog" / "00000000000000008192"
     data = bytearray(f.read_bytes())
-    second = m.decode_record(bytes(data), 172, base_offset=8192)
+    second = decode_record(bytes(data), 172, base_offset=8192)
     data[172 + second.total_size - 60] ^= 0x01  # inside the body of the record at 8364
     f.write_bytes(bytes(data))
     res = Shipper(open_store(f"file://{tmp_path}/a"), ident()).ship(
@@ -146,7 +147,7 @@ def test_our_own_store_ships_byte_identical(tmp_path, s3_server, s3_root) -> Non
     )
     ms = MessageStore.open(cfg)
     for i in range(50):
-        ms.put_message(m.Message("orders", bytes([i]) * 150, queue_id=i % 4)).result()
+        ms.put_message(Message("orders", bytes([i]) * 150, queue_id=i % 4)).result()
     ms.consumer_offsets.commit("g1", "orders", 0, 7)
     end = ms.max_phy_offset
     ms.shutdown()
@@ -233,7 +234,7 @@ def test_kill9_mid_ship_then_rerun_leaves_a_consistent_archive(
     ms = MessageStore.open(cfg)
     body = os.urandom(4000)
     for _ in range(3000):  # ~12 MB over 12 files
-        ms.put_message(m.Message("t", body)).result()
+        ms.put_message(Message("t", body)).result()
     end = ms.max_phy_offset
     ms.shutdown()
     env = dict(os.environ, **{k: v for k, v in (

@@ -10,7 +10,8 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.server import RemotingServer
 from contracts.errors import CorruptFileError
-from contracts.record import Message, encode_message
+from contracts.record.builder import encode_message
+from contracts.record.model import Message
 from tests.client.fakes import register, start_namesrv
 
 TOPICS = {"T": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6}}
@@ -179,7 +180,7 @@ def test_delivered_records_are_inflated_and_retries_keep_their_topic():
     import zlib
 
     from broker.client.consumer import as_delivered, decode_pull_body
-    from contracts.record import SYSFLAG_COMPRESSED
+    from contracts.record.layout import SYSFLAG_COMPRESSED
 
     body = b"x" * 5000
     msg = Message("%RETRY%G", zlib.compress(body), properties={"RETRY_TOPIC": "T"})

@@ -5,7 +5,7 @@ import pytest
 from broker.client.producer import Producer, SendFailedError, SendStatus
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.server import RemotingServer
-from contracts.record import string_to_properties
+from contracts.record.properties import string_to_properties
 from tests.client.fakes import register, start_namesrv
 
 TOPICS = {"T": {"readQueueNums": 2, "writeQueueNums": 2, "perm": 6}}

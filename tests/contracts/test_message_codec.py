@@ -9,8 +9,20 @@ import zlib
 
 import pytest
 
-from contracts import record as m
 from contracts.errors import CorruptRecordError
+from contracts.record.builder import encode_blank, encode_message
+from contracts.record.ids import parse_message_id
+from contracts.record.layout import (
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
+    encoded_length,
+)
+from contracts.record.model import Message
+from contracts.record.properties import java_string_hash, properties_to_string, tags_hash_code
+from contracts.record.reader import decode_record, scan_records
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "golden")
 GOLDEN = os.path.normpath(GOLDEN)
@@ -25,9 +37,9 @@ def _golden_files() -> list[str]:
 
 def test_magic_codes_are_rocketmqs() -> None:
     # Java ints: MESSAGE_MAGIC_CODE -626843481, V2 -626843477, BLANK -875286124
-    assert struct.unpack(">i", struct.pack(">I", m.MAGIC_V1))[0] == -626843481
-    assert struct.unpack(">i", struct.pack(">I", m.MAGIC_V2))[0] == -626843477
-    assert struct.unpack(">i", struct.pack(">I", m.MAGIC_BLANK))[0] == -875286124
+    assert struct.unpack(">i", struct.pack(">I", MAGIC_V1))[0] == -626843481
+    assert struct.unpack(">i", struct.pack(">I", MAGIC_V2))[0] == -626843477
+    assert struct.unpack(">i", struct.pack(">I", MAGIC_BLANK))[0] == -875286124
 
 
 @pytest.mark.parametrize(
@@ -35,19 +47,19 @@ def test_magic_codes_are_rocketmqs() -> None:
     [("", 0), ("a", 97), ("TAG1", 2567159), ("TagA", 2598919), ("hello", 99162322)],
 )
 def test_java_string_hash(s: str, expected: int) -> None:
-    assert m.java_string_hash(s) == expected
+    assert java_string_hash(s) == expected
 
 
 def test_java_string_hash_wraps_negative_and_utf16() -> None:
     # "polygenelubricants".hashCode() == Integer.MIN_VALUE, a well-known Java fact
-    assert m.java_string_hash("polygenelubricants") == -(2**31)
+    assert java_string_hash("polygenelubricants") == -(2**31)
     # a character outside the BMP hashes as its two UTF-16 code units
-    assert m.java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00
+    assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00
 
 
 def test_tags_hash_code_empty_is_zero() -> None:
-    assert m.tags_hash_code(None) == 0
-    assert m.tags_hash_code("") == 0
+    assert tags_hash_code(None) == 0
+    assert tags_hash_code("") == 0
 
 
 def test_golden_files_decode_and_verify() -> None:
@@ -56,7 +68,7 @@ def test_golden_files_decode_and_verify() -> None:
     for path in files:
         data = open(path, "rb").read()
         start = int(os.path.basename(path)[-20:])
-        recs = list(m.scan_records(data, base_offset=start, source=path))
+        recs = list(scan_records(data, base_offset=start, source=path))
         if not data:
             assert recs == []
             continue
@@ -70,7 +82,7 @@ def test_four_file_store_has_179_messages_in_order() -> None:
     queue_offsets = []
     for path in sorted(glob.glob(os.path.join(STORE4, "commitlog", "*"))):
         data = open(path, "rb").read()
-        recs = list(m.scan_records(data, base_offset=int(os.path.basename(path))))
+        recs = list(scan_records(data, base_offset=int(os.path.basename(path))))
         if len(data) and recs and recs[-1].is_blank:
             assert recs[-1].end == int(os.path.basename(path)) + len(data)
         queue_offsets += [r.queue_offset for r in recs if not r.is_blank]
@@ -79,15 +91,15 @@ def test_four_file_store_has_179_messages_in_order() -> None:
 
 def test_golden_msg_id_is_store_host_plus_offset() -> None:
     path = os.path.join(STORE4, "commitlog", "00000000000000008192")
-    rec = next(m.scan_records(open(path, "rb").read(), base_offset=8192))
-    host, port, offset = m.parse_message_id(rec.msg_id)
+    rec = next(scan_records(open(path, "rb").read(), base_offset=8192))
+    host, port, offset = parse_message_id(rec.msg_id)
     assert (host, port) == rec.store_host
     assert offset == 8192 == rec.stored_physical_offset
     assert len(rec.msg_id) == 32
 
 
 def test_roundtrip_v1_and_properties() -> None:
-    msg = m.Message(
+    msg = Message(
         "orders",
         b"payload",
         queue_id=3,
@@ -96,12 +108,12 @@ def test_roundtrip_v1_and_properties() -> None:
         born_timestamp=1_700_000_000_000,
         born_host=("10.1.2.3", 5555),
     )
-    enc = m.encode_message(msg, ("192.168.0.9", 10911))
+    enc = encode_message(msg, ("192.168.0.9", 10911))
     data = bytes(
         enc.stamp(queue_offset=42, physical_offset=1000, store_timestamp=1_700_000_000_001)
     )
-    rec = m.decode_record(data, base_offset=1000)
-    assert rec.magic == m.MAGIC_V1
+    rec = decode_record(data, base_offset=1000)
+    assert rec.magic == MAGIC_V1
     assert (rec.topic, rec.queue_id, rec.flag, rec.queue_offset) == ("orders", 3, 7, 42)
     assert rec.properties == msg.properties
     assert rec.body == b"payload" and rec.crc_ok
@@ -111,31 +123,31 @@ def test_roundtrip_v1_and_properties() -> None:
     assert (
         rec.total_size
         == len(data)
-        == m.encoded_length(6, 7, len(m.properties_to_string(msg.properties)))
+        == encoded_length(6, 7, len(properties_to_string(msg.properties)))
     )
-    assert enc.tags_code == m.java_string_hash("TagA")
+    assert enc.tags_code == java_string_hash("TagA")
 
 
 def test_long_topic_uses_v2_and_ipv6_sets_sysflag() -> None:
-    msg = m.Message("t" * 200, b"x", born_host=("::1", 1))
-    data = bytes(m.encode_message(msg, ("fe80::1", 2)).data)
-    rec = m.decode_record(data)
-    assert rec.magic == m.MAGIC_V2 and rec.topic == "t" * 200
-    assert rec.sysflag & m.SYSFLAG_BORNHOST_V6 and rec.sysflag & m.SYSFLAG_STOREHOST_V6
+    msg = Message("t" * 200, b"x", born_host=("::1", 1))
+    data = bytes(encode_message(msg, ("fe80::1", 2)).data)
+    rec = decode_record(data)
+    assert rec.magic == MAGIC_V2 and rec.topic == "t" * 200
+    assert rec.sysflag & SYSFLAG_BORNHOST_V6 and rec.sysflag & SYSFLAG_STOREHOST_V6
     assert len(rec.msg_id) == 56  # 16-byte address + port + offset
 
 
 def _one() -> bytes:
-    enc = m.encode_message(m.Message("abc", b"hello world"), ("127.0.0.1", 10911))
+    enc = encode_message(Message("abc", b"hello world"), ("127.0.0.1", 10911))
     return bytes(enc.stamp(0, 0, 1))
 
 
 def test_flipped_body_byte_fails_crc_only() -> None:
     data = bytearray(_one())
-    rec = m.decode_record(bytes(data))
+    rec = decode_record(bytes(data))
     body_pos = data.index(b"hello world")
     data[body_pos] ^= 0x01
-    rec = m.decode_record(bytes(data))
+    rec = decode_record(bytes(data))
     assert not rec.crc_ok
 
 
@@ -151,7 +163,7 @@ def test_flipped_body_byte_fails_crc_only() -> None:
 def test_corrupt_records_name_offset_and_reason(mutate, reason: str) -> None:
     data = mutate(_one())
     with pytest.raises(CorruptRecordError) as exc:
-        list(m.scan_records(data, base_offset=4096, source="cl/00000000000000004096"))
+        list(scan_records(data, base_offset=4096, source="cl/00000000000000004096"))
     assert exc.value.offset == 4096
     assert reason in str(exc.value)
     assert "cl/00000000000000004096" in str(exc.value)
@@ -159,8 +171,8 @@ def test_corrupt_records_name_offset_and_reason(mutate, reason: str) -> None:
 
 def test_scan_stops_at_unwritten_zeroes_and_after_blank() -> None:
     one = _one()
-    assert len(list(m.scan_records(one + bytes(100)))) == 1
-    blank = m.encode_blank(64) + bytes(56)
-    recs = list(m.scan_records(one + blank + one))
+    assert len(list(scan_records(one + bytes(100)))) == 1
+    blank = encode_blank(64) + bytes(56)
+    recs = list(scan_records(one + blank + one))
     assert [r.is_blank for r in recs] == [False, True]
     assert recs[1].end == len(one) + 64

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from contracts import record as m
+from contracts.record.reader import decode_record
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
 
@@ -66,7 +66,7 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     at = 172 * 3 + data[172 * 3 :].index(b"Once, there")
     data[at] ^= 0x01
     f.write_bytes(bytes(data))
-    rec = m.decode_record(bytes(data), 172 * 3, base_offset=16384)
+    rec = decode_record(bytes(data), 172 * 3, base_offset=16384)
     _ship(bad, f"file://{tmp_path}/a")
     res = _dags_test(airflow_env, "haproof_incident_audit",
                      {"root": f"file://{tmp_path}/a", "cluster": "rmq",

@@ -232,8 +232,6 @@ def self_check(b: Builder, case: Case) -> list[str]:
     """What is wrong with the generated archive itself: every object the case did not tamper
     with follows layout v1 (manifests parse, chunk bytes decode into exactly the manifest's
     records and match its size and sha256); every tampered object is faulty as declared."""
-    from contracts import record as m
-
     problems = []
     store = b.arch.store
     keys = {o.key for o in store.list(layout.group_prefix(CLUSTER, b.group))}
@@ -243,7 +241,7 @@ def self_check(b: Builder, case: Case) -> list[str]:
         if parsed is None:
             problems.append(f"{key}: not a layout v1 key")
         elif parsed.kind == "chunk":
-            problems += _check_chunk(store, key, keys, kind, m)
+            problems += _check_chunk(store, key, keys, kind)
     for key, kind in case.tampered.items():
         if kind == at.FAULT_LOG_MISSING and key in keys:
             problems.append(f"{key}: should be missing")
@@ -252,7 +250,10 @@ def self_check(b: Builder, case: Case) -> list[str]:
     return problems
 
 
-def _check_chunk(store, key: str, keys: set[str], kind: str | None, m) -> list[str]:
+def _check_chunk(store, key: str, keys: set[str], kind: str | None) -> list[str]:
+    from contracts.errors import CorruptRecordError
+    from contracts.record.reader import decode_record
+
     mkey = layout.manifest_key(key)
     if mkey not in keys:
         return [] if kind == at.FAULT_MANIFEST_MISSING else [f"{key}: no manifest"]
@@ -272,8 +273,8 @@ def _check_chunk(store, key: str, keys: set[str], kind: str | None, m) -> list[s
     recs, pos = [], 0
     while pos < len(data):  # record by record: a BLANK ends its file, not the chunk
         try:
-            recs.append(m.decode_record(data, pos, base_offset=man.start, source=key))
-        except m.CorruptRecordError as exc:
+            recs.append(decode_record(data, pos, base_offset=man.start, source=key))
+        except CorruptRecordError as exc:
             return [f"{key}: {exc}"]
         pos += recs[-1].total_size
     covered = sum(r.total_size for r in recs)

@@ -13,7 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from contracts import record as m
+from contracts.record.builder import encode_blank, encode_message
+from contracts.record.ids import message_id
+from contracts.record.layout import END_FILE_MIN_BLANK_LENGTH, OFFSET_QUEUEOFFSET
+from contracts.record.model import Message
+from contracts.record.properties import PROPERTY_KEYS, PROPERTY_TAGS, properties_to_string
 from tests.spark_jobs.builder import FILE_SIZE
 
 TOPIC = "orders"
@@ -45,7 +49,7 @@ class Rec:
 
     @property
     def msg_id(self) -> str:
-        return m.message_id(STORE_HOST[0], STORE_HOST[1], self.offset)
+        return message_id(STORE_HOST[0], STORE_HOST[1], self.offset)
 
 
 @dataclass
@@ -95,22 +99,22 @@ class LogWriter:
         self.ts_ms = msgs[-1].store_ts + TS_STEP_MS if msgs else ts0_ms
 
     def put(self, body: bytes, queue_id: int, tag: str = "t", topic: str = TOPIC) -> Rec:
-        props = {m.PROPERTY_TAGS: tag, m.PROPERTY_KEYS: f"key{len(self.recs)}"}
-        msg = m.Message(topic, body, queue_id=queue_id, properties=props, born_timestamp=self.ts_ms)
-        enc = m.encode_message(msg, STORE_HOST)
+        props = {PROPERTY_TAGS: tag, PROPERTY_KEYS: f"key{len(self.recs)}"}
+        msg = Message(topic, body, queue_id=queue_id, properties=props, born_timestamp=self.ts_ms)
+        enc = encode_message(msg, STORE_HOST)
         size = len(enc)
         pos = len(self.data) % FILE_SIZE
-        if size + m.END_FILE_MIN_BLANK_LENGTH > FILE_SIZE:
+        if size + END_FILE_MIN_BLANK_LENGTH > FILE_SIZE:
             raise ValueError(f"a {size}-byte record cannot fit a {FILE_SIZE}-byte file")
-        if pos + size + m.END_FILE_MIN_BLANK_LENGTH > FILE_SIZE:
+        if pos + size + END_FILE_MIN_BLANK_LENGTH > FILE_SIZE:
             remaining = FILE_SIZE - pos
             self.recs.append(Rec(len(self.data), remaining, True))
-            self.data += m.encode_blank(remaining) + bytes(remaining - 8)
+            self.data += encode_blank(remaining) + bytes(remaining - 8)
         offset = len(self.data)
         qo = self.next_qo.get((topic, queue_id), 0)
         self.next_qo[(topic, queue_id)] = qo + 1
         data = enc.stamp(qo, offset, self.ts_ms)
-        props_len = len(m.properties_to_string(props).encode())
+        props_len = len(properties_to_string(props).encode())
         topic_len = len(topic.encode())
         body_at = offset + size - props_len - 2 - topic_len - 1 - len(body)
         rec = Rec(
@@ -145,7 +149,7 @@ def shift_queue_offsets(log: Log, from_rec: Rec, by: int = 1) -> Log:
     for r in log.recs:
         if not r.blank and r.queue_id == from_rec.queue_id and r.offset >= from_rec.offset:
             r = replace(r, queue_offset=r.queue_offset + by)
-            pos = r.offset + m.OFFSET_QUEUEOFFSET
+            pos = r.offset + OFFSET_QUEUEOFFSET
             data[pos : pos + 8] = r.queue_offset.to_bytes(8, "big", signed=True)
         recs.append(r)
     return Log(data, recs)

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from contracts import audit_tables as at
-from contracts import record as m
+from contracts.record.properties import string_to_properties
+from contracts.record.reader import decode_record, scan_records
 from tests.faults.cases import FAULTS, build_all
 from tests.faults.cases_objects import bit, flip_target
 from tests.faults.generator import Witness, scratch_dir, self_check
@@ -24,11 +25,11 @@ FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 @given(n=st.integers(1, 60), body_len=st.integers(0, 1500), queues=st.integers(1, 4))
 def test_logs_decode_with_the_broker_decoder(n, body_len, queues) -> None:
     log = make_log(n, body_len, queues)
-    recs = list(m.scan_records(log.data))
+    recs = list(scan_records(log.data))
     # scan_records stops after a BLANK (it ends its file): walk file by file
     decoded = []
     for start in range(0, log.end, FILE_SIZE):
-        decoded += list(m.scan_records(log.data[start : start + FILE_SIZE], base_offset=start))
+        decoded += list(scan_records(log.data[start : start + FILE_SIZE], base_offset=start))
     assert recs == decoded[: len(recs)]
     assert [(r.physical_offset, r.total_size, r.is_blank) for r in decoded] == [
         (r.offset, r.size, r.blank) for r in log.recs
@@ -44,7 +45,7 @@ def test_logs_decode_with_the_broker_decoder(n, body_len, queues) -> None:
         assert got.store_timestamp == want.store_ts and got.msg_id == want.msg_id
         assert got.body == bytes(log.data[want.body_at : want.body_at + want.body_len])
         props = bytes(log.data[want.props_at : want.props_at + want.props_len]).decode()
-        assert m.string_to_properties(props) == got.properties
+        assert string_to_properties(props) == got.properties
         assert int.from_bytes(log.data[want.ts_at : want.ts_at + 8], "big") == want.store_ts
 
 
@@ -55,7 +56,7 @@ def test_a_flip_breaks_the_crc_only_inside_a_body(data, region) -> None:
     rec = data.draw(st.sampled_from(log.messages()))
     at_ = flip_target(log, rec, region, data.draw)
     bad = flipped(log, at_, bit(data.draw, region))
-    got = m.decode_record(bad.data, rec.offset, base_offset=0)
+    got = decode_record(bad.data, rec.offset, base_offset=0)
     assert got.crc_ok is (region != "body")
     assert bytes(bad.data) != bytes(log.data) and rec.offset <= at_ < rec.end
 
@@ -64,7 +65,7 @@ def test_a_queue_gap_moves_one_queue_from_one_record_on() -> None:
     log = make_log(12, 50, 2)
     rec = log.messages()[5]
     gap = shift_queue_offsets(log, rec, by=2)
-    got = {r.physical_offset: r.queue_offset for r in m.scan_records(gap.data)}
+    got = {r.physical_offset: r.queue_offset for r in scan_records(gap.data)}
     for r in log.messages():
         moved = r.queue_id == rec.queue_id and r.offset >= rec.offset
         assert got[r.offset] == r.queue_offset + (2 if moved else 0)

@@ -16,7 +16,8 @@ from broker.client.producer import Producer, SendStatus
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from contracts import record as msgfmt
+from contracts.record.model import Record
+from contracts.record.reader import decode_record, scan_records
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
 from tools.localcluster import free_port, start_broker, start_namesrv
@@ -62,12 +63,12 @@ def _log_bytes(store) -> bytes:
     return b"".join(open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)))
 
 
-def _records(store) -> list[msgfmt.Record]:
+def _records(store) -> list[Record]:
     data = _log_bytes(store)
     out, pos = [], 0
     while pos < len(data):
         base = pos - pos % FILE_SIZE
-        recs = list(msgfmt.scan_records(data[base : base + FILE_SIZE], base_offset=base,
+        recs = list(scan_records(data[base : base + FILE_SIZE], base_offset=base,
                                         start=pos - base))  # fmt: skip
         out += [r for r in recs if not r.is_blank]
         if not recs or not recs[-1].is_blank:
@@ -199,7 +200,7 @@ def _pull_all(addr: str, tops: list[int]) -> set[bytes]:
                 body = memoryview(resp.body or b"")
                 pos = 0
                 while pos < len(body):
-                    rec = msgfmt.decode_record(body, pos)
+                    rec = decode_record(body, pos)
                     out.append(rec.body)
                     pos += rec.total_size
                 assert nxt > offset, resp.remark

@@ -27,7 +27,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.cli import iter_dump
-from contracts import record as msgfmt
+from contracts.record.reader import decode_record
 from tests.conftest import wait_until
 from tests.support.cluster import knows_topic
 from tools.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
@@ -174,7 +174,7 @@ async def _check_acked(addr: str, acked: list) -> None:
             resp = await client.invoke(addr, req, 10_000)
             where = f"{key} at {sent.queue.queue_id}/{sent.queue_offset} on {addr}"
             assert resp.code == ResponseCode.SUCCESS, f"{where}: code {resp.code} {resp.remark}"
-            rec = msgfmt.decode_record(resp.body, 0)
+            rec = decode_record(resp.body, 0)
             assert rec.body == body, f"{where}: body differs"
             assert rec.properties.get("KEYS") == key, f"{where}: keys differ"
     finally:

@@ -15,7 +15,8 @@ from broker.client.routes import fetch_route
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from contracts import record as msgfmt
+from contracts.record.model import Record
+from contracts.record.reader import decode_record
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
 from tools.localcluster import free_port, start_broker, start_namesrv
@@ -49,7 +50,7 @@ async def _send(namesrv: str, n: int, label: str) -> list:
     return acked
 
 
-async def _pull_one(client, addr: str, queue_id: int, offset: int) -> msgfmt.Record:
+async def _pull_one(client, addr: str, queue_id: int, offset: int) -> Record:
     req = RemotingCommand.request(
         RequestCode.PULL_MESSAGE,
         {"consumerGroup": "check", "topic": TOPIC, "queueId": queue_id, "queueOffset": offset,
@@ -58,7 +59,7 @@ async def _pull_one(client, addr: str, queue_id: int, offset: int) -> msgfmt.Rec
     )  # fmt: skip
     resp = await client.invoke(addr, req, 5000)
     assert resp.code == ResponseCode.SUCCESS, (queue_id, offset, resp.code, resp.remark)
-    return msgfmt.decode_record(resp.body, 0)
+    return decode_record(resp.body, 0)
 
 
 def _log(store_dir) -> bytes:

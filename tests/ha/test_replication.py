@@ -15,7 +15,8 @@ from broker.config import BrokerConfig
 from broker.ha import wire
 from broker.node import BrokerNode
 from broker.store.results import PutMessageStatus
-from contracts import record as msgfmt
+from contracts.record.model import Message
+from contracts.record.reader import decode_record
 
 FILE_SIZE = 256 * 1024
 
@@ -63,8 +64,8 @@ async def start_pair(tmp_path, role="ASYNC_MASTER", start_slave=True, **kw):
     return master, slave
 
 
-def message(i: int, size: int = 600, topic: str = "T") -> msgfmt.Message:
-    return msgfmt.Message(
+def message(i: int, size: int = 600, topic: str = "T") -> Message:
+    return Message(
         topic=topic,
         body=(f"m{i}-".encode() * size)[:size],
         queue_id=i % 4,
@@ -113,7 +114,7 @@ def test_slave_log_is_byte_identical_and_serves_pulls(tmp_path):
             for qid in range(4):
                 assert slave.store.get_max_offset_in_queue("T", qid) == 375
             got = slave.store.get_message("T", 2, 370, 32, None)
-            bodies = [msgfmt.decode_record(r, 0).body for r in got.records]
+            bodies = [decode_record(r, 0).body for r in got.records]
             assert [b[:6] for b in bodies] == [f"m{i}-".encode()[:6] for i in range(1482, 1500, 4)]
         finally:
             await stop(slave, master)

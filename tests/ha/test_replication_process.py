@@ -13,7 +13,8 @@ from broker.client.producer import Producer, SendStatus
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from contracts import record as msgfmt
+from contracts.record.ids import parse_message_id
+from contracts.record.reader import scan_records
 from tests.support.cluster import conf_factory
 from tests.support.faultproxy import FaultProxy
 from tools.localcluster import free_port, start_broker, start_namesrv
@@ -96,7 +97,7 @@ async def send(producer: Producer, i: int, label: str):
 
 
 def phys_offset(res) -> int:
-    return msgfmt.parse_message_id(res.offset_msg_id)[2]
+    return parse_message_id(res.offset_msg_id)[2]
 
 
 async def pull_queue(client, addr: str, queue_id: int, offset: int, n: int) -> list:
@@ -109,7 +110,7 @@ async def pull_queue(client, addr: str, queue_id: int, offset: int, n: int) -> l
     resp = await client.invoke(addr, req, 5000)
     if resp.code != ResponseCode.SUCCESS:
         return []
-    return list(msgfmt.scan_records(resp.body))
+    return list(scan_records(resp.body))
 
 
 async def check_on(addr: str, acked: list) -> None:

@@ -13,7 +13,8 @@ from broker.processors.send import BatchFormatError, decode_batch, encode_batch
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from contracts.record import parse_message_id, properties_to_string
+from contracts.record.ids import parse_message_id
+from contracts.record.properties import properties_to_string
 
 
 def run_node(tmp_path, body):

@@ -17,7 +17,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager
-from contracts import record as m
+from contracts.record.model import Message
 from tools.localcluster import LocalProcess, free_port
 
 
@@ -113,7 +113,7 @@ def test_store_dump_into_a_closed_pipe_is_quiet(tmp_path) -> None:
     )
     store = MessageStore.open(cfg)
     for i in range(2000):
-        store.put_message(m.Message("t", b"x" * 100 + str(i).encode()))
+        store.put_message(Message("t", b"x" * 100 + str(i).encode()))
     store.shutdown()
     # `haproof store dump STORE | head -1`
     dump = subprocess.Popen(

@@ -8,7 +8,7 @@ from broker.client.producer import Producer, SendStatus
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from contracts.record import decode_record
+from contracts.record.reader import decode_record
 
 
 async def _poll_route(client, ns_addr, topic, deadline_s=15.0):

@@ -13,7 +13,8 @@ from broker.remoting.client import RemotingClient, connect
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.results import GetMessageStatus, PutMessageResult, PutMessageStatus
-from contracts.record import decode_record, java_string_hash, properties_to_string
+from contracts.record.properties import java_string_hash, properties_to_string
+from contracts.record.reader import decode_record
 
 
 def _config(tmp_path, **kw):

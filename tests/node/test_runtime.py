@@ -10,7 +10,7 @@ from broker.processors.runtime import BrokerStats
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from contracts.record import properties_to_string
+from contracts.record.properties import properties_to_string
 
 
 class Clock:

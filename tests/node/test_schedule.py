@@ -18,8 +18,9 @@ from broker.remoting.command import RemotingCommand
 from broker.schedule import ScheduleMessageService
 from broker.store.delay import SCHEDULE_TOPIC
 from broker.store.message_store import MessageStore
-from contracts import record as msgfmt
 from contracts.errors import ConfigError
+from contracts.record.model import Message
+from contracts.record.properties import tags_hash_code
 
 
 class Clock:
@@ -52,7 +53,7 @@ def _msg(topic, body, queue_id, level, tags="TagA"):
     props = {"TAGS": tags, "UNIQ_KEY": body.hex().upper(), "WAIT": "true"}
     if level is not None:
         props["DELAY"] = str(level)
-    return msgfmt.Message(topic, body, queue_id, properties=props, born_timestamp=1)
+    return Message(topic, body, queue_id, properties=props, born_timestamp=1)
 
 
 def _records(store, topic, qid):
@@ -91,7 +92,7 @@ def test_delayed_message_waits_in_the_schedule_topic_until_due(tmp_path):
         assert got.properties["WAIT"] == "false"
         assert got.properties["REAL_TOPIC"] == "T" and got.properties["TAGS"] == "TagA"
         # the real topic's entry carries the tag hash again, not a time
-        assert store.queues[("T", 2)].get(0)[2] == msgfmt.tags_hash_code("TagA")
+        assert store.queues[("T", 2)].get(0)[2] == tags_hash_code("TagA")
         assert store.delay_offsets.table == {2: 1}
         assert await sched.deliver_due() == 0  # delivered once only
         info = sched.runtime_info()

@@ -9,7 +9,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.delay import SCHEDULE_TOPIC
-from contracts.record import properties_to_string
+from contracts.record.properties import properties_to_string
 
 
 def run_node(tmp_path, body):

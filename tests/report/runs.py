@@ -15,7 +15,9 @@ import pandas as pd
 
 from contracts import archive_layout as layout
 from contracts import audit_tables as at
-from contracts.record import Message, decode_record, encode_message, record_to_json
+from contracts.record.builder import encode_message
+from contracts.record.model import Message
+from contracts.record.reader import decode_record, record_to_json
 
 CLUSTER = "c1"
 GROUP = "broker-a"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from contracts import record as m
+from contracts.record.reader import decode_record
 from tests.report.browser import browser_context, open_page, screenshot
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
@@ -41,7 +41,7 @@ def test_failing_audit_report_opens_offline_with_its_witness(tmp_path, golden_st
     data = bytearray(f.read_bytes())
     data[172 * 2 + data[172 * 2 :].index(b"Once, there")] ^= 0x02
     f.write_bytes(bytes(data))
-    rec = m.decode_record(bytes(data), 172 * 2, base_offset=16384)
+    rec = decode_record(bytes(data), 172 * 2, base_offset=16384)
     root = f"file://{tmp_path}/arch"
     res = haproof("archive", "--store-dir", str(bad), "--root", root, "--cluster", "rmq",
                   "--broker-name", "broker-a", "--node", "broker-a-0")  # fmt: skip

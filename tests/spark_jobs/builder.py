@@ -10,8 +10,9 @@ from broker.archive.sources import StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
-from contracts import record as m
 from contracts.object_store import StoreSpec, open_store
+from contracts.record.layout import OFFSET_QUEUEOFFSET
+from contracts.record.model import Message
 
 CLUSTER, GROUP = "c1", "broker-a"
 FILE_SIZE = 4096
@@ -28,7 +29,7 @@ def make_store(path: Path, n: int, *, queues: int = 2, gap_after: int | None = N
         for r in results[gap_after:]:
             f = path / "commitlog" / f"{r.wrote_offset - r.wrote_offset % FILE_SIZE:020d}"
             data = bytearray(f.read_bytes())
-            pos = r.wrote_offset % FILE_SIZE + m.OFFSET_QUEUEOFFSET
+            pos = r.wrote_offset % FILE_SIZE + OFFSET_QUEUEOFFSET
             data[pos : pos + 8] = (r.queue_offset + 1).to_bytes(8, "big")
             f.write_bytes(bytes(data))
     return results
@@ -44,7 +45,7 @@ def _make_store(path: Path, n: int, queues: int, first: int = 0) -> list:
     results = []
     for i in range(first, first + n):
         r = store.put_message(
-            m.Message("orders", f"msg-{i}".encode() * 10, queue_id=i % queues,
+            Message("orders", f"msg-{i}".encode() * 10, queue_id=i % queues,
                       properties={"TAGS": "t"})
         ).result()  # fmt: skip
         results.append(r)

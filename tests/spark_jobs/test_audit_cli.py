@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from contracts import record as m
+from contracts.record.reader import decode_record
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
 
@@ -51,7 +51,7 @@ def test_golden_store_audits_clean_and_a_flipped_byte_fails_there(tmp_path, gold
         p.chmod(0o644 if p.is_file() else 0o755)
     f = bad / "commitlog" / "00000000000000016384"
     data = bytearray(f.read_bytes())
-    rec = m.decode_record(bytes(data), 172 * 5, base_offset=16384)
+    rec = decode_record(bytes(data), 172 * 5, base_offset=16384)
     body_at = 172 * 5 + data[172 * 5 :].index(b"Once, there")
     data[body_at] ^= 0x04
     f.write_bytes(bytes(data))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts import record as m
+from contracts.record.layout import OFFSET_PHYSICALOFFSET, OFFSET_QUEUEOFFSET
 from contracts.record_walk import check_chunk_nb, check_chunk_np, check_chunk_py
 from contracts.record_walk import check_slow as _check_slow
 from tests.spark_jobs.builder import FILE_SIZE, make_store
@@ -69,10 +69,10 @@ def test_faults_fall_back_to_the_full_decoder_at_the_exact_offset(
         assert body_pos < r.wrote_offset + r.wrote_bytes
         buf[body_pos + 3] ^= 0x10
     elif field == "physical":
-        pos = r.wrote_offset + m.OFFSET_PHYSICALOFFSET
+        pos = r.wrote_offset + OFFSET_PHYSICALOFFSET
         buf[pos : pos + 8] = (r.wrote_offset + 1).to_bytes(8, "big")
     elif field == "queue":
-        pos = r.wrote_offset + m.OFFSET_QUEUEOFFSET
+        pos = r.wrote_offset + OFFSET_QUEUEOFFSET
         buf[pos : pos + 8] = (r.queue_offset + 5).to_bytes(8, "big")
     else:
         buf[r.wrote_offset : r.wrote_offset + 4] = (r.wrote_bytes + 3).to_bytes(4, "big")

@@ -7,7 +7,7 @@ import threading
 
 from broker.config import BrokerConfig, FlushDiskType
 from broker.store.message_store import MessageStore
-from contracts.record import Message
+from contracts.record.model import Message
 
 
 def main() -> None:

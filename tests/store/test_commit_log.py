@@ -7,7 +7,11 @@ import struct
 
 from broker.store.consume_queue import ENTRY
 from broker.store.results import GetMessageStatus, PutMessageStatus
-from contracts import record as m
+from contracts.record.ids import parse_message_id
+from contracts.record.layout import MAGIC_V2
+from contracts.record.model import Message
+from contracts.record.properties import tags_hash_code
+from contracts.record.reader import decode_record, scan_records
 
 
 def put(store, topic="abc", body=b"x" * 100, queue_id=0, tags=None, keys=None):
@@ -16,7 +20,7 @@ def put(store, topic="abc", body=b"x" * 100, queue_id=0, tags=None, keys=None):
         props["TAGS"] = tags
     if keys:
         props["KEYS"] = keys
-    return store.put_message(m.Message(topic, body, queue_id=queue_id, properties=props)).result(5)
+    return store.put_message(Message(topic, body, queue_id=queue_id, properties=props)).result(5)
 
 
 def test_records_cross_files_with_blank_fillers(open_store) -> None:
@@ -32,12 +36,12 @@ def test_records_cross_files_with_blank_fillers(open_store) -> None:
     # each full file ends with a BLANK record reaching exactly the file end
     for name in files[:-1]:
         data = open(os.path.join(store.config.store_path_commit_log, name), "rb").read()
-        recs = list(m.scan_records(data, base_offset=int(name)))
+        recs = list(scan_records(data, base_offset=int(name)))
         assert recs[-1].is_blank and recs[-1].end == int(name) + 4096
         assert all(r.crc_ok for r in recs)
     # queue offsets are contiguous and msgIds encode store host + offset
     assert [r.queue_offset for r in results] == list(range(40))
-    host, port, off = m.parse_message_id(results[7].msg_id)
+    host, port, off = parse_message_id(results[7].msg_id)
     assert (host, port, off) == ("127.0.0.1", 10911, results[7].wrote_offset)
 
 
@@ -55,7 +59,7 @@ def test_long_topic_is_message_version_2(open_store) -> None:
     topic = "T" * 130
     r = put(store, topic=topic)
     rec = store.look_message_by_offset(r.wrote_offset)
-    assert rec.magic == m.MAGIC_V2 and rec.topic == topic
+    assert rec.magic == MAGIC_V2 and rec.topic == topic
 
 
 def test_consume_queue_entries_and_tag_codes(open_store) -> None:
@@ -76,7 +80,7 @@ def test_consume_queue_spans_files(open_store) -> None:
     names = sorted(os.listdir(os.path.join(store.config.store_path_root_dir, "consumequeue/abc/0")))
     assert names == ["00000000000000000000", "00000000000000000080", "00000000000000000160"]
     got = store.get_message("abc", 0, 3, 5)
-    assert [m.decode_record(b).queue_offset for b in got.records] == [3, 4, 5, 6, 7]
+    assert [decode_record(b).queue_offset for b in got.records] == [3, 4, 5, 6, 7]
 
 
 def test_get_message_statuses(open_store) -> None:
@@ -97,11 +101,11 @@ def test_tag_filter_skips_and_advances(open_store) -> None:
     store = open_store()
     for i in range(6):
         put(store, tags="A" if i % 3 == 0 else "B")
-    want = {m.tags_hash_code("A")}
+    want = {tags_hash_code("A")}
     r = store.get_message("abc", 0, 1, 1, tag_codes=want)
-    assert [m.decode_record(b).queue_offset for b in r.records] == [3]
+    assert [decode_record(b).queue_offset for b in r.records] == [3]
     assert r.next_begin_offset == 4
-    none = store.get_message("abc", 0, 4, 32, tag_codes={m.tags_hash_code("Z")})
+    none = store.get_message("abc", 0, 4, 32, tag_codes={tags_hash_code("Z")})
     assert none.status is GetMessageStatus.NO_MATCHED_MESSAGE and none.next_begin_offset == 6
 
 
@@ -203,7 +207,7 @@ def test_truncate_dirty_drops_log_and_queue_tail(open_store) -> None:
 def test_oversized_and_illegal_messages(open_store) -> None:
     store = open_store(max_message_size_bytes=1000)
     assert put(store, body=bytes(2000)).status is PutMessageStatus.MESSAGE_ILLEGAL
-    r = store.put_message(m.Message("t", b"x", properties={"K": "v" * 40000})).result()
+    r = store.put_message(Message("t", b"x", properties={"K": "v" * 40000})).result()
     assert r.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
 
 

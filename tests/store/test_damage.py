@@ -15,7 +15,8 @@ import pytest
 from broker.config import BrokerRole
 from broker.store.message_store import MessageStore
 from broker.store.recovery import QUARANTINE_DIR, StoreDamagedError
-from contracts import record as m
+from contracts.record.model import Message
+from contracts.record.reader import decode_record, scan_records
 
 FILE_SIZE = 16 * 1024
 N = 120
@@ -24,7 +25,7 @@ N = 120
 def _fill(open_store, **cfg) -> tuple[MessageStore, list]:
     store = open_store(mapped_file_size_commit_log=FILE_SIZE, **cfg)
     rs = [
-        store.put_message(m.Message("t", f"msg-{i:04d}".encode() * 20, queue_id=i % 2)).result()
+        store.put_message(Message("t", f"msg-{i:04d}".encode() * 20, queue_id=i % 2)).result()
         for i in range(N)
     ]
     return store, rs
@@ -56,7 +57,7 @@ def _bodies(store: MessageStore) -> list[bytes]:
     out = []
     for q in (0, 1):
         got = store.get_message("t", q, 0, 10_000, max_bytes=1 << 30)
-        out += [m.decode_record(b).body for b in got.records]
+        out += [decode_record(b).body for b in got.records]
     return sorted(out)
 
 
@@ -187,7 +188,7 @@ def _blank_offsets(cfg) -> list[int]:
     d = cfg.store_path_commit_log
     for name in sorted(os.listdir(d)):
         data = open(os.path.join(d, name), "rb").read()
-        for rec in m.scan_records(data, base_offset=int(name)):
+        for rec in scan_records(data, base_offset=int(name)):
             if rec.is_blank:
                 out.append(rec.physical_offset)
     return out

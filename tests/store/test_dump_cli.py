@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from contracts import record as m
+from contracts.record.ids import message_id
+from contracts.record.reader import scan_records
 
 
 def dump(*args: str) -> subprocess.CompletedProcess:
@@ -38,7 +39,7 @@ def test_four_file_store(golden_stores) -> None:
     assert [b["physicalOffset"] + b["size"] for b in blanks] == [8192, 16384, 24576]
     first = msgs[0]
     assert first["topic"] == "abc" and first["properties"]["TAGS"] == "TAG1"
-    assert first["msgId"] == m.message_id(*first["storeHost"].split(":")[:1], 8123, 0)
+    assert first["msgId"] == message_id(*first["storeHost"].split(":")[:1], 8123, 0)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +70,7 @@ def test_flipped_body_byte_exits_1_naming_the_offset(golden_stores, tmp_path) ->
     store = _copy_store(golden_stores, tmp_path)
     f = store / "commitlog" / "00000000000000008192"
     data = bytearray(f.read_bytes())
-    rec = next(m.scan_records(bytes(data), base_offset=8192))
+    rec = next(scan_records(bytes(data), base_offset=8192))
     pos = data.index(b"Once, there was", 0)
     data[pos] ^= 0x20
     f.write_bytes(bytes(data))

@@ -9,8 +9,12 @@ from concurrent.futures import Future
 from broker.config import FlushDiskType
 from broker.store.flush import GroupCommitService
 from broker.store.results import PutMessageStatus
-from contracts import record as msgfmt
-from contracts.record import Message
+from contracts.record.builder import encode_message
+from contracts.record.ids import message_id
+from contracts.record.layout import MAGIC_V1, MAGIC_V2, encode_host
+from contracts.record.model import Message
+from contracts.record.properties import properties_to_string
+from contracts.record.reader import decode_record
 from tests.conftest import wait_until
 
 
@@ -20,13 +24,13 @@ def _reference_encoding(msg: Message, store_host: tuple[str, int]) -> bytes:
     import zlib
 
     topic_b = msg.topic.encode()
-    props_b = msgfmt.properties_to_string(msg.properties).encode()
-    born_b, born_v6 = msgfmt.encode_host(*msg.born_host)
-    store_b, store_v6 = msgfmt.encode_host(*store_host)
+    props_b = properties_to_string(msg.properties).encode()
+    born_b, born_v6 = encode_host(*msg.born_host)
+    store_b, store_v6 = encode_host(*store_host)
     sysflag = msg.sysflag | (0x10 if born_v6 else 0) | (0x20 if store_v6 else 0)
     v2 = len(topic_b) > 127
     parts = [
-        struct.pack(">I", msgfmt.MAGIC_V2 if v2 else msgfmt.MAGIC_V1),
+        struct.pack(">I", MAGIC_V2 if v2 else MAGIC_V1),
         struct.pack(">i", zlib.crc32(msg.body) & 0x7FFFFFFF),
         struct.pack(">ii", msg.queue_id, msg.flag),
         struct.pack(">qq", 0, 0),
@@ -56,10 +60,10 @@ def test_encoding_matches_the_field_by_field_layout() -> None:
                  prepared_transaction_offset=77, sysflag=0x2), ("10.0.0.1", 2)),
     ]  # fmt: skip
     for msg, host in cases:
-        enc = msgfmt.encode_message(msg, host)
+        enc = encode_message(msg, host)
         assert bytes(enc.data) == _reference_encoding(msg, host), msg.topic
         stamped = bytes(enc.stamp(11, 2222, 333))
-        rec = msgfmt.decode_record(stamped, base_offset=2222)
+        rec = decode_record(stamped, base_offset=2222)
         assert (rec.queue_offset, rec.stored_physical_offset, rec.store_timestamp) == (
             11,
             2222,
@@ -75,7 +79,7 @@ def test_encoding_rejects_bad_topics_and_properties_by_name() -> None:
         (Message("t", b"x", properties={"K": "v" * 40000}), "properties"),
     ):
         try:
-            msgfmt.encode_message(msg, ("127.0.0.1", 1))
+            encode_message(msg, ("127.0.0.1", 1))
         except ValueError as exc:
             assert word in str(exc)
         else:
@@ -91,7 +95,7 @@ def test_put_results_carry_the_offset_msg_id_and_queue_offsets(open_store) -> No
         qid = i % 2
         r = store.put_message(Message("t", bytes([i]) * 300, queue_id=qid)).result(5)
         assert r.status is PutMessageStatus.PUT_OK
-        assert r.msg_id == msgfmt.message_id(host, port, r.wrote_offset)
+        assert r.msg_id == message_id(host, port, r.wrote_offset)
         assert r.queue_offset == next_qo[qid]
         next_qo[qid] += 1
         rec = store.commit_log.lookup(r.wrote_offset)

@@ -8,7 +8,7 @@ from concurrent.futures import Future
 from broker.config import FlushDiskType
 from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.results import PutMessageResult, PutMessageStatus
-from contracts.record import Message
+from contracts.record.model import Message
 
 
 def test_group_commit_shares_fsyncs_between_writers(open_store) -> None:

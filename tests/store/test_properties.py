@@ -14,7 +14,7 @@ from broker.config import BrokerConfig, FlushDiskType
 from broker.store.consumer_offsets import ConsumerOffsetManager, OffsetsUnreadableError
 from broker.store.message_store import MessageStore
 from broker.store.recovery import StoreDamagedError
-from contracts import record as m
+from contracts.record.model import Message
 
 _SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -79,7 +79,7 @@ def _pristine() -> tuple[str, int, int]:
         cfg = _cfg(os.path.join(root, "store"))
         store = MessageStore.open(cfg)
         rs = [
-            store.put_message(m.Message("t", f"{i:05d}".encode() * 30, queue_id=i % 3)).result()
+            store.put_message(Message("t", f"{i:05d}".encode() * 30, queue_id=i % 3)).result()
             for i in range(90)
         ]
         store.shutdown()

@@ -9,7 +9,9 @@ import sys
 
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.message_store import MessageStore
-from contracts import record as m
+from contracts.record.builder import encode_message
+from contracts.record.model import Message
+from contracts.record.reader import decode_record
 
 
 def test_kill9_under_sync_flush_loses_no_acknowledged_message(tmp_path, make_config) -> None:
@@ -46,7 +48,7 @@ def test_kill9_under_sync_flush_loses_no_acknowledged_message(tmp_path, make_con
         total = 0
         for q in (0, 1):
             got = store.get_message("crash", q, 0, 100_000, max_bytes=1 << 30)
-            qos = [m.decode_record(b).queue_offset for b in got.records]
+            qos = [decode_record(b).queue_offset for b in got.records]
             assert qos == list(range(len(qos)))
             total += len(qos)
         assert total >= len(acks)
@@ -62,10 +64,10 @@ def _crash(store: MessageStore) -> None:
 
 def test_torn_tail_is_truncated_and_reported(open_store, make_config) -> None:
     store = open_store()
-    rs = [store.put_message(m.Message("t", b"q" * 200)).result() for _ in range(5)]
+    rs = [store.put_message(Message("t", b"q" * 200)).result() for _ in range(5)]
     end = rs[-1].end_offset
     # a half-written record after the end: a valid header whose body never made it
-    partial = bytes(m.encode_message(m.Message("t", b"w" * 500), ("127.0.0.1", 1)).data)[:100]
+    partial = bytes(encode_message(Message("t", b"w" * 500), ("127.0.0.1", 1)).data)[:100]
     path = os.path.join(store.config.store_path_commit_log, "0" * 20)
     _crash(store)
     with open(path, "r+b") as fh:
@@ -78,7 +80,7 @@ def test_torn_tail_is_truncated_and_reported(open_store, make_config) -> None:
         assert rep.dropped_bytes == 100
         with open(path, "rb") as fh:
             assert fh.read()[end : end + 100] == bytes(100)  # the torn bytes are gone
-        assert store2.put_message(m.Message("t", b"n")).result().wrote_offset == end
+        assert store2.put_message(Message("t", b"n")).result().wrote_offset == end
         assert store2.get_max_offset_in_queue("t", 0) == 6
     finally:
         store2.shutdown()
@@ -86,7 +88,7 @@ def test_torn_tail_is_truncated_and_reported(open_store, make_config) -> None:
 
 def test_crc_mismatch_in_tail_truncates_there_after_a_crash(open_store, make_config) -> None:
     store = open_store()
-    rs = [store.put_message(m.Message("t", b"q" * 200)).result() for _ in range(6)]
+    rs = [store.put_message(Message("t", b"q" * 200)).result() for _ in range(6)]
     path = os.path.join(store.config.store_path_commit_log, "0" * 20)
     _crash(store)
     with open(path, "r+b") as fh:
@@ -106,7 +108,7 @@ def test_crc_mismatch_in_tail_truncates_there_after_a_crash(open_store, make_con
 def test_clean_restart_is_normal_and_keeps_everything(open_store, make_config) -> None:
     store = open_store()
     for i in range(30):
-        store.put_message(m.Message("t", bytes([i]) * 300, queue_id=i % 3)).result()
+        store.put_message(Message("t", bytes([i]) * 300, queue_id=i % 3)).result()
     end = store.max_phy_offset
     store.shutdown()
     assert not os.path.exists(os.path.join(make_config().store_path_root_dir, "abort"))
@@ -131,7 +133,7 @@ def test_an_empty_file_left_by_a_crash_as_it_was_created_is_dropped(
 
     store = open_store()
     for i in range(30):
-        store.put_message(m.Message("t", bytes([i]) * 300, queue_id=0)).result()
+        store.put_message(Message("t", bytes([i]) * 300, queue_id=0)).result()
     end = store.max_phy_offset
     store.shutdown()
     root = make_config().store_path_root_dir
@@ -144,7 +146,7 @@ def test_an_empty_file_left_by_a_crash_as_it_was_created_is_dropped(
     assert store2.max_phy_offset == end
     assert store2.get_max_offset_in_queue("t", 0) == 30
     assert not os.path.exists(next_cl) and not os.path.exists(next_cq)
-    store2.put_message(m.Message("t", b"after", queue_id=0)).result()
+    store2.put_message(Message("t", b"after", queue_id=0)).result()
     assert store2.get_max_offset_in_queue("t", 0) == 31
     store2.shutdown()
     first = os.path.join(cl, sorted(os.listdir(cl))[0])

@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _write_store(directory: str, messages: int, body_bytes: int, file_size: int) -> None:
     from broker.config import BrokerConfig
     from broker.store.message_store import MessageStore
-    from contracts.record import Message
+    from contracts.record.model import Message
 
     cfg = BrokerConfig(store_path_root_dir=directory, mapped_file_size_commit_log=file_size)
     store = MessageStore.open(cfg)

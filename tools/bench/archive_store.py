@@ -32,7 +32,7 @@ class StoreNode:
 
 
 async def _paced_appends(store, archiver, rate_mb_s: float, body: bytes, seconds: float) -> dict:
-    from contracts.record import Message
+    from contracts.record.model import Message
 
     per_s = rate_mb_s * 1e6 / len(body)
     samples: list[dict] = []

@@ -32,7 +32,7 @@ async def produce(
     latencies, failures and (when ``sample_acks``) (ack time, physical offset) pairs.
     ``started`` (an awaitable) is awaited once the routes are known: the start signal."""
     from broker.client.producer import Producer, SendStatus
-    from contracts.record import parse_message_id
+    from contracts.record.ids import parse_message_id
 
     latencies: list[float] = []
     acked: list[tuple[float, int]] = []

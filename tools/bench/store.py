@@ -14,7 +14,7 @@ import time
 from broker.config import BrokerConfig, FlushDiskType
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
-from contracts.record import Message
+from contracts.record.model import Message
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
