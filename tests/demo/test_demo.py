@@ -68,7 +68,7 @@ def test_demo_refuses_to_delete_a_directory_it_did_not_make(tmp_path):
 
 def test_demo_takes_an_empty_directory_it_did_not_make_and_marks_it(tmp_path, monkeypatch):
     """An existing empty directory holds nothing to lose: the demo takes it and marks it."""
-    import tools.demo as demo_mod
+    from tools.demo import base, cluster
 
     class Stop(Exception):
         pass
@@ -76,12 +76,12 @@ def test_demo_takes_an_empty_directory_it_did_not_make_and_marks_it(tmp_path, mo
     def no_s3():  # stop right after the workdir step: no server needed to see the marker
         raise Stop
 
-    monkeypatch.setattr(demo_mod.S3Server, "start", staticmethod(no_s3))
+    monkeypatch.setattr(cluster.S3Server, "start", staticmethod(no_s3))
     workdir = tmp_path / "empty"
     workdir.mkdir()
-    d = demo_mod.Demo(type("Args", (), {"workdir": str(workdir), "messages": 1})())
+    d = base.Demo(type("Args", (), {"workdir": str(workdir), "messages": 1})())
     try:
-        d.prepare()
+        cluster.prepare(d)
     except Stop:
         pass
-    assert sorted(p.name for p in workdir.iterdir()) == [demo_mod.MARKER]
+    assert sorted(p.name for p in workdir.iterdir()) == [base.MARKER]
