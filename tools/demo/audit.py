@@ -10,7 +10,17 @@ import sys
 import time
 from pathlib import Path
 
-from tools.demo.base import CLUSTER, GROUP, MASTER, REPO, SLAVE, Demo, DemoError, has_module
+from tools.demo.base import (
+    CLUSTER,
+    GROUP,
+    MASTER,
+    REPO,
+    SLAVE,
+    Demo,
+    DemoError,
+    haproof,
+    has_module,
+)
 from tools.demo.cluster import stop_nodes
 
 
@@ -26,13 +36,11 @@ def archive(d: Demo) -> None:
         if not any((d.workdir / f"store-{node}" / "commitlog").glob("0*")):
             d.say(f"  {node}: empty commit log, nothing to ship")
             continue
-        res = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "archive",
-             "--store-dir", str(d.workdir / f"store-{node}"), "--root", d.root,
-             "--cluster", CLUSTER, "--broker-name", GROUP, "--node", node,
-             "--broker-id", str(d.roles[node][0]), "--role", d.roles[node][1],
-             "--epoch", str(d.roles[node][2])],
-            capture_output=True, text=True, timeout=600, env={**os.environ, **d.env},
+        res = haproof(
+            d, "archive", "--store-dir", str(d.workdir / f"store-{node}"), "--root", d.root,
+            "--cluster", CLUSTER, "--broker-name", GROUP, "--node", node,
+            "--broker-id", str(d.roles[node][0]), "--role", d.roles[node][1],
+            "--epoch", str(d.roles[node][2]), timeout_s=600,
         )  # fmt: skip
         if res.returncode != 0:
             raise DemoError(f"archiving {node} failed: {res.stderr.strip()}")

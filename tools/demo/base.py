@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -48,6 +51,14 @@ def poll(cond, timeout_s: float, what: str, interval_s: float = 0.2) -> None:
         if time.monotonic() > deadline:
             raise DemoError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(interval_s)
+
+
+def haproof(d: Demo, *argv: str, timeout_s: float) -> subprocess.CompletedProcess:
+    """``haproof ARGV...`` in a child process with the demo's environment, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", *argv],
+        capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **d.env},
+    )  # fmt: skip
 
 
 class Demo:

@@ -4,22 +4,25 @@ on with traffic on the new master, and bring the old master back as its slave.""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 
-from tools.demo.base import CONSUMER_GROUP, GROUP, MASTER, SLAVE, Demo, DemoError, has_module
+from tools.demo.base import (
+    CONSUMER_GROUP,
+    GROUP,
+    MASTER,
+    SLAVE,
+    Demo,
+    DemoError,
+    haproof,
+    has_module,
+)
 from tools.demo.cluster import start_node, wait_slave
 from tools.demo.traffic import consume, produce, wait_snapshot_offsets
 
 
 def promote_slave(d: Demo) -> None:
     """``haproof admin promote`` the slave, as an operator would."""
-    res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "admin", "promote", "--broker-name", GROUP,
-         "--node", SLAVE, "--namesrv", d.procs["namesrv"].addr],
-        capture_output=True, text=True, timeout=120, env={**os.environ, **d.env},
-    )  # fmt: skip
+    res = haproof(d, "admin", "promote", "--broker-name", GROUP, "--node", SLAVE,
+                  "--namesrv", d.procs["namesrv"].addr, timeout_s=120)  # fmt: skip
     if res.returncode != 0:
         raise DemoError(f"promote failed: {res.stderr.strip() or res.stdout.strip()}")
     d.say(f"  {res.stdout.strip() or f'{SLAVE} promoted'}")
