@@ -42,5 +42,14 @@ def test_dag_config_comes_from_the_same_object(monkeypatch) -> None:
         resolve_config({}, incremental=True)
     cfg = resolve_config({"root": "file:///a", "cluster": "c"}, incremental=True)
     assert PipelineConfig.from_json(cfg).require_evidence is True
+    # the DAG param max_lag_bytes is empty by default (nothing of the project at parse time):
+    # an empty one is the audit's default, a given one is kept
+    from contracts.audit_tables import DEFAULT_MAX_LAG_BYTES
+
+    for given, want in ((None, DEFAULT_MAX_LAG_BYTES), (0, 0), (4096, 4096)):
+        cfg = resolve_config(
+            {"root": "file:///a", "cluster": "c", "max_lag_bytes": given}, incremental=False
+        )
+        assert PipelineConfig.from_json(cfg).max_lag_bytes == want
     with pytest.raises(AuditConfigError, match="neither epoch ms nor ISO"):
         resolve_config({"root": "file:///a", "cluster": "c", "since": "x"}, incremental=False)
