@@ -305,6 +305,11 @@ class BrokerConfig:
     def ha_server_addr(self) -> str:
         return f"{self.broker_ip1}:{self.ha_listen_port}"
 
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        """``namesrvAddr`` split at ``;``."""
+        return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
     def replace(self, **changes: Any) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
 

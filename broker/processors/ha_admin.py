@@ -99,7 +99,7 @@ class OffsetAdminService:
         doc = {
             "brokerName": cfg.broker_name,
             "brokerAddr": cfg.broker_addr,
-            "brokerRole": self.node.store.role.value,
+            "brokerRole": self.node.role.role.value,
             "offsetTable": rows,
             "consumeTps": 0.0,
         }
@@ -117,7 +117,7 @@ class OffsetAdminService:
             raise ValueError(f"queueId {queue_id} out of range: {topic} has {nums} queue(s)")
         if offset < 0:
             raise ValueError(f"offset {offset} is negative")
-        if self.node.store.role.is_master:
+        if self.node.role.role.is_master:
             top = store.get_max_offset_in_queue(topic, queue_id)
             if offset > top:
                 raise ValueError(f"offset {offset} is beyond {topic}/{queue_id}'s max {top}")

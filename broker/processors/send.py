@@ -8,14 +8,19 @@ import asyncio
 import logging
 import random
 import struct
+from typing import TYPE_CHECKING
 
-from broker.config import BrokerRole, parse_delay_levels
+from broker.config import parse_delay_levels
 from broker.remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.remoting.command import MissingFieldError, RemotingCommand
 from broker.remoting.connection import Eager
 from broker.store import delay
 from broker.store.results import PutMessageStatus
 from contracts import record as msgfmt
+
+if TYPE_CHECKING:
+    from broker.ha.role_services import RoleServices
+    from broker.processors.runtime import BrokerStats
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +129,19 @@ _V1_KEYS = {name: name for name in V2_NAMES.values()}
 
 
 class SendProcessor:
-    """Needs ``node`` with ``store``, ``config``, ``ensure_topic(topic, default, nums)`` and
-    ``await_replication``; counts puts in ``node.stats`` when it has one."""
+    """Needs ``node`` with ``store``, ``config`` and ``ensure_topic(topic, default, nums)``;
+    counts puts in ``stats`` and waits for the slaves through ``replication`` (the node's
+    role services) when given."""
 
-    def __init__(self, node) -> None:
+    def __init__(
+        self,
+        node,
+        stats: BrokerStats | None = None,
+        replication: RoleServices | None = None,
+    ) -> None:
         self.node = node
+        self.stats = stats
+        self.replication = replication
         self.levels_ms = parse_delay_levels(node.config.message_delay_level)
         self._topics: dict[str, tuple[dict, tuple[int, int, int]]] = {}
 
@@ -141,13 +154,10 @@ class SendProcessor:
         }
 
     async def _replication(self, result) -> PutMessageStatus:
-        node = self.node
-        if getattr(node, "ha", None) is not None and node.store.role is BrokerRole.SYNC_MASTER:
-            await asyncio.sleep(0)  # into a task of its own before the wait binds one
-            return await node.await_replication(result)
-        if result.status is PutMessageStatus.PUT_OK and getattr(node, "ha", None) is None:
+        replication = self.replication
+        if replication is None or replication.ha is None:
             return result.status  # nothing to wait for: skip a coroutine per message
-        return await node.await_replication(result)
+        return await replication.await_replication(result, self.node.config.sync_flush_timeout_ms)
 
     def _topic(self, topic: str, default_topic: str | None, default_nums: int):
         """(perm, writeQueueNums, max(write, read)) of ``topic``, created when allowed; cached
@@ -265,7 +275,7 @@ class SendProcessor:
         else:
             result = await store.put_message_async(msg, tags_code=tags_code)
         status = await self._replication(result)
-        stats = getattr(self.node, "stats", None)
+        stats = self.stats
         if stats is not None and result.status is PutMessageStatus.PUT_OK:
             stats.on_put(msg.topic, 1, result.wrote_bytes)
         return result, status
@@ -321,7 +331,7 @@ class SendProcessor:
         status = await self._replication(ok[-1])
         if first_bad is not None and status is PutMessageStatus.PUT_OK:
             status = first_bad.status
-        stats = getattr(self.node, "stats", None)
+        stats = self.stats
         if stats is not None:
             stats.on_put(topic, len(ok), sum(r.wrote_bytes for r in ok))
         code = STATUS_CODES.get(status)

@@ -106,7 +106,7 @@ class PutMixin:
     topic_queue_table: dict[tuple[str, int], int]
     dispatcher: Dispatcher
     put_lock: threading.Lock
-    role: BrokerRole
+    role: BrokerRole  # the façade's property, read from the node's role state
     _listeners: list[DispatchListener]
     _loop_pending: dict[asyncio.AbstractEventLoop, LoopBatch]
     _last_store_ts: int
