@@ -127,3 +127,41 @@ def test_no_product_module_imports_tools_or_tests() -> None:
         if name.split(".")[0] in ("tools", "tests")
     )
     assert not bad, bad
+
+
+# -- the broker node's parts are handed in, never fished off the node (issue #14) ----------------
+
+NODE_NAMES = {"node", "self.node", "self._node"}
+
+
+def node_getattrs(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every ``getattr(node, ...)`` / ``getattr(self.node, ...)`` /
+    ``getattr(self._node, ...)`` in ``source``: a part that may be missing from the node."""
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "getattr"
+            and n.args
+            and ast.unparse(n.args[0]) in NODE_NAMES
+        ):
+            found.append((n.lineno, ast.unparse(n)))
+    return found
+
+
+def test_the_node_getattr_scan_sees_each_form() -> None:
+    src = "getattr(node, 'ha', None)\ngetattr(self.node, 'x')\ngetattr(self._node, 'y', 1)\n"
+    assert [line for line, _ in node_getattrs(src)] == [1, 2, 3]
+    assert node_getattrs("getattr(service, 'handlers', dict)\nnode.ha\n") == []
+
+
+def test_no_broker_module_fishes_parts_off_the_node() -> None:
+    """The node builds its parts once and hands each subsystem what it needs; an optional part
+    is an explicit None, so nothing asks whether the node happens to have it."""
+    bad = [
+        f"{p.relative_to(REPO)}:{line}: {text}"
+        for p in sorted((REPO / "broker").rglob("*.py"))
+        for line, text in node_getattrs(p.read_text())
+    ]
+    assert not bad, "\n".join(bad)
