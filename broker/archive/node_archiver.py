@@ -23,7 +23,6 @@ thread makes every shipper call, in order, from one queue.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
@@ -133,15 +132,8 @@ class NodeArchiver:
         if self.truncate_listeners is not None:
             self.truncate_listeners.append(self._on_truncated)
         store.consumer_offsets.reset_listeners.append(self._on_offset_reset)
-        rec = store.recovery
-        if rec is not None and rec.abnormal and rec.damage is None:
-            self._jobs.put(("event", "recovered", {"from": rec.found_end, "to": rec.valid_end}))
-        self._report_quarantines()
-        loss = store.consumer_offsets.accepted_loss
-        if loss:  # started with --accept-offset-loss: every committed offset may have moved
-            fields = {"group": "*", "topic": "*", "queue": -1, "from": -1, "to": -1}
-            self._jobs.put(("event", "offset_reset", {**fields, "reason": loss}))
-        self._jobs.put(("event", "started", {"role": self.role.role.value}))
+        for name, fields in self.view.start_events():
+            self._jobs.put(("event", name, fields))
         self._jobs.put(("snapshot", self.view.snapshot(self.clock_ms)))
         self.archived_at_ms = self.clock_ms()
         self._thread = threading.Thread(target=self._run, name="archiver", daemon=True)
@@ -176,27 +168,6 @@ class NodeArchiver:
             log.warning("archiver still busy after 30 s at shutdown; leaving it behind")
         elif isinstance(self.shipper, ShipperProcess):
             await asyncio.get_running_loop().run_in_executor(None, self.shipper.close)
-
-    def _report_quarantines(self) -> None:
-        """A ``recovered`` event per quarantined range (store repair, slave refetch), once."""
-        from broker.store.recovery import mark_reported
-
-        store = self.store
-        for q in store.quarantine_reports:
-            refetch = q.get("action") == "refetch"
-            end = store.max_phy_offset
-            fields = {
-                "from": q["end"] if refetch else end,  # the log end found / kept
-                "to": q["start"] if refetch else end,
-                "damagedFrom": q["start"],
-                "damagedTo": q["end"],
-                "action": q.get("action"),
-                "quarantine": os.path.basename(q["file"]),
-                "reason": q.get("reason", ""),
-            }
-            self._jobs.put(("event", "recovered", fields))
-            mark_reported(store.root, q["file"])
-        store.quarantine_reports = []
 
     # -- node hooks (event loop) ----------------------------------------------------------------
 

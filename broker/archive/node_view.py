@@ -4,7 +4,9 @@ offsets, the slaves' acks). ``NodeArchiver`` (``node_archiver.py``) ships them."
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.archive.shipper import NodeIdentity
@@ -42,23 +44,16 @@ class LiveStoreSource:
         return memoryview(mf.buffer)
 
 
+@dataclass(eq=False)
 class NodeView:
     """The node as the archive describes it: ``role`` is the node's role state, ``replication``
-    its role services (None: no HA, e.g. a bare store); ``config`` is read at each call."""
+    its role services (None: no HA, e.g. a bare store)."""
 
-    def __init__(
-        self,
-        store: MessageStore,
-        config: BrokerConfig,
-        role: BrokerRoleState,
-        node_name: str,
-        replication: RoleServices | None = None,
-    ) -> None:
-        self.store = store
-        self.config = config
-        self.role = role
-        self.node_name = node_name
-        self.replication = replication
+    store: MessageStore
+    config: BrokerConfig
+    role: BrokerRoleState
+    node_name: str
+    replication: RoleServices | None = None
 
     def identity(self) -> NodeIdentity:
         return NodeIdentity(
@@ -69,6 +64,38 @@ class NodeView:
             role=self.role.role.value,
             epoch=self.role.epoch,
         )
+
+    def start_events(self) -> list[tuple[str, dict]]:
+        """(name, fields) of what the archive learns at start: ``recovered`` after a crash and
+        per quarantined range (store repair, slave refetch; each reported once), an
+        ``offset_reset`` when started with --accept-offset-loss, then ``started``."""
+        from broker.store.recovery import mark_reported
+
+        store, events = self.store, []
+        rec = store.recovery
+        if rec is not None and rec.abnormal and rec.damage is None:
+            events.append(("recovered", {"from": rec.found_end, "to": rec.valid_end}))
+        for q in store.quarantine_reports:
+            refetch = q.get("action") == "refetch"
+            end = store.max_phy_offset
+            fields = {
+                "from": q["end"] if refetch else end,  # the log end found / kept
+                "to": q["start"] if refetch else end,
+                "damagedFrom": q["start"],
+                "damagedTo": q["end"],
+                "action": q.get("action"),
+                "quarantine": os.path.basename(q["file"]),
+                "reason": q.get("reason", ""),
+            }
+            events.append(("recovered", fields))
+            mark_reported(store.root, q["file"])
+        store.quarantine_reports = []
+        loss = store.consumer_offsets.accepted_loss
+        if loss:  # started with --accept-offset-loss: every committed offset may have moved
+            fields = {"group": "*", "topic": "*", "queue": -1, "from": -1, "to": -1}
+            events.append(("offset_reset", {**fields, "reason": loss}))
+        events.append(("started", {"role": self.role.role.value}))
+        return events
 
     def snapshot(self, clock_ms: Callable[[], int]) -> layout.Snapshot:
         store = self.store

@@ -28,6 +28,7 @@ import json
 import logging
 
 from broker.processors.broker_config import fastjson_mq_map
+from broker.processors.request_service import RequestService
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import HaproofError
@@ -35,18 +36,12 @@ from contracts.errors import HaproofError
 log = logging.getLogger(__name__)
 
 
-class OffsetAdminService:
+class OffsetAdminService(RequestService):
     """A node service answering GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET."""
 
     def __init__(self, node) -> None:
-        self.node = node
+        super().__init__(node)
         self.resets = 0
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
 
     def handlers(self) -> dict:
         return {

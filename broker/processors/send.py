@@ -10,7 +10,7 @@ import random
 import struct
 from typing import TYPE_CHECKING
 
-from broker.config import parse_delay_levels
+from broker.config_checks import parse_delay_levels
 from broker.remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.remoting.command import MissingFieldError, RemotingCommand
 from broker.remoting.connection import Eager

@@ -376,17 +376,6 @@ class MessageStore(PutMixin, QueryMixin):
             except Exception:
                 log.exception("dispatch listener failed")
 
-    def append_raw(self, offset: int, data: bytes | memoryview) -> int:
-        """Slave side: append replicated bytes at exactly the log end and index what completed."""
-        with self.put_lock:
-            end = self.commit_log.append_raw(offset, data)
-            touched = self.dispatcher.dispatch_until(end)
-            for topic, qid, qo in touched:
-                self.topic_queue_table[(topic, qid)] = qo
-        for topic, qid, qo in touched:
-            self._notify(topic, qid, qo)
-        return end
-
     def truncate_dirty(self, offset: int) -> None:
         """Drop commit log and consume queue data at or above ``offset`` (failover rejoin).
 

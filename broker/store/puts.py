@@ -113,6 +113,17 @@ class PutMixin:
     _group_commit: GroupCommitService | None
     # and from the façade: consume_queue(topic, queue_id), _notify(topic, queue_id, max_offset)
 
+    def append_raw(self, offset: int, data: bytes | memoryview) -> int:
+        """Slave side: append replicated bytes at exactly the log end and index what completed."""
+        with self.put_lock:
+            end = self.commit_log.append_raw(offset, data)
+            touched = self.dispatcher.dispatch_until(end)
+            for topic, qid, qo in touched:
+                self.topic_queue_table[(topic, qid)] = qo
+        for topic, qid, qo in touched:
+            self._notify(topic, qid, qo)
+        return end
+
     def put_message(self, msg: msgfmt.Message, *, tags_code: int | None = None) -> PutFuture:
         """Append ``msg``; the future completes after the flush (SYNC_FLUSH) or at once."""
         try:
