@@ -53,9 +53,10 @@ class BrokerNode:
         host: str = "0.0.0.0",
         acl: AclChecker | None = None,
         links: PeerLinks | None = None,
+        config_path: str | None = None,
     ) -> None:
         self.config = config
-        self.config_path: str | None = None  # the broker.conf it was read from (runtime updates)
+        self.config_path = config_path  # the broker.conf it was read from (runtime updates)
         self.store = store
         self.role = role
         self.host = host
@@ -85,9 +86,15 @@ class BrokerNode:
 
     @classmethod
     async def start(
-        cls, config: BrokerConfig, host: str | None = None, *, accept_offset_loss: bool = False
+        cls,
+        config: BrokerConfig,
+        host: str | None = None,
+        *,
+        accept_offset_loss: bool = False,
+        config_path: str | None = None,
     ) -> BrokerNode:
-        """``host`` overrides the config's listenHost."""
+        """``host`` overrides the config's listenHost; ``config_path`` is the broker.conf
+        runtime config updates are written to (None: they are refused)."""
         host = config.listen_host if host is None else host
         acl = acl_checker(config)  # a bad plain_acl.yml stops the start before the store opens
         signer = acl_signer(config)  # signs what this broker sends (None: no keys)
@@ -98,7 +105,9 @@ class BrokerNode:
         role = BrokerRoleState.configured(config, EpochFile.load(config.store_path_root_dir))
         store = MessageStore.open(config, accept_offset_loss=accept_offset_loss, role_state=role)
         try:
-            node = cls(config, store, role, host=host, acl=acl, links=links)
+            node = cls(
+                config, store, role, host=host, acl=acl, links=links, config_path=config_path
+            )
             await node._start()
         except BaseException:
             store.shutdown()
@@ -297,8 +306,9 @@ async def serve(
     config_path: str | None = None,
     accept_offset_loss: bool = False,
 ) -> None:
-    node = await BrokerNode.start(config, host, accept_offset_loss=accept_offset_loss)
-    node.config_path = config_path
+    node = await BrokerNode.start(
+        config, host, accept_offset_loss=accept_offset_loss, config_path=config_path
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

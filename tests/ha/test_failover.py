@@ -55,6 +55,14 @@ def test_promote_then_old_master_rejoins_and_truncates_its_unreplicated_tail(tmp
             assert b.store.role is BrokerRole.SYNC_MASTER and b.role.broker_id == 0
             assert b.role.epoch_entries == [EpochEntry(1, 0), EpochEntry(2, replicated)]
             assert roles == [(BrokerRole.SLAVE, BrokerRole.SYNC_MASTER, 2)]
+            # one owner: every reader says what the role state says; the config stays as read
+            assert (b.config.broker_role, b.config.broker_id) == (BrokerRole.SLAVE, 1)
+            described = b.failover.describe()
+            assert (described["brokerRole"], described["brokerId"], described["epoch"]) == (
+                "SYNC_MASTER", 0, 2,
+            )  # fmt: skip
+            assert b.runtime_info()["haConnections"] == "0"  # its HAService runs now
+            assert b.registration._register_request().ext_fields["brokerId"] == "0"
             res, status = await put(b, 1000)
             assert res.status is PutMessageStatus.PUT_OK
             assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE  # no slave yet
