@@ -15,7 +15,14 @@ from broker.ha.epoch import EpochFile
 from broker.ha.failover import FailoverService
 from broker.ha.role import BrokerRoleState
 from broker.ha.role_services import RoleServices
-from broker.node_parts import PeerLinks, acl_checker, acl_signer, remoting_server, stable_node_name
+from broker.node_parts import (
+    NodeService,
+    PeerLinks,
+    acl_checker,
+    acl_signer,
+    remoting_server,
+    stable_node_name,
+)
 from broker.processors.admin import AdminProcessor, ConsumerManager
 from broker.processors.guard import guarded
 from broker.processors.names import topic_problem
@@ -77,7 +84,7 @@ class BrokerNode:
         )
         # on_truncated(from_offset, to_offset): a rejoining node cut its log back
         self.truncate_listeners: list = []
-        self.services: list = []  # optional subsystems, see _build_services
+        self.services: list[NodeService] = []  # see _build_services
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -167,7 +174,7 @@ class BrokerNode:
             self.config.broker_addr,
         )
 
-    def _build_services(self) -> list:
+    def _build_services(self) -> list[NodeService]:
         """The node's subsystems, started in this order after the remoting server and stopped in
         reverse. Each has ``async start()``, ``async stop()`` and optionally
         ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
@@ -177,7 +184,7 @@ class BrokerNode:
         from broker.processors.runtime import RuntimeInfoService
         from broker.schedule import ScheduleMessageService
 
-        services: list = [
+        services: list[NodeService] = [
             RuntimeInfoService(self, self.stats),
             self.failover,
             OffsetPreOnline(self.store, self.config, self.role, self.links),
@@ -196,7 +203,7 @@ class BrokerNode:
             services.append(archiver)
         return services
 
-    def _build_role_services(self, role: BrokerRole) -> list:
+    def _build_role_services(self, role: BrokerRole) -> list[NodeService]:
         """What runs only in ``role``; rebuilt at every role change."""
         if role.is_master:
             from broker.ha.service import HAService

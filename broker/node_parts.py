@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import ssl
 from dataclasses import dataclass
+from typing import Protocol
 
 from broker.acl.permission import AclChecker
 from broker.acl.signing import AclSigner
@@ -18,6 +19,15 @@ from broker.remoting.limits import ServerLimits
 from broker.remoting.server import RemotingServer
 from broker.remoting.tls import TlsMode
 from broker.store.checkpoint import atomic_write
+
+
+class NodeService(Protocol):
+    """A part the node starts (in order) and stops (in reverse). It may also have
+    ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)

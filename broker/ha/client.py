@@ -230,7 +230,7 @@ class HAClient:
 
     def _handshake(self) -> bytes:
         """With ACL, the signed frame the master wants before the first report."""
-        if not getattr(self.config, "acl_enable", False):
+        if not self.config.acl_enable:
             return b""
         if self.signer is None:
             log.warning("HA: aclEnable without accessKey/secretKey: the master will refuse us")

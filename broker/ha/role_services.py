@@ -12,12 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerRole
 from broker.ha.client import HAClient
 from broker.ha.role import BrokerRoleState
 from broker.ha.service import HAService
 from broker.store.results import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from broker.node_parts import NodeService
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +30,12 @@ class RoleServices:
     """A node service: ``start()`` builds and starts the current role's services, ``stop()``
     stops them in reverse (a failing stop is logged; the others still stop)."""
 
-    def __init__(self, role: BrokerRoleState, build: Callable[[BrokerRole], list]) -> None:
+    def __init__(
+        self, role: BrokerRoleState, build: Callable[[BrokerRole], list[NodeService]]
+    ) -> None:
         self.role = role
         self._build = build
-        self.services: list = []
+        self.services: list[NodeService] = []
 
     @property
     def ha(self) -> HAService | None:

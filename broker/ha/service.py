@@ -226,7 +226,7 @@ class HAService:
     async def _accept(self, reader, writer) -> None:
         host, port = writer.get_extra_info("peername")[:2]
         peer = f"{host}:{port}"
-        cap = getattr(self.config, "ha_max_connections", 16)
+        cap = self.config.ha_max_connections
         if len(self.connections) >= cap:
             self.refusals.refuse(
                 "HA refused", peer, f"{cap} HA connections open (haMaxConnections)"
