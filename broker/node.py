@@ -1,5 +1,7 @@
-"""The broker node process: store + remoting server + name server registration.
-``haproof broker -c broker.conf`` runs one in the foreground until SIGTERM/SIGINT."""
+"""The broker node process (RocketMQ's BrokerController): ``BrokerNode.start`` builds its parts
+once -- store, role owner, replication, processors and services, registration -- handing each
+the ones it needs, then runs them until ``stop()``. ``haproof broker -c broker.conf`` runs one in
+the foreground until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class BrokerNode:
         store: MessageStore,
         role: BrokerRoleState,
         *,
+        node_name: str,
         host: str = "0.0.0.0",
         acl: AclChecker | None = None,
         links: PeerLinks | None = None,
@@ -67,7 +70,7 @@ class BrokerNode:
         self.store = store
         self.role = role
         self.host = host
-        self.node_name = stable_node_name(config)
+        self.node_name = node_name
         self.acl = acl  # None unless aclEnable
         self.links = links or PeerLinks()  # TLS and ACL signing of this node's own connections
         self.running = False
@@ -113,8 +116,9 @@ class BrokerNode:
         store = MessageStore.open(config, accept_offset_loss=accept_offset_loss, role_state=role)
         try:
             node = cls(
-                config, store, role, host=host, acl=acl, links=links, config_path=config_path
-            )
+                config, store, role, node_name=stable_node_name(config), host=host, acl=acl,
+                links=links, config_path=config_path,
+            )  # fmt: skip
             await node._start()
         except BaseException:
             store.shutdown()
