@@ -8,13 +8,16 @@ Strict by default: a key that is neither ours nor one of RocketMQ's broker setti
 accepts without using (``ROCKETMQ_IGNORED_KEYS``, kept in ``extra``) is an error naming the file,
 line and key, with the closest known key suggested (``brokerrole`` -> ``brokerRole``): a typo must
 never silently downgrade durability. ``strictConfig=false`` turns unknown keys into a warning.
+
+A config says what was *configured*: after a failover the node's current role, broker id and
+master are in its role state (``broker/ha/role.py``), not here. Validation rules and value
+parsers: ``broker/config_checks.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import ipaddress
 import logging
 import os
 from collections.abc import Mapping
@@ -22,6 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.aio import EventLoop
+from broker.config_checks import check_config, convert_value, keyed_error
+from broker.config_checks import ha_allowed_networks as ha_allowed_networks  # re-exported
+from broker.config_checks import parse_delay_levels as parse_delay_levels  # re-exported
 from broker.config_file import ROCKETMQ_IGNORED_KEYS, parse_properties, unknown_key_message
 from broker.remoting.tls import TlsMode
 from contracts.errors import ConfigError
@@ -215,83 +221,7 @@ class BrokerConfig:
         self._validate()
 
     def _validate(self) -> None:
-        def bad(fname: str, why: str) -> ConfigError:
-            key = _FIELD_TO_PROPERTY[fname]
-            return _keyed(f"{key}={getattr(self, fname)!r}: {why}", key)
-
-        if self.broker_id < 0:
-            raise bad("broker_id", "must be >= 0")
-        if self.broker_role is BrokerRole.SLAVE and self.broker_id == 0:
-            raise bad("broker_id", "a SLAVE needs brokerId > 0 (0 is the master's id)")
-        if self.broker_role.is_master and self.broker_id != 0:
-            raise bad("broker_id", f"a {self.broker_role.value} must have brokerId 0")
-        for fname in ("listen_port", "ha_listen_port"):
-            if not 0 <= getattr(self, fname) <= 65535:
-                raise bad(fname, "not a TCP port")
-        try:
-            ipaddress.ip_address(self.broker_ip1)
-        except ValueError:
-            raise bad(
-                "broker_ip1", "must be an IP address (it is written into every record's STOREHOST)"
-            ) from None
-        if self.mapped_file_size_commit_log < 4096:
-            raise bad("mapped_file_size_commit_log", "must be at least 4096 bytes")
-        if self.mapped_file_size_consume_queue < 20 or self.mapped_file_size_consume_queue % 20:
-            raise bad("mapped_file_size_consume_queue", "must be a positive multiple of 20")
-        for fname in (
-            "sync_flush_timeout_ms",
-            "flush_interval_commit_log_ms",
-            "ha_send_heartbeat_interval_ms",
-            "ha_housekeeping_interval_ms",
-            "ha_transfer_batch_size_bytes",
-            "slave_sync_interval_ms",
-            "archive_chunk_max_bytes",
-            "archive_interval_ms",
-            "snapshot_interval_ms",
-            "max_message_size_bytes",
-            "server_channel_max_idle_time_s",
-            "remoting_frame_read_timeout_ms",
-            "remoting_max_connections",
-            "ha_max_connections",
-        ):
-            if getattr(self, fname) <= 0:
-                raise bad(fname, "must be positive")
-        if self.remoting_max_pending_bytes < 64 * 1024:
-            raise bad("remoting_max_pending_bytes", "must be at least 65536")
-        if self.tls_mode is not TlsMode.DISABLED and not (
-            self.tls_server_cert_path and self.tls_server_key_path
-        ):
-            raise bad("tls_mode", "needs tlsServerCertPath and tlsServerKeyPath")
-        for fname in ("archive_chunk_min_bytes", "archive_chunk_max_age_ms"):
-            if getattr(self, fname) < 0:
-                raise bad(fname, "must not be negative")
-        if not 0 <= self.archive_nice <= 19:
-            raise bad("archive_nice", "must be a nice increment 0-19")
-        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
-            raise bad("access_message_in_memory_max_ratio", "must be a percentage 0-100")
-        for fname in ("namesrv_addr", "ha_master_address"):
-            value = getattr(self, fname)
-            for addr in (a.strip() for a in (value or "").split(";")):
-                if addr and not _is_host_port(addr):
-                    raise bad(fname, f"{addr!r} is not host:port (port 1-65535)")
-        if self.archive_enable and not self.archive_root:
-            raise _keyed(
-                "archiveEnable=true needs archiveRoot (s3://bucket/prefix or file://)",
-                "archiveEnable",
-            )
-        try:
-            parse_delay_levels(self.message_delay_level)
-        except ConfigError as exc:
-            raise _keyed(str(exc), "messageDelayLevel") from None
-        if self.acl_enable and not self.acl_file:
-            raise _keyed("aclEnable=true needs aclFile (the path of plain_acl.yml)", "aclEnable")
-        if bool(self.access_key) != bool(self.secret_key):
-            raise _keyed("accessKey and secretKey go together: set both or neither", "accessKey")
-        if self.ha_allowed_slaves:
-            try:
-                ha_allowed_networks(self.ha_allowed_slaves)
-            except ValueError as exc:
-                raise bad("ha_allowed_slaves", str(exc)) from None
+        check_config(self, _FIELD_TO_PROPERTY)
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -304,6 +234,11 @@ class BrokerConfig:
     @property
     def ha_server_addr(self) -> str:
         return f"{self.broker_ip1}:{self.ha_listen_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        """``namesrvAddr`` split at ``;``."""
+        return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
 
     def replace(self, **changes: Any) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
@@ -335,14 +270,14 @@ class BrokerConfig:
                 continue
             fname, _default = _PROPERTIES[key]
             try:
-                kwargs[fname] = _convert(raw, _field_type(fname))
+                kwargs[fname] = convert_value(raw, _field_type(fname))
             except (ValueError, KeyError) as exc:
-                raise _keyed(f"{where(key)}: {key}={raw!r}: {exc}", key) from exc
+                raise keyed_error(f"{where(key)}: {key}={raw!r}: {exc}", key) from exc
         strict = kwargs.get("strict_config", True)
         for key in unknown:
             message = unknown_key_message(key, _PROPERTIES)
             if strict:
-                raise _keyed(f"{where(key)}: {message}", key)
+                raise keyed_error(f"{where(key)}: {message}", key)
             log.warning("%s: %s", where(key), message)
         if extra.keys() - set(unknown):
             log.info(
@@ -354,7 +289,7 @@ class BrokerConfig:
             return cls(extra=extra, **kwargs)
         except ConfigError as exc:
             key = getattr(exc, "key", None)
-            raise _keyed(f"{where(key)}: {exc}", key) from exc
+            raise keyed_error(f"{where(key)}: {exc}", key) from exc
 
     @classmethod
     def from_file(cls, path: str) -> BrokerConfig:
@@ -370,13 +305,6 @@ class BrokerConfig:
         return cls.from_dict(props, source=path, lines={c.key: c.lineno for c in parsed})
 
 
-def _keyed(message: str, key: str | None) -> ConfigError:
-    """A ConfigError that remembers which property it is about (``.key``)."""
-    err = ConfigError(message)
-    err.key = key  # type: ignore[attr-defined]
-    return err
-
-
 def _field_type(fname: str) -> type:
     default = _PROPERTIES[_FIELD_TO_PROPERTY[fname]][1]
     if isinstance(default, enum.Enum):
@@ -388,62 +316,3 @@ def _field_type(fname: str) -> type:
     if fname.endswith("_port"):
         return int
     return str
-
-
-def _convert(raw: Any, kind: type) -> Any:
-    if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
-        return raw
-    text = str(raw).strip()
-    if kind is bool:
-        if text.lower() in ("true", "1", "yes"):
-            return True
-        if text.lower() in ("false", "0", "no"):
-            return False
-        raise ValueError("expected true or false")
-    if kind is int:
-        return int(text)
-    if issubclass(kind, enum.Enum):
-        try:
-            return kind[text.upper()]
-        except KeyError:
-            names = ", ".join(m.name for m in kind)
-            raise ValueError(f"expected one of {names}") from None
-    return text
-
-
-def _is_host_port(addr: str) -> bool:
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        return False
-    host = host.strip("[]")
-    if any(c.isspace() for c in host) or "/" in host:
-        return False
-    return True
-
-
-def ha_allowed_networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    """``haAllowedSlaves`` ("10.0.0.5;10.1.0.0/16") as networks; ValueError names a bad item."""
-    out = []
-    for item in spec.replace(",", ";").split(";"):
-        if item.strip():
-            try:
-                out.append(ipaddress.ip_network(item.strip(), strict=False))
-            except ValueError:
-                raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
-    return out
-
-
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_delay_levels(spec: str) -> list[int]:
-    """``messageDelayLevel`` ("1s 5s 10s 30s 1m ...") as delays in ms; level N is index N-1."""
-    levels = []
-    for item in spec.split():
-        unit = item[-1:]
-        if unit not in _UNITS_MS or not item[:-1].isdigit():
-            raise ConfigError(f"messageDelayLevel={spec!r}: bad level {item!r} (like 5s, 1m, 2h)")
-        levels.append(int(item[:-1]) * _UNITS_MS[unit])
-    if not levels:
-        raise ConfigError("messageDelayLevel is empty")
-    return levels

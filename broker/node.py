@@ -1,109 +1,131 @@
-"""The broker node process: store + remoting server + name server registration.
-``haproof broker -c broker.conf`` runs one in the foreground until SIGTERM/SIGINT."""
+"""The broker node process (RocketMQ's BrokerController): ``BrokerNode.start`` builds its parts
+once -- store, role owner, replication, processors and services, registration -- handing each
+the ones it needs, then runs them until ``stop()``. ``haproof broker -c broker.conf`` runs one in
+the foreground until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import os
 import signal
 
 from broker import aio
 from broker.acl.permission import AclChecker
-from broker.acl.signing import AclSigner
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, BrokerRole
+from broker.ha.epoch import EpochFile
+from broker.ha.failover import FailoverService
+from broker.ha.role import BrokerRoleState
+from broker.ha.role_services import RoleServices
+from broker.node_parts import (
+    NodeService,
+    PeerLinks,
+    acl_checker,
+    acl_signer,
+    remoting_server,
+    stable_node_name,
+)
 from broker.processors.admin import AdminProcessor, ConsumerManager
 from broker.processors.guard import guarded
 from broker.processors.names import topic_problem
 from broker.processors.pull import LongPollWaiters, PullProcessor
+from broker.processors.runtime import BrokerStats
 from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
-from broker.remoting import tls
-from broker.remoting.client import RemotingClient
-from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import RemotingCommand
-from broker.remoting.limits import ServerLimits
+from broker.registration import NamesrvRegistration
+from broker.remoting.codes import RequestCode
 from broker.remoting.server import RemotingServer, warn_if_exposed
-from broker.remoting.tls import TlsMode
-from broker.store.checkpoint import atomic_write
 from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
-from broker.store.results import PutMessageStatus
-from contracts.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "TBW102"
 PERM_INHERIT = 0x1  # RocketMQ PermName.PERM_INHERIT
 PERM_RW_INHERIT = 0x7  # read | write | inherit: TBW102's permission
-REGISTER_INTERVAL_MS = 30_000
-REGISTER_TIMEOUT_MS = 3000
 CLIENT_SCAN_INTERVAL_MS = 10_000
 
 
 class BrokerNode:
-    """Build with ``await BrokerNode.start(config)``; stop with ``await node.stop()``."""
+    """Build with ``await BrokerNode.start(config)``; stop with ``await node.stop()``.
 
-    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+    ``config`` is what was configured (broker.conf, with runtime updates); what the node is now
+    (role, broker id, epoch, the master it follows) is ``role``, the one owner every part reads.
+    The parts are built here, once, and each gets the ones it needs."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        role: BrokerRoleState,
+        *,
+        node_name: str,
+        host: str = "0.0.0.0",
+        acl: AclChecker | None = None,
+        links: PeerLinks | None = None,
+        config_path: str | None = None,
+    ) -> None:
         self.config = config
-        self.config_path: str | None = None  # the broker.conf it was read from (runtime updates)
+        self.config_path = config_path  # the broker.conf it was read from (runtime updates)
         self.store = store
+        self.role = role
+        self.host = host
+        self.node_name = node_name
+        self.acl = acl  # None unless aclEnable
+        self.links = links or PeerLinks()  # TLS and ACL signing of this node's own connections
         self.running = False
-        self.host = "0.0.0.0"
-        self.node_name = stable_node_name(config)
-        self.failover = None  # broker/ha/failover.FailoverService once started
-        self.stats = None  # broker/processors/runtime.BrokerStats once its service exists
-        self.role_services: list = []  # HAService on a master, HAClient on a slave
+        self.stats = BrokerStats()
         self.consumers = ConsumerManager()
         self.long_poll: LongPollWaiters
         self.server: RemotingServer
-        self.acl = acl_checker(config)  # None unless aclEnable
-        self.rpc_hook = acl_signer(config)  # signs what this broker sends (None: no keys)
-        if self.acl is not None and self.rpc_hook is None:
-            log.warning("aclEnable=true without accessKey/secretKey: this broker's own requests "
-                        "(registration, slave sync, HA) go unsigned and an ACL peer refuses them")  # fmt: skip
-        self.ns_client = RemotingClient(rpc_hook=self.rpc_hook)
-        self.client_ssl = None  # tlsEnable: the SSL context of this node's own connections
-        self._tasks: list[asyncio.Task] = []
-        self._register_now = asyncio.Event()
-        # Optional subsystems (replication, delayed messages, archiving...): see _build_services.
-        self.services: list = []
-        # Replication hooks, set by broker/ha when it runs on this node.
-        self.ha = (
-            None  # master side: async wait_replicated(put_result, timeout_ms) -> PutMessageStatus
+        self.ns_client = self.links.client()
+        self.failover = FailoverService(self, self.links)
+        # what runs only in the current role (HAService / HAClient + SlaveSynchronize)
+        self.replication = RoleServices(role, self._build_role_services)
+        self.registration = NamesrvRegistration(
+            config, store, role, self.replication, self.ns_client
         )
-        self.ha_client = None  # slave side
-        self.epochs = None  # epoch file: .current_epoch
-        # Listeners: on_role_changed(old_role, new_role, epoch); on_truncated(from_offset, to_offset)
-        self.role_listeners: list = []
+        # on_truncated(from_offset, to_offset): a rejoining node cut its log back
         self.truncate_listeners: list = []
+        self.services: list[NodeService] = []  # see _build_services
+        self._tasks: list[asyncio.Task] = []
 
     @property
     def namesrv_addrs(self) -> list[str]:
-        raw = self.config.namesrv_addr or ""
-        return [a.strip() for a in raw.split(";") if a.strip()]
+        return self.config.namesrv_addrs
 
     @classmethod
     async def start(
-        cls, config: BrokerConfig, host: str | None = None, *, accept_offset_loss: bool = False
+        cls,
+        config: BrokerConfig,
+        host: str | None = None,
+        *,
+        accept_offset_loss: bool = False,
+        config_path: str | None = None,
     ) -> BrokerNode:
-        """``host`` overrides the config's listenHost."""
+        """``host`` overrides the config's listenHost; ``config_path`` is the broker.conf
+        runtime config updates are written to (None: they are refused)."""
         host = config.listen_host if host is None else host
-        acl_checker(config)  # a bad plain_acl.yml stops the start before the store is opened
-        store = MessageStore.open(config, accept_offset_loss=accept_offset_loss)
-        node = cls(config, store)
+        acl = acl_checker(config)  # a bad plain_acl.yml stops the start before the store opens
+        signer = acl_signer(config)  # signs what this broker sends (None: no keys)
+        if acl is not None and signer is None:
+            log.warning("aclEnable=true without accessKey/secretKey: this broker's own requests "
+                        "(registration, slave sync, HA) go unsigned and an ACL peer refuses them")  # fmt: skip
+        links = PeerLinks.from_config(config, signer)
+        role = BrokerRoleState.configured(config, EpochFile.load(config.store_path_root_dir))
+        store = MessageStore.open(config, accept_offset_loss=accept_offset_loss, role_state=role)
         try:
-            node = cls(config, store)
-            await node._start(host)
+            node = cls(
+                config, store, role, node_name=stable_node_name(config), host=host, acl=acl,
+                links=links, config_path=config_path,
+            )  # fmt: skip
+            await node._start()
         except BaseException:
             store.shutdown()
             raise
         return node
 
-    async def _start(self, host: str) -> None:
-        self.host = host
+    async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         self.long_poll = LongPollWaiters(loop)
         self.store.add_dispatch_listener(self.long_poll.on_dispatch)
@@ -115,22 +137,20 @@ class BrokerNode:
             self.store.topic_config.put(DEFAULT_TOPIC, tc)
             self.store.topic_config.persist()
         self.store.start()
-        send, pull, admin = SendProcessor(self), PullProcessor(self), AdminProcessor(self)
+        send = SendProcessor(self, self.stats, self.replication)
+        pull, admin = PullProcessor(self), AdminProcessor(self)
         processors = {
             **send.handlers(),
             **SendBackProcessor(self, send).handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
         }
-        if self.config.tls_enable:
-            self.client_ssl = tls.client_context(self.config.tls_client_trust_cert_path)
-            self.ns_client.ssl = self.client_ssl
         self.services = self._build_services()
         for service in self.services:
             processors.update(getattr(service, "handlers", dict)())
         # every request passes the ACL and name checks first (broker/processors/guard.py)
-        self.server = _remoting_server(self.config, guarded(processors, self.acl))
-        warn_if_exposed(f"broker {self.node_name}", host, self.acl is not None)
+        self.server = remoting_server(self.config, guarded(processors, self.acl))
+        warn_if_exposed(f"broker {self.node_name}", self.host, self.acl is not None)
         self.running = True
         started = []
         try:
@@ -139,98 +159,83 @@ class BrokerNode:
                 started.append(service)
             # Register before the port opens: once a client can connect, routes lead here.
             await self.register_all()
-            await self.server.start(host, self.config.listen_port)
+            await self.server.start(self.host, self.config.listen_port)
         except BaseException:
             for service in reversed(started):
                 await service.stop()
             await self.server.stop()
             raise
         self._tasks = [
-            loop.create_task(self._register_loop()),
+            loop.create_task(self.registration.loop()),
             loop.create_task(self._persist_offsets_loop()),
             loop.create_task(self._scan_clients_loop()),
         ]
         log.info(
             "broker %s (id %d, %s) serving on %s",
             self.config.broker_name,
-            self.config.broker_id,
-            self.store.role.value,
+            self.role.broker_id,
+            self.role.role.value,
             self.config.broker_addr,
         )
 
-    def _build_services(self) -> list:
-        """The node's optional subsystems, started in this order after the remoting server and
-        stopped in reverse. Each has ``async start()``, ``async stop()`` and optionally
+    def _build_services(self) -> list[NodeService]:
+        """The node's subsystems, started in this order after the remoting server and stopped in
+        reverse. Each has ``async start()``, ``async stop()`` and optionally
         ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
-        from broker.ha.failover import FailoverService
         from broker.ha.offset_sync import OffsetPreOnline
         from broker.processors.broker_config import BrokerConfigService
         from broker.processors.ha_admin import OffsetAdminService
         from broker.processors.runtime import RuntimeInfoService
         from broker.schedule import ScheduleMessageService
 
-        services: list = [
-            RuntimeInfoService(self),
-            FailoverService(self),
-            OffsetPreOnline(self),
+        services: list[NodeService] = [
+            RuntimeInfoService(self, self.stats),
+            self.failover,
+            OffsetPreOnline(self.store, self.config, self.role, self.links),
             OffsetAdminService(self),
             BrokerConfigService(self),
-            _RoleServices(self),
+            self.replication,
             ScheduleMessageService(self.store),  # delivers only while the store is a master
         ]
         if self.config.archive_enable:
             from broker.archive.node_archiver import NodeArchiver
 
-            services.append(NodeArchiver(self))
+            archiver = NodeArchiver(
+                self.store, self.config, self.node_name, role=self.role,
+                replication=self.replication, truncate_listeners=self.truncate_listeners,
+            )  # fmt: skip
+            services.append(archiver)
         return services
 
-    def _build_role_services(self) -> list:
-        """What runs only in the current role; rebuilt at every role change."""
-        if self.store.role.is_master:
+    def _build_role_services(self, role: BrokerRole) -> list[NodeService]:
+        """What runs only in ``role``; rebuilt at every role change."""
+        if role.is_master:
             from broker.ha.service import HAService
 
-            return [HAService(self)]
+            return [HAService(self.store, self.config, self.role, self.host, self.acl)]
         from broker.ha.client import HAClient
         from broker.ha.slave_sync import SlaveSynchronize
 
-        return [HAClient(self), SlaveSynchronize(self)]
-
-    async def start_role_services(self) -> None:
-        self.role_services = self._build_role_services()
-        for service in self.role_services:
-            await service.start()
-
-    async def stop_role_services(self) -> None:
-        for service in reversed(self.role_services):
-            try:
-                await service.stop()
-            except Exception:
-                log.exception("stopping %r failed", service)
-        self.role_services = []
-
-    def request_register(self) -> None:
-        """Register with the name servers now (after a role or topic change)."""
-        self._register_now.set()
+        client = HAClient(
+            self.store, self.config, self.role, node_name=self.node_name,
+            namesrv_addrs=self.namesrv_addrs, failover=self.failover, signer=self.links.signer,
+        )  # fmt: skip
+        return [client, SlaveSynchronize(self.store, self.config, self.links, client.known_master)]
 
     # -- hooks for subsystems -------------------------------------------------------------------
 
-    @property
-    def epoch(self) -> int:
-        return self.epochs.current_epoch if self.epochs is not None else 0
+    def request_register(self) -> None:
+        """Register with the name servers now (after a role or topic change)."""
+        self.registration.request()
+
+    async def register_all(self) -> int:
+        """Register with every name server now; returns how many accepted."""
+        return await self.registration.register_all()
 
     async def await_replication(self, result):
         """After a local put: on a SYNC_MASTER, wait for the slaves (broker/ha) and return the
         final PutMessageStatus; otherwise the put's own status."""
-        if self.ha is None or result.status is not PutMessageStatus.PUT_OK:
-            return result.status
-        return await self.ha.wait_replicated(result, self.config.sync_flush_timeout_ms)
-
-    def notify_role_changed(self, old_role, new_role, epoch: int) -> None:
-        for listener in list(self.role_listeners):
-            try:
-                listener(old_role, new_role, epoch)
-            except Exception:
-                log.exception("role-change listener %r failed", listener)
+        return await self.replication.await_replication(result, self.config.sync_flush_timeout_ms)
 
     def notify_truncated(self, from_offset: int, to_offset: int) -> None:
         for listener in list(self.truncate_listeners):
@@ -239,24 +244,13 @@ class BrokerNode:
             except Exception:
                 log.exception("truncation listener %r failed", listener)
 
-    @property
-    def offset_reset_listeners(self) -> list:
-        """on_offset_reset(group, topic, queue_id, from_offset, to_offset): an explicit rewind;
-        owned by the store's ConsumerOffsetManager."""
-        return self.store.consumer_offsets.reset_listeners
-
-    def notify_offset_reset(
-        self, group: str, topic: str, queue_id: int, from_offset: int, to_offset: int
-    ) -> None:
-        self.store.consumer_offsets.notify_reset(group, topic, queue_id, from_offset, to_offset)
-
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table: every service adds its own keys."""
         # which asyncio loop serves (eventLoop): uvloop or asyncio
         info: dict[str, str] = {
             "eventLoop": type(asyncio.get_running_loop()).__module__.partition(".")[0]
         }
-        for service in [*self.services, *self.role_services]:
+        for service in self.services:
             extra = getattr(service, "runtime_info", None)
             if extra is not None:
                 info.update({k: str(v) for k, v in extra().items()})
@@ -282,87 +276,10 @@ class BrokerNode:
         self.store.topic_config.put(topic, tc)
         self.store.topic_config.persist()
         log.info("auto-created topic %s with %d queues", topic, nums)
-        self._register_now.set()
+        self.request_register()
         return tc
 
-    # -- name server registration ---------------------------------------------------------------
-
-    def _register_request(self) -> RemotingCommand:
-        body = {
-            "topicConfigSerializeWrapper": {
-                "topicConfigTable": self.store.topic_config.table,
-                "dataVersion": self.store.topic_config.data_version,
-            },
-            "filterServerList": [],
-        }
-        return RemotingCommand.request(
-            RequestCode.REGISTER_BROKER,
-            {
-                "brokerName": self.config.broker_name,
-                "brokerAddr": self.config.broker_addr,
-                "clusterName": self.config.broker_cluster_name,
-                "haServerAddr": self.config.ha_server_addr,
-                "brokerId": self.config.broker_id,
-                "compressed": False,
-            },
-            json.dumps(body).encode(),
-        )
-
-    async def register_all(self) -> int:
-        """Register with every name server; returns how many accepted."""
-        ok = 0
-        for addr in self.namesrv_addrs:
-            try:
-                resp = await self.ns_client.invoke(
-                    addr, self._register_request(), REGISTER_TIMEOUT_MS
-                )
-            except RemotingError as exc:
-                log.warning("register with name server %s failed: %s", addr, exc)
-                continue
-            if resp.code == ResponseCode.SUCCESS:
-                ok += 1
-                self._learn_master(resp.ext_fields)
-            else:
-                log.warning("name server %s refused registration: %s", addr, resp.remark)
-        return ok
-
-    def _learn_master(self, fields: dict) -> None:
-        """A slave learns its master from the registration answer (masterAddr, haServerAddr);
-        a configured haMasterAddress wins, as RocketMQ's updateMasterHAServerAddrPeriodically
-        is off by default."""
-        client = self.ha_client
-        if client is None:
-            return
-        ha_addr = None if self.config.ha_master_address else fields.get("haServerAddr") or None
-        client.set_master(ha_addr, fields.get("masterAddr") or None)
-
-    async def _register_loop(self) -> None:
-        while True:
-            self._register_now.clear()
-            await self.register_all()
-            try:
-                async with asyncio.timeout(REGISTER_INTERVAL_MS / 1000):
-                    await self._register_now.wait()
-            except TimeoutError:
-                pass
-
-    async def _unregister_all(self) -> None:
-        for addr in self.namesrv_addrs:
-            req = RemotingCommand.request(
-                RequestCode.UNREGISTER_BROKER,
-                {
-                    "brokerName": self.config.broker_name,
-                    "brokerAddr": self.config.broker_addr,
-                    "clusterName": self.config.broker_cluster_name,
-                    "brokerId": self.config.broker_id,
-                },
-            )
-            try:
-                await self.ns_client.invoke(addr, req, REGISTER_TIMEOUT_MS)
-            except RemotingError as exc:
-                log.info("unregister from name server %s failed: %s", addr, exc)
-
-    # -- periodic persistence -------------------------------------------------------------------
+    # -- periodic work --------------------------------------------------------------------------
 
     async def _persist_offsets_loop(self) -> None:
         interval_ms = self.config.flush_consumer_offset_interval_ms
@@ -387,71 +304,11 @@ class BrokerNode:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.consumers.cancel()
-        await self._unregister_all()
+        await self.registration.unregister_all()
         await self.ns_client.close()
         await self.server.stop()
         self.store.shutdown()
         log.info("broker %s stopped", self.config.broker_name)
-
-
-class _RoleServices:
-    """Starts and stops the role-specific services as one service of the node."""
-
-    def __init__(self, node: BrokerNode) -> None:
-        self.node = node
-
-    async def start(self) -> None:
-        await self.node.start_role_services()
-
-    async def stop(self) -> None:
-        await self.node.stop_role_services()
-
-
-def acl_checker(config) -> AclChecker | None:
-    """The request checker when ``aclEnable`` (plain_acl.yml read now: a bad file stops the start
-    with a ConfigError naming it)."""
-    if not getattr(config, "acl_enable", False):
-        return None
-    return AclChecker.from_file(config.acl_file)
-
-
-def acl_signer(config, environ=os.environ) -> AclSigner | None:
-    """This node's own ACL signer, or None: ``accessKey`` / ``secretKey`` from broker.conf, else
-    from the environment (``HAPROOF_ACCESS_KEY`` / ``HAPROOF_SECRET_KEY``: a deployment keeps
-    the secret out of the config file, e.g. docker-compose.yml)."""
-    ak = getattr(config, "access_key", None) or environ.get("HAPROOF_ACCESS_KEY")
-    sk = getattr(config, "secret_key", None) or environ.get("HAPROOF_SECRET_KEY")
-    if ak and sk:
-        return AclSigner(ak, sk)
-    return None
-
-
-def stable_node_name(config: BrokerConfig) -> str:
-    """DESIGN.md: ``nodeName`` from the config, else ``{brokerName}-{brokerId}`` at the first
-    start, kept in ``{storePathRootDir}/nodeName`` because brokerId changes at failover."""
-    path = os.path.join(config.store_path_root_dir, "nodeName")
-    default = f"{config.broker_name}-{config.broker_id}"
-    explicit = config.node_name if config.node_name != default else None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            kept = fh.read().strip()
-    except FileNotFoundError:
-        kept = None
-    name = explicit or kept or default
-    if name != kept:
-        atomic_write(path, name.encode())
-    return name
-
-
-def _remoting_server(config: BrokerConfig, processors: dict) -> RemotingServer:
-    ctx = None
-    if config.tls_mode is not TlsMode.DISABLED:
-        ctx = tls.server_context(
-            config.tls_server_cert_path, config.tls_server_key_path, config.tls_server_key_password
-        )
-    return RemotingServer(
-        processors, ServerLimits.from_config(config), tls_mode=config.tls_mode, ssl_context=ctx
-    )
 
 
 async def serve(
@@ -460,8 +317,9 @@ async def serve(
     config_path: str | None = None,
     accept_offset_loss: bool = False,
 ) -> None:
-    node = await BrokerNode.start(config, host, accept_offset_loss=accept_offset_loss)
-    node.config_path = config_path
+    node = await BrokerNode.start(
+        config, host, accept_offset_loss=accept_offset_loss, config_path=config_path
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

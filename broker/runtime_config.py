@@ -9,8 +9,9 @@ with a message naming the key.
 An accepted change is written first to the node's config file (one ``key=value`` line replaced
 or appended, the rest of the file untouched; temp file, fsync, rename, fsync the directory),
 then applied: the node, its store and every service holding a frozen ``BrokerConfig`` get a
-copy of theirs with the change (after a failover the node's differs from the store's). A node started without a config file refuses updates, since a change
-that is gone after a restart would surprise the operator.
+copy of theirs with the change. A config says what was configured, never the node's current
+role (``broker/ha/role.py``). A node started without a config file refuses updates, since a
+change that is gone after a restart would surprise the operator.
 
 This module is the only place that knows how ``broker.config`` maps property names to fields.
 """
@@ -169,7 +170,7 @@ def update_node_config(node, updates: Mapping[str, str]) -> dict[str, tuple[str,
     Raises NotRuntimeKeyError / ConfigError (nothing changed) or OSError (file not written,
     nothing applied)."""
     typed = check_updates(updates)
-    path = getattr(node, "config_path", None)
+    path = node.config_path
     if not path:
         raise ConfigError("this node was started without a config file: a change could not persist")
     old = node.config
@@ -194,8 +195,8 @@ def update_node_config(node, updates: Mapping[str, str]) -> dict[str, tuple[str,
 
 
 def _holders(node) -> list:
-    return [node, getattr(node, "store", None), *getattr(node, "services", []),
-            *getattr(node, "role_services", [])]  # fmt: skip
+    """The node, its store, its services and its role's services (HAService...)."""
+    return [node, node.store, *node.services, *node.replication.services]
 
 
 def _replaced_configs(node, fields: Mapping[str, object]) -> list[tuple[object, BrokerConfig]]:

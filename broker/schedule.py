@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from broker.config import parse_delay_levels
+from broker.config_checks import parse_delay_levels
 from broker.store import delay
 from broker.store.results import PutMessageStatus
 from contracts.record.model import Message, Record

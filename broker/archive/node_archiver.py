@@ -23,17 +23,25 @@ thread makes every shipper call, in order, from one queue.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from broker.archive.shipper import NodeIdentity, Shipper, check_resume
+from broker.archive.node_view import LiveStoreSource, NodeView, epoch_ranges
+from broker.archive.shipper import Shipper, check_resume
 from broker.archive.uploader import ShipperProcess, SourceSpec
-from contracts import archive_layout as layout
 from contracts.errors import ArchiveConflictError, ArchiveError, HaproofError
 from contracts.object_store import open_store
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.ha.role import BrokerRoleState
+    from broker.ha.role_services import RoleServices
+    from broker.store.message_store import MessageStore
+
+__all__ = ["LiveStoreSource", "NodeArchiver", "epoch_ranges"]
 
 log = logging.getLogger(__name__)
 
@@ -44,36 +52,31 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class LiveStoreSource:
-    """The live store's commit log as a ``CommitLogSource``: only flushed bytes are shippable.
-    The store framed every record itself, so the shipper chains frames without decoding them
-    (the audit checks every record's CRC and fields)."""
-
-    framing_trusted = True
-
-    def __init__(self, store) -> None:
-        self.store = store
-        self.mapped_file_size = store.config.mapped_file_size_commit_log
-
-    def min_offset(self) -> int:
-        return self.store.commit_log.min_offset
-
-    def shippable_end(self) -> int:
-        return min(self.store.commit_log.flushed_offset, self.store.commit_log.max_offset)
-
-    def file_view(self, file_start: int) -> memoryview:
-        mf = self.store.commit_log.queue.find(file_start)
-        if mf is None:
-            raise ArchiveError(f"commit log file at {file_start} is gone")
-        return memoryview(mf.buffer)
-
-
 class NodeArchiver:
-    """A node service. ``start()`` does no object-store I/O itself: the worker does."""
+    """A node service. ``start()`` does no object-store I/O itself: the worker does.
 
-    def __init__(self, node, clock_ms: Callable[[], int] = now_ms) -> None:
-        self.node = node
-        self.config = node.config
+    ``role`` is the node's role state (the store's when not given), ``replication`` its role
+    services (the HA status in snapshots, the slave's master connection; None: none), and
+    ``truncate_listeners`` the node's list this archiver joins (None: no truncations)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        config: BrokerConfig,
+        node_name: str,
+        *,
+        role: BrokerRoleState | None = None,
+        replication: RoleServices | None = None,
+        truncate_listeners: list | None = None,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.node_name = node_name
+        self.role = role or store.role_state
+        self.replication = replication
+        self.truncate_listeners = truncate_listeners
+        self.view = NodeView(store, config, self.role, node_name, replication)
         self.clock_ms = clock_ms
         self._jobs: queue.Queue = queue.Queue()
         self._stop = threading.Event()
@@ -99,7 +102,7 @@ class NodeArchiver:
         import asyncio
 
         cfg = self.config
-        node = self.node
+        store = self.store
         store_options = {
             "root": cfg.archive_root,
             "endpoint_url": cfg.archive_s3_endpoint,
@@ -108,14 +111,14 @@ class NodeArchiver:
         if cfg.archive_in_process:
             self.shipper = Shipper(
                 open_store(**store_options),
-                self._identity(),
+                self.view.identity(),
                 cfg.archive_chunk_max_bytes,
                 clock_ms=self.clock_ms,
             )
         else:  # a child process, ready before the node serves
             self.shipper = ShipperProcess(
                 store_options,
-                self._identity(),
+                self.view.identity(),
                 cfg.archive_chunk_max_bytes,
                 clock_ms=self.clock_ms,
                 nice=cfg.archive_nice,
@@ -125,21 +128,13 @@ class NodeArchiver:
                 log.info("archiver child process %d ready (nice %d)", pid, cfg.archive_nice)
             except HaproofError as exc:  # the worker starts it again on its first call
                 log.error("archiver child process did not start: %s", exc)
-        node.role_listeners.append(self._on_role_changed)
-        node.truncate_listeners.append(self._on_truncated)
-        resets = getattr(node, "offset_reset_listeners", None)
-        if resets is not None:
-            resets.append(self._on_offset_reset)
-        rec = node.store.recovery
-        if rec is not None and rec.abnormal and getattr(rec, "damage", None) is None:
-            self._jobs.put(("event", "recovered", {"from": rec.found_end, "to": rec.valid_end}))
-        self._report_quarantines()
-        loss = getattr(node.store.consumer_offsets, "accepted_loss", None)
-        if loss:  # started with --accept-offset-loss: every committed offset may have moved
-            fields = {"group": "*", "topic": "*", "queue": -1, "from": -1, "to": -1}
-            self._jobs.put(("event", "offset_reset", {**fields, "reason": loss}))
-        self._jobs.put(("event", "started", {"role": node.store.role.value}))
-        self._jobs.put(("snapshot", self._snapshot()))
+        self.role.listeners.append(self._on_role_changed)
+        if self.truncate_listeners is not None:
+            self.truncate_listeners.append(self._on_truncated)
+        store.consumer_offsets.reset_listeners.append(self._on_offset_reset)
+        for name, fields in self.view.start_events():
+            self._jobs.put(("event", name, fields))
+        self._jobs.put(("snapshot", self.view.snapshot(self.clock_ms)))
         self.archived_at_ms = self.clock_ms()
         self._thread = threading.Thread(target=self._run, name="archiver", daemon=True)
         self._thread.start()
@@ -148,7 +143,7 @@ class NodeArchiver:
             loop.create_task(self._snapshot_loop()),
             loop.create_task(self._watch_master_loop()),
         ]
-        log.info("archiving to %s as node %s", cfg.archive_root, node.node_name)
+        log.info("archiving to %s as node %s", cfg.archive_root, self.node_name)
 
     async def stop(self) -> None:
         import asyncio
@@ -161,10 +156,10 @@ class NodeArchiver:
         # Stopping: flush first, so the last round ships every byte the final snapshot (and a
         # slave's ack in it) covers; otherwise an ASYNC_FLUSH tail would be acked but unshipped.
         try:
-            self.node.store.flush_all()
+            self.store.flush_all()
         except Exception:
             log.exception("flush before the final archive round failed")
-        self._jobs.put(("snapshot", self._snapshot()))
+        self._jobs.put(("snapshot", self.view.snapshot(self.clock_ms)))
         self._jobs.put(("ship", None))
         self._stop.set()
         self._wake.set()
@@ -174,49 +169,18 @@ class NodeArchiver:
         elif isinstance(self.shipper, ShipperProcess):
             await asyncio.get_running_loop().run_in_executor(None, self.shipper.close)
 
-    def _report_quarantines(self) -> None:
-        """A ``recovered`` event per quarantined range (store repair, slave refetch), once."""
-        from broker.store.recovery import mark_reported
-
-        store = self.node.store
-        for q in getattr(store, "quarantine_reports", []):
-            refetch = q.get("action") == "refetch"
-            end = store.max_phy_offset
-            fields = {
-                "from": q["end"] if refetch else end,  # the log end found / kept
-                "to": q["start"] if refetch else end,
-                "damagedFrom": q["start"],
-                "damagedTo": q["end"],
-                "action": q.get("action"),
-                "quarantine": os.path.basename(q["file"]),
-                "reason": q.get("reason", ""),
-            }
-            self._jobs.put(("event", "recovered", fields))
-            mark_reported(store.root, q["file"])
-        store.quarantine_reports = []
-
-    def _identity(self) -> NodeIdentity:
-        return NodeIdentity(
-            cluster=self.config.broker_cluster_name,
-            broker_name=self.config.broker_name,
-            node=self.node.node_name,
-            broker_id=self.node.config.broker_id,
-            role=self.node.store.role.value,
-            epoch=self.node.epoch,
-        )
-
     # -- node hooks (event loop) ----------------------------------------------------------------
 
     def _on_role_changed(self, old_role, new_role, epoch: int) -> None:
         if new_role.is_master:
             self._mastered[epoch] = new_role.value
-        self._jobs.put(("identity", self._identity()))
+        self._jobs.put(("identity", self.view.identity()))
         self._jobs.put(("event", "role_changed", {"from": old_role.value, "to": new_role.value}))
-        self._jobs.put(("snapshot", self._snapshot()))
+        self._jobs.put(("snapshot", self.view.snapshot(self.clock_ms)))
         self._wake.set()
 
     def _on_truncated(self, from_offset: int, to_offset: int) -> None:
-        self._jobs.put(("truncated", (from_offset, to_offset, self.node.epoch)))
+        self._jobs.put(("truncated", (from_offset, to_offset, self.role.epoch)))
         self._wake.set()
 
     def _on_offset_reset(self, group: str, topic: str, queue_id: int, from_off: int, to_off: int):
@@ -230,7 +194,7 @@ class NodeArchiver:
         interval_s = self.config.snapshot_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
-            self._jobs.put(("snapshot", self._snapshot()))
+            self._jobs.put(("snapshot", self.view.snapshot(self.clock_ms)))
 
     async def _watch_master_loop(self) -> None:
         """A slave that loses its master says so once (``master_lost``)."""
@@ -239,48 +203,15 @@ class NodeArchiver:
         was_connected = False
         while True:
             await asyncio.sleep(0.5)
-            client = self.node.ha_client
+            client = self.replication.ha_client if self.replication is not None else None
             connected = bool(client is not None and client.connected)
             if was_connected and not connected and client is not None:
                 self._jobs.put(("event", "master_lost", {"master": client.master_ha_addr or ""}))
                 self._wake.set()
             was_connected = connected
 
-    def _snapshot(self) -> layout.Snapshot:
-        node, store = self.node, self.node.store
-        max_off = store.max_phy_offset
-        flushed = min(store.commit_log.flushed_offset, max_off)
-        slaves: dict[str, int] = {}
-        confirm = flushed
-        if node.ha is not None:
-            st = node.ha.status()
-            confirm = min(st["confirmOffset"], max_off)
-            for s in st["slaves"]:
-                slaves[s.get("node") or s["addr"]] = s["ackOffset"]
-        qmax: dict[str, dict[str, int]] = {}
-        for (topic, qid), n in list(store.topic_queue_table.items()):
-            qmax.setdefault(topic, {})[str(qid)] = int(n)
-        offsets = store.consumer_offsets.to_json()
-        return layout.Snapshot(
-            node=node.node_name,
-            brokerName=self.config.broker_name,
-            brokerId=node.config.broker_id,
-            role=store.role.value,
-            epoch=node.epoch,
-            takenAt=self.clock_ms(),
-            maxPhyOffset=max_off,
-            flushedOffset=flushed,
-            confirmOffset=confirm,
-            slaves=slaves,
-            consumerOffsets=offsets["offsetTable"],
-            queueMaxOffsets=qmax,
-            delayOffsets={str(k): v for k, v in store.delay_offsets.table.items()},
-            dataVersion=offsets["dataVersion"],
-            mappedFileSize=self.config.mapped_file_size_commit_log,
-        )
-
     def runtime_info(self) -> dict[str, object]:
-        flushed = self.node.store.commit_log.flushed_offset
+        flushed = self.store.commit_log.flushed_offset
         lag_bytes = max(0, flushed - self.archived_end)
         lag_ms = 0 if lag_bytes == 0 else max(0, self.clock_ms() - self.archived_at_ms)
         return {
@@ -396,18 +327,19 @@ class NodeArchiver:
         return False
 
     def _ship(self, force: bool = True) -> None:
-        node, shipper = self.node, self.shipper
-        shipper.id.epoch = max(shipper.id.epoch, node.epoch)  # events say the current epoch
-        role = node.store.role
+        shipper, state = self.shipper, self.role
+        epoch_now = state.epoch
+        shipper.id.epoch = max(shipper.id.epoch, epoch_now)  # events say the current epoch
+        role = state.role
         if role.is_master:
-            self._mastered.setdefault(node.epoch, role.value)
-        entries = list(node.epochs.entries) if getattr(node, "epochs", None) is not None else []
-        live = LiveStoreSource(node.store)
+            self._mastered.setdefault(epoch_now, role.value)
+        entries = state.epoch_entries
+        live = LiveStoreSource(self.store)
         target = live.shippable_end()
         source = live
         if isinstance(shipper, ShipperProcess):  # the child maps the files itself
             source = SourceSpec(
-                node.store.commit_log.queue.directory, live.mapped_file_size, live.min_offset(),
+                self.store.commit_log.queue.directory, live.mapped_file_size, live.min_offset(),
                 target,
             )  # fmt: skip
         start = self._next_start
@@ -419,7 +351,7 @@ class NodeArchiver:
             return
         # one ship per epoch range: a backlog that spans a promotion (the archiver was behind
         # when this slave became master) keeps the old epoch and SLAVE for the old bytes
-        for seg_start, seg_end, epoch in epoch_ranges(entries, start, target, node.epoch):
+        for seg_start, seg_end, epoch in epoch_ranges(entries, start, target, epoch_now):
             result = shipper.ship(
                 source, seg_start, end=seg_end,
                 epoch=max(epoch, shipper.truncation_epoch), role=self._role_in(epoch),
@@ -441,21 +373,4 @@ class NodeArchiver:
         mastered = self._mastered.get(epoch) or self.shipper.master_epochs.get(epoch)
         if mastered is not None:
             return mastered
-        return self.node.store.role.value if epoch == 0 else "SLAVE"
-
-
-def epoch_ranges(entries, start: int, end: int, default_epoch: int):
-    """``(from, to, epoch)`` covering ``[start, end)`` by the epoch file's entries (an entry
-    holds from its start offset to the next one's); bytes before the first entry, or every byte
-    when there are no entries, belong to epoch 0 (``default_epoch`` without entries)."""
-    if start >= end:
-        return
-    if not entries:
-        yield start, end, default_epoch
-        return
-    bounds = [(0, 0)] + [(e.start_offset, e.epoch) for e in entries]
-    for i, (lo, epoch) in enumerate(bounds):
-        hi = bounds[i + 1][0] if i + 1 < len(bounds) else end
-        lo, hi = max(lo, start), min(hi, end)
-        if lo < hi:
-            yield lo, hi, epoch
+        return self.role.role.value if epoch == 0 else "SLAVE"

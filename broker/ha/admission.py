@@ -18,7 +18,7 @@ import logging
 import time
 
 from broker.acl.signing import ACCESS_KEY, signature_matches
-from broker.config import ha_allowed_networks
+from broker.config_checks import ha_allowed_networks
 from broker.ha import wire
 
 log = logging.getLogger(__name__)

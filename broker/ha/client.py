@@ -18,12 +18,20 @@ import asyncio
 import logging
 import random
 import time
+from typing import TYPE_CHECKING
 
 from broker.ha import wire
 from broker.ha.admission import handshake_frame
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import HaproofError, RemotingError, StoreError
+
+if TYPE_CHECKING:
+    from broker.acl.signing import AclSigner
+    from broker.config import BrokerConfig
+    from broker.ha.failover import FailoverService
+    from broker.ha.role import BrokerRoleState
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +49,28 @@ def _split(addr: str) -> tuple[str, int]:
 
 
 class HAClient:
-    """Build with ``HAClient(node)``; ``await start()`` runs it, ``await stop()`` ends it."""
+    """Build with ``HAClient(store, config, role, ...)``; ``await start()`` runs it,
+    ``await stop()`` ends it. ``failover`` (the node's FailoverService, None: no epoch check)
+    reconciles before replicating; ``signer`` (None: no keys) signs the ACL handshake."""
 
-    def __init__(self, node) -> None:
-        self.node = node
-        self.store = node.store
-        self.config = node.config
-        self.master_ha_addr: str | None = self.config.ha_master_address or None
+    def __init__(
+        self,
+        store: MessageStore,
+        config: BrokerConfig,
+        role: BrokerRoleState,
+        *,
+        node_name: str,
+        namesrv_addrs: list[str],
+        failover: FailoverService | None = None,
+        signer: AclSigner | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.node_name = node_name
+        self.namesrv_addrs = namesrv_addrs
+        self.failover = failover
+        self.signer = signer
+        self.master_ha_addr: str | None = role.master_ha_addr
         self.master_addr: str | None = None  # the master's remoting address, when known
         self.connected = False
         self.connects = 0  # connections made so far
@@ -60,15 +83,16 @@ class HAClient:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.node.ha_client = self
         self._task = asyncio.create_task(self._run(), name="ha-client")
 
     async def stop(self) -> None:
-        if self.node.ha_client is self:
-            self.node.ha_client = None
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+    def known_master(self) -> str | None:
+        """The master's remoting address when known (SlaveSynchronize copies from it)."""
+        return self.master_addr
 
     def set_master(self, ha_addr: str | None, broker_addr: str | None = None) -> None:
         """Point at another master (learned from the name server, or after a failover)."""
@@ -134,10 +158,10 @@ class HAClient:
         """Before replicating: agree with the master on epochs, truncating a divergent tail
         (broker/ha/failover.py). Needs the master's remoting address, which the name server
         tells a registered slave; without a name server there is nothing to ask."""
-        failover = self.node.failover
+        failover = self.failover
         if failover is None:
             return True
-        if self.master_addr is None and self.node.namesrv_addrs:
+        if self.master_addr is None and self.namesrv_addrs:
             self._addr_changed.clear()
             try:
                 async with asyncio.timeout(LEARN_MASTER_TIMEOUT_S):
@@ -159,13 +183,13 @@ class HAClient:
     async def _introduce(self, writer) -> None:
         """Tell the master which node this HA connection is (EXCHANGE_BROKER_HA_INFO, 906);
         a master that does not know the request (RocketMQ 4.x) just refuses it."""
-        failover = self.node.failover
+        failover = self.failover
         if failover is None or self.master_addr is None:
             return
         host, port = writer.get_extra_info("sockname")[:2]
         req = RemotingCommand.request(
             RequestCode.EXCHANGE_BROKER_HA_INFO,
-            {"nodeName": self.node.node_name, "haClientAddr": f"{host}:{port}"},
+            {"nodeName": self.node_name, "haClientAddr": f"{host}:{port}"},
         )
         try:
             await failover.client.invoke(self.master_addr, req, 3000)
@@ -206,13 +230,12 @@ class HAClient:
 
     def _handshake(self) -> bytes:
         """With ACL, the signed frame the master wants before the first report."""
-        if not getattr(self.config, "acl_enable", False):
+        if not self.config.acl_enable:
             return b""
-        signer = getattr(self.node, "rpc_hook", None)
-        if signer is None:
+        if self.signer is None:
             log.warning("HA: aclEnable without accessKey/secretKey: the master will refuse us")
             return b""
-        return handshake_frame(signer, self.node.node_name)
+        return handshake_frame(self.signer, self.node_name)
 
     async def _serve(self, reader, writer) -> None:
         hello = self._handshake()

@@ -23,14 +23,20 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerRole
 from broker.ha.epoch import EpochFile, consistent_point
+from broker.ha.role import RoleChange
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import topic_config
 from contracts.errors import HaproofError, RemotingError
+
+if TYPE_CHECKING:
+    from broker.node import BrokerNode
+    from broker.node_parts import PeerLinks
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +51,18 @@ class FailoverError(HaproofError):
 
 
 class FailoverService:
-    """A node service: loads the epoch file, answers 1007/1008, reconciles before replicating."""
+    """A node service: answers 1007/1008, switches the node's role (through its role state,
+    ``node.role``, and its role services, ``node.replication``), reconciles before replicating.
+    ``links`` make this node's client to its peers (TLS, ACL signing)."""
 
-    def __init__(self, node) -> None:
+    def __init__(self, node: BrokerNode, links: PeerLinks) -> None:
         self.node = node
-        self.client = RemotingClient(
-            ssl=getattr(node, "client_ssl", None),  # tlsEnable
-            rpc_hook=getattr(node, "rpc_hook", None),  # ACL
-        )
+        self.client = links.client()
 
     async def start(self) -> None:
-        node = self.node
-        node.epochs = EpochFile.load(node.config.store_path_root_dir)
-        node.failover = self
-        if node.store.role.is_master and not node.epochs.entries:
-            node.epochs.append(1, node.store.max_phy_offset)
+        role = self.node.role
+        if role.role.is_master and not role.epoch_entries:
+            role.begin_epoch(1, self.node.store.max_phy_offset)
 
     async def stop(self) -> None:
         await self.client.close()
@@ -75,7 +78,7 @@ class FailoverService:
     async def _ha_info(self, conn, req: RemotingCommand) -> RemotingCommand:
         """A slave names its HA connection (its local address) so a master's status and
         snapshots can list slaves by node name."""
-        ha = self.node.ha
+        ha = self.node.replication.ha
         if ha is not None:
             ha.peer_names[req.field("haClientAddr")] = req.field("nodeName")
         return req.make_response(ResponseCode.SUCCESS)
@@ -86,14 +89,14 @@ class FailoverService:
         return {
             "clusterName": cfg.broker_cluster_name,
             "brokerName": cfg.broker_name,
-            "brokerId": cfg.broker_id,
+            "brokerId": node.role.broker_id,
             "nodeName": node.node_name,
-            "brokerRole": node.store.role.value,
+            "brokerRole": node.role.role.value,
             "brokerAddr": cfg.broker_addr,
             "haServerAddr": cfg.ha_server_addr,
             "maxOffset": end,
-            "epoch": node.epoch,
-            "epochList": node.epochs.to_json(end) if node.epochs else [],
+            "epoch": node.role.epoch,
+            "epochList": node.role.epochs_json(end),
         }
 
     async def _epoch_cache(self, conn, req: RemotingCommand) -> RemotingCommand:
@@ -102,12 +105,13 @@ class FailoverService:
     async def _ha_status(self, conn, req: RemotingCommand) -> RemotingCommand:
         doc = self.describe()
         doc.pop("epochList")
-        if self.node.ha is not None:
-            doc.update(self.node.ha.status())
+        ha = self.node.replication.ha
+        if ha is not None:
+            doc.update(ha.status())
             if str(req.opt_field("ackHistory", "false")).lower() == "true":
                 # [monotonic s, best ack offset] each time the best slave ack rose
-                doc["ackHistory"] = [list(e) for e in self.node.ha.ack_history]
-        client = self.node.ha_client
+                doc["ackHistory"] = [list(e) for e in ha.ack_history]
+        client = self.node.replication.ha_client
         if client is not None:
             doc.update(
                 {"masterHaAddress": client.master_ha_addr, "masterConnected": client.connected}
@@ -123,26 +127,25 @@ class FailoverService:
                 role = BrokerRole(req.opt_field("brokerRole") or BrokerRole.SYNC_MASTER.value)
                 await self.become_master(epoch, role)
             else:
-                broker_id = int(req.opt_field("brokerId") or self.node.config.broker_id or 1)
+                broker_id = int(req.opt_field("brokerId") or self.node.role.broker_id or 1)
                 await self.become_slave(master_addr, req.opt_field("masterHaAddress"), broker_id)
         except (HaproofError, ValueError) as exc:
             log.error("role change to master %s (epoch %d) failed: %s", master_addr, epoch, exc)
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         return req.make_response(
             ResponseCode.SUCCESS,
-            ext_fields={"epoch": self.node.epoch, "maxOffset": self.node.store.max_phy_offset},
+            ext_fields={"epoch": self.node.role.epoch, "maxOffset": self.node.store.max_phy_offset},
         )
 
     async def become_master(self, epoch: int, role: BrokerRole) -> None:
-        node = self.node
+        node, state = self.node, self.node.role
         if not role.is_master:
             raise FailoverError(f"a master cannot take role {role.value}")
-        if node.store.role.is_master and epoch == node.epoch:
+        if state.role.is_master and epoch == state.epoch:
             return  # already done (a retried request)
-        if epoch <= node.epoch:
-            raise FailoverError(f"epoch {epoch} is not newer than this node's epoch {node.epoch}")
-        old = node.store.role
-        await node.stop_role_services()
+        if epoch <= state.epoch:
+            raise FailoverError(f"epoch {epoch} is not newer than this node's epoch {state.epoch}")
+        await node.replication.stop()
         # A slave's tail can be part of a record (HA frames split records and the master died
         # mid-record): the new epoch starts after the last whole record, never after half one.
         whole = node.store.dispatcher.dispatched_offset
@@ -156,16 +159,15 @@ class FailoverService:
             node.notify_truncated(torn_end, whole)
         self._adopt_orphan_topics()
         start = node.store.max_phy_offset
-        node.epochs.append(epoch, start)
-        node.config = node.config.replace(broker_id=0, broker_role=role)
-        node.store.role = role
-        await node.start_role_services()
+        state.begin_epoch(epoch, start)
+        change = state.change(role, 0)
+        await node.replication.start()
         node.request_register()
         log.warning(
             "%s is now %s of %s under epoch %d from offset %d",
             node.node_name, role.value, node.config.broker_name, epoch, start,
         )  # fmt: skip
-        node.notify_role_changed(old, role, epoch)
+        state.announce(change)
 
     def _adopt_orphan_topics(self) -> None:
         """A slave promoted before SlaveSynchronize copied a new topic's config holds the
@@ -184,24 +186,19 @@ class FailoverService:
 
     async def become_slave(self, master_addr: str, master_ha_addr: str | None, broker_id: int):
         node = self.node
-        old = node.store.role
         if broker_id <= 0:
             raise FailoverError(f"a slave needs a brokerId > 0, not {broker_id}")
-        await node.stop_role_services()
-        node.config = node.config.replace(
-            broker_id=broker_id,
-            broker_role=BrokerRole.SLAVE,
-            ha_master_address=master_ha_addr or node.config.ha_master_address,
-        )
-        node.store.role = BrokerRole.SLAVE
+        await node.replication.stop()
+        change = node.role.change(BrokerRole.SLAVE, broker_id, master_ha_addr=master_ha_addr)
         await self.reconcile(master_addr)
-        await node.start_role_services()
-        if node.ha_client is not None:
-            node.ha_client.set_master(master_ha_addr, master_addr)
+        await node.replication.start()
+        client = node.replication.ha_client
+        if client is not None:
+            client.set_master(master_ha_addr, master_addr)
         node.request_register()
-        if old is not BrokerRole.SLAVE:
+        if change.old is not BrokerRole.SLAVE:
             log.warning("%s is now a slave of %s", node.node_name, master_addr)
-            node.notify_role_changed(old, BrokerRole.SLAVE, node.epoch)
+            node.role.announce(RoleChange(change.old, change.new, node.role.epoch))
 
     async def fetch_epochs(self, broker_addr: str) -> dict:
         req = RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE)
@@ -219,7 +216,7 @@ class FailoverService:
         node = self.node
         doc = await self.fetch_epochs(master_addr)
         theirs = EpochFile.from_json(doc.get("epochList") or [])
-        mine = node.epochs.entries
+        mine = node.role.epoch_entries
         my_end = node.store.max_phy_offset
         point = None
         if mine and theirs:
@@ -239,7 +236,7 @@ class FailoverService:
             node.notify_truncated(my_end, point)
             cut = point
         if theirs:
-            node.epochs.replace(theirs)
+            node.role.adopt_epochs(theirs)
         return cut
 
 

@@ -22,12 +22,18 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager, Raised
 from contracts.errors import HaproofError, RemotingError
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.ha.role import BrokerRoleState
+    from broker.node_parts import PeerLinks
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +65,23 @@ Fetch = Callable[[str, RequestCode], Awaitable[dict]]
 
 
 class OffsetPreOnline:
-    """A node service: reverse offset sync on a master at start and after a promotion."""
+    """A node service: reverse offset sync on a master at start and after a promotion.
+    ``fetch`` / ``peers`` replace the remote calls (tests); ``links`` make the client."""
 
-    def __init__(self, node, fetch: Fetch | None = None, peers=None) -> None:
-        self.node = node
-        self.client = RemotingClient(
-            ssl=getattr(node, "client_ssl", None),  # tlsEnable
-            rpc_hook=getattr(node, "rpc_hook", None),  # ACL
-        )
+    def __init__(
+        self,
+        store: MessageStore,
+        config: BrokerConfig,
+        role: BrokerRoleState,
+        links: PeerLinks,
+        *,
+        fetch: Fetch | None = None,
+        peers: Callable[[], Awaitable[list[str]]] | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.role = role
+        self.client = links.client()  # tlsEnable, ACL signing
         self._fetch = fetch or self._fetch_remote
         self._peers = peers or self._peers_from_namesrv
         self.raised_total = 0
@@ -74,11 +89,13 @@ class OffsetPreOnline:
         self._tasks: set[asyncio.Task] = set()
 
     async def start(self) -> None:
-        self.node.role_listeners.append(self._on_role_changed)
-        if self.node.store.role.is_master:
+        self.role.listeners.append(self._on_role_changed)
+        if self.role.role.is_master:
             await self.sync_from_peers()
 
     async def stop(self) -> None:
+        if self._on_role_changed in self.role.listeners:
+            self.role.listeners.remove(self._on_role_changed)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -96,11 +113,11 @@ class OffsetPreOnline:
     async def _peers_from_namesrv(self) -> list[str]:
         from broker.ha.failover import group_nodes
 
-        node = self.node
-        if not node.namesrv_addrs:
+        cfg = self.config
+        if not cfg.namesrv_addrs:
             return []
-        addrs = await group_nodes(self.client, node.namesrv_addrs, node.config.broker_name)
-        return [a for a in addrs if a != node.config.broker_addr]
+        addrs = await group_nodes(self.client, cfg.namesrv_addrs, cfg.broker_name)
+        return [a for a in addrs if a != cfg.broker_addr]
 
     async def _fetch_remote(self, addr: str, code: RequestCode) -> dict:
         resp = await self.client.invoke(addr, RemotingCommand.request(code), PEER_TIMEOUT_MS)
@@ -110,7 +127,7 @@ class OffsetPreOnline:
 
     async def sync_from_peers(self) -> list[Raised]:
         """One reverse sync; returns the raised offsets. Never raises for a peer's failure."""
-        store = self.node.store
+        store = self.store
         try:
             peers = await self._peers()
         except HaproofError as exc:
@@ -141,6 +158,6 @@ class OffsetPreOnline:
         self.raised_total += len(raised)
         log.info(
             "offset pre-online sync: read %d peer(s) of %s, raised %d offset(s)",
-            len(peers), self.node.config.broker_name, len(raised),
+            len(peers), self.config.broker_name, len(raised),
         )  # fmt: skip
         return raised

@@ -27,12 +27,18 @@ import itertools
 import logging
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
-from broker.config import BrokerRole
+from broker.config import BrokerConfig, BrokerRole
 from broker.ha import wire
 from broker.ha.admission import HAAdmission
+from broker.ha.role import BrokerRoleState
 from broker.remoting.limits import RefusalLog
 from broker.store.results import PutMessageStatus
+
+if TYPE_CHECKING:
+    from broker.acl.permission import AclChecker
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -162,12 +168,22 @@ class HAConnection:
 
 
 class HAService:
-    """Build with ``HAService(node)``; ``await start()`` listens, ``await stop()`` closes."""
+    """Build with ``HAService(store, config, role, host, acl)``; ``await start()`` listens on
+    ``host``, ``await stop()`` closes. ``acl`` (None: aclEnable off) checks the slaves'
+    handshakes; ``role`` is the node's role state (only a SYNC_MASTER's puts wait)."""
 
-    def __init__(self, node) -> None:
-        self.node = node
-        self.store = node.store
-        self.config = node.config
+    def __init__(
+        self,
+        store: MessageStore,
+        config: BrokerConfig,
+        role: BrokerRoleState,
+        host: str,
+        acl: AclChecker | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.role = role
+        self.host = host
         self.connections: list[HAConnection] = []
         self.push2slave_max = 0  # the best ack over all slaves (RocketMQ's push2SlaveMaxOffset)
         self._server: asyncio.Server | None = None
@@ -177,7 +193,7 @@ class HAService:
         # measured where the ack lands, without a poller's granularity (bench, haStatus)
         self.ack_history: deque[tuple[float, int]] = deque(maxlen=ACK_HISTORY_LEN)
         self._tasks: set[asyncio.Task] = set()
-        self.admission = HAAdmission(self.config, getattr(node, "acl", None))
+        self.admission = HAAdmission(self.config, acl)
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
         self._seq = itertools.count()
         self.refusals = RefusalLog()  # refused peers, logged once a minute per host
@@ -187,16 +203,13 @@ class HAService:
     async def start(self) -> None:
         self.store.add_dispatch_listener(self._on_put)
         self._server = await asyncio.start_server(
-            self._accept, host=self.node.host, port=self.config.ha_listen_port,
+            self._accept, host=self.host, port=self.config.ha_listen_port,
             limit=HA_READ_BUFFER_BYTES,
         )  # fmt: skip
         self.port = self._server.sockets[0].getsockname()[1]
-        self.node.ha = self
         log.info("HA: listening for slaves on port %d", self.port)
 
     async def stop(self) -> None:
-        if self.node.ha is self:
-            self.node.ha = None
         self.store.remove_dispatch_listener(self._on_put)
         if self._server is not None:
             self._server.close()
@@ -213,7 +226,7 @@ class HAService:
     async def _accept(self, reader, writer) -> None:
         host, port = writer.get_extra_info("peername")[:2]
         peer = f"{host}:{port}"
-        cap = getattr(self.config, "ha_max_connections", 16)
+        cap = self.config.ha_max_connections
         if len(self.connections) >= cap:
             self.refusals.refuse(
                 "HA refused", peer, f"{cap} HA connections open (haMaxConnections)"
@@ -288,7 +301,7 @@ class HAService:
         )
 
     async def wait_replicated(self, result, timeout_ms: int) -> PutMessageStatus:
-        if self.node.store.role is not BrokerRole.SYNC_MASTER:
+        if self.role.role is not BrokerRole.SYNC_MASTER:
             return result.status
         end = result.end_offset
         if not self.slave_ok(end):

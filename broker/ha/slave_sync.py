@@ -15,11 +15,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import RemotingError
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.node_parts import PeerLinks
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +33,20 @@ TIMEOUT_MS = 5000
 
 
 class SlaveSynchronize:
-    """A slave's node service; ``sync_all()`` does one round (tests call it directly)."""
+    """A slave's node service; ``sync_all()`` does one round (tests call it directly).
+    ``master_addr()`` is the master's remoting address when known (the HAClient learns it)."""
 
-    def __init__(self, node) -> None:
-        self.node = node
-        self.client = RemotingClient(
-            ssl=getattr(node, "client_ssl", None),  # tlsEnable
-            rpc_hook=getattr(node, "rpc_hook", None),  # ACL
-        )
+    def __init__(
+        self,
+        store: MessageStore,
+        config: BrokerConfig,
+        links: PeerLinks,
+        master_addr: Callable[[], str | None],
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.client = links.client()  # tlsEnable, ACL signing
+        self._master = master_addr
         self.rounds = 0  # completed rounds
         self._task: asyncio.Task | None = None
 
@@ -48,7 +60,7 @@ class SlaveSynchronize:
         await self.client.close()
 
     async def _loop(self) -> None:
-        interval_s = self.node.config.slave_sync_interval_ms / 1000
+        interval_s = self.config.slave_sync_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
             try:
@@ -57,10 +69,6 @@ class SlaveSynchronize:
                 log.info("slave sync: master unreachable: %s", exc)
             except Exception:
                 log.exception("slave sync failed")
-
-    def _master(self) -> str | None:
-        client = self.node.ha_client
-        return client.master_addr if client is not None else None
 
     async def _fetch(self, addr: str, code: RequestCode) -> dict:
         resp = await self.client.invoke(addr, RemotingCommand.request(code), TIMEOUT_MS)
@@ -72,7 +80,7 @@ class SlaveSynchronize:
         addr = self._master()
         if addr is None:
             return False
-        store = self.node.store
+        store = self.store
         topics = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
         table = topics.get("topicConfigTable") or {}
         if table != store.topic_config.table:

@@ -21,6 +21,7 @@ import json
 import logging
 import time
 
+from broker.processors.request_service import RequestService
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.runtime_config import (
@@ -52,19 +53,13 @@ def fastjson_mq_map(rows: list[dict], value_keys: tuple[str, ...] | None) -> str
     return "{" + ",".join(parts) + "}"
 
 
-class BrokerConfigService:
+class BrokerConfigService(RequestService):
     """A node service answering codes 25, 26 and 202."""
 
     def __init__(self, node) -> None:
-        self.node = node
+        super().__init__(node)
         self.data_version = {"timestamp": int(time.time() * 1000), "counter": 0}
         self.updates = 0
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
 
     def handlers(self) -> dict:
         return {

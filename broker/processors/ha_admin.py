@@ -28,6 +28,7 @@ import json
 import logging
 
 from broker.processors.broker_config import fastjson_mq_map
+from broker.processors.request_service import RequestService
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import HaproofError
@@ -35,18 +36,12 @@ from contracts.errors import HaproofError
 log = logging.getLogger(__name__)
 
 
-class OffsetAdminService:
+class OffsetAdminService(RequestService):
     """A node service answering GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET."""
 
     def __init__(self, node) -> None:
-        self.node = node
+        super().__init__(node)
         self.resets = 0
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
 
     def handlers(self) -> dict:
         return {
@@ -99,7 +94,7 @@ class OffsetAdminService:
         doc = {
             "brokerName": cfg.broker_name,
             "brokerAddr": cfg.broker_addr,
-            "brokerRole": self.node.store.role.value,
+            "brokerRole": self.node.role.role.value,
             "offsetTable": rows,
             "consumeTps": 0.0,
         }
@@ -117,7 +112,7 @@ class OffsetAdminService:
             raise ValueError(f"queueId {queue_id} out of range: {topic} has {nums} queue(s)")
         if offset < 0:
             raise ValueError(f"offset {offset} is negative")
-        if self.node.store.role.is_master:
+        if self.node.role.role.is_master:
             top = store.get_max_offset_in_queue(topic, queue_id)
             if offset > top:
                 raise ValueError(f"offset {offset} is beyond {topic}/{queue_id}'s max {top}")

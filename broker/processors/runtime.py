@@ -132,12 +132,11 @@ class BrokerStats:
 
 
 class RuntimeInfoService:
-    """A node service: owns ``node.stats``, samples it every second, answers code 28."""
+    """A node service: samples the node's ``stats`` every second, answers code 28."""
 
-    def __init__(self, node, clock_ms: Callable[[], int] = time_ms) -> None:
+    def __init__(self, node, stats: BrokerStats) -> None:
         self.node = node
-        self.stats = BrokerStats(clock_ms)
-        node.stats = self.stats
+        self.stats = stats
         self._task: asyncio.Task | None = None
 
     def handlers(self) -> dict:
@@ -165,8 +164,8 @@ class RuntimeInfoService:
         table = {
             "brokerVersionDesc": BROKER_VERSION_DESC,
             "brokerName": self.node.config.broker_name,
-            "brokerRole": store.role.value,
-            "epoch": str(self.node.epoch),
+            "brokerRole": self.node.role.role.value,
+            "epoch": str(self.node.role.epoch),
             "commitLogMaxOffset": str(store.max_phy_offset),
             "commitLogMinOffset": str(store.min_phy_offset),
             "dispatchBehindBytes": str(max(0, store.max_phy_offset - store.dispatched_offset)),

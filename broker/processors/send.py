@@ -8,14 +8,21 @@ import asyncio
 import logging
 import random
 import struct
+from typing import TYPE_CHECKING
 
-from broker.config import BrokerRole, parse_delay_levels
+from broker.config_checks import parse_delay_levels
 from broker.remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.remoting.command import MissingFieldError, RemotingCommand
 from broker.remoting.connection import Eager
 from broker.store import delay
 from broker.store.results import PutMessageStatus
-from contracts import record as msgfmt
+from contracts.record.builder import encode_message
+from contracts.record.model import Message
+from contracts.record.properties import properties_to_string, string_to_properties
+
+if TYPE_CHECKING:
+    from broker.ha.role_services import RoleServices
+    from broker.processors.runtime import BrokerStats
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +101,7 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
                 f"at TOTALSIZE {total}"
             )
         try:
-            props = msgfmt.string_to_properties(bytes(view[at : at + props_len]).decode("utf-8"))
+            props = string_to_properties(bytes(view[at : at + props_len]).decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise BatchFormatError(
                 f"batch item {item} at byte {pos}: properties are not UTF-8: {exc}"
@@ -110,7 +117,7 @@ def encode_batch(messages: list[tuple[int, bytes, dict[str, str]]]) -> bytes:
     """The client side: (flag, body, properties) → a MessageBatch body."""
     parts = []
     for flag, body, props in messages:
-        props_b = msgfmt.properties_to_string(props).encode("utf-8")
+        props_b = properties_to_string(props).encode("utf-8")
         total = BATCH_ITEM_HEAD.size + len(body) + 2 + len(props_b)
         parts.append(BATCH_ITEM_HEAD.pack(total, 0, 0, flag, len(body)))
         parts.append(body)
@@ -124,11 +131,19 @@ _V1_KEYS = {name: name for name in V2_NAMES.values()}
 
 
 class SendProcessor:
-    """Needs ``node`` with ``store``, ``config``, ``ensure_topic(topic, default, nums)`` and
-    ``await_replication``; counts puts in ``node.stats`` when it has one."""
+    """Needs ``node`` with ``store``, ``config`` and ``ensure_topic(topic, default, nums)``;
+    counts puts in ``stats`` and waits for the slaves through ``replication`` (the node's
+    role services) when given."""
 
-    def __init__(self, node) -> None:
+    def __init__(
+        self,
+        node,
+        stats: BrokerStats | None = None,
+        replication: RoleServices | None = None,
+    ) -> None:
         self.node = node
+        self.stats = stats
+        self.replication = replication
         self.levels_ms = parse_delay_levels(node.config.message_delay_level)
         self._topics: dict[str, tuple[dict, tuple[int, int, int]]] = {}
 
@@ -141,13 +156,10 @@ class SendProcessor:
         }
 
     async def _replication(self, result) -> PutMessageStatus:
-        node = self.node
-        if getattr(node, "ha", None) is not None and node.store.role is BrokerRole.SYNC_MASTER:
-            await asyncio.sleep(0)  # into a task of its own before the wait binds one
-            return await node.await_replication(result)
-        if result.status is PutMessageStatus.PUT_OK and getattr(node, "ha", None) is None:
+        replication = self.replication
+        if replication is None or replication.ha is None:
             return result.status  # nothing to wait for: skip a coroutine per message
-        return await node.await_replication(result)
+        return await replication.await_replication(result, self.node.config.sync_flush_timeout_ms)
 
     def _topic(self, topic: str, default_topic: str | None, default_nums: int):
         """(perm, writeQueueNums, max(write, read)) of ``topic``, created when allowed; cached
@@ -217,10 +229,10 @@ class SendProcessor:
                 f"{write_nums} write queues",
             )
         born_host = _born_host(conn)
-        props = msgfmt.string_to_properties(f.get(k["properties"]) or "")
+        props = string_to_properties(f.get(k["properties"]) or "")
         if batch:
             return await self._put_batch(req, topic, queue_id, props, sys_flag, born_ts, born_host)
-        msg = msgfmt.Message(
+        msg = Message(
             topic=topic,
             body=req.body,
             queue_id=queue_id,
@@ -252,7 +264,7 @@ class SendProcessor:
             serialize_type=req.serialize_type,
         )
 
-    async def put(self, msg: msgfmt.Message):
+    async def put(self, msg: Message):
         """Store one message (through the schedule topic when it has a DELAY level) and wait for
         replication; returns (PutMessageResult, final status). Used by send and send-back."""
         store = self.node.store
@@ -265,7 +277,7 @@ class SendProcessor:
         else:
             result = await store.put_message_async(msg, tags_code=tags_code)
         status = await self._replication(result)
-        stats = getattr(self.node, "stats", None)
+        stats = self.stats
         if stats is not None and result.status is PutMessageStatus.PUT_OK:
             stats.on_put(msg.topic, 1, result.wrote_bytes)
         return result, status
@@ -293,9 +305,9 @@ class SendProcessor:
         encoded = []
         for i, (flag, body, props) in enumerate(items):
             merged = {**header_props, **props} if header_props else props
-            msg = msgfmt.Message(topic, body, queue_id, flag, merged, born_ts, born_host, sys_flag)
+            msg = Message(topic, body, queue_id, flag, merged, born_ts, born_host, sys_flag)
             try:
-                enc = msgfmt.encode_message(msg, host)
+                enc = encode_message(msg, host)
             except ValueError as exc:
                 return req.make_response(
                     ResponseCode.MESSAGE_ILLEGAL, remark=f"batch message {i}: {exc}"
@@ -321,7 +333,7 @@ class SendProcessor:
         status = await self._replication(ok[-1])
         if first_bad is not None and status is PutMessageStatus.PUT_OK:
             status = first_bad.status
-        stats = getattr(self.node, "stats", None)
+        stats = self.stats
         if stats is not None:
             stats.on_put(topic, len(ok), sum(r.wrote_bytes for r in ok))
         code = STATUS_CODES.get(status)

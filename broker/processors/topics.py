@@ -52,7 +52,7 @@ def topic_name_problem(topic: str) -> str | None:
 
 
 class TopicAdminProcessor:
-    """Needs ``node`` with ``config`` (broker_role), ``store`` (topic_config) and
+    """Needs ``node`` with ``role`` (its role state), ``store`` (topic_config) and
     ``register_all()``."""
 
     def __init__(self, node) -> None:
@@ -62,7 +62,7 @@ class TopicAdminProcessor:
         return {RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create}
 
     async def update_and_create(self, conn, req: RemotingCommand) -> RemotingCommand:
-        if not self.node.config.broker_role.is_master:
+        if not self.node.role.role.is_master:
             return req.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 remark="Can't modify topic or subscription group from slave broker, "

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
+from broker.ha.role import BrokerRoleState
 from broker.store import delay, recovery
 from broker.store.checkpoint import StoreCheckpoint, atomic_write
 from broker.store.commit_log import CommitLog, RecoveryReport
@@ -42,9 +43,15 @@ def time_ms() -> int:
 
 class MessageStore(PutMixin, QueryMixin):
     def __init__(
-        self, config: BrokerConfig, clock_ms: Callable[[], int], accept_offset_loss: bool = False
+        self,
+        config: BrokerConfig,
+        clock_ms: Callable[[], int],
+        accept_offset_loss: bool = False,
+        role_state: BrokerRoleState | None = None,
     ):
         self.config = config
+        # the node's one owner of its current role (a bare store: the configured one)
+        self.role_state = role_state or BrokerRoleState.configured(config)
         self.accept_offset_loss = accept_offset_loss
         self.clock_ms = clock_ms
         self.root = config.store_path_root_dir
@@ -68,10 +75,14 @@ class MessageStore(PutMixin, QueryMixin):
         self._cq_flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self.running = False
-        self.role: BrokerRole = config.broker_role  # changes at failover; config stays as read
         self.dispatcher: Dispatcher
         # schedule-topic entries carry their delivery time, derived from DELAY + store time
         self._tags_code = delay.record_tags_code(parse_delay_levels(config.message_delay_level))
+
+    @property
+    def role(self) -> BrokerRole:
+        """The node's current role (read from its role state; changes only at failover)."""
+        return self.role_state.role
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -82,11 +93,12 @@ class MessageStore(PutMixin, QueryMixin):
         *,
         clock_ms: Callable[[], int] = time_ms,
         accept_offset_loss: bool = False,
+        role_state: BrokerRoleState | None = None,
     ) -> MessageStore:
         """Lock the store directory, load every file and recover (normal or after a crash).
         Raises StoreError (one line naming what and where) and releases the directory when the
         store cannot be served safely."""
-        store = cls(config, clock_ms, accept_offset_loss)
+        store = cls(config, clock_ms, accept_offset_loss, role_state)
         try:
             store._load()
         except BaseException:
@@ -138,7 +150,7 @@ class MessageStore(PutMixin, QueryMixin):
             self.checkpoint.min_timestamp,
             redispatch.append if abnormal else None,
             check_crc=self.config.check_crc_on_recover,
-            refetch_damage=self.config.broker_role is BrokerRole.SLAVE,
+            refetch_damage=self.role is BrokerRole.SLAVE,
             root=self.root,
         )
         self.quarantine_reports = recovery.pending_reports(self.root)
@@ -363,17 +375,6 @@ class MessageStore(PutMixin, QueryMixin):
                 listener(topic, queue_id, max_offset)
             except Exception:
                 log.exception("dispatch listener failed")
-
-    def append_raw(self, offset: int, data: bytes | memoryview) -> int:
-        """Slave side: append replicated bytes at exactly the log end and index what completed."""
-        with self.put_lock:
-            end = self.commit_log.append_raw(offset, data)
-            touched = self.dispatcher.dispatch_until(end)
-            for topic, qid, qo in touched:
-                self.topic_queue_table[(topic, qid)] = qo
-        for topic, qid, qo in touched:
-            self._notify(topic, qid, qo)
-        return end
 
     def truncate_dirty(self, offset: int) -> None:
         """Drop commit log and consume queue data at or above ``offset`` (failover rejoin).

@@ -108,12 +108,23 @@ class PutMixin:
     topic_queue_table: dict[tuple[str, int], int]
     dispatcher: Dispatcher
     put_lock: threading.Lock
-    role: BrokerRole
+    role: BrokerRole  # the façade's property, read from the node's role state
     _listeners: list[DispatchListener]
     _loop_pending: dict[asyncio.AbstractEventLoop, LoopBatch]
     _last_store_ts: int
     _group_commit: GroupCommitService | None
     # and from the façade: consume_queue(topic, queue_id), _notify(topic, queue_id, max_offset)
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> int:
+        """Slave side: append replicated bytes at exactly the log end and index what completed."""
+        with self.put_lock:
+            end = self.commit_log.append_raw(offset, data)
+            touched = self.dispatcher.dispatch_until(end)
+            for topic, qid, qo in touched:
+                self.topic_queue_table[(topic, qid)] = qo
+        for topic, qid, qo in touched:
+            self._notify(topic, qid, qo)
+        return end
 
     def put_message(self, msg: Message, *, tags_code: int | None = None) -> PutFuture:
         """Append ``msg``; the future completes after the flush (SYNC_FLUSH) or at once."""

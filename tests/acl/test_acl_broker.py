@@ -48,7 +48,7 @@ def test_unsigned_or_wrongly_signed_requests_of_every_kind_are_refused(tmp_path,
         created = await client.invoke(addr, _create(TOPIC), 5000)
         assert created.code == ResponseCode.SUCCESS, created.remark
         disk, state = fingerprint(tmp_path), tables(node)
-        role, epoch = node.store.role, node.epoch
+        role, epoch = node.store.role, node.role.epoch
         codes = set(node.server.processors)
         assert len(codes) >= 25, sorted(codes)  # every handler, not a few
         for req in _every_request(codes):
@@ -60,7 +60,7 @@ def test_unsigned_or_wrongly_signed_requests_of_every_kind_are_refused(tmp_path,
             assert resp.remark.startswith("ACL: ")
         assert fingerprint(tmp_path) == disk
         assert tables(node) == state
-        assert (node.store.role, node.epoch) == (role, epoch)
+        assert (node.store.role, node.role.epoch) == (role, epoch)
 
     run_node(tmp_path, body, rpc_hook=None, **acl_broker_conf(tmp_path))
 

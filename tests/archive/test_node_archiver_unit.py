@@ -7,12 +7,12 @@ import asyncio
 from broker.archive.node_archiver import NodeArchiver
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha.epoch import EpochFile
+from broker.ha.role import BrokerRoleState
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
 from contracts.object_store import open_store
 from contracts.record.model import Message
 from tests.archive.live import wait_for
-from tools.bench.archive_store import StoreNode
 
 
 def _config(tmp_path, **overrides) -> tuple[str, BrokerConfig]:
@@ -35,7 +35,7 @@ def test_two_snapshots_in_one_millisecond_both_land_and_shipping_goes_on(tmp_pat
     store = MessageStore.open(cfg)
     store.start()
     archive = open_store(root)
-    archiver = NodeArchiver(StoreNode(cfg, store), clock_ms=lambda: 1_700_000_000_000)
+    archiver = NodeArchiver(store, cfg, "bench-0", clock_ms=lambda: 1_700_000_000_000)
     prefix = layout.node_prefix("C", "broker-a", "bench-0")
 
     async def scenario() -> None:
@@ -45,7 +45,7 @@ def test_two_snapshots_in_one_millisecond_both_land_and_shipping_goes_on(tmp_pat
                 store.put_message(Message("T", b"x" * 100, queue_id=i % 2)).result()
             store.flush_all()
             # same millisecond, different content (the store grew): must not block the worker
-            archiver._jobs.put(("snapshot", archiver._snapshot()))
+            archiver._jobs.put(("snapshot", archiver.view.snapshot(archiver.clock_ms)))
             for i in range(50):
                 store.put_message(Message("T", b"y" * 100, queue_id=i % 2)).result()
             store.flush_all()
@@ -79,30 +79,16 @@ def _chunks(archive, prefix: str) -> list[layout.ChunkManifest]:
     )
 
 
-class _EpochNode(StoreNode):
-    """A node with an epoch file, as FailoverService gives one."""
-
-    epochs: EpochFile
-
-    @property
-    def epoch(self) -> int:
-        return self.epochs.current_epoch
-
-    @epoch.setter
-    def epoch(self, value: int) -> None:  # _StoreNode's constructor sets 0
-        pass
-
-
 def _labelled_setup(tmp_path, interval_ms: int):
     root, cfg = _config(
         tmp_path, archive_interval_ms=interval_ms, broker_role=BrokerRole.SYNC_MASTER
     )
-    store = MessageStore.open(cfg)
+    # a role state with an epoch file, as a node's (epoch 1 from offset 0)
+    role = BrokerRoleState.configured(cfg, EpochFile.load(cfg.store_path_root_dir))
+    store = MessageStore.open(cfg, role_state=role)
     store.start()
-    node = _EpochNode(cfg, store)
-    node.epochs = EpochFile.load(cfg.store_path_root_dir)
-    node.epochs.append(1, 0)
-    return root, cfg, store, node
+    role.begin_epoch(1, 0)
+    return root, cfg, store, role
 
 
 def _with_archiver(archiver, store, body):
@@ -133,11 +119,15 @@ def _write(store, n: int, fill: bytes) -> None:
     store.flush_all()
 
 
-def _promote(store, node) -> int:
+def _set_role(store, role: BrokerRole) -> None:
+    store.role_state.change(role, store.role_state.broker_id)
+
+
+def _promote(store) -> int:
     """What FailoverService.become_master does to the log, epochs and role."""
     start = store.max_phy_offset
-    node.epochs.append(2, start)
-    store.role = BrokerRole.SYNC_MASTER
+    store.role_state.begin_epoch(2, start)
+    _set_role(store, BrokerRole.SYNC_MASTER)
     return start
 
 
@@ -145,20 +135,20 @@ def test_a_backlog_across_a_promotion_keeps_each_range_own_epoch_and_role(tmp_pa
     """A slave promoted while its archiver is behind: the epoch-1 bytes it copied ship as epoch
     1 / SLAVE and end exactly where epoch 2 begins; the bytes it wrote as master ship as epoch 2
     (a chunk labelled with the current epoch would make the audit start epoch 2 too early)."""
-    root, cfg, store, node = _labelled_setup(tmp_path, interval_ms=3_600_000)
+    root, cfg, store, _role = _labelled_setup(tmp_path, interval_ms=3_600_000)
     archive = open_store(root)
-    archiver = NodeArchiver(node, clock_ms=lambda: 1_700_000_000_000)
+    archiver = NodeArchiver(store, cfg, "bench-0", clock_ms=lambda: 1_700_000_000_000)
     prefix = layout.node_prefix("C", "broker-a", "bench-0")
 
     _write(store, 40, b"a")  # copied from the old master (written here as master: a slave
-    store.role = BrokerRole.SLAVE  # store takes no puts), archived as a slave's bytes
+    _set_role(store, BrokerRole.SLAVE)  # store takes no puts), archived as a slave's bytes
 
     async def body() -> int:
         await _shipped(archiver, store, "the first round")
-        store.role = BrokerRole.SYNC_MASTER  # more arrive before the promotion
+        _set_role(store, BrokerRole.SYNC_MASTER)  # more arrive before the promotion
         _write(store, 40, b"b")
-        store.role = BrokerRole.SLAVE
-        start = _promote(store, node)
+        _set_role(store, BrokerRole.SLAVE)
+        start = _promote(store)
         _write(store, 40, b"c")
         archiver._on_role_changed(BrokerRole.SLAVE, BrokerRole.SYNC_MASTER, 2)
         await _shipped(archiver, store, "the backlog across the promotion")
@@ -177,12 +167,12 @@ def test_a_backlog_across_a_promotion_keeps_each_range_own_epoch_and_role(tmp_pa
 
 def test_a_restarted_master_labels_its_backlog_by_the_epoch_file(tmp_path) -> None:
     """Restart after a promotion with nothing archived: the epoch file alone splits the log."""
-    root, cfg, store, node = _labelled_setup(tmp_path, interval_ms=50)
+    root, cfg, store, _role = _labelled_setup(tmp_path, interval_ms=50)
     archive = open_store(root)
     _write(store, 30, b"a")
-    epoch2_start = _promote(store, node)
+    epoch2_start = _promote(store)
     _write(store, 30, b"b")
-    archiver = NodeArchiver(node, clock_ms=lambda: 1_700_000_000_000)
+    archiver = NodeArchiver(store, cfg, "bench-0", clock_ms=lambda: 1_700_000_000_000)
 
     _with_archiver(archiver, store, lambda: _shipped(archiver, store, "the backlog"))
     chunks = _chunks(archive, layout.node_prefix("C", "broker-a", "bench-0"))
@@ -212,9 +202,9 @@ def test_uploads_run_in_a_niced_child_process_started_again_after_it_dies(tmp_pa
     import os
     import signal
 
-    root, cfg, store, node = _labelled_setup(tmp_path, interval_ms=50)
+    root, cfg, store, _role = _labelled_setup(tmp_path, interval_ms=50)
     archive = open_store(root)
-    archiver = NodeArchiver(node)
+    archiver = NodeArchiver(store, cfg, "bench-0")
 
     async def body() -> tuple[int, int, int]:
         _write(store, 30, b"a")
@@ -240,7 +230,7 @@ def _held_scenario(tmp_path, **sizing) -> tuple[NodeArchiver, int, list]:
     root, cfg = _config(tmp_path, archive_interval_ms=20, flush_interval_commit_log_ms=10, **sizing)
     store = MessageStore.open(cfg)
     store.start()
-    archiver = NodeArchiver(StoreNode(cfg, store))
+    archiver = NodeArchiver(store, cfg, "bench-0")
     seen: dict = {}
 
     async def scenario() -> None:

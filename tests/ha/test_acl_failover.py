@@ -22,16 +22,16 @@ def test_promote_needs_an_admin_signature_and_then_fails_over(tmp_path):
         acl = acl_broker_conf(tmp_path)
         a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a", **acl)
         b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                       haMasterAddress=f"127.0.0.1:{a.ha.port}", **acl)  # fmt: skip
+                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}", **acl)  # fmt: skip
         addrs = [a.config.broker_addr, b.config.broker_addr]
         try:
-            await wait_for(lambda: a.ha.status()["slaves"], what="slave connected")
+            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
             statuses = [(await put(a, i))[1] for i in range(50)]
             assert set(statuses) == {PutMessageStatus.PUT_OK}
             # slave sync (admin-only config dumps) works with the broker's own keys
             a.store.topic_config.put("SyncedTopic", {"topicName": "SyncedTopic", "perm": 6,
                                                      "readQueueNums": 2, "writeQueueNums": 2})  # fmt: skip
-            sync = next(s for s in b.role_services if type(s).__name__ == "SlaveSynchronize")
+            sync = next(s for s in b.replication.services if type(s).__name__ == "SlaveSynchronize")
             await sync.sync_all()
             assert "SyncedTopic" in b.store.topic_config.table
 
@@ -39,12 +39,12 @@ def test_promote_needs_an_admin_signature_and_then_fails_over(tmp_path):
                 with pytest.raises(HaproofError):
                     await promote("broker-a", "b", broker_addrs=addrs, rpc_hook=hook)
             assert (a.store.role, b.store.role) == (BrokerRole.SYNC_MASTER, BrokerRole.SLAVE)
-            assert (a.epoch, b.epoch) == (1, 1)
+            assert (a.role.epoch, b.role.epoch) == (1, 1)
 
             done = await promote("broker-a", "b", broker_addrs=addrs, rpc_hook=admin())
             assert done["master"] == "b" and done["epoch"] == 2
             assert b.store.role is BrokerRole.SYNC_MASTER and a.store.role is BrokerRole.SLAVE
-            await wait_for(lambda: b.ha.status()["slaves"], what="old master rejoined")
+            await wait_for(lambda: b.replication.ha.status()["slaves"], what="old master rejoined")
             for i in range(50, 60):
                 _, status = await put(b, i)
                 assert status is PutMessageStatus.PUT_OK

@@ -15,6 +15,7 @@ import pytest
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
+from broker.ha.role import BrokerRoleState
 from broker.processors.ha_admin import OffsetAdminService
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
@@ -179,7 +180,6 @@ def test_reset_is_recorded_for_the_listeners(tmp_path):
     offsets = ConsumerOffsetManager(str(tmp_path / "consumerOffset.json"))
     offsets.commit(GROUP, TOPIC, 1, 30)
     store = SimpleNamespace(
-        role=BrokerRole.SYNC_MASTER,
         consumer_offsets=offsets,
         topic_config=SimpleNamespace(table={TOPIC: {"readQueueNums": 4}}),
         get_max_offset_in_queue=lambda topic, qid: 50,
@@ -188,6 +188,7 @@ def test_reset_is_recorded_for_the_listeners(tmp_path):
     node = SimpleNamespace(
         store=store,
         config=SimpleNamespace(broker_addr="127.0.0.1:1", broker_name="broker-a"),
+        role=BrokerRoleState(BrokerRole.SYNC_MASTER, 0),
     )
     offsets.reset_listeners.append(lambda *ev: events.append(ev))
     svc = OffsetAdminService(node)

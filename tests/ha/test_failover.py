@@ -31,20 +31,20 @@ def test_promote_then_old_master_rejoins_and_truncates_its_unreplicated_tail(tmp
     async def main():
         a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
         b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                       haMasterAddress=f"127.0.0.1:{a.ha.port}")  # fmt: skip
+                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
         truncations = []
         roles = []
         a.truncate_listeners.append(lambda f, t: truncations.append((f, t)))
-        b.role_listeners.append(lambda old, new, epoch: roles.append((old, new, epoch)))
+        b.role.listeners.append(lambda old, new, epoch: roles.append((old, new, epoch)))
         try:
-            assert a.epoch == 1 and a.epochs.entries == [EpochEntry(1, 0)]
-            await wait_for(lambda: a.ha.status()["slaves"], what="slave connected")
+            assert a.role.epoch == 1 and a.role.epoch_entries == [EpochEntry(1, 0)]
+            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
             for i in range(200):
                 await put(a, i)
             replicated = a.store.max_phy_offset
             await wait_for(lambda: b.store.max_phy_offset == replicated, what="catch-up")
             # The link goes; the old master takes 50 more messages nobody else has.
-            await b.ha_client.stop()
+            await b.replication.ha_client.stop()
             for i in range(200, 250):
                 await put(a, i)
             old_end = a.store.max_phy_offset
@@ -52,18 +52,28 @@ def test_promote_then_old_master_rejoins_and_truncates_its_unreplicated_tail(tmp
 
             # b becomes master under epoch 2 and takes new traffic.
             await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
-            assert b.store.role is BrokerRole.SYNC_MASTER and b.config.broker_id == 0
-            assert b.epochs.entries == [EpochEntry(1, 0), EpochEntry(2, replicated)]
+            assert b.store.role is BrokerRole.SYNC_MASTER and b.role.broker_id == 0
+            assert b.role.epoch_entries == [EpochEntry(1, 0), EpochEntry(2, replicated)]
             assert roles == [(BrokerRole.SLAVE, BrokerRole.SYNC_MASTER, 2)]
+            # one owner: every reader says what the role state says; the config stays as read
+            assert (b.config.broker_role, b.config.broker_id) == (BrokerRole.SLAVE, 1)
+            described = b.failover.describe()
+            assert (described["brokerRole"], described["brokerId"], described["epoch"]) == (
+                "SYNC_MASTER", 0, 2,
+            )  # fmt: skip
+            assert b.runtime_info()["haConnections"] == "0"  # its HAService runs now
+            assert b.registration._register_request().ext_fields["brokerId"] == "0"
             res, status = await put(b, 1000)
             assert res.status is PutMessageStatus.PUT_OK
             assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE  # no slave yet
 
             # a rejoins as b's slave: cut back to where epoch 2 began, then replicate.
-            await a.failover.become_slave(b.config.broker_addr, f"127.0.0.1:{b.ha.port}", 1)
+            await a.failover.become_slave(
+                b.config.broker_addr, f"127.0.0.1:{b.replication.ha.port}", 1
+            )
             assert truncations == [(old_end, replicated)]
-            assert a.epochs.entries == b.epochs.entries
-            await wait_for(lambda: b.ha.status()["slaves"], what="old master connected")
+            assert a.role.epoch_entries == b.role.epoch_entries
+            await wait_for(lambda: b.replication.ha.status()["slaves"], what="old master connected")
             for i in range(1001, 1050):
                 res, status = await put(b, i)
                 assert status is PutMessageStatus.PUT_OK  # a acknowledges now
@@ -86,7 +96,7 @@ def test_role_change_with_an_old_epoch_is_refused(tmp_path):
         a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER")
         try:
             await a.failover.become_master(5, BrokerRole.ASYNC_MASTER)
-            assert a.epoch == 5
+            assert a.role.epoch == 5
             try:
                 await a.failover.become_master(4, BrokerRole.ASYNC_MASTER)
             except Exception as exc:  # noqa: BLE001 - asserting the message
@@ -94,7 +104,7 @@ def test_role_change_with_an_old_epoch_is_refused(tmp_path):
             else:
                 raise AssertionError("an older epoch was accepted")
             await a.failover.become_master(5, BrokerRole.ASYNC_MASTER)  # idempotent retry
-            assert [e.epoch for e in a.epochs.entries] == [1, 5]
+            assert [e.epoch for e in a.role.epoch_entries] == [1, 5]
         finally:
             await stop(a)
 

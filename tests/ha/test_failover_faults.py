@@ -308,14 +308,14 @@ def test_promoted_slave_with_a_torn_tail_serves_whole_records(tmp_path):
     async def main():
         a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
         b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                       haMasterAddress=f"127.0.0.1:{a.ha.port}")  # fmt: skip
+                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
         try:
-            await wait_for(lambda: a.ha.status()["slaves"], what="slave connected")
+            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
             for i in range(20):
                 await put(a, i)
             whole = a.store.max_phy_offset
             await wait_for(lambda: b.store.max_phy_offset == whole, what="catch-up")
-            await b.ha_client.stop()
+            await b.replication.ha_client.stop()
             res, _ = await put(a, 20, size=2000)
             rec_size = res.wrote_bytes
             torn = a.store.commit_log.read(whole, rec_size // 2)
@@ -328,7 +328,7 @@ def test_promoted_slave_with_a_torn_tail_serves_whole_records(tmp_path):
             recs = list(iter_dump(str(tmp_path / "b")))
             assert all(rec.crc_ok for rec in recs)
             assert max(rec.end for rec in recs) == b.store.max_phy_offset
-            assert b.epochs.entries[-1].start_offset == whole
+            assert b.role.epoch_entries[-1].start_offset == whole
         finally:
             for n in (b, a):
                 await n.stop()
@@ -345,9 +345,9 @@ def test_promoted_slave_without_the_topic_config_serves_its_messages(tmp_path):
     async def main():
         a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
         b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                       haMasterAddress=f"127.0.0.1:{a.ha.port}", slaveSyncIntervalMs=3_600_000)  # fmt: skip
+                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}", slaveSyncIntervalMs=3_600_000)  # fmt: skip
         try:
-            await wait_for(lambda: a.ha.status()["slaves"], what="slave connected")
+            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
             a.store.topic_config.put("T", topic_config("T", 4))  # created on the master only
             for i in range(8):
                 await put(a, i)

@@ -56,14 +56,19 @@ def test_peer_outside_the_allow_list_gets_nothing_and_is_logged_once(tmp_path, c
         try:
             await _fill(master, 5)
             for _ in range(5):  # an anonymous peer asking for everything, retrying
-                reader, writer = await _fake_slave(master.ha.port, wire.build_report(0))
+                reader, writer = await _fake_slave(master.replication.ha.port, wire.build_report(0))
                 assert await _everything_until_closed(reader) == b""
                 writer.close()
-            assert master.ha.connections == [] and master.ha.admission.refused == 5
+            assert (
+                master.replication.ha.connections == []
+                and master.replication.ha.admission.refused == 5
+            )
             _, status = await put(master, 99)
             assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
             # the allowed address is served: frames from the start of the log
-            reader, writer = await _fake_slave(master.ha.port, wire.build_report(0), "127.0.0.2")
+            reader, writer = await _fake_slave(
+                master.replication.ha.port, wire.build_report(0), "127.0.0.2"
+            )
             async with asyncio.timeout(READ_TIMEOUT_S):
                 offset, size = wire.read_header(await reader.readexactly(12))
             assert offset == 0 and size > 0
@@ -96,20 +101,20 @@ def test_with_acl_only_a_signed_admin_handshake_gets_in(tmp_path):
                 stale + report,  # an old handshake replayed
                 b"HAAC\xff\xff" + report,  # oversized
             ):
-                reader, writer = await _fake_slave(master.ha.port, first)
+                reader, writer = await _fake_slave(master.replication.ha.port, first)
                 assert await _everything_until_closed(reader) == b"", first[:12]
                 writer.close()
-            assert master.ha.connections == []
+            assert master.replication.ha.connections == []
             _, status = await put(master, 99)
             assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
             reader, writer = await _fake_slave(
-                master.ha.port, handshake_frame(admin(), "slave-1") + report
+                master.replication.ha.port, handshake_frame(admin(), "slave-1") + report
             )
             async with asyncio.timeout(READ_TIMEOUT_S):
                 offset, size = wire.read_header(await reader.readexactly(12))
             assert offset == 0 and size > 0
-            await wait_for(lambda: master.ha.peer_names, what="named slave")
-            assert list(master.ha.peer_names.values()) == ["slave-1"]
+            await wait_for(lambda: master.replication.ha.peer_names, what="named slave")
+            assert list(master.replication.ha.peer_names.values()) == ["slave-1"]
             writer.close()
         finally:
             await stop(master)
@@ -126,12 +131,14 @@ def test_an_ack_beyond_what_was_sent_closes_the_connection_and_confirms_nothing(
             end = await _fill(master, 5)  # stored, SLAVE_NOT_AVAILABLE: no slave yet
             # "I have nothing" and, in the same packet, "I have it all": nothing was sent yet
             reader, writer = await _fake_slave(
-                master.ha.port, wire.build_report(0) + wire.build_report(end)
+                master.replication.ha.port, wire.build_report(0) + wire.build_report(end)
             )
             await _everything_until_closed(reader)
             writer.close()
-            assert master.ha.push2slave_max == 0, "the lie was counted as a confirmation"
-            await wait_for(lambda: not master.ha.connections, what="connection dropped")
+            assert master.replication.ha.push2slave_max == 0, (
+                "the lie was counted as a confirmation"
+            )
+            await wait_for(lambda: not master.replication.ha.connections, what="connection dropped")
             _, status = await put(master, 99)
             assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
         finally:
@@ -146,13 +153,13 @@ def test_slaves_with_acl_replicate_byte_identically_and_sync_sends_succeed(tmp_p
             tmp_path, role="SYNC_MASTER", syncFlushTimeout=5000, **acl_broker_conf(tmp_path)
         )
         try:
-            await wait_for(lambda: master.ha.status()["slaves"], what="slave connected")
+            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
             statuses = [(await put(master, i))[1] for i in range(20)]
             assert set(statuses) == {PutMessageStatus.PUT_OK}
             end = master.store.max_phy_offset
             await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up")
             assert log_bytes(slave, 0, end) == log_bytes(master, 0, end)
-            assert master.ha.admission.refused == 0
+            assert master.replication.ha.admission.refused == 0
         finally:
             await stop(slave, master)
 

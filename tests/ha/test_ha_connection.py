@@ -31,7 +31,7 @@ def test_frames_respect_batch_size_and_file_ends_then_heartbeat_then_housekeepin
             end = master.store.max_phy_offset
             assert end > FILE_SIZE
             start = FILE_SIZE - 1000  # the master starts wherever the slave says it is
-            reader, writer = await asyncio.open_connection("127.0.0.1", master.ha.port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
             writer.write(wire.build_report(start))
             await writer.drain()
             pos, got = start, bytearray()
@@ -47,7 +47,9 @@ def test_frames_respect_batch_size_and_file_ends_then_heartbeat_then_housekeepin
                 writer.write(wire.build_report(pos))
                 await writer.drain()
             assert pos == end and bytes(got) == log_bytes(master, start, end)
-            await wait_for(lambda: master.ha.status()["slaves"][0]["ackOffset"] == end, what="ack")
+            await wait_for(
+                lambda: master.replication.ha.status()["slaves"][0]["ackOffset"] == end, what="ack"
+            )
 
             # Idle: a heartbeat (size 0 at the current end) comes within a few intervals.
             assert await read_frame(reader) == (end, b"")
@@ -57,7 +59,9 @@ def test_frames_respect_batch_size_and_file_ends_then_heartbeat_then_housekeepin
                 while await reader.read(4096):
                     pass  # more heartbeats until then
             assert time.monotonic() - t0 >= 1.0
-            await wait_for(lambda: not master.ha.status()["slaves"], what="connection gone")
+            await wait_for(
+                lambda: not master.replication.ha.status()["slaves"], what="connection gone"
+            )
             writer.close()
         finally:
             await stop(master)
@@ -73,7 +77,7 @@ def test_slave_too_far_behind_is_slave_not_available(tmp_path):
             "127.0.0.1",
         )  # fmt: skip
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", master.ha.port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
 
             async def stuck_at_zero():  # alive (heartbeats) but never acknowledges anything
                 while True:
@@ -83,14 +87,18 @@ def test_slave_too_far_behind_is_slave_not_available(tmp_path):
 
             heartbeats = asyncio.create_task(stuck_at_zero())
             try:
-                await wait_for(lambda: master.ha.status()["slaves"], what="slave connected")
+                await wait_for(
+                    lambda: master.replication.ha.status()["slaves"], what="slave connected"
+                )
                 _, status = await put(master, 0, size=4000)
                 assert status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT  # close enough: it waits
                 i = 1
                 while master.store.max_phy_offset < 10_000:
                     await put(master, i, size=4000)
                     i += 1
-                assert master.ha.status()["slaves"], "the lagging slave is still connected"
+                assert master.replication.ha.status()["slaves"], (
+                    "the lagging slave is still connected"
+                )
                 _, status = await put(master, i, size=4000)
                 # too far behind: refused before waiting (a wait would end in a timeout)
                 assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE

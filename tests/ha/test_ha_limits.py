@@ -31,29 +31,40 @@ def test_ha_connection_cap_and_silent_peer_housekeeping(tmp_path, caplog):
         try:
             held = []
             for _ in range(3):
-                reader, writer = await asyncio.open_connection("127.0.0.1", master.ha.port)
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", master.replication.ha.port
+                )
                 writer.write(wire.build_report(0))
                 held.append(reader)
                 writers.append(writer)
-            await wait_for(lambda: len(master.ha.connections) == 3, what="three connected")
+            await wait_for(
+                lambda: len(master.replication.ha.connections) == 3, what="three connected"
+            )
             refused = []
             for _ in range(10):
-                reader, writer = await asyncio.open_connection("127.0.0.1", master.ha.port)
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", master.replication.ha.port
+                )
                 refused.append(reader)
                 writers.append(writer)
             for reader in refused:
                 assert await _closed(reader, 5.0)
-            assert len(master.ha.connections) == 3 and master.ha.refusals.total == 10
+            assert (
+                len(master.replication.ha.connections) == 3
+                and master.replication.ha.refusals.total == 10
+            )
             # the three that reported once and then fell silent go after the housekeeping rule
             t0 = time.monotonic()
             for reader in held:
                 assert await _closed(reader)
             assert time.monotonic() - t0 >= 0.3
-            await wait_for(lambda: not master.ha.connections, what="all closed")
+            await wait_for(lambda: not master.replication.ha.connections, what="all closed")
             # a peer that connects and says nothing at all is closed the same way
-            reader, writer = await asyncio.open_connection("127.0.0.1", master.ha.port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
             writers.append(writer)
-            await wait_for(lambda: len(master.ha.connections) == 1, what="silent peer accepted")
+            await wait_for(
+                lambda: len(master.replication.ha.connections) == 1, what="silent peer accepted"
+            )
             assert await _closed(reader)
         finally:
             for w in writers:

@@ -17,6 +17,8 @@ import pytest
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
 from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
+from broker.ha.role import BrokerRoleState
+from broker.node_parts import PeerLinks
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -73,12 +75,15 @@ def test_delay_merge_keeps_the_max():
 
 def _fake_node(tmp_path, role=BrokerRole.SYNC_MASTER):
     store = SimpleNamespace(
-        role=role,
         consumer_offsets=ConsumerOffsetManager(str(tmp_path / "consumerOffset.json")),
         delay_offsets=DelayOffsetTable(str(tmp_path / "delayOffset.json")),
     )
     config = SimpleNamespace(broker_name="broker-a", broker_addr="127.0.0.1:1")
-    return SimpleNamespace(store=store, config=config, role_listeners=[], namesrv_addrs=[])
+    return SimpleNamespace(store=store, config=config, role=BrokerRoleState(role, 0))
+
+
+def _pre_online(node, **fakes) -> OffsetPreOnline:
+    return OffsetPreOnline(node.store, node.config, node.role, PeerLinks(), **fakes)
 
 
 def test_pre_online_sync_takes_the_larger_offsets_and_skips_dead_peers(tmp_path):
@@ -99,7 +104,7 @@ def test_pre_online_sync_takes_the_larger_offsets_and_skips_dead_peers(tmp_path)
         return ["dead", "s1"]
 
     async def main():
-        svc = OffsetPreOnline(node, fetch=fetch, peers=peers)
+        svc = _pre_online(node, fetch=fetch, peers=peers)
         await svc.start()  # a master syncs before serving
         try:
             return svc
@@ -128,11 +133,10 @@ def test_pre_online_sync_does_nothing_on_a_slave_until_it_is_promoted(tmp_path):
         return ["s2"]
 
     async def main():
-        svc = OffsetPreOnline(node, fetch=fetch, peers=peers)
+        svc = _pre_online(node, fetch=fetch, peers=peers)
         await svc.start()
         assert calls == []
-        for listener in node.role_listeners:
-            listener(BrokerRole.SLAVE, BrokerRole.SYNC_MASTER, 2)
+        node.role.announce(node.role.change(BrokerRole.SYNC_MASTER, 0))
         deadline = time.monotonic() + 20
         while node.store.consumer_offsets.query("G", "T", 0) != 5:
             assert time.monotonic() < deadline, "promotion did not trigger the reverse sync"

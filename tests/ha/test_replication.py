@@ -56,7 +56,7 @@ async def start_pair(tmp_path, role="ASYNC_MASTER", start_slave=True, **kw):
                 "s",
                 brokerRole="SLAVE",
                 brokerId=1,
-                haMasterAddress=f"127.0.0.1:{master.ha.port}",
+                haMasterAddress=f"127.0.0.1:{master.replication.ha.port}",
                 **kw,
             ),
             "127.0.0.1",
@@ -100,7 +100,7 @@ def test_slave_log_is_byte_identical_and_serves_pulls(tmp_path):
     async def main():
         master, slave = await start_pair(tmp_path)
         try:
-            await wait_for(lambda: master.ha.status()["slaves"], what="slave connected")
+            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
             for i in range(1500):  # ~1 MB: several 256 KiB files, BLANK fillers included
                 res, status = await put(master, i)
                 assert status is PutMessageStatus.PUT_OK
@@ -108,7 +108,8 @@ def test_slave_log_is_byte_identical_and_serves_pulls(tmp_path):
             await wait_for(lambda: slave.store.max_phy_offset == end, what="slave catch-up")
             assert log_bytes(slave, 0, end) == log_bytes(master, 0, end)
             await wait_for(
-                lambda: master.ha.status()["slaves"][0]["ackOffset"] == end, what="ack reaches end"
+                lambda: master.replication.ha.status()["slaves"][0]["ackOffset"] == end,
+                what="ack reaches end",
             )
             # The slave dispatched what it received: its consume queues serve reads.
             for qid in range(4):
@@ -126,13 +127,13 @@ def test_sync_master_answers_after_the_slave_acks(tmp_path):
     async def main():
         master, slave = await start_pair(tmp_path, role="SYNC_MASTER")
         try:
-            await wait_for(lambda: master.ha.status()["slaves"], what="slave connected")
+            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
             for i in range(50):
                 res, status = await put(master, i)
                 assert status is PutMessageStatus.PUT_OK
                 # Acknowledged means on the slave already.
                 assert slave.store.max_phy_offset >= res.end_offset
-                assert master.ha.push2slave_max >= res.end_offset
+                assert master.replication.ha.push2slave_max >= res.end_offset
         finally:
             await stop(slave, master)
 
@@ -159,10 +160,10 @@ def test_sync_master_times_out_when_the_slave_stops_acking(tmp_path):
         )
         try:
             # A "slave" that reports once and then never acknowledges anything.
-            reader, writer = await asyncio.open_connection("127.0.0.1", master.ha.port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
             writer.write(wire.build_report(0))
             await writer.drain()
-            await wait_for(lambda: master.ha.status()["slaves"], what="fake slave seen")
+            await wait_for(lambda: master.replication.ha.status()["slaves"], what="fake slave seen")
             t0 = time.monotonic()
             res, status = await put(master, 1)
             assert status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
@@ -185,7 +186,7 @@ def test_fresh_slave_is_fed_from_the_start_of_the_masters_last_file(tmp_path):
             assert last_start > 0
             slave = await BrokerNode.start(
                 _config(tmp_path, "s", brokerRole="SLAVE", brokerId=1,
-                        haMasterAddress=f"127.0.0.1:{master.ha.port}"),
+                        haMasterAddress=f"127.0.0.1:{master.replication.ha.port}"),
                 "127.0.0.1",
             )  # fmt: skip
             try:
@@ -206,7 +207,7 @@ def test_garbage_and_wrong_offsets_on_the_ha_port_drop_only_that_connection(tmp_
     async def main():
         master, slave = await start_pair(tmp_path)
         try:
-            await wait_for(lambda: master.ha.status()["slaves"], what="slave connected")
+            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
             for i in range(20):
                 await put(master, i)
             end = master.store.max_phy_offset
@@ -216,7 +217,9 @@ def test_garbage_and_wrong_offsets_on_the_ha_port_drop_only_that_connection(tmp_
                 struct.pack(">q", -3),  # negative
                 b"GET / HTTP/1.1\r\n\r\n",  # not HA at all
             ):
-                reader, writer = await asyncio.open_connection("127.0.0.1", master.ha.port)
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", master.replication.ha.port
+                )
                 writer.write(junk)
                 await writer.drain()
                 # frames may come first; then the master closes the connection
@@ -228,7 +231,7 @@ def test_garbage_and_wrong_offsets_on_the_ha_port_drop_only_that_connection(tmp_
                 await put(master, i)
             end = master.store.max_phy_offset
             await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up again")
-            assert len(master.ha.status()["slaves"]) == 1
+            assert len(master.replication.ha.status()["slaves"]) == 1
         finally:
             await stop(slave, master)
 
@@ -263,7 +266,7 @@ def test_slave_drops_a_master_sending_the_wrong_offset_and_reconnects(tmp_path):
         try:
             await wait_for(lambda: len(connections) >= 2, what="reconnect")
             assert slave.store.max_phy_offset == 0  # the bad frame was not appended
-            assert slave.ha_client.connects >= 2
+            assert slave.replication.ha_client.connects >= 2
         finally:
             await stop(slave)
             server.close()
@@ -275,12 +278,12 @@ def test_master_keeps_a_history_of_rising_acks(tmp_path):
     async def main():
         master, slave = await start_pair(tmp_path)
         try:
-            await wait_for(lambda: master.ha.status()["slaves"], what="slave connected")
+            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
             for i in range(30):
                 await put(master, i)
             end = master.store.max_phy_offset
-            await wait_for(lambda: master.ha.push2slave_max == end, what="acked")
-            hist = list(master.ha.ack_history)
+            await wait_for(lambda: master.replication.ha.push2slave_max == end, what="acked")
+            hist = list(master.replication.ha.ack_history)
             assert hist[-1][1] == end
             assert all(a[0] <= b[0] and a[1] < b[1] for a, b in zip(hist, hist[1:], strict=False))
         finally:

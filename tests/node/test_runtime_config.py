@@ -56,7 +56,7 @@ def _node(tmp_path, path=True):
     store, svc, other = (SimpleNamespace(config=config), SimpleNamespace(config=config),
                          SimpleNamespace(config=None))  # fmt: skip
     node = SimpleNamespace(config=config, config_path=str(conf) if path else None, store=store,
-                           services=[svc, other], role_services=[])  # fmt: skip
+                           services=[svc, other], replication=SimpleNamespace(services=[]))  # fmt: skip
     return node, conf
 
 
@@ -72,8 +72,8 @@ def test_update_persists_then_applies_to_every_holder(tmp_path):
 
 
 def test_update_reaches_holders_of_an_older_config(tmp_path):
-    """After a failover the node holds a replaced config (new role and id) while the store
-    and services keep the one they started with: each gets the change on its own copy."""
+    """Holders may hold different config objects (here the node's differs in role and id
+    from the one the store and services started with): each gets the change on its own copy."""
     node, conf = _node(tmp_path)
     started = node.config
     node.config = started.replace(broker_id=1, broker_role=BrokerRole.SLAVE)

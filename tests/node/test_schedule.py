@@ -40,12 +40,7 @@ def _config(tmp_path, **kw):
 def _open(tmp_path, clock, **kw):
     store = MessageStore.open(_config(tmp_path, **kw), clock_ms=clock)
     store.start()
-    node = SimpleNamespace(store=store, config=store.config, stats=None)
-
-    async def await_replication(result):
-        return result.status
-
-    node.await_replication = await_replication
+    node = SimpleNamespace(store=store, config=store.config)
     return store, SendProcessor(node), ScheduleMessageService(store, clock_ms=clock)
 
 
@@ -202,10 +197,10 @@ def test_a_slave_does_not_deliver(tmp_path):
 
     async def main():
         await send.put(_msg("T", b"x", 0, level=1))
-        store.role = BrokerRole.SLAVE
+        store.role_state.change(BrokerRole.SLAVE, 1)
         clock.now_ms += 60_000
         assert await sched.deliver_due() == 0
-        store.role = BrokerRole.ASYNC_MASTER  # promoted: delivers what is due
+        store.role_state.change(BrokerRole.ASYNC_MASTER, 0)  # promoted: delivers what is due
         assert await sched.deliver_due() == 1
 
     try:

@@ -17,20 +17,6 @@ from tools.bench.archive_stats import lag_figures
 from tools.s3server import DUMMY_CREDENTIALS, S3Server
 
 
-class StoreNode:
-    """What NodeArchiver reads of a BrokerNode, around a bare MessageStore (no remoting)."""
-
-    def __init__(self, config, store) -> None:
-        self.config = config
-        self.store = store
-        self.node_name = "bench-0"
-        self.epoch = 0
-        self.role_listeners: list = []
-        self.truncate_listeners: list = []
-        self.ha = None
-        self.ha_client = None
-
-
 async def _paced_appends(store, archiver, rate_mb_s: float, body: bytes, seconds: float) -> dict:
     from contracts.record.model import Message
 
@@ -112,7 +98,7 @@ def run_with_store(
             )
             store = MessageStore.open(cfg)
             store.start()
-            archiver = NodeArchiver(StoreNode(cfg, store))
+            archiver = NodeArchiver(store, cfg, "bench-0")
 
             async def main() -> dict:
                 await archiver.start()

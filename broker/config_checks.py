@@ -1,0 +1,175 @@
+"""What makes a ``BrokerConfig`` valid, and the value parsers its checks share (addresses,
+networks, delay levels). Each error names the RocketMQ property (``ConfigError.key``) so the
+file reader can say on which line it was set. ``broker/config.py`` holds the key table and the
+config object; this module knows no property but through the table it is given."""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from broker.remoting.tls import TlsMode
+from contracts.errors import ConfigError
+
+# fields that must be > 0 (intervals, timeouts, sizes, limits)
+POSITIVE_FIELDS = (
+    "sync_flush_timeout_ms",
+    "flush_interval_commit_log_ms",
+    "ha_send_heartbeat_interval_ms",
+    "ha_housekeeping_interval_ms",
+    "ha_transfer_batch_size_bytes",
+    "slave_sync_interval_ms",
+    "archive_chunk_max_bytes",
+    "archive_interval_ms",
+    "snapshot_interval_ms",
+    "max_message_size_bytes",
+    "server_channel_max_idle_time_s",
+    "remoting_frame_read_timeout_ms",
+    "remoting_max_connections",
+    "ha_max_connections",
+)
+
+
+def check_config(cfg: Any, field_to_property: Mapping[str, str]) -> None:
+    """Raise a keyed ConfigError for the first rule ``cfg`` (a BrokerConfig) breaks."""
+
+    def bad(fname: str, why: str) -> ConfigError:
+        key = field_to_property[fname]
+        return keyed_error(f"{key}={getattr(cfg, fname)!r}: {why}", key)
+
+    _check_numbers(cfg, bad)
+    _check_addresses_and_features(cfg, bad)
+
+
+def _check_numbers(cfg: Any, bad: Callable[[str, str], ConfigError]) -> None:
+    """Ids, ports, sizes, intervals, ratios."""
+    if cfg.broker_id < 0:
+        raise bad("broker_id", "must be >= 0")
+    if not cfg.broker_role.is_master and cfg.broker_id == 0:
+        raise bad("broker_id", "a SLAVE needs brokerId > 0 (0 is the master's id)")
+    if cfg.broker_role.is_master and cfg.broker_id != 0:
+        raise bad("broker_id", f"a {cfg.broker_role.value} must have brokerId 0")
+    for fname in ("listen_port", "ha_listen_port"):
+        if not 0 <= getattr(cfg, fname) <= 65535:
+            raise bad(fname, "not a TCP port")
+    try:
+        ipaddress.ip_address(cfg.broker_ip1)
+    except ValueError:
+        raise bad(
+            "broker_ip1", "must be an IP address (it is written into every record's STOREHOST)"
+        ) from None
+    if cfg.mapped_file_size_commit_log < 4096:
+        raise bad("mapped_file_size_commit_log", "must be at least 4096 bytes")
+    if cfg.mapped_file_size_consume_queue < 20 or cfg.mapped_file_size_consume_queue % 20:
+        raise bad("mapped_file_size_consume_queue", "must be a positive multiple of 20")
+    for fname in POSITIVE_FIELDS:
+        if getattr(cfg, fname) <= 0:
+            raise bad(fname, "must be positive")
+    if cfg.remoting_max_pending_bytes < 64 * 1024:
+        raise bad("remoting_max_pending_bytes", "must be at least 65536")
+    if cfg.tls_mode is not TlsMode.DISABLED and not (
+        cfg.tls_server_cert_path and cfg.tls_server_key_path
+    ):
+        raise bad("tls_mode", "needs tlsServerCertPath and tlsServerKeyPath")
+    for fname in ("archive_chunk_min_bytes", "archive_chunk_max_age_ms"):
+        if getattr(cfg, fname) < 0:
+            raise bad(fname, "must not be negative")
+    if not 0 <= cfg.archive_nice <= 19:
+        raise bad("archive_nice", "must be a nice increment 0-19")
+    if not 0 <= cfg.access_message_in_memory_max_ratio <= 100:
+        raise bad("access_message_in_memory_max_ratio", "must be a percentage 0-100")
+
+
+def _check_addresses_and_features(cfg: Any, bad: Callable[[str, str], ConfigError]) -> None:
+    """Addresses, and the settings a feature (archive, ACL, delay levels) needs together."""
+    for fname in ("namesrv_addr", "ha_master_address"):
+        value = getattr(cfg, fname)
+        for addr in (a.strip() for a in (value or "").split(";")):
+            if addr and not _is_host_port(addr):
+                raise bad(fname, f"{addr!r} is not host:port (port 1-65535)")
+    if cfg.archive_enable and not cfg.archive_root:
+        raise keyed_error(
+            "archiveEnable=true needs archiveRoot (s3://bucket/prefix or file://)",
+            "archiveEnable",
+        )
+    try:
+        parse_delay_levels(cfg.message_delay_level)
+    except ConfigError as exc:
+        raise keyed_error(str(exc), "messageDelayLevel") from None
+    if cfg.acl_enable and not cfg.acl_file:
+        raise keyed_error("aclEnable=true needs aclFile (the path of plain_acl.yml)", "aclEnable")
+    if bool(cfg.access_key) != bool(cfg.secret_key):
+        raise keyed_error("accessKey and secretKey go together: set both or neither", "accessKey")
+    if cfg.ha_allowed_slaves:
+        try:
+            ha_allowed_networks(cfg.ha_allowed_slaves)
+        except ValueError as exc:
+            raise bad("ha_allowed_slaves", str(exc)) from None
+
+
+def keyed_error(message: str, key: str | None) -> ConfigError:
+    """A ConfigError that remembers which property it is about (``.key``)."""
+    err = ConfigError(message)
+    err.key = key  # type: ignore[attr-defined]
+    return err
+
+
+def convert_value(raw: Any, kind: type) -> Any:
+    if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
+        return raw
+    text = str(raw).strip()
+    if kind is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ValueError("expected true or false")
+    if kind is int:
+        return int(text)
+    if issubclass(kind, enum.Enum):
+        try:
+            return kind[text.upper()]
+        except KeyError:
+            names = ", ".join(m.name for m in kind)
+            raise ValueError(f"expected one of {names}") from None
+    return text
+
+
+def _is_host_port(addr: str) -> bool:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        return False
+    host = host.strip("[]")
+    if any(c.isspace() for c in host) or "/" in host:
+        return False
+    return True
+
+
+def ha_allowed_networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """``haAllowedSlaves`` ("10.0.0.5;10.1.0.0/16") as networks; ValueError names a bad item."""
+    out = []
+    for item in spec.replace(",", ";").split(";"):
+        if item.strip():
+            try:
+                out.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
+    return out
+
+
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``messageDelayLevel`` ("1s 5s 10s 30s 1m ...") as delays in ms; level N is index N-1."""
+    levels = []
+    for item in spec.split():
+        unit = item[-1:]
+        if unit not in _UNITS_MS or not item[:-1].isdigit():
+            raise ConfigError(f"messageDelayLevel={spec!r}: bad level {item!r} (like 5s, 1m, 2h)")
+        levels.append(int(item[:-1]) * _UNITS_MS[unit])
+    if not levels:
+        raise ConfigError("messageDelayLevel is empty")
+    return levels

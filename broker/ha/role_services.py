@@ -1,0 +1,89 @@
+"""What runs only in the node's current role: HAService on a master; HAClient and
+SlaveSynchronize on a slave (RocketMQ's BrokerController.changeSpecialServiceStatus). One node
+service that the failover switches off before a role change and on after it.
+
+The node hands in ``build(role) -> [services]``; this holder says which HAService / HAClient is
+running now (``ha``, ``ha_client``: None when not), so the send path, status and archiver read
+them here rather than from attributes the services would set on the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.config import BrokerRole
+from broker.ha.client import HAClient
+from broker.ha.role import BrokerRoleState
+from broker.ha.service import HAService
+from broker.store.results import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from broker.node_parts import NodeService
+
+log = logging.getLogger(__name__)
+
+
+class RoleServices:
+    """A node service: ``start()`` builds and starts the current role's services, ``stop()``
+    stops them in reverse (a failing stop is logged; the others still stop)."""
+
+    def __init__(
+        self, role: BrokerRoleState, build: Callable[[BrokerRole], list[NodeService]]
+    ) -> None:
+        self.role = role
+        self._build = build
+        self.services: list[NodeService] = []
+
+    @property
+    def ha(self) -> HAService | None:
+        """The master side while it runs (SYNC_MASTER puts wait on it)."""
+        return next((s for s in self.services if isinstance(s, HAService)), None)
+
+    @property
+    def ha_client(self) -> HAClient | None:
+        """The slave side while it runs."""
+        return next((s for s in self.services if isinstance(s, HAClient)), None)
+
+    async def await_replication(self, result: PutMessageResult, timeout_ms: int):
+        """After a local put: on a SYNC_MASTER with its HAService running, wait for the slaves
+        and return the final PutMessageStatus; otherwise the put's own status."""
+        ha = self.ha
+        if (
+            ha is None
+            or result.status is not PutMessageStatus.PUT_OK
+            or self.role.role is not BrokerRole.SYNC_MASTER
+        ):
+            return result.status
+        await asyncio.sleep(0)  # into a task of its own before the wait binds one
+        return await ha.wait_replicated(result, timeout_ms)
+
+    async def start(self) -> None:
+        self.services = self._build(self.role.role)
+        started = []
+        try:
+            for service in self.services:
+                await service.start()
+                started.append(service)
+        except BaseException:
+            self.services = started
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        for service in reversed(self.services):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("stopping %r failed", service)
+        self.services = []
+
+    def runtime_info(self) -> dict[str, object]:
+        info: dict[str, object] = {}
+        for service in self.services:
+            extra = getattr(service, "runtime_info", None)
+            if extra is not None:
+                info.update(extra())
+        return info

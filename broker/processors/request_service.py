@@ -1,0 +1,25 @@
+"""The base of a node service that only answers requests: nothing runs in the background, so
+starting and stopping it does nothing; the node registers its ``handlers()`` with the others'
+(``broker/node.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+Handler = Callable[..., Awaitable]
+
+
+class RequestService:
+    """Subclasses answer request codes (``handlers()``) and may add ``runtime_info()`` keys."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    async def start(self) -> None:
+        """Nothing to start: the service only answers requests."""
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
+
+    def handlers(self) -> dict[int, Handler]:
+        raise NotImplementedError
