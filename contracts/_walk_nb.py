@@ -1,9 +1,10 @@
 """The record walk of log integrity compiled with numba (optional): one pass over a chunk that
 follows TOTALSIZE and checks every record's framing, magic code, physical offset, file bounds,
-body/topic/properties lengths and body CRC, calling zlib's ``crc32`` (the C library Python's
-own ``zlib`` module uses) once per body without a Python call in between.
+body/topic/properties lengths and body CRC, calling a C ``crc32`` once per body without a Python
+call in between: libdeflate's from the ``deflate`` wheel (the ``audit`` extra), else zlib's (the
+library Python's own ``zlib`` module uses); ``_walk_nb_kernels.CRC32_LIBRARY`` says which.
 
-:func:`scan` returns the arrays the queue offset check needs, or ``None`` when numba or zlib's
+:func:`scan` returns the arrays the queue offset check needs, or ``None`` when numba or a crc32
 library is missing, or when anything in the chunk is unusual: the caller then falls back to the
 NumPy scan / full decoder of ``contracts.record_walk``, so the findings are the same either way.
 Compiled code is cached next to ``_walk_nb_kernels.py`` (``cache=True``): compiled once per
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-_KERNELS: list = []  # the loaded kernels module, or None when numba/zlib is missing
+_KERNELS: list = []  # the loaded kernels module, or None when numba/crc32 is missing
 
 
 def _kernels():
     if not _KERNELS:
         try:
             from contracts import _walk_nb_kernels as k
-        except (ImportError, OSError, RuntimeError):  # no numba, or no zlib library to call
+        except (ImportError, OSError, RuntimeError):  # no numba, or no crc32 library to call
             k = None
         _KERNELS.append(k)
     return _KERNELS[0]

@@ -3,6 +3,7 @@ checked, never by ``import spark_jobs.log_integrity``)."""
 
 from __future__ import annotations
 
+import ctypes
 import ctypes.util
 
 import numba
@@ -18,11 +19,28 @@ from contracts.record.layout import (
     SYSFLAG_STOREHOST_V6,
 )
 
-# zlib's C library (the one Python's zlib module uses) made visible to compiled code; the
-# buffer goes as an address (size_t: the same register as a pointer on the ABIs numba
-# targets). A named external function keeps the compiled code cacheable on disk.
-_llvm.load_library_permanently(ctypes.util.find_library("z") or "libz.so.1")
-_ZCRC32 = _nt.ExternalFunction("crc32", _nt.uint64(_nt.uint64, _nt.uintp, _nt.uint32))
+
+def _crc32_function() -> tuple[str, int]:
+    """(name, address) of the C crc32 the walk calls: libdeflate's ``libdeflate_crc32`` from the
+    ``deflate`` wheel (PCLMUL/AVX-512 folding: ~2.6 ms per 64 MiB of 1 KiB bodies here, against
+    ~23 ms for zlib's) when installed, else zlib's ``crc32`` (the library Python's zlib module
+    uses). Both compute CRC-32/ISO-HDLC, zlib's; on the ABIs numba targets both take
+    ``(crc, pointer, length)`` in integer registers and return the CRC in the low 32 bits."""
+    try:
+        import deflate._deflate as wheel
+
+        lib = ctypes.CDLL(wheel.__file__)
+        return "libdeflate", ctypes.cast(lib.libdeflate_crc32, ctypes.c_void_p).value
+    except (ImportError, OSError, AttributeError):
+        lib = ctypes.CDLL(ctypes.util.find_library("z") or "libz.so.1")
+        return "zlib", ctypes.cast(lib.crc32, ctypes.c_void_p).value
+
+
+# The chosen function made visible to compiled code under one fixed name, so the code cached
+# on disk (cache=True) stays valid whichever library serves it; the buffer goes as an address.
+CRC32_LIBRARY, _address = _crc32_function()
+_llvm.add_symbol("haproof_body_crc32", _address)
+_CRC32 = _nt.ExternalFunction("haproof_body_crc32", _nt.uint32(_nt.uint32, _nt.uintp, _nt.uintp))
 
 _V1, _V2, _BLANK = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
 _BORN6, _STORE6 = SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
@@ -94,7 +112,7 @@ def walk(a, addr, start, file_size, topic, tlen, qid, qo):
         props = t0 + tl
         if props + 2 > end or props + 2 + _be(a, props, 2) != end:
             return -1, -1
-        if (_ZCRC32(0, addr + body, blen) & 0x7FFFFFFF) != crc:
+        if (_CRC32(0, addr + body, blen) & 0x7FFFFFFF) != crc:
             return -1, -1
         if m >= topic.shape[0]:
             return -1, -1
@@ -145,3 +163,9 @@ def queues(a, topic, tlen, qid, qo):
             return none, none, none
         last[s] = qo[i]
     return rep[:k], first[:k], last[:k]
+
+
+@numba.njit(cache=True, nogil=True)
+def crc32_at(addr, length):
+    """The walk's body CRC of ``length`` bytes at ``addr`` (for the parity tests)."""
+    return _CRC32(0, addr, length)

@@ -99,6 +99,7 @@ def audit_pipeline(*, incremental: bool) -> None:
     (AirflowFailException: no retry) when a check or a suite failed, or a check had no
     evidence while ``require_evidence`` (default on) is set."""
     from airflow.sdk import task
+    from haproof_report_link import report_task, share_report_url
 
     @task
     def resolve(params=None) -> dict:
@@ -116,14 +117,16 @@ def audit_pipeline(*, incremental: bool) -> None:
 
         return expectations_step(PipelineConfig.from_json(cfg), summary)
 
-    @task(retries=0)
+    @report_task(retries=0)  # @task with the "Audit report" extra link
     def report(cfg: dict, summary: dict, gx: list) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
         from pipeline.steps import PipelineConfig, publish_step, report_step
 
         config = PipelineConfig.from_json(cfg)
-        doc = publish_step(config, summary, gx, report_step(config, summary))
+        reports = report_step(config, summary)
+        share_report_url(reports, summary, gx)
+        doc = publish_step(config, summary, gx, reports)
         for r in gx:
             log.info("data-quality report for %s: %s", r["brokerName"], r["reportUrl"])
         if not doc["passed"]:

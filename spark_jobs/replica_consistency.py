@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from contracts import audit_tables as T
-from contracts import record as msgfmt
 from contracts.errors import ArchiveError, CorruptRecordError, ObjectNotFoundError
 from contracts.object_store import StoreSpec
+from contracts.record.reader import decode_record, record_to_json
 from spark_jobs.archive_reader import executor_store
 from spark_jobs.log_integrity import SCAN_SCHEMA, chunk_rows, fault_row, scan_row
 from spark_jobs.session import deal, run_tasks, task_partitions
@@ -44,11 +44,11 @@ def record_at(store, segs: list[dict], offset: int) -> dict:
             pos = 0
             while pos < len(chunk):
                 try:
-                    rec = msgfmt.decode_record(chunk, pos, base_offset=s["kstart"])
+                    rec = decode_record(chunk, pos, base_offset=s["kstart"])
                 except CorruptRecordError as exc:
                     return {"offset": s["kstart"] + pos, "key": s["key"], "error": exc.reason}
                 if rec.physical_offset <= offset < rec.end:
-                    doc = msgfmt.record_to_json(rec)
+                    doc = record_to_json(rec)
                     doc.pop("properties", None)
                     return {"offset": rec.physical_offset, "key": s["key"], **doc}
                 pos += rec.total_size

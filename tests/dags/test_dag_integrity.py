@@ -28,8 +28,9 @@ def dagbag():
 def test_every_file_in_dags_is_a_known_dag_or_ignored():
     files = {p.name for p in DAGS.glob("*.py")}
     ignored = (DAGS / ".airflowignore").read_text().split()
-    assert files == set(DAG_FILES) | {"haproof_common.py"}
-    assert any("haproof_common" in pattern for pattern in ignored)
+    helpers = {"haproof_common.py", "haproof_report_link.py"}
+    assert files == set(DAG_FILES) | helpers
+    assert all(any(h.split(".")[0] in pattern for pattern in ignored) for h in helpers)
 
 
 def test_dagbag_has_no_import_errors(dagbag):
@@ -49,6 +50,9 @@ def test_dag_shape(dagbag, filename, dag_id):
     assert {"root", "cluster", "spark_master", "endpoint_url", "max_lag_bytes"} <= set(dag.params)
     # A failed check must not be retried into a pass: audit and report never retry.
     assert dag.get_task("audit").retries == 0 and dag.get_task("report").retries == 0
+    # The task that builds the reports shows the "Audit report" link, the others none.
+    links = {t.task_id: [link.name for link in t.operator_extra_links] for t in dag.tasks}
+    assert links == {"resolve": [], "audit": [], "expectations": [], "report": ["Audit report"]}
 
 
 def test_schedules(dagbag):

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from contracts.record.reader import decode_record
 
@@ -26,6 +27,43 @@ def _dags_test(env, dag_id: str, conf: dict) -> subprocess.CompletedProcess:
         [env["HAPROOF_AIRFLOW_BIN"], "dags", "test", dag_id, "-c", json.dumps(conf)],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
+
+
+# What the API server answers for GET /dags/{dag_id}/dagRuns/{run_id}/taskInstances/report/links:
+# its route function, called on the DAG as serialized by the run, against the run's database.
+_LINKS = """
+import json, sys
+from sqlalchemy import select
+from airflow.api_fastapi.core_api.routes.public.extra_links import get_extra_links
+from airflow.models import DagRun
+from airflow.models.dagbag import DBDagBag
+from airflow.utils.session import create_session
+dag_id = sys.argv[1]
+with create_session() as session:
+    run_id = session.scalar(
+        select(DagRun.run_id).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc())
+    )
+    links = get_extra_links(dag_id=dag_id, dag_run_id=run_id, task_id="report",
+                            session=session, dag_bag=DBDagBag())
+print(json.dumps(links.extra_links))
+"""
+
+
+def _report_links(env, dag_id: str) -> dict:
+    res = subprocess.run(
+        [sys.executable, "-c", _LINKS, dag_id], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _assert_links_to_the_report(env, dag_id: str, report: dict) -> None:
+    """The task's "Audit report" link names the group's report.html, which exists on disk."""
+    (url,) = report["reports"].values()
+    assert _report_links(env, dag_id) == {"Audit report": url}
+    assert url.startswith("file://") and url.endswith(f"/{report['runId']}/broker-a/report.html")
+    assert "<html" in Path(url.removeprefix("file://")).read_text()[:500].lower()
 
 
 def _reports(root_dir) -> list[dict]:
@@ -49,6 +87,7 @@ def test_nightly_dag_passes_on_a_real_rocketmq_archive(tmp_path, golden_stores, 
     ]  # fmt: skip
     (gx,) = report["expectations"]
     assert gx["success"] is True and gx["failedSuites"] == []
+    _assert_links_to_the_report(airflow_env, "haproof_nightly_audit", report)
     index = tmp_path / "a" / gx["report"]
     assert index.is_file() and "haproof_ranges" in index.read_text()
     # The nightly run is incremental: it moved the verified watermark of the group.
@@ -79,6 +118,7 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     assert not checks["log_integrity"]["passed"] and checks["log_integrity"]["findings"] == 1
     (gx,) = report["expectations"]
     assert gx["failedSuites"] == ["haproof_records_issues"]
+    _assert_links_to_the_report(airflow_env, "haproof_incident_audit", report)  # failed: linked
     verdict = json.loads(next((tmp_path / "a").glob("audits/*/broker-a/verdict.json")).read_text())
     assert verdict["findings"]["records_issues"][0]["offset"] == rec.physical_offset
     # An incident audit is a full audit; a failing run leaves no watermark behind.

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import subprocess
+import sys
+import zlib
 
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contracts import _walk_nb as fastscan
 from contracts.record.layout import OFFSET_PHYSICALOFFSET, OFFSET_QUEUEOFFSET
 from contracts.record_walk import check_chunk_nb, check_chunk_np, check_chunk_py
 from contracts.record_walk import check_slow as _check_slow
@@ -82,3 +90,55 @@ def test_faults_fall_back_to_the_full_decoder_at_the_exact_offset(
     assert issues, f"{field}: no issue found"
     assert issues[0][0] == r.wrote_offset
     assert issues[0][1] == expected_check
+
+
+needs_numba = pytest.mark.skipif(not fastscan.available(), reason="numba is not installed")
+
+
+@needs_numba
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=6000), skip=st.integers(0, 63))
+def test_the_walks_body_crc_is_zlibs_at_any_length_and_alignment(data, skip):
+    from contracts import _walk_nb_kernels as kernels
+
+    buf = np.frombuffer(bytes(skip) + data, np.uint8)
+    assert kernels.crc32_at(buf.ctypes.data + skip, len(data)) == zlib.crc32(data)
+
+
+@needs_numba
+def test_the_compiled_walk_takes_a_clean_log_and_refuses_a_flipped_body_byte(log):
+    from contracts import _walk_nb_kernels as kernels
+
+    assert kernels.CRC32_LIBRARY == "libdeflate"  # the audit extra installs the deflate wheel
+    data, results = log
+    fast = fastscan.scan(data, 0, FILE_SIZE)
+    assert fast is not None and fast[0] == check_chunk_py(data, 0, FILE_SIZE, "n")[2]
+    r = results[77]
+    buf = bytearray(data)
+    buf[data.index(b"msg-77msg-77", r.wrote_offset) + 3] ^= 0x10
+    assert fastscan.scan(bytes(buf), 0, FILE_SIZE) is None  # the CRC caught it
+
+
+@needs_numba
+def test_without_the_deflate_wheel_the_compiled_walk_calls_zlib(log):
+    """The compiled code is cached on disk under one symbol name: the same cached kernels must
+    run on zlib's crc32 when libdeflate's is not installed."""
+    data, _ = log
+    code = (
+        "import sys\n"
+        "sys.modules['deflate'] = None  # as if the wheel were not installed\n"
+        "from contracts import _walk_nb as fastscan, _walk_nb_kernels as k\n"
+        "data = sys.stdin.buffer.read()\n"
+        "fast = fastscan.scan(data, 0, int(sys.argv[1]))\n"
+        "bad = bytearray(data); bad[int(sys.argv[2])] ^= 0x10\n"
+        "print(k.CRC32_LIBRARY, fast is not None and fast[0], "
+        "fastscan.scan(bytes(bad), 0, int(sys.argv[1])) is None)\n"
+    )
+    body_at = data.index(b"msg-77msg-77") + 3
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(FILE_SIZE), str(body_at)],
+        input=data, capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()[-3000:]
+    records = check_chunk_py(data, 0, FILE_SIZE, "n")[2]
+    assert res.stdout.decode().split() == ["zlib", str(records), "True"]
