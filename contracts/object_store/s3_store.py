@@ -209,58 +209,33 @@ class S3ObjectStore:
         media_type = web_type(key)
         typed = {"ContentType": media_type} if media_type else {}
         if len(data) <= self.part_size:
-            self._call(
-                "put",
-                key,
-                lambda: self._client.put_object(
-                    Bucket=self.bucket,
-                    Key=k,
-                    Body=data,
-                    Metadata=meta,
-                    **cond,
-                    **typed,
-                    **self._checksum(digest),
-                ),
-            )
+            self._op("put", "put_object", key, Body=data, Metadata=meta, **cond, **typed,
+                     **self._checksum(digest))  # fmt: skip
             return
         # multipart: nothing is visible under the key until CompleteMultipartUpload
-        up = self._call(
-            "create multipart",
-            key,
-            lambda: self._client.create_multipart_upload(
-                Bucket=self.bucket, Key=k, Metadata=meta, **typed
-            ),
-        )
-        upload_id = up["UploadId"]
+        upload_id = self._op(
+            "create multipart", "create_multipart_upload", key, Metadata=meta, **typed
+        )["UploadId"]
         try:
             parts = []
             for n, pos in enumerate(range(0, len(data), self.part_size), 1):
                 body = data[pos : pos + self.part_size]
-                res = self._call(
-                    f"upload part {n}",
-                    key,
-                    lambda body=body, n=n: self._client.upload_part(
-                        Bucket=self.bucket, Key=k, UploadId=upload_id, PartNumber=n, Body=body
-                    ),
-                )
+                res = self._op(f"upload part {n}", "upload_part", key, UploadId=upload_id,
+                               PartNumber=n, Body=body)  # fmt: skip
                 parts.append({"PartNumber": n, "ETag": res["ETag"]})
-            self._call(
-                "complete multipart",
-                key,
-                lambda: self._client.complete_multipart_upload(
-                    Bucket=self.bucket,
-                    Key=k,
-                    UploadId=upload_id,
-                    MultipartUpload={"Parts": parts},
-                    **cond,
-                ),
-            )
+            self._op("complete multipart", "complete_multipart_upload", key, UploadId=upload_id,
+                     MultipartUpload={"Parts": parts}, **cond)  # fmt: skip
         except BaseException:
             try:
                 self._client.abort_multipart_upload(Bucket=self.bucket, Key=k, UploadId=upload_id)
             except Exception:  # best effort: the bucket's lifecycle rule cleans up leftovers
                 log.warning("could not abort multipart upload of %s/%s", self.root, key)
             raise
+
+    def _op(self, what: str, operation: str, key: str, **params: Any) -> Any:
+        """One S3 ``operation`` on ``key`` (``_call``: counted, retried, errors translated)."""
+        call = getattr(self._client, operation)
+        return self._call(what, key, lambda: call(Bucket=self.bucket, Key=self._k(key), **params))
 
     def _checksum(self, digest: str) -> dict[str, str]:
         if not self._sha256_header:

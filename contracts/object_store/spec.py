@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from urllib.parse import urlparse
 
 from contracts.errors import ArchiveError
@@ -26,16 +26,8 @@ class StoreSpec:
     session_token: str | None = field(default=None, repr=False)
 
     def open(self) -> ObjectStore:
-        return open_store(
-            self.root,
-            endpoint_url=self.endpoint_url,
-            region=self.region,
-            access_key=self.access_key,
-            secret_key=self.secret_key,
-            retries=self.retries,
-            part_size=self.part_size,
-            session_token=self.session_token,
-        )
+        options = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "root"}
+        return open_store(self.root, **options)
 
     def resolved(self) -> StoreSpec:
         """This spec with what the driver's environment says filled in (endpoint, region and

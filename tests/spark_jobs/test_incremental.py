@@ -24,6 +24,15 @@ def ship_pair(archive: Archive, path) -> None:
     archive.ship(path, "a-1", "SLAVE", 1, chunk=5000)
 
 
+def shipped_pair(tmp_path, messages: int) -> tuple:
+    """A master and a slave of ``messages`` messages, archived: (store path, archive)."""
+    path = tmp_path / "m"
+    make_store(path, messages)
+    archive = Archive(tmp_path / "archive")
+    ship_pair(archive, path)
+    return path, archive
+
+
 def test_incremental_checks_only_new_data_and_state_moves_on_pass(spark, tmp_path) -> None:
     path = tmp_path / "m"
     first = make_store(path, 40)
@@ -202,10 +211,7 @@ def flatten(archive: Archive) -> int:
 
 
 def test_an_archive_written_flat_then_bucketed_audits_in_order(spark, tmp_path) -> None:
-    path = tmp_path / "m"
-    make_store(path, 40)
-    archive = Archive(tmp_path / "archive")
-    ship_pair(archive, path)
+    path, archive = shipped_pair(tmp_path, 40)
     archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g": {"0": 15}})
     assert flatten(archive) > 4
     full = audit(spark, archive, incremental=False)
@@ -227,10 +233,7 @@ def test_an_archive_written_flat_then_bucketed_audits_in_order(spark, tmp_path) 
 
 
 def test_an_object_in_a_wrong_bucket_is_an_archive_fault(spark, tmp_path) -> None:
-    path = tmp_path / "m"
-    make_store(path, 20)
-    archive = Archive(tmp_path / "archive")
-    ship_pair(archive, path)
+    _path, archive = shipped_pair(tmp_path, 20)
     assert audit(spark, archive, incremental=False)["passed"]
     key = next(o.key for o in archive.store.list("v1/c1/broker-a/a-1/commitlog/"))
     misplaced = key.replace("/commitlog/", "/commitlog/99999999xxxxxxxxxxxx/", 1)
