@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     from spark_jobs.audit import AuditOptions, run_audit
     from spark_jobs.session import get_spark
 
-    spec = StoreSpec(args.root, endpoint_url=args.endpoint)
+    # as run_audit resolves it (credentials filled in): the same store, the same counters
+    spec = StoreSpec(args.root, endpoint_url=args.endpoint).resolved()
     spark = get_spark("haproof-bench-history", args.spark_master, {})
     store = executor_store(spec)
     jvm = jvm_pid()
