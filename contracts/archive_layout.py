@@ -112,6 +112,12 @@ def snapshot_key(cluster: str, broker_name: str, node: str, taken_at_ms: int) ->
     return f"{node_prefix(cluster, broker_name, node)}{_timed('snapshots', taken_at_ms)}.json"
 
 
+def snapshot_name(node: str, taken_at_ms: int) -> str:
+    """A snapshot's key below its group's prefix (``{node}/snapshots/.../{t}.json``): how the
+    audit's findings name the snapshot that promised something."""
+    return f"{node}/{_timed('snapshots', taken_at_ms)}.json"
+
+
 def event_key(cluster: str, broker_name: str, node: str, at_ms: int, kind: str) -> str:
     if kind not in EVENT_KINDS:
         raise LayoutError(f"unknown event kind {kind!r}; one of {', '.join(EVENT_KINDS)}")

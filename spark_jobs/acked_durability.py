@@ -5,6 +5,7 @@ promised it (``acked_losses`` rows)."""
 
 from __future__ import annotations
 
+from contracts import archive_layout as layout
 from contracts import audit_tables as T
 from spark_jobs.archive_reader import GroupArchive
 
@@ -48,7 +49,7 @@ def acked_durability(
                             "lost_start": r["start"],
                             "lost_end": min(r["end"], ack),
                             "verdict": r["verdict"],
-                            "snapshot": f"{na.node}/snapshots/{snap.takenAt:013d}.json",
+                            "snapshot": layout.snapshot_name(na.node, snap.takenAt),
                             "ack": ack,
                         }
                     )
@@ -82,7 +83,7 @@ def acked_durability(
         for snap in na.snapshots:
             if snap.role != "SLAVE":
                 acks = [snap.confirmOffset, *snap.slaves.values()]
-                snap_key = f"{na.node}/snapshots/{snap.takenAt:013d}.json"
+                snap_key = layout.snapshot_name(na.node, snap.takenAt)
                 promised.append((max(acks), snap.takenAt, snap_key, snap.epoch))
     for na in ga.nodes.values():
         for ev in na.events:
