@@ -1,25 +1,37 @@
-"""Archive layout version 1 (DESIGN.md section 3): the keys and JSON documents in object storage.
+"""Archive layout version 1, revision 2 (DESIGN.md section 3 plus bucket folders): the keys and
+JSON documents in object storage.
 
 This module is the single owner of the layout: the shipper writes through it and the Spark audit
 jobs read through it. Keys are relative to the archive ROOT (``s3://bucket/prefix`` or
 ``file:///path``)::
 
-    v1/{cluster}/{brokerName}/{node}/commitlog/{start:020d}-{end:020d}-{epoch}.log
-    v1/{cluster}/{brokerName}/{node}/commitlog/{start:020d}-{end:020d}-{epoch}.json
-    v1/{cluster}/{brokerName}/{node}/snapshots/{takenAtMs:013d}.json
-    v1/{cluster}/{brokerName}/{node}/events/{atMs:013d}-{kind}.json
+    v1/{cluster}/{brokerName}/{node}/commitlog/{B1}/{B2}/{B3}/{start:020d}-{end:020d}-{epoch}.log
+    v1/{cluster}/{brokerName}/{node}/commitlog/{B1}/{B2}/{B3}/{start:020d}-{end:020d}-{epoch}.json
+    v1/{cluster}/{brokerName}/{node}/snapshots/{T1}/{T2}/{takenAtMs:013d}.json
+    v1/{cluster}/{brokerName}/{node}/events/{T1}/{T2}/{atMs:013d}-{kind}.json
     v1/{cluster}/{brokerName}/_audit/state.json
     audits/{runId}/...
+
+Bucket folders (revision 2) hold a range of the sortable number that begins the file name: the
+number's leading digits with the rest written ``x``. ``B1`` keeps 8 of the start's 20 digits
+(10^12 bytes), ``B2`` 11 (10^9), ``B3`` 14 (10^6); ``T1`` keeps 3 of the 13 digits of a time
+(10^10 ms, ~116 days), ``T2`` 5 (10^8 ms, ~28 h). So a listing that resumes after a key
+(``StartAfter``) reads a few small folders, whatever the archive's age, and the order of full
+keys is still offset (time) order. Revision 1 wrote the file names straight into the folder
+(``commitlog/{start:020d}-...``); such *flat* keys are still read. Since a digit sorts before
+``x``, a node's flat keys all sort before its bucketed ones with the same leading digits: an
+archive written flat and then bucketed lists in offset order too.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 VERSION = "v1"
+REVISION = 2  # 1: flat folders; 2: bucket folders (read: both)
 AUDIT_DIR = "_audit"
 
 EVENT_KINDS = (
@@ -60,11 +72,27 @@ def node_prefix(cluster: str, broker_name: str, node: str) -> str:
     return f"{group_prefix(cluster, broker_name)}{check_name('node', node)}/"
 
 
+#: leading digits each bucket folder keeps, of a 20-digit offset and of a 13-digit time
+OFFSET_BUCKETS = (8, 11, 14)
+TIME_BUCKETS = (3, 5)
+_FOLDER_BUCKETS = {"commitlog": OFFSET_BUCKETS, "snapshots": TIME_BUCKETS, "events": TIME_BUCKETS}
+
+
+def buckets(digits: str, levels: tuple[int, ...]) -> str:
+    """The bucket folders (each ending in "/") of a zero-padded number: ``digits`` kept up to
+    each level, the rest ``x``."""
+    return "".join(digits[:n] + "x" * (len(digits) - n) + "/" for n in levels)
+
+
 def chunk_key(cluster: str, broker_name: str, node: str, start: int, end: int, epoch: int) -> str:
     """Key of a chunk's bytes; its manifest is the same key ending ``.json``."""
     if not 0 <= start < end:
         raise LayoutError(f"chunk range [{start}, {end}) is empty or negative")
-    return f"{node_prefix(cluster, broker_name, node)}commitlog/{start:020d}-{end:020d}-{epoch}.log"
+    digits = f"{start:020d}"
+    return (
+        f"{node_prefix(cluster, broker_name, node)}commitlog/{buckets(digits, OFFSET_BUCKETS)}"
+        f"{digits}-{end:020d}-{epoch}.log"
+    )
 
 
 def manifest_key(chunk_log_key: str) -> str:
@@ -73,14 +101,39 @@ def manifest_key(chunk_log_key: str) -> str:
     return chunk_log_key[: -len(".log")] + ".json"
 
 
+def _timed(folder: str, at_ms: int) -> str:
+    if not 0 <= at_ms < 10**13:
+        raise LayoutError(f"time {at_ms} ms does not fit 13 digits")
+    digits = f"{at_ms:013d}"
+    return f"{folder}/{buckets(digits, TIME_BUCKETS)}{digits}"
+
+
 def snapshot_key(cluster: str, broker_name: str, node: str, taken_at_ms: int) -> str:
-    return f"{node_prefix(cluster, broker_name, node)}snapshots/{taken_at_ms:013d}.json"
+    return f"{node_prefix(cluster, broker_name, node)}{_timed('snapshots', taken_at_ms)}.json"
+
+
+def snapshot_name(node: str, taken_at_ms: int) -> str:
+    """A snapshot's key below its group's prefix (``{node}/snapshots/.../{t}.json``): how the
+    audit's findings name the snapshot that promised something."""
+    return f"{node}/{_timed('snapshots', taken_at_ms)}.json"
 
 
 def event_key(cluster: str, broker_name: str, node: str, at_ms: int, kind: str) -> str:
     if kind not in EVENT_KINDS:
         raise LayoutError(f"unknown event kind {kind!r}; one of {', '.join(EVENT_KINDS)}")
-    return f"{node_prefix(cluster, broker_name, node)}events/{at_ms:013d}-{kind}.json"
+    return f"{node_prefix(cluster, broker_name, node)}{_timed('events', at_ms)}-{kind}.json"
+
+
+def key_name(key: str) -> str:
+    """A key's file name (its last path segment)."""
+    return key.rsplit("/", 1)[-1]
+
+
+def resume_after(key: str, digits: int) -> str:
+    """A ``StartAfter`` that lists ``key`` again and everything after it: its folder and the
+    first ``digits`` characters of its name (a strict prefix of the key sorts before it)."""
+    folder, _, name = key.rpartition("/")
+    return f"{folder}/{name[:digits]}"
 
 
 def audit_state_key(cluster: str, broker_name: str) -> str:
@@ -132,10 +185,19 @@ class ParsedKey:
     epoch: int | None = None
     at_ms: int | None = None
     event_kind: str | None = None
+    flat: bool = False  # written by layout revision 1 (no bucket folders)
+
+
+def in_node_folder(key: str) -> bool:
+    """Is ``key`` under a node's ``commitlog/``, ``snapshots/`` or ``events/`` (where every
+    object must parse: anything else there is an archive fault)?"""
+    parts = key.split("/")
+    return len(parts) >= 6 and parts[0] == VERSION and parts[4] in _FOLDER_BUCKETS
 
 
 def parse_key(key: str) -> ParsedKey | None:
-    """Parse a key relative to ROOT; ``None`` for keys outside the v1 layout."""
+    """Parse a key relative to ROOT; ``None`` for keys outside the v1 layout, and for keys whose
+    bucket folders are not the ones their name belongs in."""
     parts = key.split("/")
     if len(parts) < 5 or parts[0] != VERSION:
         return None
@@ -144,9 +206,22 @@ def parse_key(key: str) -> ParsedKey | None:
         if parts[4:] == ["state.json"]:
             return ParsedKey(cluster, broker_name, "", "audit_state")
         return None
-    if len(parts) != 6:
+    if len(parts) < 6 or parts[4] not in _FOLDER_BUCKETS:
         return None
-    node, folder, name = parts[3:]
+    node, folder, name = parts[3], parts[4], parts[-1]
+    levels = _FOLDER_BUCKETS[folder]
+    flat = len(parts) == 6
+    if not flat:
+        width = 20 if folder == "commitlog" else 13
+        if len(parts) != 6 + len(levels) or "/".join(parts[5:-1]) + "/" != buckets(
+            name[:width], levels
+        ):
+            return None
+    parsed = _parse_name(cluster, broker_name, node, folder, name)
+    return None if parsed is None else replace(parsed, flat=flat)
+
+
+def _parse_name(cluster: str, broker_name: str, node: str, folder: str, name: str):
     if folder == "commitlog":
         m = _CHUNK_RE.match(name)
         if not m:

@@ -94,6 +94,9 @@ FAULT_BAD_JSON = "bad_json"  # manifest, snapshot or event that is not valid JSO
 FAULT_BAD_FIELDS = "bad_fields"  # valid JSON lacking fields or with wrong types
 FAULT_MANIFEST_MISSING = "manifest_missing"  # a .log without its manifest
 FAULT_UNREADABLE = "unreadable"  # access denied, vanished between listing and reading, I/O error
+FAULT_UNKNOWN_KEY = (
+    "unknown_key"  # an object in a node's folders whose key the layout does not name
+)
 FAULT_KINDS = (
     FAULT_LOG_MISSING,
     FAULT_SIZE_MISMATCH,
@@ -102,6 +105,7 @@ FAULT_KINDS = (
     FAULT_BAD_FIELDS,
     FAULT_MANIFEST_MISSING,
     FAULT_UNREADABLE,
+    FAULT_UNKNOWN_KEY,
 )
 
 # -- tables ---------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ promised it (``acked_losses`` rows)."""
 
 from __future__ import annotations
 
+from contracts import archive_layout as layout
 from contracts import audit_tables as T
 from spark_jobs.archive_reader import GroupArchive
 
@@ -51,10 +52,6 @@ def _loss(kind: str, slave: str, start: int, end: int, verdict: str, snapshot: s
     }
 
 
-def _snapshot_key(node: str, taken_at: int) -> str:
-    return f"{node}/snapshots/{taken_at:013d}.json"
-
-
 def acks_not_on_slaves(ga: GroupArchive, ranges: list[dict], since_snapshot_at: int) -> list:
     """A master snapshot's slave ack offset covers a range that is not on that slave."""
     findings = []
@@ -71,7 +68,7 @@ def acks_not_on_slaves(ga: GroupArchive, ranges: list[dict], since_snapshot_at: 
                         continue  # the slave's own old-master tail: judged below
                     findings.append(
                         _loss("ack_not_on_slave", slave, r["start"], min(r["end"], ack),
-                              r["verdict"], _snapshot_key(na.node, snap.takenAt), ack)
+                              r["verdict"], layout.snapshot_name(na.node, snap.takenAt), ack)
                     )  # fmt: skip
     return findings
 
@@ -109,7 +106,7 @@ def promises_made(
         for snap in na.snapshots:
             if snap.role != "SLAVE":
                 acks = [snap.confirmOffset, *snap.slaves.values()]
-                out.append((max(acks), snap.takenAt, _snapshot_key(na.node, snap.takenAt),
+                out.append((max(acks), snap.takenAt, layout.snapshot_name(na.node, snap.takenAt),
                             snap.epoch))  # fmt: skip
     return out
 

@@ -174,8 +174,14 @@ def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) ->
     nodes: dict[str, NodeArchive] = {}
     logs: dict[str, tuple[str, int]] = {}  # .log key -> (node, listed size)
     small: list[tuple] = []  # (parsed key, key) of the JSON objects to read
+    faults: list[dict] = []
     for info in listed:
         parsed = layout.parse_key(info.key)
+        if parsed is None and layout.in_node_folder(info.key):
+            # a misplaced bucket, a stray file: never out of the audit's view without a word
+            faults.append(fault(info.key.split("/")[3], info.key, T.FAULT_UNKNOWN_KEY,
+                                "a key archive layout v1 does not name"))  # fmt: skip
+            continue
         if parsed is None or parsed.kind == "audit_state":
             continue
         nodes.setdefault(parsed.node, NodeArchive(parsed.node))
@@ -187,7 +193,6 @@ def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) ->
     todo = [key for _parsed, key in small]
     fetched = dict(zip(todo, io_pool().map(lambda k: _fetch(store, k), todo), strict=True))
     docs: dict[str, dict] = {}
-    faults: list[dict] = []
     for parsed, key in small:
         na = nodes[parsed.node]
         body = fetched[key]
@@ -252,11 +257,11 @@ def _add_doc(na: NodeArchive, kind: str, doc, key: str, cluster: str, broker_nam
     if kind == "manifest":
         man = layout.ChunkManifest.from_json(doc, what=key)
         chunk = {f: getattr(man, f) for f in man.__dataclass_fields__}
-        chunk["key"] = layout.chunk_key(
-            cluster, broker_name, na.node, man.start, man.end, man.epoch
-        )
-        if layout.manifest_key(chunk["key"]) != key:
-            raise layout.LayoutError(f"{key}: its fields name another chunk ({chunk['key']})")
+        chunk["key"] = key[: -len(".json")] + ".log"  # bucketed or flat, as listed
+        named = layout.parse_key(key)
+        if (named.start, named.end, named.epoch) != (man.start, man.end, man.epoch):
+            other = layout.chunk_key(cluster, broker_name, na.node, man.start, man.end, man.epoch)
+            raise layout.LayoutError(f"{key}: its fields name another chunk ({other})")
         na.chunks.append(chunk)
     elif kind == "snapshot":
         na.snapshots.append(layout.Snapshot.from_json(doc, what=key))

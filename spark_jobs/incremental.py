@@ -196,12 +196,11 @@ def resume_key(chunks: list[dict], low: int, old: str) -> str:
     if not below:
         return old
     key = max(below, key=lambda c: c["start"])["key"]
-    folder, _, name = key.rpartition("/")
-    return f"{folder}/{name[:20]}"  # "{start:020d}" sorts before "{start:020d}-..."
+    return layout.resume_after(key, 20)  # "{start:020d}" sorts before "{start:020d}-..."
 
 
 def _event_at(key: str) -> int:
-    return int(key.rsplit("/", 1)[1][:13])
+    return int(layout.key_name(key)[:13])
 
 
 def next_marks(

@@ -14,7 +14,8 @@ import uuid
 import pytest
 
 from contracts.errors import ArchiveError, TransientArchiveError
-from contracts.object_store import S3ObjectStore, _is_loopback, open_store
+from contracts.object_store import S3ObjectStore, open_store
+from contracts.object_store.s3_errors import is_loopback
 
 
 @pytest.fixture
@@ -110,7 +111,7 @@ def _bare_store(url: str | None, **options) -> S3ObjectStore:
     ],
 )
 def test_loopback_endpoints_skip_payload_signing_and_part_crcs(url, loopback) -> None:
-    assert _is_loopback(url) is loopback
+    assert is_loopback(url) is loopback
     config = _bare_store(url)._client.meta.config
     assert (config.s3 or {}).get("payload_signing_enabled", True) is (not loopback)
     assert config.request_checksum_calculation == (

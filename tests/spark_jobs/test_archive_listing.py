@@ -49,3 +49,35 @@ def test_group_keys_resume_after_each_nodes_marks(tmp_path) -> None:
         for e in ("json", "log")
     ]
     assert len([k for k in keys if "/n1/" in k]) == 11  # no marks: all of it
+
+
+def test_a_resumed_listing_reads_a_few_small_folders_whatever_the_age(tmp_path) -> None:
+    """file://: resuming a node's commitlog/ listing after its mark reads the folders around
+    the mark (bucket folders), not every chunk name ever written; the same chunks written flat
+    (layout revision 1) cost a read of every name."""
+    from contracts import archive_layout as layout
+
+    def build(root, n: int, flat: bool):
+        store = open_store(f"file://{root}")
+        keys = []
+        for i in range(n):
+            key = layout.chunk_key("c1", "g", "n0", i * 100_000, (i + 1) * 100_000, 0)
+            if flat:
+                parts = key.split("/")
+                key = "/".join(parts[:5] + parts[-1:])
+            store.put(key, b"x")
+            keys.append(key)
+        return store, keys
+
+    def cost(store, keys) -> tuple[int, int]:
+        before = store.requests["dir_entries"]
+        after = resume_key([{"start": (len(keys) - 2) * 100_000, "key": keys[-2]}], 10**12, "")
+        got = [o.key for o in store.list("v1/c1/g/n0/commitlog/", start_after=after)]
+        assert got == keys[-2:]
+        return store.requests["dir_entries"] - before
+
+    # 10 chunks a 10^6-byte folder; the mark's 10^9-byte folder holds (at most 1,000) such
+    # folders: 20 and 200 here, and the listing reads those names, its leaf and the top
+    assert cost(*build(tmp_path / "a", 200, flat=False)) <= 20 + 10 + 2
+    assert cost(*build(tmp_path / "b", 2000, flat=False)) <= 200 + 10 + 2
+    assert cost(*build(tmp_path / "c", 2000, flat=True)) >= 2000

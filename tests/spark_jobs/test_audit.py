@@ -134,7 +134,7 @@ def test_acknowledged_bytes_missing_on_the_slave(spark, tmp_path, master_store) 
     assert [(f["kind"], f["lost_start"], f["lost_end"]) for f in found] == [
         ("ack_not_on_slave", cut, promised)
     ]
-    assert found[0]["snapshot"] == "a-0/snapshots/0000000005000.json"
+    assert found[0]["snapshot"] == "a-0/snapshots/000xxxxxxxxxx/00000xxxxxxxx/0000000005000.json"
     assert not v["passed"]
 
 

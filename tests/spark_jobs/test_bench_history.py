@@ -30,4 +30,7 @@ def test_bench_history_small_run(tmp_path) -> None:
     # a day's run reads that day's manifests and snapshots (3 nodes x 48 of each), no more
     assert 3 * 48 * 2 <= day2["day"]["requests"]["get"] <= 3 * 48 * 2 + 20
     assert 0 < out["state_bytes"] < 1_000_000
+    for run in ("full", "day", "noop"):  # each audit in its own process: its own peaks
+        r = day2[run]
+        assert r["py_peak_mb"] >= r["py_start_mb"] > 0 and r["jvm_peak_mb"] >= r["jvm_start_mb"] > 0
     assert out["noop_ratio"] > 0 and out["day_ratio"] > 0

@@ -7,6 +7,7 @@ import pytest
 
 from broker.archive.shipper import NodeIdentity, Shipper
 from broker.archive.sources import StoreDirSource
+from contracts import archive_layout as layout
 from spark_jobs.audit import AuditOptions, run_audit
 from tests.spark_jobs.builder import (
     CLUSTER,
@@ -52,7 +53,7 @@ def build(tmp_path, failover, ack: int) -> tuple[Archive, str]:
     sh = Shipper(archive.store, NodeIdentity(CLUSTER, GROUP, "a-0", 1, "SLAVE", 0), 3000)
     sh.record_truncation(cut, 1)
     sh.ship(StoreDirSource.open(str(rejoined)), start=cut)
-    return archive, f"a-0/snapshots/{1_000:013d}.json"
+    return archive, layout.snapshot_name("a-0", 1_000)
 
 
 def audit(spark, archive):

@@ -24,6 +24,15 @@ def ship_pair(archive: Archive, path) -> None:
     archive.ship(path, "a-1", "SLAVE", 1, chunk=5000)
 
 
+def shipped_pair(tmp_path, messages: int) -> tuple:
+    """A master and a slave of ``messages`` messages, archived: (store path, archive)."""
+    path = tmp_path / "m"
+    make_store(path, messages)
+    archive = Archive(tmp_path / "archive")
+    ship_pair(archive, path)
+    return path, archive
+
+
 def test_incremental_checks_only_new_data_and_state_moves_on_pass(spark, tmp_path) -> None:
     path = tmp_path / "m"
     first = make_store(path, 40)
@@ -186,3 +195,51 @@ def test_a_reset_read_before_the_snapshot_after_it_still_excuses_the_rewind(
     archive.snapshot("a-0", "SYNC_MASTER", 3_000, consumerOffsets={"orders@g": {"0": 2}})
     bad = audit(spark, archive, incremental=True)
     assert [(x["before"], x["after"]) for x in bad["findings"]["offset_violations"]] == [(6, 2)]
+
+
+def flatten(archive: Archive) -> int:
+    """Move every object of the group's node folders to its layout revision 1 key (no bucket
+    folders), as an archive written before revision 2 holds them."""
+    moved = 0
+    for info in list(archive.store.list("v1/c1/broker-a/")):
+        parts = info.key.split("/")
+        if len(parts) > 6 and parts[4] in ("commitlog", "snapshots", "events"):
+            archive.store.put("/".join(parts[:5] + parts[-1:]), archive.store.get(info.key))
+            archive.store.delete(info.key)
+            moved += 1
+    return moved
+
+
+def test_an_archive_written_flat_then_bucketed_audits_in_order(spark, tmp_path) -> None:
+    path, archive = shipped_pair(tmp_path, 40)
+    archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g": {"0": 15}})
+    assert flatten(archive) > 4
+    full = audit(spark, archive, incremental=False)
+    assert full["passed"] and full["counts"] == {"match": 1}
+    # the shippers resume from the flat archive; what they add is bucketed
+    more = grow_store(path, 30, already=40)
+    ship_pair(archive, path)
+    keys = [o.key for o in archive.store.list("v1/c1/broker-a/a-0/commitlog/")]
+    assert any(k.count("/") == 5 for k in keys) and any(k.count("/") == 8 for k in keys)
+    archive.snapshot("a-0", "SYNC_MASTER", 2_000, consumerOffsets={"orders@g": {"0": 20}})
+    nxt = audit(spark, archive, incremental=True)
+    assert nxt["passed"] and nxt["counts"] == {"match": 1}
+    assert 0 < nxt["recordsChecked"] < full["recordsChecked"] + 2 * 30
+    assert state(archive)["verified"]["a-0"] == more[-1].end_offset
+    # a regression in the bucketed snapshots after the flat ones is still caught
+    archive.snapshot("a-0", "SYNC_MASTER", 3_000, consumerOffsets={"orders@g": {"0": 9}})
+    bad = audit(spark, archive, incremental=True)
+    assert [(v["before"], v["after"]) for v in bad["findings"]["offset_violations"]] == [(20, 9)]
+
+
+def test_an_object_in_a_wrong_bucket_is_an_archive_fault(spark, tmp_path) -> None:
+    _path, archive = shipped_pair(tmp_path, 20)
+    assert audit(spark, archive, incremental=False)["passed"]
+    key = next(o.key for o in archive.store.list("v1/c1/broker-a/a-1/commitlog/"))
+    misplaced = key.replace("/commitlog/", "/commitlog/99999999xxxxxxxxxxxx/", 1)
+    archive.store.put(misplaced, archive.store.get(key))
+    for incremental in (False, True):
+        v = audit(spark, archive, incremental=incremental)
+        faults = v["findings"]["archive_faults"]
+        assert not v["passed"]
+        assert [(f["kind"], f["key"]) for f in faults] == [("unknown_key", misplaced)]

@@ -6,6 +6,7 @@ import json
 
 from broker.archive import retention
 from broker.cli import main
+from contracts import archive_layout as layout
 from spark_jobs.audit import AuditOptions, run_audit
 from tests.spark_jobs.builder import Archive, make_store
 
@@ -49,7 +50,7 @@ def test_prune_deletes_old_history_and_the_audit_calls_it_expired(spark, tmp_pat
     assert marker["before"] == before_ms
     assert marker["nodes"]["a-0"]["expiredBelow"] == manifests[1]["end"]
     snaps = [o.key for o in archive.store.list("v1/c1/broker-a/a-0/snapshots/")]
-    assert snaps == ["v1/c1/broker-a/a-0/snapshots/2000000000000.json"]
+    assert snaps == [layout.snapshot_key("c1", "broker-a", "a-0", 2_000_000_000_000)]
     v = audit(spark, archive)
     assert v["passed"], v["findings"]
     assert "missing" not in v["counts"] and "unverifiable" not in v["counts"]

@@ -30,3 +30,30 @@ def test_small_chunks_share_tasks(spark, tmp_path) -> None:
     assert tasks and max(tasks) <= sc.defaultParallelism < len(chunks)
     result = judge(rows, chunks)
     assert result.records == sum(c["records"] for c in chunks) >= 60 and result.issues == []
+
+
+def test_a_whole_audit_of_many_small_chunks_runs_few_tasks(spark, tmp_path) -> None:
+    """Replica consistency too (where aligned chunks are checked): a master and a slave of a
+    record or two per chunk, audited end to end, never get one Spark task per chunk."""
+    from spark_jobs.audit import AuditOptions, run_audit
+
+    path = tmp_path / "m"
+    make_store(path, 60)
+    archive = Archive(tmp_path / "archive")
+    archive.ship(path, "a-0", "SYNC_MASTER", 0, chunk=400)
+    archive.ship(path, "a-1", "SLAVE", 1, chunk=400)
+    n_chunks = len(load_group(archive.store, "c1", "broker-a").nodes["a-1"].chunks)
+    sc = spark.sparkContext
+    sc.setJobGroup("small-audit", "a whole audit over small chunks")
+    try:
+        v = run_audit(spark, AuditOptions(spec=archive.spec, cluster="c1"))
+    finally:
+        sc.setJobGroup("", "")
+    assert v["passed"]
+    tracker = sc.statusTracker()
+    jobs = tracker.getJobIdsForGroup("small-audit")
+    stages = [
+        s for j in jobs for s in (tracker.getJobInfo(j).stageIds if tracker.getJobInfo(j) else [])
+    ]
+    tasks = [tracker.getStageInfo(s).numTasks for s in stages if tracker.getStageInfo(s)]
+    assert tasks and sum(tasks) <= 4 * sc.defaultParallelism < n_chunks

@@ -1,0 +1,141 @@
+"""The ``file://`` backend: a key is a path under the root directory."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+
+from contracts.errors import ArchiveConflictError, ArchiveError, ObjectNotFoundError
+from contracts.object_store.interface import ObjectInfo, check_key
+
+
+class FileObjectStore:
+    """``file://`` backend: a key is a path under the root; writes are temp + fsync + rename."""
+
+    def __init__(self, root: str, path: str):
+        self.root = root
+        self.path = path
+        self.requests: Counter = Counter()
+
+    def _p(self, key: str) -> str:
+        return os.path.join(self.path, check_key(key))
+
+    def _write(self, path: str, data: bytes) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise ArchiveError(f"cannot write {path}: {exc.strerror}") from exc
+
+    def put(self, key: str, data: bytes, sha256: str | None = None) -> bool:
+        self.requests["put"] += 1
+        path = self._p(key)
+        if os.path.exists(path):
+            if self.get(key) == data:
+                return False
+            raise ArchiveConflictError(f"{self.root}/{key} already holds different content")
+        self._write(path, data)
+        return True
+
+    def put_mutable(self, key: str, data: bytes) -> None:
+        self.requests["put"] += 1
+        self._write(self._p(key), data)
+
+    def get(self, key: str) -> bytes:
+        self.requests["get"] += 1
+        try:
+            with open(self._p(key), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{self.root}/{key} does not exist") from exc
+        except OSError as exc:
+            raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.requests["get"] += 1
+        try:
+            with open(self._p(key), "rb") as fh:
+                fh.seek(start)
+                return fh.read(max(0, end - start))
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{self.root}/{key} does not exist") from exc
+        except OSError as exc:
+            raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
+
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        """Keys under ``prefix`` after ``start_after``, sorted. Directories whose keys all sort
+        at or before ``start_after`` are not entered; a directory that is entered is read with
+        one ``listdir`` (names only: only the keys returned are stat'ed)."""
+        after = start_after or ""
+        found: list[str] = []
+        self._collect(prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else "", prefix, after, found)
+        found.sort()
+        for key in found:
+            try:
+                size = os.path.getsize(os.path.join(self.path, key))
+            except FileNotFoundError:
+                continue  # deleted since the directory was read (a prune)
+            self.requests["keys_listed"] += 1
+            yield ObjectInfo(key, size)
+
+    def _collect(self, rel: str, prefix: str, after: str, found: list[str]) -> None:
+        """Keys under directory ``rel`` (``""`` or ending in "/") into ``found``."""
+        try:
+            self.requests["list"] += 1
+            names = os.listdir(os.path.join(self.path, rel) if rel else self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        self.requests["dir_entries"] += len(names)  # what a listing costs here, whatever it keeps
+        if after.startswith(rel):
+            # by name alone (a directory of a year of chunks is mostly names at or before
+            # ``after``): a name that could be a directory of keys after ``after`` (its
+            # ``name/`` sorts after it, or holds it) stays; files are compared below
+            tail = after[len(rel) :]
+            names = [n for n in names if n + "/" > tail or tail.startswith(n + "/")]
+        elif after > rel:
+            return  # every key below ``rel`` sorts before ``after``
+        deep = rel.startswith(prefix)  # every key below ``rel`` is under ``prefix``
+        for name in names:
+            key = rel + name
+            if ".tmp-" in name:
+                continue  # a write in progress (or killed): not an object
+            if not deep and not (key.startswith(prefix) or prefix.startswith(key + "/")):
+                continue
+            if os.path.isdir(os.path.join(self.path, key)):
+                self._collect(key + "/", prefix, after, found)
+            elif key > after and key.startswith(prefix):
+                found.append(key)
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        rel, _, partial = prefix.rpartition("/")
+        rel = rel + "/" if rel else ""
+        self.requests["list"] += 1
+        try:
+            names = os.listdir(os.path.join(self.path, rel) if rel else self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(
+            f"{rel}{n}/"
+            for n in names
+            if n.startswith(partial) and os.path.isdir(os.path.join(self.path, rel + n))
+        )
+
+    def exists(self, key: str) -> bool:
+        return os.path.exists(self._p(key))
+
+    def delete(self, key: str) -> None:
+        self.requests["delete"] += 1
+        try:
+            os.unlink(self._p(key))
+        except FileNotFoundError:
+            pass
