@@ -5,7 +5,6 @@ promised it (``acked_losses`` rows)."""
 
 from __future__ import annotations
 
-from contracts import archive_layout as layout
 from contracts import audit_tables as T
 from spark_jobs.archive_reader import GroupArchive
 
@@ -68,7 +67,7 @@ def acks_not_on_slaves(ga: GroupArchive, ranges: list[dict], since_snapshot_at: 
                         continue  # the slave's own old-master tail: judged below
                     findings.append(
                         _loss("ack_not_on_slave", slave, r["start"], min(r["end"], ack),
-                              r["verdict"], layout.snapshot_name(na.node, snap.takenAt), ack)
+                              r["verdict"], na.snapshot_name(snap.takenAt), ack)
                     )  # fmt: skip
     return findings
 
@@ -106,7 +105,7 @@ def promises_made(
         for snap in na.snapshots:
             if snap.role != "SLAVE":
                 acks = [snap.confirmOffset, *snap.slaves.values()]
-                out.append((max(acks), snap.takenAt, layout.snapshot_name(na.node, snap.takenAt),
+                out.append((max(acks), snap.takenAt, na.snapshot_name(snap.takenAt),
                             snap.epoch))  # fmt: skip
     return out
 

@@ -29,6 +29,7 @@ class NodeArchive:
     events: list[dict] = field(default_factory=list)
     snapshot_keys: list[str] = field(default_factory=list)  # sorted, as listed
     event_keys: list[str] = field(default_factory=list)
+    _snapshot_names: dict[int, str] = field(default_factory=dict, repr=False)
 
     @property
     def end(self) -> int:
@@ -44,6 +45,17 @@ class NodeArchive:
         if self.chunks:
             return self.chunks[-1]["role"]
         return None
+
+    def snapshot_name(self, taken_at: int) -> str:
+        """The key, below its group's prefix, of this node's snapshot taken at ``taken_at`` as
+        it was listed (bucketed or flat); the layout's name if that snapshot was not listed."""
+        if len(self._snapshot_names) != len(self.snapshot_keys):
+            self._snapshot_names = {}
+            for key in self.snapshot_keys:
+                named = layout.parse_key(key)
+                if named is not None and named.at_ms is not None:
+                    self._snapshot_names[named.at_ms] = key.split("/", 3)[3]  # past the group
+        return self._snapshot_names.get(taken_at) or layout.snapshot_name(self.node, taken_at)
 
     @property
     def mapped_file_size(self) -> int:
@@ -67,6 +79,11 @@ class GroupArchive:
     # the master an earlier run's state names, for a run that lists nothing telling it
     master_hint: str = ""
     incremental_listing: bool = False  # listed from per-node marks, not in full
+
+    def snapshot_name(self, node: str, taken_at: int) -> str:
+        """How findings name a snapshot: its key below the group, as listed."""
+        na = self.nodes.get(node)
+        return na.snapshot_name(taken_at) if na else layout.snapshot_name(node, taken_at)
 
 
 def fault(node: str, key: str, kind: str, detail: str, start=None, end=None) -> dict:

@@ -24,7 +24,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from contracts import archive_layout as layout
 from contracts import audit_tables as T
 from contracts.object_store import StoreSpec
 from contracts.retention import read_horizon
@@ -264,7 +263,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
 def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master):
     promised = [
         (max([s.confirmOffset, *s.slaves.values()]), s.takenAt,
-         layout.snapshot_name(s.node, s.takenAt))
+         ga.snapshot_name(s.node, s.takenAt))
         for s in snapshots if s.role != "SLAVE"
     ]  # fmt: skip
     new_state = inc.next_state(

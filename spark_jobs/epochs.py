@@ -8,7 +8,6 @@ epoch's start is ``extra``, allowed only when no snapshot of that master had ack
 
 from __future__ import annotations
 
-from contracts import archive_layout as layout
 from contracts import audit_tables as T
 from spark_jobs.archive_reader import GroupArchive
 from spark_jobs.views import clip
@@ -150,7 +149,7 @@ def tail_ranges(ga, tails: dict[str, list[dict]], start_at: dict[str, int]) -> l
             row = {"pair": pair, "start": seg["start"], "end": seg["end"], "verdict": T.EXTRA}
             if acked:
                 a, s = max(acked, key=lambda x: x[0])
-                snap = layout.snapshot_name(node, s.takenAt)
+                snap = ga.snapshot_name(node, s.takenAt)
                 row["detail"] = f"{detail}; acknowledged up to {a} by {snap}"
                 row["acked_tail"] = True
                 row["ack"], row["ack_snapshot"] = a, snap

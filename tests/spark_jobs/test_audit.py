@@ -138,6 +138,28 @@ def test_acknowledged_bytes_missing_on_the_slave(spark, tmp_path, master_store) 
     assert not v["passed"]
 
 
+def test_a_finding_names_the_snapshot_key_as_listed_in_a_flat_archive(
+    spark, tmp_path, master_store
+) -> None:
+    """An archive written by layout revision 1 holds snapshots without bucket folders; the
+    finding must name the object that is there, not the key revision 2 would have written."""
+    path, results = master_store
+    slave = copy_store(path, tmp_path / "slave")
+    truncate_log(slave, results[40].wrote_offset)
+    archive = pair_archive(tmp_path, master_store, slave)
+    promised = results[50].end_offset
+    archive.snapshot("a-0", "SYNC_MASTER", 5_000, slaves={"a-1": promised}, confirmOffset=promised)
+    bucketed = next(o.key for o in archive.store.list("v1/c1/broker-a/a-0/snapshots/"))
+    flat = "v1/c1/broker-a/a-0/snapshots/0000000005000.json"
+    archive.store.put(flat, archive.store.get(bucketed))
+    archive.store.delete(bucketed)
+    v = audit(spark, archive)
+    found = v["findings"]["acknowledged_durability"]
+    assert [f["snapshot"] for f in found] == ["a-0/snapshots/0000000005000.json"]
+    assert archive.store.get("v1/c1/broker-a/" + found[0]["snapshot"])  # the object named exists
+    assert not v["passed"]
+
+
 def test_truncation_of_acknowledged_bytes_is_data_loss(spark, tmp_path, master_store) -> None:
     path, results = master_store
     archive = pair_archive(tmp_path, master_store)
