@@ -181,7 +181,7 @@ def _events(tmp_path, node: str, kind: str = "recovered") -> list[dict]:
     d = tmp_path / "archive" / "v1" / "C" / "broker-a" / node / "events"
     if not d.is_dir():
         return []
-    return [json.loads(p.read_text()) for p in sorted(d.glob(f"*-{kind}.json"))]
+    return [json.loads(p.read_text()) for p in sorted(d.rglob(f"*-{kind}.json"))]
 
 
 def _pull_all(addr: str, tops: list[int]) -> set[bytes]:

@@ -199,7 +199,7 @@ def test_broker_status_and_config(group):
 
 def _events(root, node: str) -> list[dict]:
     d = root / "v1" / "C" / "broker-a" / node / "events"
-    return [json.loads(p.read_text()) for p in sorted(d.glob("*-offset_reset.json"))]
+    return [json.loads(p.read_text()) for p in sorted(d.rglob("*-offset_reset.json"))]
 
 
 def test_reset_offset_by_time(group):
