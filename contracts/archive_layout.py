@@ -75,6 +75,8 @@ def node_prefix(cluster: str, broker_name: str, node: str) -> str:
 #: leading digits each bucket folder keeps, of a 20-digit offset and of a 13-digit time
 OFFSET_BUCKETS = (8, 11, 14)
 TIME_BUCKETS = (3, 5)
+NODE_FOLDERS = ("commitlog/", "snapshots/", "events/")  # a node's folders, below node_prefix
+COMMITLOG, SNAPSHOTS, EVENTS = NODE_FOLDERS
 _FOLDER_BUCKETS = {"commitlog": OFFSET_BUCKETS, "snapshots": TIME_BUCKETS, "events": TIME_BUCKETS}
 
 
@@ -286,15 +288,13 @@ class ChunkManifest:
     mappedFileSize: int
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        return json_bytes(asdict(self))
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "manifest") -> ChunkManifest:
         doc = json.loads(data) if isinstance(data, (bytes, str)) else data
         _require(
-            doc,
-            what,
-            {
+            doc, what, {
                 "start": int, "end": int, "records": int, "firstStoreTs": int,
                 "lastStoreTs": int, "sha256": str, "node": str, "brokerId": int,
                 "role": str, "epoch": int, "uploadedAt": int, "mappedFileSize": int,
@@ -328,15 +328,13 @@ class Snapshot:
     mappedFileSize: int = 1 << 30
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        return json_bytes(asdict(self))
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "snapshot") -> Snapshot:
         doc = json.loads(data) if isinstance(data, (bytes, str)) else data
         _require(
-            doc,
-            what,
-            {
+            doc, what, {
                 "node": str, "brokerName": str, "brokerId": int, "role": str, "epoch": int,
                 "takenAt": int, "maxPhyOffset": int, "flushedOffset": int,
                 "confirmOffset": int, "slaves": dict, "consumerOffsets": dict,

@@ -123,16 +123,13 @@ def _is_name(name: str) -> bool:
     return True
 
 
-NODE_FOLDERS = ("commitlog/", "snapshots/", "events/")
-
-
 def _after(mark, folder: str) -> str | None:
     if mark is None:
         return None
     return {
-        "commitlog/": mark.commitlog_after,
-        "snapshots/": mark.last_snapshot,
-        "events/": mark.last_event,
+        layout.COMMITLOG: mark.commitlog_after,
+        layout.SNAPSHOTS: mark.last_snapshot,
+        layout.EVENTS: mark.last_event,
     }[folder] or None
 
 
@@ -147,7 +144,7 @@ def list_group_keys(
     jobs = []
     for node in nodes:
         base = layout.node_prefix(cluster, broker_name, node)
-        for folder in NODE_FOLDERS:
+        for folder in layout.NODE_FOLDERS:
             jobs.append((base + folder, _after(marks.get(node), folder)))
     pages = io_pool().map(lambda j: list(store.list(j[0], start_after=j[1])), jobs)
     return [o for page in pages for o in page]

@@ -52,7 +52,7 @@ def _expired_chunks(store, prefix: str, before_ms: int, verified_end: int | None
     """(log key, manifest key, end) of the leading chunks older than ``before_ms``, and how many
     older ones were kept because they end beyond ``verified_end`` (None: no audit needed)."""
     out, kept = [], 0
-    for info in store.list(prefix + "commitlog/"):
+    for info in store.list(prefix + layout.COMMITLOG):
         parsed = layout.parse_key(info.key)
         if parsed is None or parsed.kind != "manifest":
             continue
@@ -99,7 +99,7 @@ def prune_group(
         for log_key, man_key, end in chunks:
             plan += [log_key, man_key]  # the log first: a leftover manifest is below the mark
             horizon.expired_below[node] = max(horizon.expired_below.get(node, 0), end)
-        for folder, what in (("snapshots/", "snapshot"), ("events/", "event")):
+        for folder, what in ((layout.SNAPSHOTS, "snapshot"), (layout.EVENTS, "event")):
             for info in store.list(node_prefix + folder):
                 parsed = layout.parse_key(info.key)
                 if parsed is None or parsed.kind != what:

@@ -152,7 +152,7 @@ class Shipper:
     def manifests(self) -> list[layout.ChunkManifest]:
         prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
         out = []
-        for info in self.store.list(prefix + "commitlog/"):
+        for info in self.store.list(prefix + layout.COMMITLOG):
             parsed = layout.parse_key(info.key)
             if parsed is None or parsed.kind != "manifest":
                 continue
@@ -179,7 +179,7 @@ class Shipper:
 
     def _latest_truncation(self) -> tuple[int, int] | None:
         prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
-        keys = [i.key for i in self.store.list(prefix + "events/")]
+        keys = [i.key for i in self.store.list(prefix + layout.EVENTS)]
         for key in reversed(keys):
             if key.endswith("-truncated.json"):
                 doc = layout.parse_event(self.store.get(key), what=key)
@@ -354,7 +354,7 @@ class Shipper:
 
     def latest_snapshot(self) -> layout.Snapshot | None:
         prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
-        keys = [i.key for i in self.store.list(prefix + "snapshots/")]
+        keys = [i.key for i in self.store.list(prefix + layout.SNAPSHOTS)]
         if not keys:
             return None
         return layout.Snapshot.from_json(self.store.get(keys[-1]), what=keys[-1])

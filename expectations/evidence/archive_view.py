@@ -62,7 +62,9 @@ def _in_window(at_ms: int, window: dict[str, Any]) -> bool:
 
 def _keys(store, cluster: str, broker_name: str, nodes: list[str]) -> list[layout.ParsedKey]:
     group = layout.group_prefix(cluster, broker_name)
-    prefixes = [f"{group}{n}/{folder}/" for n in nodes for folder in ("snapshots", "events")]
+    prefixes = [
+        f"{group}{n}/{folder}" for n in nodes for folder in (layout.SNAPSHOTS, layout.EVENTS)
+    ]
     if not prefixes:  # nothing names a node: fall back to the group's prefix
         prefixes = [group]
     found = []

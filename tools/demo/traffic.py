@@ -106,7 +106,7 @@ def wait_snapshot_offsets(d: Demo, node: str, want: dict[int, int], timeout_s=60
         d.skip(f"snapshot offsets of {node}", "in-node archiving is not built")
         return
     store = open_store(d.root)
-    prefix = layout.node_prefix(CLUSTER, GROUP, node) + "snapshots/"
+    prefix = layout.node_prefix(CLUSTER, GROUP, node) + layout.SNAPSHOTS
     seen = {}
 
     def archived() -> bool:
