@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import pickle
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -71,7 +71,6 @@ class GroupArchive:
     cluster: str
     broker_name: str
     nodes: dict[str, NodeArchive]
-    docs: dict[str, dict] = field(default_factory=dict)  # key -> JSON of what was loaded
     #: archive faults found while listing and reading the JSON objects (``archive_faults`` rows)
     faults: list[dict] = field(default_factory=list)
     #: JSON documents read and parsed without a fault (evidence of the archive check)
@@ -135,12 +134,12 @@ def _after(mark, folder: str) -> str | None:
 
 def list_group_keys(
     store: ObjectStore, cluster: str, broker_name: str, marks, nodes
-) -> list[ObjectInfo]:
-    """Objects of one group (key, size): all of them (``marks`` None), or per node and folder
-    only those after that node's marks (requests in proportion to what is new, plus three per
-    node)."""
+) -> Iterable[ObjectInfo]:
+    """Objects of one group (key, size): all of them (``marks`` None: streamed, never held as
+    one list), or per node and folder only those after that node's marks (requests in
+    proportion to what is new, plus three per node)."""
     if marks is None:
-        return list(store.list(layout.group_prefix(cluster, broker_name)))
+        return store.list(layout.group_prefix(cluster, broker_name))
     jobs = []
     for node in nodes:
         base = layout.node_prefix(cluster, broker_name, node)
@@ -187,7 +186,7 @@ def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) ->
     its manifest or of another size than its manifest says) is an archive fault, not a crash."""
     nodes: dict[str, NodeArchive] = {}
     logs: dict[str, tuple[str, int]] = {}  # .log key -> (node, listed size)
-    small: list[tuple] = []  # (parsed key, key) of the JSON objects to read
+    small: list[tuple] = []  # (node, kind, key) of the JSON objects to read
     faults: list[dict] = []
     for info in listed:
         parsed = layout.parse_key(info.key)
@@ -202,28 +201,16 @@ def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) ->
         if parsed.kind == "chunk":
             logs[info.key] = (parsed.node, info.size)
         elif parsed.kind in ("manifest", "snapshot", "event"):
-            small.append((parsed, info.key))
-    # the small JSON objects are read concurrently (one request each)
-    todo = [key for _parsed, key in small]
-    fetched = dict(zip(todo, io_pool().map(lambda k: _fetch(store, k), todo), strict=True))
-    docs: dict[str, dict] = {}
-    for parsed, key in small:
-        na = nodes[parsed.node]
-        body = fetched[key]
-        if isinstance(body, Exception):
-            faults.append(fault(na.node, key, T.FAULT_UNREADABLE, _read_error(body)))
-            continue
-        try:
-            doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            faults.append(fault(na.node, key, T.FAULT_BAD_JSON, f"not JSON: {exc}"))
-            continue
-        try:
-            _add_doc(na, parsed.kind, doc, key, cluster, broker_name)
-        except (layout.LayoutError, TypeError, ValueError) as exc:
-            faults.append(fault(na.node, key, T.FAULT_BAD_FIELDS, str(exc)))
-            continue
-        docs[key] = doc
+            small.append((parsed.node, parsed.kind, info.key))
+    # the small JSON objects are read concurrently (one request each), a bounded batch at a
+    # time, and each is parsed as it arrives: the driver never holds the bytes (or the parsed
+    # JSON) of every object of a year's archive at once
+    docs_read = 0
+    for batch in _batches(small, FETCH_BATCH):
+        bodies = io_pool().map(lambda item: _fetch(store, item[2]), batch)
+        for (node, kind, key), body in zip(batch, bodies, strict=True):
+            docs_read += _parse_small(nodes[node], kind, key, body, faults, cluster, broker_name)
+    del small
     for na in nodes.values():
         keys = {c["key"] for c in na.chunks}
         na.orphans = sorted(k for k, (n, _size) in logs.items() if n == na.node and k not in keys)
@@ -256,9 +243,34 @@ def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) ->
         na.events.sort(key=lambda e: e["at"])
         na.snapshot_keys.sort()
         na.event_keys.sort()
-    return GroupArchive(
-        cluster, broker_name, nodes, docs, faults, len(docs), incremental_listing=partial
-    )
+    return GroupArchive(cluster, broker_name, nodes, faults, docs_read, incremental_listing=partial)
+
+
+#: JSON objects requested together while reading a group (bounds the bytes held at once)
+FETCH_BATCH = 4096
+
+
+def _batches(items: list, size: int):
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _parse_small(na, kind, key, body, faults, cluster, broker_name) -> int:
+    """Add one manifest, snapshot or event to ``na``: 1, or 0 and an archive fault."""
+    if isinstance(body, Exception):
+        faults.append(fault(na.node, key, T.FAULT_UNREADABLE, _read_error(body)))
+        return 0
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        faults.append(fault(na.node, key, T.FAULT_BAD_JSON, f"not JSON: {exc}"))
+        return 0
+    try:
+        _add_doc(na, kind, doc, key, cluster, broker_name)
+    except (layout.LayoutError, TypeError, ValueError) as exc:
+        faults.append(fault(na.node, key, T.FAULT_BAD_FIELDS, str(exc)))
+        return 0
+    return 1
 
 
 def _read_error(exc: Exception) -> str:

@@ -18,6 +18,7 @@ this module gathers the findings and the evidence:
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 import uuid
@@ -46,8 +47,14 @@ from spark_jobs.epochs import (
     tail_ranges,
 )
 from spark_jobs.expiry import apply_horizon, mark_expired
-from spark_jobs.log_integrity import judge, run_log_integrity
-from spark_jobs.offset_monotonicity import run_offset_monotonicity, timeline_rows
+from spark_jobs.log_integrity import ScanTally, judge, run_log_integrity
+from spark_jobs.offset_monotonicity import (
+    empty_timeline,
+    has_points,
+    master_points,
+    run_offset_monotonicity,
+    timeline_last_rows,
+)
 from spark_jobs.replica_consistency import run_replica_consistency
 from spark_jobs.views import epoch_plans, node_view
 
@@ -75,9 +82,19 @@ _T0 = [time.monotonic()]
 
 
 def _progress(msg: str) -> None:
-    """One progress line on stderr, with seconds since the run started."""
+    """One progress line on stderr, with seconds since the run started and the driver's
+    resident memory (what a long audit of a large archive holds)."""
     elapsed_s = time.monotonic() - _T0[0]
-    print(f"haproof audit: [{elapsed_s:6.1f}s] {msg}", file=sys.stderr, flush=True)
+    print(f"haproof audit: [{elapsed_s:6.1f}s {_rss_mb():5.0f}MB] {msg}", file=sys.stderr,
+          flush=True)  # fmt: skip
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):  # not Linux
+        return 0.0
 
 
 def _in_window(c: dict, since: int | None, until: int | None) -> bool:
@@ -153,8 +170,8 @@ def integrity_step(spark, opts, windowed, scan, state_in):
     readable = [c for c in chunks if not c.get("absent")]
     checked = [c for c in readable if c["key"] in scan.checked_keys]
     rest = [c for c in readable if c["key"] not in scan.checked_keys]
-    li_rows = run_log_integrity(spark, opts.spec, rest)
-    return judge(scan.check_rows + li_rows, checked + rest)
+    tally = run_log_integrity(spark, opts.spec, rest, ScanTally().add(scan.check_rows))
+    return judge(tally, checked + rest)
 
 
 def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
@@ -169,12 +186,13 @@ def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
     ]  # fmt: skip
     events = [e for na in ga.nodes.values() for e in na.events]
     seeds = inc.seed_snapshots(state_in, broker_name)
-    if snapshots and timeline_rows(seeds + snapshots):  # (seeds alone were judged before)
+    if snapshots and has_points(seeds + snapshots):  # (seeds alone were judged before)
         timeline_df, violations_df = run_offset_monotonicity(spark, seeds + snapshots, events)
-        timeline = [r.asDict() for r in timeline_df.collect()]
+        # columnar (a year's timeline is millions of rows), in the DataFrame's order
+        timeline = timeline_df.toArrow()
         violations = [r.asDict() for r in violations_df.collect()]
     else:  # no committed offset in the window: nothing to order, no Spark job
-        timeline, violations = [], []
+        timeline, violations = empty_timeline(), []
     return snapshots, timeline, violations
 
 
@@ -212,7 +230,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)
     )
     snapshots, timeline, violations = offsets_step(spark, opts, ga, state_in, broker_name)
-    points = sum(1 for p in timeline if p["role"] != "SLAVE")
+    points = master_points(timeline)
     _progress(f"{broker_name}: offsets: {points} master point(s), {len(violations)} violation(s)")
     checks = outputs.judge_checks(
         ga=ga,
@@ -270,7 +288,7 @@ def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline,
         state_in if opts.incremental else state,
         run_id,
         {n: na.end for n, na in ga.nodes.items()},
-        timeline,
+        timeline_last_rows(timeline),
         snapshots,
         max(promised) if promised else None,
         ga=ga,

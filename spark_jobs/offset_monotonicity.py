@@ -32,12 +32,73 @@ def timeline_rows(snapshots: list[Snapshot]) -> list[tuple]:
     return rows
 
 
+TIMELINE_COLUMNS = [c.split()[0] for c in TIMELINE_SCHEMA.split(", ")]
+
+
+def has_points(snapshots: list[Snapshot]) -> bool:
+    """Whether any snapshot holds a committed offset (a timeline row)."""
+    return any(queues for s in snapshots for queues in s.consumerOffsets.values())
+
+
+def timeline_table(snapshots: list[Snapshot]):
+    """The timeline rows as an Arrow table (``TIMELINE_SCHEMA``), built a snapshot at a time:
+    a year of snapshots is millions of rows, which as Python tuples (and again as Spark's
+    pickled copy of them) held gigabytes of the driver."""
+    import pyarrow as pa
+
+    cols: list[list] = [[] for _ in TIMELINE_COLUMNS]
+    for s in snapshots:
+        for row in timeline_rows([s]):
+            for col, v in zip(cols, row, strict=True):
+                col.append(v)
+    types = [pa.int64(), pa.string(), pa.string(), pa.int64(), pa.string(), pa.string(),
+             pa.int32(), pa.int64(), pa.int64()]  # fmt: skip
+    return pa.table(
+        {n: pa.array(c, t) for n, c, t in zip(TIMELINE_COLUMNS, cols, types, strict=True)}
+    )
+
+
+def empty_timeline():
+    return timeline_table([])
+
+
+def master_points(timeline) -> int:
+    """Rows of a timeline table taken from a master (the points the check judged)."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.not_equal(timeline["role"], "SLAVE")).as_py() or 0)
+
+
+def timeline_last_rows(timeline) -> list[dict]:
+    """The rows of a timeline table that the next run's state keeps, in the table's order:
+    per (group, topic, queue) the last row of each node and the last row of a master (what
+    ``incremental.next_state`` reads from the whole timeline, taken in time order)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    order = pc.sort_indices(timeline, [("taken_at", "ascending")])  # stable: ties keep order
+    last: dict[tuple, int] = {}
+    keys = timeline.select(["group_name", "topic", "queue_id", "node", "role"])
+    keys = keys.take(order).to_pydict()
+    for i, (g, t, q, n, role) in enumerate(
+        zip(keys["group_name"], keys["topic"], keys["queue_id"], keys["node"], keys["role"],
+            strict=True)
+    ):  # fmt: skip
+        last[(g, t, q, n)] = i
+        if role != "SLAVE":
+            last[(g, t, q, "\0master")] = i
+    if not last:
+        return []
+    picked = pa.array(sorted(set(last.values())), pa.int64())
+    return timeline.take(order.take(picked)).to_pylist()
+
+
 def run_offset_monotonicity(spark, snapshots: list[Snapshot], events: list[dict]):
     """Returns (timeline DataFrame, violations DataFrame)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    timeline = spark.createDataFrame(timeline_rows(snapshots), TIMELINE_SCHEMA)
+    timeline = spark.createDataFrame(timeline_table(snapshots), TIMELINE_SCHEMA)
     resets = spark.createDataFrame(
         [
             (e["at"], e["group"], e["topic"], int(e["queue"]))

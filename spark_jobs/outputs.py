@@ -210,17 +210,39 @@ def verdict_doc(
     }
 
 
-def table_bytes(table: str, rows: list[dict]) -> bytes:
-    """Parquet bytes of ``rows`` with exactly the table's columns (contracts.audit_tables)."""
+def table_bytes(table: str, rows) -> bytes:
+    """Parquet bytes of ``rows`` (dicts, or an Arrow table) with exactly the table's columns
+    (contracts.audit_tables)."""
     import pandas as pd
 
     cols = T.TABLE_COLUMNS[table]
+    if not isinstance(rows, list):  # an Arrow table (the offset timeline): no row objects
+        return _arrow_table_bytes(rows, cols)
     df = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=list(cols))
     for c, dtype in cols.items():
         if dtype in ("int64", "float64", "bool") or len(df) == 0:
             df[c] = df[c].astype(dtype)
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+_ARROW_TYPES = {"int64": "int64", "float64": "float64", "bool": "bool_", "object": "string"}
+
+
+def _arrow_table_bytes(rows, cols: dict) -> bytes:
+    """Parquet of an Arrow table with the table's columns, typed as the dict path writes them
+    (a test reads both back and compares)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = {c: getattr(pa, _ARROW_TYPES[d])() for c, d in cols.items()}
+    present = set(rows.column_names)
+    arrays = [
+        rows[c].cast(types[c]) if c in present else pa.nulls(rows.num_rows, types[c]) for c in cols
+    ]
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_arrays(arrays, names=list(cols)), buf)
     return buf.getvalue()
 
 
