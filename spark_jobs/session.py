@@ -22,6 +22,11 @@ DEFAULT_CONF = {
     "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(1 << 30),
     # one Python worker per task slot, kept between tasks (imports and S3 clients stay warm)
     "spark.python.worker.reuse": "true",
+    # the driver JVM's heap (local mode: the executors' too), a ceiling, not an allocation:
+    # a full audit of a year (millions of timeline rows in and out as Arrow batches) outgrew
+    # Spark's 1 GiB default; takes effect when this process starts the JVM
+    "spark.driver.memory": "4g",
+    "spark.driver.maxResultSize": "2g",
 }
 
 
