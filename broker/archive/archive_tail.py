@@ -5,8 +5,8 @@ chunk every 70 s is ~450k GETs per node) makes start-up cost grow with the archi
 start, end and epoch of a chunk are in its key and the bucket folders of layout revision 2 sort
 in offset order, so the tail is found with a few delimiter listings, newest folder first:
 
-* the latest ``truncated`` event: the node's ``events/`` time buckets newest first, stopping at
-  the first bucket that holds one (one GET, for its epoch and ``to``);
+* the latest ``truncated`` event: the node's ``events/`` top time buckets newest first,
+  stopping at the first that holds one (one GET, for its epoch and ``to``);
 * the chunks: leaf folders of ``commitlog/`` newest first, whole folders, until a chunk that
   counts (its epoch at or above the truncation's) or one that starts below the truncation
   point. Manifest bodies are read only for the role: the newest manifest of each epoch seen.
@@ -53,15 +53,23 @@ def leaves_newest_first(store: ObjectStore, folder: str, depth: int) -> Iterator
 def latest_truncation(store: ObjectStore, node_prefix: str) -> tuple[int, int] | None:
     """(epoch, to) of the node's newest ``truncated`` event, or None.
 
-    Newest time bucket first; a node that never truncated (or wrote its events flat) lists
-    its events once more in full, which is O(events): a node writes one per start, role change,
-    truncation and offset reset, not per chunk."""
+    By top-level time bucket (10^10 ms, ~116 days), newest first, stopping at the first that
+    holds a truncation. Revision 1's flat events (no bucket folders) are older than every
+    bucketed one, so they all sort before the oldest bucket folder: a node with no truncation
+    in its bucket folders then lists from the start of ``events/`` up to its first bucketed
+    key (on S3 one page; file:// reads the folders in full, O(events): a node writes an event
+    per start, role change, truncation and offset reset, not per chunk)."""
     events = node_prefix + layout.EVENTS
-    for leaf in leaves_newest_first(store, events, len(layout.TIME_BUCKETS)):
-        found = _newest_truncated([i.key for i in store.list(leaf)])
+    for folder in leaves_newest_first(store, events, 1):
+        found = _newest_truncated([i.key for i in store.list(folder)])
         if found is not None:
             return _read_truncation(store, found)
-    found = _newest_truncated([i.key for i in store.list(events)])
+    flat = []
+    for info in store.list(events):
+        if info.key.count("/") > events.count("/"):
+            break  # the first bucketed key: no flat one sorts after it
+        flat.append(info.key)
+    found = _newest_truncated(flat)
     return None if found is None else _read_truncation(store, found)
 
 
