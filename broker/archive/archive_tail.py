@@ -73,6 +73,19 @@ def latest_truncation(store: ObjectStore, node_prefix: str) -> tuple[int, int] |
     return None if found is None else _read_truncation(store, found)
 
 
+def newest_snapshot_key(store: ObjectStore, node_prefix: str) -> str | None:
+    """Key of the node's newest snapshot: the last key of its newest time bucket holding one
+    (a few listings); the full listing when there are no bucket folders (revision 1's flat
+    snapshots are older than every bucketed one)."""
+    snapshots = node_prefix + layout.SNAPSHOTS
+    for leaf in leaves_newest_first(store, snapshots, len(layout.TIME_BUCKETS)):
+        keys = [i.key for i in store.list(leaf)]
+        if keys:
+            return keys[-1]
+    keys = [i.key for i in store.list(snapshots)]
+    return keys[-1] if keys else None
+
+
 def _newest_truncated(keys: list[str]) -> str | None:
     for key in reversed(keys):
         if key.endswith("-truncated.json"):

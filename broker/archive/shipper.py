@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.archive.archive_tail import read_tail
+from broker.archive.archive_tail import newest_snapshot_key, read_tail
 from broker.archive.record_scan import scan_frames, store_timestamp, walk_records
 from broker.archive.sources import CommitLogSource, StoreDirSource
 from contracts import archive_layout as layout
@@ -352,11 +352,8 @@ class Shipper:
         return key
 
     def latest_snapshot(self) -> layout.Snapshot | None:
-        prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
-        keys = [i.key for i in self.store.list(prefix + layout.SNAPSHOTS)]
-        if not keys:
-            return None
-        return layout.Snapshot.from_json(self.store.get(keys[-1]), what=keys[-1])
+        key = newest_snapshot_key(self.store, self._prefix())
+        return None if key is None else layout.Snapshot.from_json(self.store.get(key), what=key)
 
     def put_snapshot(self, snap: layout.Snapshot) -> str:
         key = layout.snapshot_key(self.id.cluster, self.id.broker_name, self.id.node, snap.takenAt)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.archive.archive_tail import read_tail
+from broker.archive.archive_tail import newest_snapshot_key, read_tail
 from broker.archive.shipper import NodeIdentity, Shipper
 from contracts import archive_layout as layout
 from contracts.errors import ObjectNotFoundError
@@ -197,3 +197,37 @@ def test_start_up_reads_a_few_objects_of_a_large_archive(tmp_path, regrown) -> N
     assert req["get"] == 2, req  # the newest manifest (of each epoch seen) and the event
     # the newest folders (the cut chunks and the one below them), not 3,000 keys
     assert req["keys_listed"] <= 6 and req["list"] <= 20, req
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    times=st.lists(st.integers(0, 10**13 - 1), min_size=0, max_size=30, unique=True),
+    flat=st.integers(0, 30),
+)
+def test_the_newest_snapshot_is_found_in_the_newest_time_bucket(times, flat) -> None:
+    """Revision 1 wrote the oldest ``flat`` snapshots without bucket folders."""
+    store = MemoryStore()
+    times = sorted(times)
+    for i, t in enumerate(times):
+        key = layout.snapshot_key(C, B, N, t)
+        if i < flat:
+            key = "/".join(key.split("/")[:5] + key.split("/")[-1:])
+        store.put(key, b"{}")
+    store.requests.clear()
+    key = newest_snapshot_key(store, PREFIX)
+    assert key == (None if not times else [k for k in store.keys if "/snapshots/" in k][-1])
+    if times and flat < len(times):  # a bucketed one: the newest folders only
+        assert store.requests["keys_listed"] <= len(times) and store.requests["list"] <= 4
+        assert key.endswith(f"/{times[-1]:013d}.json")
+
+
+def test_shipper_reads_the_newest_snapshot_of_many(tmp_path) -> None:
+    store = open_store(f"file://{tmp_path}")
+    shipper = Shipper(store, NodeIdentity(C, B, N))
+    for i in range(200):
+        at = 1_700_000_000_000 + i * 3_600_000
+        shipper.put_snapshot(layout.Snapshot(N, B, 0, "SYNC_MASTER", 0, at, i, i, i))
+    store.requests.clear()
+    snap = shipper.latest_snapshot()
+    assert snap is not None and snap.maxPhyOffset == 199
+    assert store.requests["get"] == 1 and store.requests["keys_listed"] <= 28, store.requests
