@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.archive.archive_tail import newest_snapshot_key, read_tail
 from broker.archive.record_scan import scan_frames, store_timestamp, walk_records
 from broker.archive.sources import CommitLogSource, StoreDirSource
 from contracts import archive_layout as layout
@@ -150,7 +151,9 @@ class Shipper:
     # -- what the archive already holds ----------------------------------------------------------
 
     def manifests(self) -> list[layout.ChunkManifest]:
-        prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
+        """Every manifest of the node, in offset order: one GET per chunk (tools and tests;
+        resuming reads only the archive's tail, see :meth:`archived_end`)."""
+        prefix = self._prefix()
         out = []
         for info in self.store.list(prefix + layout.COMMITLOG):
             parsed = layout.parse_key(info.key)
@@ -167,24 +170,20 @@ class Shipper:
         """End of the node's archived log (None when nothing was shipped yet).
 
         After a ``truncated`` event only chunks of its epoch or later count: the log continues
-        from the truncation point (older chunks stay, immutable).
+        from the truncation point (older chunks stay, immutable). Read from the newest end of
+        the archive (``archive_tail.py``): a few listings and one GET per epoch seen there,
+        whatever the archive's age.
         """
-        mans = self.manifests()
-        trunc = self._latest_truncation()
-        if trunc is None:
-            return max((m.end for m in mans), default=None)
-        epoch, to = trunc
-        self.truncation_epoch = max(self.truncation_epoch, epoch)
-        return max((m.end for m in mans if m.epoch >= epoch), default=to)
+        tail = read_tail(self.store, self._prefix())
+        self.max_chunk_epoch = max(self.max_chunk_epoch, tail.max_chunk_epoch)
+        for epoch, role in tail.master_epochs.items():
+            self.master_epochs.setdefault(epoch, role)
+        if tail.truncation is not None:
+            self.truncation_epoch = max(self.truncation_epoch, tail.truncation[0])
+        return tail.end
 
-    def _latest_truncation(self) -> tuple[int, int] | None:
-        prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
-        keys = [i.key for i in self.store.list(prefix + layout.EVENTS)]
-        for key in reversed(keys):
-            if key.endswith("-truncated.json"):
-                doc = layout.parse_event(self.store.get(key), what=key)
-                return int(doc["epoch"]), int(doc["to"])
-        return None
+    def _prefix(self) -> str:
+        return layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
 
     def record_truncation(self, to_offset: int, new_epoch: int) -> str:
         """The log was cut back to ``to_offset``: write the ``truncated`` event (bytes
@@ -353,11 +352,8 @@ class Shipper:
         return key
 
     def latest_snapshot(self) -> layout.Snapshot | None:
-        prefix = layout.node_prefix(self.id.cluster, self.id.broker_name, self.id.node)
-        keys = [i.key for i in self.store.list(prefix + layout.SNAPSHOTS)]
-        if not keys:
-            return None
-        return layout.Snapshot.from_json(self.store.get(keys[-1]), what=keys[-1])
+        key = newest_snapshot_key(self.store, self._prefix())
+        return None if key is None else layout.Snapshot.from_json(self.store.get(key), what=key)
 
     def put_snapshot(self, snap: layout.Snapshot) -> str:
         key = layout.snapshot_key(self.id.cluster, self.id.broker_name, self.id.node, snap.takenAt)

@@ -1,4 +1,11 @@
-"""The ``file://`` backend: a key is a path under the root directory."""
+"""The ``file://`` backend: a key is a path under the root directory.
+
+A delete of a key in a node's folder (``v1/{cluster}/{brokerName}/{node}/...``) removes the
+folders it leaves empty, up to (not including) the node's folder, so a prune leaves no empty
+bucket folders behind for later listings to read. ``os.rmdir`` refuses a folder that is not
+empty, and a put retries when a delete removed its folder between creating it and writing its
+temporary file there (once that file exists, the folder is not empty).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 
+from contracts import archive_layout as layout
 from contracts.errors import ArchiveConflictError, ArchiveError, ObjectNotFoundError
 from contracts.object_store.interface import ObjectInfo, check_key
 
@@ -22,10 +30,9 @@ class FileObjectStore:
         return os.path.join(self.path, check_key(key))
 
     def _write(self, path: str, data: bytes) -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.tmp-{os.getpid()}"
         try:
-            with open(tmp, "wb") as fh:
+            with _create(tmp) as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -138,4 +145,33 @@ class FileObjectStore:
         try:
             os.unlink(self._p(key))
         except FileNotFoundError:
-            pass
+            pass  # already gone; its folders may still be empty (an interrupted prune)
+        if layout.in_node_folder(key):
+            self._remove_empty_folders(key.split("/")[:-1], _NODE_DEPTH)
+
+    def _remove_empty_folders(self, parts: list[str], keep: int) -> None:
+        """Remove the folder ``parts`` and its parents while they are empty, keeping the first
+        ``keep`` levels; stops at the first one that is not empty (or already gone)."""
+        while len(parts) > keep:
+            try:
+                os.rmdir(os.path.join(self.path, *parts))
+            except OSError:
+                return  # not empty (a put, a sibling key), or removed by a concurrent delete
+            parts = parts[:-1]
+
+
+_NODE_DEPTH = 4  # v1/{cluster}/{brokerName}/{node}: a delete keeps the node's folder
+_CREATE_ATTEMPTS = 100
+
+
+def _create(tmp: str):
+    """Open ``tmp`` for writing, creating its folders; again if a concurrent delete removed a
+    folder just made (it was empty) before the file was created in it."""
+    for _ in range(_CREATE_ATTEMPTS - 1):
+        try:
+            os.makedirs(os.path.dirname(tmp), exist_ok=True)
+            return open(tmp, "wb")
+        except (FileNotFoundError, FileExistsError):
+            continue  # makedirs raises FileExistsError when a folder goes while it checks
+    os.makedirs(os.path.dirname(tmp), exist_ok=True)
+    return open(tmp, "wb")
