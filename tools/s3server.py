@@ -18,6 +18,11 @@ once (4.7 -> 2.7 ms of server CPU per MB PUT on 2 cores). What moto answers is u
 Listings: moto walks and sorts every key of a bucket for each ListObjectsV2 page;
 :func:`list_from_a_sorted_index` answers from a sorted index instead, as S3 does, so a
 listing's cost follows what it returns (``bench history`` on a year of keys).
+
+Memory per object: :func:`tools.s3server_keys.keep_keys_lean` cuts what moto holds besides an
+object's name and bytes (~3.6 KB per small object) by sharing what every key holds alike
+(``HAPROOF_S3_MOTO_FAT_KEYS=1`` keeps moto's keys). Preload: ``S3Server.start(preload=...)``
+fills buckets from directories before the server answers (``tools/s3server_preload.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import urllib.request
 
 from contracts.errors import ArchiveError
 from tools.s3server_index import list_from_a_sorted_index
+from tools.s3server_keys import keep_keys_lean
 from tools.s3server_preload import PRELOAD_ENV, REPORT_ENV, preload_from_env
 
 log = logging.getLogger(__name__)
@@ -307,12 +313,14 @@ def read_bodies_in_one_piece() -> None:
 
 def store_bodies_without_copies() -> None:
     """Patch moto, in the server process, so that storing an object copies nothing: an object
-    kept in memory (up to :data:`KEY_BUFFER_BYTES`) holds the request's own bytes object (a
-    ``BytesIO`` made from it shares its memory) instead of a copy written into an empty buffer,
-    and its MD5 ETag is computed from those bytes at once instead of later from a second copy
-    read back out. Larger objects, and keys that come with their ETag (multipart: "<md5 of the
-    parts' md5s>-<parts>"), take moto's own path."""
+    kept in memory (up to :data:`KEY_BUFFER_BYTES`) is held in a ``BytesIO`` made from the
+    request's own bytes object (it shares its memory) instead of a copy written into moto's
+    spooled file, and its MD5 ETag is computed from those bytes at once instead of later from a
+    second copy read back out. Larger objects (in a spooled file again, as moto keeps them), and
+    keys that come with their ETag (multipart: "<md5 of the parts' md5s>-<parts>"), take moto's
+    own path."""
     import io
+    import tempfile
 
     from moto.s3.models import FakeKey
     from moto.utilities.utils import md5_hash
@@ -320,16 +328,13 @@ def store_bodies_without_copies() -> None:
     value = FakeKey.value
 
     def set_value(key, new_value) -> None:
-        buf = key._value_buffer
-        if (
-            type(new_value) is bytes
-            and len(new_value) <= key._max_buffer_size
-            and isinstance(getattr(buf, "_file", None), io.BytesIO)
-        ):
-            buf._file = io.BytesIO(new_value)  # shares new_value's memory until written to
-            buf._file.seek(0, io.SEEK_END)  # where moto's write would have left it
+        if type(new_value) is bytes and len(new_value) <= key._max_buffer_size:
+            key._value_buffer = io.BytesIO(new_value)  # shares new_value's memory until written
+            key._value_buffer.seek(0, io.SEEK_END)  # where moto's write would have left it
             key.contentsize = len(new_value)
         else:
+            if not isinstance(key._value_buffer, tempfile.SpooledTemporaryFile):
+                key._value_buffer = tempfile.SpooledTemporaryFile(key._max_buffer_size)
             value.fset(key, new_value)
         if key._etag is None and isinstance(new_value, bytes):
             key._etag = md5_hash(new_value).hexdigest()
@@ -357,6 +362,8 @@ def main() -> None:
         list_moto_modules_once()
         read_bodies_in_one_piece()
         store_bodies_without_copies()
+        if os.environ.get("HAPROOF_S3_MOTO_FAT_KEYS") != "1":
+            keep_keys_lean()  # tools/s3server_keys.py
         list_from_a_sorted_index()  # tools/s3server_index.py
         if os.environ.get("HAPROOF_S3_MOTO_RANGES") != "1":
             serve_ranges_from_the_buffer()

@@ -92,3 +92,27 @@ def test_listings_match_and_later_puts_join_them(preloaded) -> None:
 def test_a_missing_directory_is_named(tmp_path) -> None:
     with pytest.raises(ArchiveError, match="nowhere.*is not a directory"):
         S3Server.start(preload={"pre": ("", str(tmp_path / "nowhere"))})
+
+
+def test_lean_keys_keep_what_differs_from_the_usual(preloaded) -> None:
+    """Keys hold only what differs from what nearly every key holds (tools/s3server_keys.py):
+    a key PUT with unusual settings answers them, and a versioned listing (which deep-copies
+    keys) and an overwrite still work."""
+    c = preloaded.client()
+    c.put_object(Bucket="put", Key="odd", Body=b"odd", StorageClass="STANDARD_IA",
+                 WebsiteRedirectLocation="/elsewhere", ServerSideEncryption="AES256",
+                 Metadata={"Who": "me"}, ContentType="text/plain")  # fmt: skip
+    head = c.head_object(Bucket="put", Key="odd")
+    assert head["StorageClass"] == "STANDARD_IA" and head["ServerSideEncryption"] == "AES256"
+    assert head["WebsiteRedirectLocation"] == "/elsewhere" and head["Metadata"] == {"who": "me"}
+    assert head["ContentType"] == "text/plain"
+    plain = c.head_object(Bucket="put", Key="archive/_audit/state.json")
+    assert "StorageClass" not in plain and "ServerSideEncryption" not in plain
+    versions = c.list_object_versions(Bucket="put", Prefix="odd")["Versions"]
+    assert [(v["Key"], v["VersionId"], v["Size"]) for v in versions] == [("odd", "null", 3)]
+    c.put_object(Bucket="put", Key="odd", Body=b"even")
+    head = c.head_object(Bucket="put", Key="odd")
+    assert "StorageClass" not in head and "WebsiteRedirectLocation" not in head
+    assert c.get_object(Bucket="put", Key="odd")["Body"].read() == b"even"
+    c.delete_object(Bucket="put", Key="odd")
+    assert "Contents" not in c.list_objects_v2(Bucket="put", Prefix="odd")
