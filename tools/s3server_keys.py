@@ -34,6 +34,7 @@ from __future__ import annotations
 import sys
 import threading
 
+_MISSING = object()
 TRANSITIONS = [(None, "IN_PROGRESS"), ("IN_PROGRESS", "RESTORED")]  # moto's, for a key's restore
 
 
@@ -53,11 +54,10 @@ class _Usual:
         return getattr(key, self.slot, self.usual)
 
     def __set__(self, key, value) -> None:
-        if value is self.usual or (type(value) is type(self.usual) and value == self.usual):
-            try:
+        usual = self.usual
+        if value is usual or (type(value) is type(usual) and value == usual):
+            if getattr(key, self.slot, _MISSING) is not _MISSING:  # no exception when absent
                 delattr(key, self.slot)
-            except AttributeError:
-                pass
         else:
             setattr(key, self.slot, value)
 

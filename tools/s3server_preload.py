@@ -15,15 +15,22 @@ the preload always stores one piece.) Objects written afterwards through the API
 before; the listing index (``tools/s3server_index.py``) is built at the end of the preload, so
 the first listing does not sort the whole bucket.
 
+The preload runs with Python's cyclic garbage collector off (nothing it creates is garbage) and
+ends with ``gc.freeze()``: the millions of objects of a preloaded year are not scanned again by
+every full collection while the server answers (they are still freed, by reference counting,
+when a key is deleted or replaced). ``HAPROOF_S3_PRELOAD_GC=1`` leaves the collector alone.
+
 What the preload did is written as one JSON object to the file named by :data:`REPORT_ENV`
 (``objects``, ``bytes``, ``s``), which ``S3Server.start`` reads once the server answers.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 
@@ -81,10 +88,25 @@ def preload(buckets: dict[str, tuple[str, str]]) -> dict:
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
     t0 = time.monotonic()
     objects = size = 0
+    if os.environ.get("HAPROOF_S3_PRELOAD_GC") != "1":
+        gc.disable()  # nothing loaded is garbage: no collection while millions of keys arrive
+    try:
+        objects, size = _fill(backend, buckets)
+    finally:
+        gc.freeze()  # what was loaded stays out of the collector's scans from now on
+        gc.enable()
+    return {"objects": objects, "bytes": size, "s": round(time.monotonic() - t0, 3)}
+
+
+def _fill(backend, buckets: dict[str, tuple[str, str]]) -> tuple[int, int]:
+    objects = size = 0
     for bucket_name, (prefix, directory) in buckets.items():
         if not os.path.isdir(directory):
             raise ArchiveError(f"S3 preload: {directory} (bucket {bucket_name}) is not a directory")
-        bucket = backend.create_bucket(bucket_name, REGION)
+        try:
+            bucket = backend.create_bucket(bucket_name, REGION)
+        except Exception as exc:  # moto's refusals (invalid name...) are plain exceptions
+            raise ArchiveError(f"S3 preload: cannot create bucket {bucket_name!r}: {exc}") from exc
         head = prefix.strip("/") + "/" if prefix.strip("/") else ""
         for rel, path in walk_objects(directory):
             with open(path, "rb") as fh:
@@ -93,7 +115,7 @@ def preload(buckets: dict[str, tuple[str, str]]) -> dict:
             objects += 1
             size += len(data)
         index_now(bucket)
-    return {"objects": objects, "bytes": size, "s": round(time.monotonic() - t0, 3)}
+    return objects, size
 
 
 def index_now(bucket) -> None:
@@ -112,7 +134,11 @@ def preload_from_env() -> None:
     if not spec:
         return
     buckets = {b: (str(p), str(d)) for b, (p, d) in json.loads(spec).items()}
-    report = preload(buckets)
+    try:
+        report = preload(buckets)
+    except (ArchiveError, OSError) as exc:  # one line for S3Server.start to show
+        print(f"{exc}", file=sys.stderr)
+        sys.exit(2)
     path = os.environ.get(REPORT_ENV)
     if path:
         tmp = path + ".tmp"

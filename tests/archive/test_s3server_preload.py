@@ -89,9 +89,12 @@ def test_listings_match_and_later_puts_join_them(preloaded) -> None:
     ]  # fmt: skip
 
 
-def test_a_missing_directory_is_named(tmp_path) -> None:
-    with pytest.raises(ArchiveError, match="nowhere.*is not a directory"):
+def test_unusable_preloads_are_named_in_one_line(tmp_path) -> None:
+    with pytest.raises(ArchiveError, match="nowhere.*is not a directory") as missing:
         S3Server.start(preload={"pre": ("", str(tmp_path / "nowhere"))})
+    assert "Traceback" not in str(missing.value) and "\n" not in str(missing.value)
+    with pytest.raises(ArchiveError, match="cannot create bucket 'b!'"):
+        S3Server.start(preload={"b!": ("", str(tmp_path))})
 
 
 def test_lean_keys_keep_what_differs_from_the_usual(preloaded) -> None:
