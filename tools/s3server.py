@@ -18,20 +18,30 @@ once (4.7 -> 2.7 ms of server CPU per MB PUT on 2 cores). What moto answers is u
 Listings: moto walks and sorts every key of a bucket for each ListObjectsV2 page;
 :func:`list_from_a_sorted_index` answers from a sorted index instead, as S3 does, so a
 listing's cost follows what it returns (``bench history`` on a year of keys).
+
+Memory per object: :func:`tools.s3server_keys.keep_keys_lean` cuts what moto holds besides an
+object's name and bytes (~3.6 KB per small object) by sharing what every key holds alike
+(``HAPROOF_S3_MOTO_FAT_KEYS=1`` keeps moto's keys). Preload: ``S3Server.start(preload=...)``
+fills buckets from directories before the server answers (``tools/s3server_preload.py``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
 from contracts.errors import ArchiveError
 from tools.s3server_index import list_from_a_sorted_index
+from tools.s3server_keys import keep_keys_lean
+from tools.s3server_preload import PRELOAD_ENV, REPORT_ENV, preload_from_env
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +65,20 @@ class S3Server:
         self.port = port
         self.proc = proc
         self.endpoint_url = f"http://127.0.0.1:{port}"
+        self.preloaded: dict | None = None  # objects, bytes, s: what start's preload stored
+        self._work = ""
 
     @classmethod
-    def start(cls, port: int | None = None, timeout_s: float = 30.0, nice: int = 0) -> S3Server:
+    def start(cls, port: int | None = None, timeout_s: float = 30.0, nice: int = 0,
+              preload: dict[str, tuple[str, str]] | None = None,
+              preload_timeout_s: float = 7200.0) -> S3Server:  # fmt: skip
         """``nice``: a CPU priority increment for the server process. ``bench archive`` runs it
         at 19: it stands in for remote storage and should not take CPU from the broker it
-        measures (on a small machine it would otherwise, as a remote S3 never does)."""
+        measures (on a small machine it would otherwise, as a remote S3 never does).
+
+        ``preload``: ``{bucket: (prefix, directory)}``, buckets the server creates and fills
+        from directories before it answers (``tools/s3server_preload.py``; given up after
+        ``preload_timeout_s`` more); what it loaded is in :attr:`preloaded`."""
         from tools.localcluster import free_port
 
         if importlib.util.find_spec("moto") is None:  # the tools extra is not installed
@@ -69,31 +87,70 @@ class S3Server:
         env = dict(os.environ)
         env.update(DUMMY_CREDENTIALS)
         env.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(KEY_BUFFER_BYTES))
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.s3server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
+        work = tempfile.mkdtemp(prefix="haproof-s3server-")
+        if preload:
+            env[PRELOAD_ENV] = json.dumps(
+                {b: [p, os.path.abspath(d)] for b, (p, d) in preload.items()}
+            )
+            env[REPORT_ENV] = os.path.join(work, "preload.json")
+            timeout_s += preload_timeout_s
+        errors = open(os.path.join(work, "stderr"), "wb")  # noqa: SIM115 (the server's)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tools.s3server", "-H", "127.0.0.1", "-p", str(port)],
+                stdout=subprocess.DEVNULL, stderr=errors, env=env,
+            )  # fmt: skip
+        finally:
+            errors.close()
         server = cls(port, proc)
+        server._work = work
         if nice:
             os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise ArchiveError(f"moto S3 server exited with {proc.returncode} at start")
-            try:
-                with urllib.request.urlopen(server.endpoint_url + "/moto-api/", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    server.stop()
-                    raise ArchiveError(
-                        f"moto S3 server did not answer on port {port} in {timeout_s}s"
-                    ) from None
-                time.sleep(0.05)
+        server._wait_ready(timeout_s)
+        if preload:
+            with open(env[REPORT_ENV]) as fh:
+                server.preloaded = json.load(fh)
         log.info("embedded S3 server on %s", server.endpoint_url)
         return server
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                tail = self.stderr_tail()
+                self.stop()
+                raise ArchiveError(
+                    f"moto S3 server exited with {self.proc.returncode} at start: {tail}"
+                )
+            try:
+                with urllib.request.urlopen(self.endpoint_url + "/moto-api/", timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise ArchiveError(
+                        f"moto S3 server did not answer on port {self.port} in {timeout_s}s"
+                    ) from None
+                time.sleep(0.05)
+
+    def stderr_tail(self, n: int = 2000) -> str:
+        """The end of what the server wrote to stderr (its last lines: a traceback)."""
+        try:
+            with open(os.path.join(self._work, "stderr"), "rb") as fh:
+                return fh.read()[-n:].decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+    def rss_mb(self, field: str = "VmRSS") -> float | None:
+        """The server process's resident memory (``VmRSS``; ``VmHWM``: its peak) in MiB."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as fh:
+                for line in fh:
+                    if line.startswith(field + ":"):
+                        return round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            return None
+        return None
 
     def client(self):
         import boto3
@@ -126,6 +183,8 @@ class S3Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        if self._work:
+            shutil.rmtree(self._work, ignore_errors=True)
 
     def __enter__(self) -> S3Server:
         return self
@@ -254,12 +313,14 @@ def read_bodies_in_one_piece() -> None:
 
 def store_bodies_without_copies() -> None:
     """Patch moto, in the server process, so that storing an object copies nothing: an object
-    kept in memory (up to :data:`KEY_BUFFER_BYTES`) holds the request's own bytes object (a
-    ``BytesIO`` made from it shares its memory) instead of a copy written into an empty buffer,
-    and its MD5 ETag is computed from those bytes at once instead of later from a second copy
-    read back out. Larger objects, and keys that come with their ETag (multipart: "<md5 of the
-    parts' md5s>-<parts>"), take moto's own path."""
+    kept in memory (up to :data:`KEY_BUFFER_BYTES`) is held in a ``BytesIO`` made from the
+    request's own bytes object (it shares its memory) instead of a copy written into moto's
+    spooled file, and its MD5 ETag is computed from those bytes at once instead of later from a
+    second copy read back out. Larger objects (in a spooled file again, as moto keeps them), and
+    keys that come with their ETag (multipart: "<md5 of the parts' md5s>-<parts>"), take moto's
+    own path."""
     import io
+    import tempfile
 
     from moto.s3.models import FakeKey
     from moto.utilities.utils import md5_hash
@@ -267,16 +328,13 @@ def store_bodies_without_copies() -> None:
     value = FakeKey.value
 
     def set_value(key, new_value) -> None:
-        buf = key._value_buffer
-        if (
-            type(new_value) is bytes
-            and len(new_value) <= key._max_buffer_size
-            and isinstance(getattr(buf, "_file", None), io.BytesIO)
-        ):
-            buf._file = io.BytesIO(new_value)  # shares new_value's memory until written to
-            buf._file.seek(0, io.SEEK_END)  # where moto's write would have left it
+        if type(new_value) is bytes and len(new_value) <= key._max_buffer_size:
+            key._value_buffer = io.BytesIO(new_value)  # shares new_value's memory until written
+            key._value_buffer.seek(0, io.SEEK_END)  # where moto's write would have left it
             key.contentsize = len(new_value)
         else:
+            if not isinstance(key._value_buffer, tempfile.SpooledTemporaryFile):
+                key._value_buffer = tempfile.SpooledTemporaryFile(key._max_buffer_size)
             value.fset(key, new_value)
         if key._etag is None and isinstance(new_value, bytes):
             key._etag = md5_hash(new_value).hexdigest()
@@ -304,9 +362,12 @@ def main() -> None:
         list_moto_modules_once()
         read_bodies_in_one_piece()
         store_bodies_without_copies()
+        if os.environ.get("HAPROOF_S3_MOTO_FAT_KEYS") != "1":
+            keep_keys_lean()  # tools/s3server_keys.py
         list_from_a_sorted_index()  # tools/s3server_index.py
         if os.environ.get("HAPROOF_S3_MOTO_RANGES") != "1":
             serve_ranges_from_the_buffer()
+    preload_from_env()  # tools/s3server_preload.py: before the server answers
     from moto.server import main as moto_main
 
     moto_main()

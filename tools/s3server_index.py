@@ -7,6 +7,12 @@ import bisect
 import threading
 
 _LOCK = threading.RLock()
+_INSTALLED = False
+
+
+def installed() -> bool:
+    """Is :func:`list_from_a_sorted_index` in effect in this process?"""
+    return _INSTALLED
 
 
 def _index(store) -> list[str]:
@@ -96,3 +102,5 @@ def list_from_a_sorted_index() -> None:
         return self._truncate_result(out, max_keys)
 
     S3Backend.list_objects_v2 = list_objects_v2
+    global _INSTALLED
+    _INSTALLED = True

@@ -22,6 +22,22 @@ each in a fresh process (``tools/bench/history_run.py``: its figures are that ru
 time, the Python driver's and the JVM's peak resident memory, the driver's store requests),
 plus the size of ``state.json``. ``noop_ratio`` and ``day_ratio`` = last checkpoint / first
 (targets <= 1.5), ``state_bytes`` (target < 1 MB), ``*_peak_ratio`` the same for memory.
+
+``--s3``: everything above on the embedded S3 server (every object written over HTTP: ~300
+objects/s here, hours for a year). ``--s3-mirror``: the file:// archive is the source of truth
+and the nightly runs are also timed on S3 at each checkpoint D. The history before D is written
+and fully audited on file:// as above; then the embedded S3 server starts with its bucket
+preloaded from that directory (every object and the audit's state, inserted into moto's backend
+in the server process, no HTTP per object: ``tools/s3server_preload.py``), day D's objects are
+written to both stores (the same objects), and the day and no-op incrementals run on file:// and
+then on S3, each from the same state. ``at[D]`` keeps the file:// figures; ``at[D]["s3"]`` holds
+``preload_s``, ``preloaded_objects`` (the ``written_before`` objects of the history and
+the full audit's outputs), ``objects_per_s`` (of the preload), ``day``, ``noop``,
+``state_bytes`` and the server's ``server_rss_mb`` / ``server_peak_mb`` after the runs; the
+server is stopped before the next checkpoint. The last line adds ``s3_noop_ratio``,
+``s3_day_ratio``, the S3 runs' memory ratios, ``s3_state_bytes``, ``s3_objects_per_s`` and
+``s3_server_rss_mb``. A full audit over S3 at a year's scale (millions of GETs at ~6 ms) is not
+timed: the nightly runs are what the targets are about.
 """
 
 from __future__ import annotations
@@ -58,6 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoints", default="1,30,365", help="days to measure at (<= --days)")
     p.add_argument("--root", default=None, help="archive root (default: a temporary file://)")
     p.add_argument("--s3", action="store_true", help="write to the embedded S3 server instead")
+    p.add_argument("--s3-mirror", action="store_true",
+                   help="file:// as the source of truth; at each checkpoint also time the "
+                   "nightly runs on the embedded S3 server preloaded from it")  # fmt: skip
     p.add_argument("--spark-master", default="local[2]")
     p.set_defaults(func=run)
 
@@ -95,16 +114,59 @@ def _writer(args: argparse.Namespace, store) -> Writer:
     )  # fmt: skip
 
 
-def _ratios(out: dict, first: dict, last: dict) -> None:
+def _ratios(out: dict, first: dict, last: dict, tag: str = "") -> None:
+    """Last checkpoint / first: ``noop_ratio``, ``day_ratio``, the peak memories' ratios and the
+    last ``state_bytes``; with ``tag`` ("s3_") the same for the figures under ``at[D]["s3"]``."""
+
     def ratio(a, b):
         return round(a / b, 3) if a is not None and b else None
 
-    out["noop_ratio"] = ratio(last["noop"]["s"], first["noop"]["s"])
-    out["day_ratio"] = ratio(last["day"]["s"], first["day"]["s"])
+    out[f"{tag}noop_ratio"] = ratio(last["noop"]["s"], first["noop"]["s"])
+    out[f"{tag}day_ratio"] = ratio(last["day"]["s"], first["day"]["s"])
     for what in ("py_peak_mb", "jvm_peak_mb"):
         for run in ("noop", "day"):
-            out[f"{run}_{what[:-3]}_ratio"] = ratio(last[run][what], first[run][what])
-    out["state_bytes"] = last["state_bytes"]
+            out[f"{tag}{run}_{what[:-3]}_ratio"] = ratio(last[run][what], first[run][what])
+    out[f"{tag}state_bytes"] = last["state_bytes"]
+    if not tag and "s3" in last:
+        _ratios(out, first["s3"], last["s3"], "s3_")
+        out["s3_objects_per_s"] = last["s3"]["objects_per_s"]
+        out["s3_server_rss_mb"] = last["s3"]["server_rss_mb"]
+
+
+def _state_bytes(store, groups: int) -> int:
+    return sum(len(store.get(layout.audit_state_key(CLUSTER, f"g{g}"))) for g in range(groups))
+
+
+def mirrored_day(args: argparse.Namespace, w: Writer, spec: StoreSpec, until_ms: int,
+                 env: dict) -> tuple[dict, dict, dict]:  # fmt: skip
+    """``--s3-mirror`` at a checkpoint: the embedded S3 server preloaded from the file://
+    archive (state included), the day's objects written to both stores, then the day and no-op
+    incrementals on file:// and on S3. (file day, file no-op, the S3 figures)."""
+    from tools.s3server import DUMMY_CREDENTIALS, S3Server
+
+    written_before = w.objects
+    server = S3Server.start(preload={"history": ("archive", w.fast_path)})
+    try:
+        s3spec = StoreSpec("s3://history/archive", **server.store_options())
+        s3env = {**env, **DUMMY_CREDENTIALS}
+        w.mirror = s3spec.open()
+        try:
+            w.write_until(until_ms)
+        finally:
+            mirror, w.mirror = w.mirror, None
+        day = timed_audit(spec, True, args.spark_master, env)
+        noop = timed_audit(spec, True, args.spark_master, env)
+        s3_day = timed_audit(s3spec, True, args.spark_master, s3env)
+        s3_noop = timed_audit(s3spec, True, args.spark_master, s3env)
+        pre = server.preloaded
+        s3 = {"preload_s": pre["s"], "preloaded_objects": pre["objects"],
+              "preloaded_bytes": pre["bytes"], "written_before": written_before,
+              "objects_per_s": round(pre["objects"] / pre["s"]) if pre["s"] else None,
+              "day": s3_day, "noop": s3_noop, "state_bytes": _state_bytes(mirror, args.groups),
+              "server_rss_mb": server.rss_mb(), "server_peak_mb": server.rss_mb("VmHWM")}  # fmt: skip
+        return day, noop, s3
+    finally:
+        server.stop()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
     if not checkpoints or args.nodes < 1 or args.groups < 1 or args.chunk_interval_s < 1:
         print("haproof bench history: nothing to measure (check --days, --checkpoints)",
               file=sys.stderr)  # fmt: skip
+        return 2
+    if args.s3_mirror and (args.s3 or (args.root and not args.root.startswith("file://"))):
+        print("haproof bench history: --s3-mirror mirrors a file:// archive (no --s3, --root "
+              "file://... or none)", file=sys.stderr)  # fmt: skip
         return 2
     work = tempfile.mkdtemp(prefix="haproof-history-")
     server = None
@@ -129,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         store = spec.open()
         w = _writer(args, store)
         out: dict = {"bench": "history", "root": spec.root.split("://")[0], "days": args.days,
+                     "s3_mirror": args.s3_mirror,
                      "groups": args.groups, "nodes": args.nodes,
                      "chunk_interval_s": args.chunk_interval_s,
                      "chunks_per_day": DAY_MS // w.chunk_ms,
@@ -141,15 +208,19 @@ def run(args: argparse.Namespace) -> int:
             w.write_until(base_ms + (d - 1) * DAY_MS)
             write_s = time.monotonic() - t0
             full = timed_audit(spec, False, args.spark_master, env)
-            w.write_until(base_ms + d * DAY_MS)
-            day = timed_audit(spec, True, args.spark_master, env)
-            noop = timed_audit(spec, True, args.spark_master, env)
-            state = sum(
-                len(store.get(layout.audit_state_key(CLUSTER, f"g{g}"))) for g in range(args.groups)
-            )
+            s3 = None
+            if args.s3_mirror:
+                day, noop, s3 = mirrored_day(args, w, spec, base_ms + d * DAY_MS, env)
+            else:
+                w.write_until(base_ms + d * DAY_MS)
+                day = timed_audit(spec, True, args.spark_master, env)
+                noop = timed_audit(spec, True, args.spark_master, env)
             out["at"][str(d)] = {"objects": w.objects, "write_s": round(write_s, 1),
                                  "load_1m": round(os.getloadavg()[0], 2),
-                                 "full": full, "day": day, "noop": noop, "state_bytes": state}  # fmt: skip
+                                 "full": full, "day": day, "noop": noop,
+                                 "state_bytes": _state_bytes(store, args.groups)}  # fmt: skip
+            if s3 is not None:
+                out["at"][str(d)]["s3"] = s3
             print(f"bench history: day {d}: {json.dumps(out['at'][str(d)])}", file=sys.stderr)
         _ratios(out, out["at"][str(checkpoints[0])], out["at"][str(checkpoints[-1])])
         print(json.dumps(out))

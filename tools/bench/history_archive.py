@@ -32,6 +32,7 @@ class Writer:
     chunk_ms: int
     snapshot_ms: int
     failover_ms: int
+    mirror: object | None = None  # a second store every object also goes to (``--s3-mirror``)
     now_ms: int = T0_MS
     end: int = 0
     epoch: int = 0
@@ -48,12 +49,18 @@ class Writer:
         for f in done:
             f.result()
 
+    def _submit(self, store, key: str, data: bytes) -> None:
+        """A PUT in flight (S3: a few at once, the server answers in threads)."""
+        self.pending.append(self.pool.submit(store.put_mutable, key, data))
+        if len(self.pending) >= 256:
+            self.drain()
+
     def put(self, key: str, data: bytes) -> None:
         self.objects += 1
-        if self.fast_path is None:  # S3: a few PUTs in flight (the server answers in threads)
-            self.pending.append(self.pool.submit(self.store.put_mutable, key, data))
-            if len(self.pending) >= 256:
-                self.drain()
+        if self.mirror is not None:
+            self._submit(self.mirror, key, data)
+        if self.fast_path is None:
+            self._submit(self.store, key, data)
             return
         path = os.path.join(self.fast_path, key)
         d = os.path.dirname(path)
