@@ -8,6 +8,8 @@ epoch's start is ``extra``, allowed only when no snapshot of that master had ack
 
 from __future__ import annotations
 
+import bisect
+
 from contracts import audit_tables as T
 from spark_jobs.archive_reader import GroupArchive
 from spark_jobs.views import clip
@@ -78,11 +80,17 @@ def old_master_tails(ga, epochs, chunks: dict[str, list[dict]]) -> dict[str, lis
     """Per node, the bytes it wrote as master of an earlier epoch that lie in a later epoch's
     range of another master: its unreplicated tail, cut off by the failover (``extra``)."""
     tails: dict[str, list[dict]] = {}
+    starts = [lo for _e, lo, _m in epochs]  # epochs are in offset order
     for node, cs in chunks.items():
         for c in cs:
             if c["role"] == "SLAVE":
                 continue
-            for i, (e, lo, m) in enumerate(epochs):
+            # only the epochs whose range meets the chunk's (a year has dozens of epochs and
+            # hundreds of thousands of chunks)
+            first = max(0, bisect.bisect_right(starts, c["start"]) - 1)
+            last = bisect.bisect_left(starts, c["end"])
+            for i in range(first, last):
+                e, lo, m = epochs[i]
                 if e <= c["epoch"] or m == node:
                     continue
                 hi = epochs[i + 1][1] if i + 1 < len(epochs) else None

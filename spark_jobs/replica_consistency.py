@@ -271,19 +271,28 @@ def classify(rows: list[tuple], m_end: int, s_end: int, max_lag_bytes: int) -> l
     return merged
 
 
+def _spans(chunks: list[dict]) -> dict[str, dict[tuple[int, int], dict]]:
+    """Per node, its chunks by (start, end) (the last listed of a span)."""
+    out: dict[str, dict[tuple[int, int], dict]] = {}
+    for c in chunks:
+        out.setdefault(c["node"], {})[(c["start"], c["end"])] = c
+    return out
+
+
 def _checkable(
-    m_view: list[dict], windows: list[tuple], chunks: list[dict], master: str, taken: set
+    m_view: list[dict], windows: list[tuple], spans: dict, master: str, taken: set
 ) -> dict[tuple[int, int], dict]:
-    """Windows that are exactly one of ``chunks`` of ``master``, read whole from that chunk's
-    object: the comparison task checks that chunk's records too (each chunk once)."""
-    by_span = {
-        (c["start"], c["end"]): c for c in chunks if c["node"] == master and c["key"] not in taken
-    }
+    """Windows that are exactly one of the chunks of ``master`` (``spans``: :func:`_spans`),
+    read whole from that chunk's object: the comparison task checks that chunk's records too
+    (each chunk once)."""
+    by_span = spans.get(master, {})
     whole = {(s["start"], s["end"]): s["key"] for s in m_view if s["kstart"] == s["start"]}
     out = {}
     for _key, a, b in windows:
         c = by_span.get((a, b))
-        if c is not None and whole.get((a, b)) == c["key"] and c["key"] not in taken:
+        if c is None or c["key"] in taken:
+            continue
+        if whole.get((a, b)) == c["key"]:
             taken.add(c["key"])
             out[(a, b)] = c
     return out
@@ -316,6 +325,7 @@ def run_replica_consistency(
     pairs, windows, ends = {}, [], {}
     slave_ends: dict[str, int] = {}
     taken: set[str] = set()
+    spans = _spans(check_chunks or [])
     for pair, _m, s_view in plans:
         slave = pair.split("->", 1)[1]
         slave_ends[slave] = max([slave_ends.get(slave, 0), *(s["end"] for s in s_view)])
@@ -333,12 +343,8 @@ def run_replica_consistency(
         ends[key] = (max((s["end"] for s in m_view), default=0), slave_ends[pair.split("->")[1]])
         mine = [(key, a, b) for a, b in split_windows(m_view, lo, hi, window_bytes)]
         master, slave = pair.split("->", 1)
-        checks = {} if master == slave else _checkable(
-            m_view, mine, check_chunks or [], master, taken
-        )  # fmt: skip
-        s_checks = {} if master == slave else _checkable(
-            s_view, mine, check_chunks or [], slave, taken
-        )  # fmt: skip
+        checks = {} if master == slave else _checkable(m_view, mine, spans, master, taken)
+        s_checks = {} if master == slave else _checkable(s_view, mine, spans, slave, taken)
         for k, a, b in mine:
             c, d = checks.get((a, b)), s_checks.get((a, b))
             windows.append(
