@@ -56,3 +56,33 @@ def test_pages_and_folders_of_a_large_bucket(s3_server) -> None:
     assert store.list_prefixes("") == ["d0/", "d1/", "d2/"]
     tail = [o.key for o in store.list("d1/", start_after="d1/02000")]
     assert tail == sorted(k for k in keys if k.startswith("d1/") and k > "d1/02000")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    idx=st.sets(KEY, max_size=20),
+    recent=st.sets(KEY, max_size=8),
+    start=st.sampled_from(["", "a", "a/", "b", "x/"]),
+    after=st.one_of(st.none(), KEY),
+    skip_at=st.integers(0, 30),
+    skip_to=KEY,
+)
+def test_the_index_and_its_recent_run_read_as_one_sorted_run(
+    idx, recent, start, after, skip_at, skip_to
+) -> None:
+    """Names put since the index was built wait in a run of their own; a listing reads both
+    as one sorted sequence, from ``start`` after ``after``, and a skip lands on the first name
+    at or above it (tools.s3server_index._names)."""
+    from tools.s3server_index import _names
+
+    recent = recent - idx
+    union = sorted(idx | recent)
+    want = [n for n in union if n >= start and (after is None or n > after)]
+    gen = _names(sorted(idx), sorted(recent), start, after)
+    got, expected = [], list(want)
+    for n, name in enumerate(gen):
+        got.append(name)
+        if n == skip_at:
+            gen.send(skip_to)
+            expected = [x for x in want if x <= name or x >= skip_to]
+    assert got == expected
