@@ -39,6 +39,7 @@ import time
 import urllib.request
 
 from contracts.errors import ArchiveError
+from tools.proc_status import status_mb
 from tools.s3server_index import list_from_a_sorted_index
 from tools.s3server_keys import keep_keys_lean
 from tools.s3server_preload import PRELOAD_ENV, REPORT_ENV, preload_from_env
@@ -143,14 +144,7 @@ class S3Server:
 
     def rss_mb(self, field: str = "VmRSS") -> float | None:
         """The server process's resident memory (``VmRSS``; ``VmHWM``: its peak) in MiB."""
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as fh:
-                for line in fh:
-                    if line.startswith(field + ":"):
-                        return round(int(line.split()[1]) / 1024, 1)
-        except OSError:
-            return None
-        return None
+        return status_mb(self.proc.pid, field)
 
     def client(self):
         import boto3

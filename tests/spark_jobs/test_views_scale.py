@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.epochs import old_master_tails
-from spark_jobs.views import clip, epoch_plans, node_view
+from spark_jobs.views import _minus, clip, epoch_plans, node_view
 
 
 def reference_node_view(chunks: list[dict]) -> list[dict]:
@@ -34,22 +34,6 @@ def reference_node_view(chunks: list[dict]) -> list[dict]:
             starts.insert(k, a)
             segs.insert(k, (a, b, c["key"], c["start"]))
     return [{"start": a, "end": b, "key": key, "kstart": ks} for a, b, key, ks in segs]
-
-
-def _minus(segs, holes):
-    out = segs
-    for h in holes:
-        nxt = []
-        for s in out:
-            if s["end"] <= h["start"] or s["start"] >= h["end"]:
-                nxt.append(s)
-                continue
-            if s["start"] < h["start"]:
-                nxt.append({**s, "end": h["start"]})
-            if s["end"] > h["end"]:
-                nxt.append({**s, "start": h["end"]})
-        out = nxt
-    return out
 
 
 def reference_plans(views, epochs, tails):

@@ -20,6 +20,7 @@ import sys
 import time
 
 from tools.bench.history_archive import CLUSTER
+from tools.proc_status import status_mb
 
 
 def _children(pid: int) -> list[int]:
@@ -45,20 +46,6 @@ def jvm_pid() -> int | None:
         except OSError:
             continue
         todo += _children(pid)
-    return None
-
-
-def status_mb(pid: int | None, field: str) -> float | None:
-    """``VmRSS`` / ``VmHWM`` of ``pid`` in MiB (Linux /proc)."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
     return None
 
 
