@@ -238,14 +238,12 @@ class IntegrityResult:
     checked_keys: set[str] = field(default_factory=set)  # chunks whose records were checked
 
 
-def judge(tally: ScanTally | list[dict], chunks: list[dict]) -> IntegrityResult:
-    """Findings from the executors' rows (a :class:`ScanTally`, or the rows) for ``chunks``:
+def judge(tally: ScanTally, chunks: list[dict]) -> IntegrityResult:
+    """Findings from the executors' rows (folded into ``tally``) for ``chunks``:
     their own issues and archive faults, then queue offset continuity across the chunks of each
     chain, judged here over the per-chunk first/last queue offsets. Only chunks whose records
     were checked (a count row) form chains: a chunk that could not be read is an archive fault,
     not a queue gap."""
-    if not isinstance(tally, ScanTally):
-        tally = ScanTally().add(tally)
     checked = tally.checked
     chain_of = {
         c["key"]: c["chain"] for c in assign_chains([c for c in chunks if c["key"] in checked])

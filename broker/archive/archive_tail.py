@@ -98,32 +98,33 @@ def _read_truncation(store: ObjectStore, key: str) -> tuple[int, int]:
     return int(doc["epoch"]), int(doc["to"])
 
 
+def _manifest_keys(store: ObjectStore, folder: str) -> dict[layout.ParsedKey, str]:
+    """The manifests listed under ``folder``, parsed, to their keys (in key order)."""
+    out = {}
+    for info in store.list(folder):
+        parsed = layout.parse_key(info.key)
+        if parsed is not None and parsed.kind == "manifest":
+            out[parsed] = info.key
+    return out
+
+
 def read_tail(store: ObjectStore, node_prefix: str) -> Tail:
     """The node's :class:`Tail`: O(epochs) GETs and O(1) listings while the chunks that count
     end above every chunk cut by a truncation (always, once the log has grown past the cut)."""
     tail = Tail(truncation=latest_truncation(store, node_prefix))
     epoch_t, to = tail.truncation if tail.truncation is not None else (0, -1)
-    seen: list[layout.ParsedKey] = []
     keys: dict[layout.ParsedKey, str] = {}
     folder = node_prefix + layout.COMMITLOG
     done = False
     for leaf in leaves_newest_first(store, folder, len(layout.OFFSET_BUCKETS)):
-        for info in store.list(leaf):
-            parsed = layout.parse_key(info.key)
-            if parsed is None or parsed.kind != "manifest":
-                continue
-            seen.append(parsed)
-            keys[parsed] = info.key
-            done = done or parsed.epoch >= epoch_t or parsed.start < to
+        found = _manifest_keys(store, leaf)
+        keys.update(found)
+        done = any(p.epoch >= epoch_t or p.start < to for p in found)
         if done:
             break
     if not done:  # no bucket folders, or the walk ran out of them: every key, as listed
-        seen, keys = [], {}
-        for info in store.list(folder):
-            parsed = layout.parse_key(info.key)
-            if parsed is not None and parsed.kind == "manifest":
-                seen.append(parsed)
-                keys[parsed] = info.key
+        keys = _manifest_keys(store, folder)
+    seen = list(keys)
     counted = [p.end for p in seen if p.epoch >= epoch_t]
     tail.end = max(counted, default=None if tail.truncation is None else to)
     tail.max_chunk_epoch = max((p.epoch for p in seen), default=0)
