@@ -1,0 +1,138 @@
+"""Real controller processes on 127.0.0.1: standalone with its journal (kill -9 keeps the
+state), embedded in the name server, and a group of three on PySyncObj's Raft."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.remoting.codes import RequestCode as Q
+from broker.remoting.codes import ResponseCode as RC
+from tests.conftest import wait_until
+from tests.controller.support import (
+    B,
+    C,
+    Proc,
+    beat,
+    call,
+    join,
+    replica_info,
+    start_controller,
+    wait_answering,
+)
+from tools.localcluster import free_port
+
+
+@pytest.fixture
+def procs():
+    started: list[Proc] = []
+    yield started
+    for p in started:
+        p.stop()
+
+
+def test_scripted_brokers_elect_alter_and_fail_over_then_kill9_keeps_the_state(tmp_path, procs):
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    procs.append(start_controller(tmp_path, "c0", port))
+    wait_answering(addr)
+    for expected in (1, 2, 3):
+        assert join(addr, expected) == expected
+    for bid in (1, 2, 3):
+        assert beat(addr, bid, 0, 100 * bid, timeout_ms=60_000 if bid != 1 else 1500) == 0
+    code, hdr, body = call(addr, Q.CONTROLLER_ELECT_MASTER,
+                           {"clusterName": C, "brokerName": B, "brokerId": 1})  # fmt: skip
+    assert code == RC.SUCCESS and int(hdr["masterBrokerId"]) == 3  # longest log, not the asker
+    assert body["syncStateSet"] == [3] and int(hdr["masterEpoch"]) == 1
+    # the master widens its SyncStateSet; a stale epoch is fenced
+    fields = {"brokerName": B, "masterBrokerId": 3, "masterEpoch": 1}
+    code, hdr, body = call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET, fields,
+                           {"syncStateSet": [2, 3], "syncStateSetEpoch": 1})  # fmt: skip
+    assert code == RC.SUCCESS and int(hdr["newSyncStateSetEpoch"]) == 2
+    assert call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET, fields,
+                {"syncStateSet": [1, 2, 3], "syncStateSetEpoch": 1})[0] == (
+        RC.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH)  # fmt: skip
+    assert call(addr, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B,
+                "brokerId": 2})[0] == RC.CONTROLLER_MASTER_STILL_EXIST  # fmt: skip
+    # the master (3) stops heartbeating: the controller elects 2 (in the set) by itself
+    beat(addr, 3, 0, 300, timeout_ms=500)
+    wait_until(lambda: int(replica_info(addr)[1].get("masterBrokerId") or 0) == 2, 15,
+               "controller-triggered election of 2", every_s=0.1)  # fmt: skip
+    assert int(replica_info(addr)[1]["masterEpoch"]) == 2
+    code, _, data = call(addr, Q.CONTROLLER_GET_SYNC_STATE_DATA, body=[B])
+    row = data["replicasInfoTable"][B]
+    assert [r["brokerId"] for r in row["inSyncReplicas"]] == [2]
+    alive = {r["brokerId"]: r["alive"] for r in row["notInSyncReplicas"]}
+    assert sorted(alive) == [1, 3] and alive[3] is False
+    # kill -9 and restart: the journal keeps every change
+    before = replica_info(addr)
+    procs[0].kill9()
+    procs.append(start_controller(tmp_path, "c0", port))
+    wait_answering(addr)
+    assert replica_info(addr) == before
+    code, hdr, _ = call(addr, Q.CONTROLLER_GET_NEXT_BROKER_ID, {"clusterName": C, "brokerName": B})
+    assert int(hdr["nextBrokerId"]) == 4
+    # a taken id with another check code is refused; bad input is answered, not crashed on
+    assert call(addr, Q.CONTROLLER_APPLY_BROKER_ID, {"clusterName": C, "brokerName": B,
+                "appliedBrokerId": 2, "registerCheckCode": "127.0.0.1:1;9"})[0] == (
+        RC.CONTROLLER_BROKER_ID_INVALID)  # fmt: skip
+    assert call(addr, Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "../x"})[0] == (
+        RC.CONTROLLER_INVALID_REQUEST
+    )
+
+
+def test_controller_embedded_in_the_name_server_answers_on_its_port(tmp_path, procs):
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"listenPort={port}\nenableControllerInNamesrv=true\n"
+                    f"controllerStorePath={tmp_path / 'ctl'}\n")  # fmt: skip
+    procs.append(Proc(["namesrv", "--host", "127.0.0.1", "-c", str(conf)], tmp_path / "ns.log"))
+    wait_answering(addr)
+    assert join(addr, 1) == 1
+    assert call(addr, Q.GET_BROKER_CLUSTER_INFO)[0] == RC.SUCCESS  # still a name server
+    code, hdr, _ = call(addr, Q.CONTROLLER_GET_METADATA_INFO)
+    assert code == RC.SUCCESS and hdr["isLeader"] == "true"
+
+
+def _leader(addrs: list[str]) -> str | None:
+    for a in addrs:
+        try:
+            code, hdr, _ = call(a, Q.CONTROLLER_GET_METADATA_INFO, timeout_ms=1000)
+        except Exception:  # noqa: BLE001 - a killed peer
+            continue
+        if hdr.get("isLeader") == "true":
+            return a
+    return None
+
+
+def test_three_controllers_on_raft_survive_the_leader_kill9(tmp_path, procs):
+    raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    rpc = [free_port() for _ in range(3)]
+    addrs = [f"127.0.0.1:{p}" for p in rpc]
+    group = (f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
+             f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n")  # fmt: skip
+    for i in range(3):
+        procs.append(start_controller(tmp_path, f"r{i}", rpc[i],
+                                      group + f"jRaftServerId={raft[i]}\n"))  # fmt: skip
+    for a in addrs:
+        wait_answering(a)
+    leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
+    follower = next(a for a in addrs if a != leader)
+    code, hdr, _ = call(follower, Q.CONTROLLER_GET_NEXT_BROKER_ID,
+                        {"clusterName": C, "brokerName": B})  # fmt: skip
+    assert code == RC.CONTROLLER_NOT_LEADER
+    for expected in (1, 2):
+        join(leader, expected)
+        beat(leader, expected, 0, 10 * expected, timeout_ms=60_000)
+    code, hdr, _ = call(leader, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B,
+                        "brokerId": 1})  # fmt: skip
+    assert code == RC.SUCCESS and int(hdr["masterBrokerId"]) == 2
+    before = replica_info(leader)
+    procs[addrs.index(leader)].kill9()
+    rest = [a for a in addrs if a != leader]
+    new_leader = wait_until(lambda: _leader(rest), 30, "a new raft leader", every_s=0.2)
+    assert replica_info(new_leader) == before
+    join(new_leader, 3)  # the new leader continues from the same state
+    code, hdr, _ = call(new_leader, Q.CONTROLLER_GET_NEXT_BROKER_ID,
+                        {"clusterName": C, "brokerName": B})  # fmt: skip
+    assert int(hdr["nextBrokerId"]) == 4
