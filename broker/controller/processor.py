@@ -163,6 +163,8 @@ class ControllerProcessor:
 
     async def get_metadata(self, conn, req: RemotingCommand) -> Result:
         cfg, leader = self.c.config, self.c.log.leader_addr()
+        if leader is None and self.c.log.is_leader():
+            leader = self.c.self_addr
         return Result(header={
             "group": cfg.jRaftGroupId if cfg.controllerType == "jRaft" else "journal",
             "controllerLeaderId": leader or "",

@@ -263,3 +263,77 @@ def test_heartbeat_figures_only_rise_within_an_epoch():
     assert g.hb.is_alive(C, B, 1)
     g.clock._mono_ms += 1
     assert not g.hb.is_alive(C, B, 1) and g.hb.scan_not_active() == [(C, B, 1)]
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("beat"), st.integers(1, 4), st.integers(0, 3), offsets),
+        st.tuples(st.just("silence"), st.integers(1, 4)),
+        st.tuples(st.just("elect"), st.integers(-1, 4), st.booleans()),
+        st.tuples(st.just("alter"), st.sets(st.integers(1, 4), max_size=4)),
+        st.tuples(
+            st.just("join"),
+        ),
+        st.tuples(st.just("clean"), st.integers(1, 4)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops, st.booleans())
+def test_any_sequence_keeps_the_invariants_and_replays_to_the_same_tables(seq, unclean):
+    g = Group(unclean=unclean)
+    g.join(2)
+    silent: set[int] = set()
+    last_epochs = (0, 0)
+    for op in seq:
+        if op[0] == "beat" and op[1] not in silent:
+            g.beat(op[1], op[2], op[3])
+        elif op[0] == "silence":
+            silent.add(op[1])
+            g.clock._mono_ms += 11_000
+            for b in range(1, 5):
+                if b not in silent and g.hb.live_info(C, B, b):
+                    g.hb.live_info(C, B, b).lastUpdateMs = g.clock.monotonic_ms()
+        elif op[0] == "elect":
+            r = g.elect(op[1], op[2])
+            if r.code == RC.SUCCESS:
+                chosen = r.header["masterBrokerId"]
+                assert g.hb.is_alive(C, B, chosen) or chosen == op[1]
+        elif op[0] == "alter" and g.sm.tables.contains(B):
+            g.alter(op[1])
+        elif op[0] == "join":
+            nxt = g.mgr.get_next_broker_id(C, B).header["nextBrokerId"]
+            g.commit(g.mgr.apply_broker_id(C, B, nxt, f"h:{nxt};{nxt}"))
+        elif op[0] == "clean":
+            g.commit(g.mgr.clean_broker_data(C, B, str(op[1]), True, g.hb))
+        info = g.sm.tables.sync_states.get(B)
+        if info is not None:
+            if info.masterBrokerId is not None:
+                assert info.masterBrokerId in info.syncStateSet or op[0] == "clean"
+            epochs = (info.masterEpoch, info.syncStateSetEpoch)
+            assert epochs >= last_epochs or op[0] == "clean"
+            last_epochs = epochs
+        else:
+            last_epochs = (0, 0)
+    for _, record in g.sm.records_since(0):
+        if record["kind"] != "elected":
+            continue
+        cands = record["candidates"]
+        chosen = next(c for c in cands if c["brokerId"] == record["brokerId"])
+        assert chosen["alive"]
+        pool = [c for c in cands if c["alive"] and c["inSyncStateSet"]]
+        first = not any(c["inSyncStateSet"] for c in cands)
+        if record["unclean"]:
+            assert not pool and not chosen["inSyncStateSet"]
+            continue
+        assert chosen["inSyncStateSet"] or first
+        if not record["designated"] and not first:
+            assert (chosen["epoch"], chosen["maxOffset"]) == max(
+                (c["epoch"], c["maxOffset"]) for c in pool
+            )
+    replay = ReplicaTables()
+    for data in g.log:
+        replay.apply(decode_event(data))
+    assert replay.to_snapshot() == g.sm.tables.to_snapshot()
