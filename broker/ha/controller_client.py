@@ -176,8 +176,12 @@ class ControllerClient(LoopService):
             return_exceptions=True,
         )
         for addr, resp in zip(self.cfg.controller_addrs, results, strict=True):
-            if addr == self.leader and isinstance(resp, RemotingCommand) and resp.code == 0:
+            if addr != self.leader:
+                continue
+            if isinstance(resp, RemotingCommand) and resp.code == RC.SUCCESS:
                 self.last_leader_ack_ms, self.last_contact_wall_ms = sent_ms, sent_wall
+            else:  # the leader is gone or moved: look for it again next round
+                self.leader = None
 
     async def _pull(self) -> None:
         resp = await self._call(self.leader, Q.CONTROLLER_GET_REPLICA_INFO,

@@ -136,3 +136,104 @@ def test_three_controllers_on_raft_survive_the_leader_kill9(tmp_path, procs):
     code, hdr, _ = call(new_leader, Q.CONTROLLER_GET_NEXT_BROKER_ID,
                         {"clusterName": C, "brokerName": B})  # fmt: skip
     assert int(hdr["nextBrokerId"]) == 4
+
+
+def test_broker_clients_against_a_real_controller_process(tmp_path, procs):
+    """Two ControllerClients (system clock, real sockets) join, one becomes master."""
+    import asyncio
+    import time
+
+    from broker.clock import SYSTEM_CLOCK
+    from broker.ha.broker_identity import BrokerIdentityStore
+    from broker.ha.controller_client import ClientConfig, ControllerClient
+    from broker.remoting.client import RemotingClient
+    from tests.controller.test_client import FakeNode
+
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    procs.append(start_controller(tmp_path, "c0", port))
+    wait_answering(addr)
+
+    async def go():
+        remoting = RemotingClient()
+        nodes, clients = [], []
+        for i in (1, 2):
+            node = FakeNode(100 * i)
+            node.clock = SYSTEM_CLOCK
+            (tmp_path / f"b{i}").mkdir()
+            cfg = ClientConfig(C, B, f"127.0.0.1:{10910 + i}", (addr,), heartbeat_interval_ms=200,
+                               sync_metadata_period_ms=500, lease_ms=8000)  # fmt: skip
+            client = ControllerClient(cfg, BrokerIdentityStore(tmp_path / f"b{i}", C, B),
+                                      remoting.invoke, node, node, SYSTEM_CLOCK)  # fmt: skip
+            nodes.append(node)
+            clients.append(client)
+            client.start()
+        deadline = time.monotonic() + 20
+        while sorted(n.role for n in nodes) != ["MASTER", "SLAVE"]:
+            assert time.monotonic() < deadline, [n.role for n in nodes]
+            await asyncio.sleep(0.05)  # polling a condition with a deadline
+        for c in clients:
+            await c.stop()
+        await remoting.close()
+        return [c.broker_id for c in clients]
+
+    assert sorted(asyncio.run(go())) == [1, 2]
+    assert (tmp_path / "b1" / "brokerIdentity").exists()
+
+
+def test_master_lease_outlives_a_controller_leader_kill9(tmp_path, procs):
+    """Three Raft controllers, two broker clients; kill -9 the controller leader: the clients
+    find the new leader and the master's lease never ends."""
+    import asyncio
+    import time
+
+    from broker.clock import SYSTEM_CLOCK
+    from broker.ha.broker_identity import BrokerIdentityStore
+    from broker.ha.controller_client import ClientConfig, ControllerClient
+    from broker.remoting.client import RemotingClient
+    from tests.controller.test_client import FakeNode
+
+    raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    group = (f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
+             f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n")  # fmt: skip
+    for i in range(3):
+        procs.append(start_controller(tmp_path, f"r{i}", int(addrs[i].split(":")[1]),
+                                      group + f"jRaftServerId={raft[i]}\n"))  # fmt: skip
+    for a in addrs:
+        wait_answering(a)
+    leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
+
+    async def go():
+        remoting = RemotingClient()
+        nodes, clients = [], []
+        for i in (1, 2):
+            node = FakeNode(100 * i)
+            node.clock = SYSTEM_CLOCK
+            (tmp_path / f"b{i}").mkdir()
+            cfg = ClientConfig(C, B, f"127.0.0.1:{10910 + i}", tuple(addrs),
+                               heartbeat_interval_ms=300, sync_metadata_period_ms=1000,
+                               heartbeat_timeout_ms=6000, lease_ms=4800)  # fmt: skip
+            clients.append(ControllerClient(cfg, BrokerIdentityStore(tmp_path / f"b{i}", C, B),
+                                            remoting.invoke, node, node, SYSTEM_CLOCK))  # fmt: skip
+            nodes.append(node)
+            clients[-1].start()
+
+        async def until(cond, what, timeout_s=20):
+            deadline = time.monotonic() + timeout_s
+            while not cond():
+                assert time.monotonic() < deadline, what
+                await asyncio.sleep(0.05)  # polling a condition with a deadline
+
+        await until(lambda: sorted(n.role for n in nodes) == ["MASTER", "SLAVE"], "roles")
+        master = next(n for n in nodes if n.role == "MASTER")
+        procs[addrs.index(leader)].kill9()
+        killed_at = time.monotonic()
+        await until(lambda: all(c.leader not in (None, leader) for c in clients), "new leader")
+        await until(lambda: time.monotonic() - killed_at > 8, "8 s after the kill", 12)
+        assert master.fenced_at is None and master.role == "MASTER"
+        for c in clients:
+            await c.stop()
+        await remoting.close()
+
+    asyncio.run(go())
