@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from broker.config_file import parse_properties, unknown_key_message
+from broker.config_file import closest_key, parse_properties
 from contracts.errors import ConfigError
 
 _TYPES = ("journal", "jRaft")
@@ -107,7 +107,9 @@ def load_controller_config(path: str, ignored: frozenset[str] = frozenset()) -> 
         if line.key in ignored:
             continue
         if line.key not in _KEYS:
-            raise ConfigError(f"{where}: {unknown_key_message(line.key, _KEYS)}")
+            hint = closest_key(line.key, _KEYS)
+            raise ConfigError(f"{where}: unknown controller key {line.key!r}"
+                              + (f"; did you mean {hint}?" if hint else ""))  # fmt: skip
         apply_setting(cfg, line.key, line.value, where)
     cfg.check(path)
     return cfg
