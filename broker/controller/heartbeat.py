@@ -16,6 +16,8 @@ from broker.clock import Clock
 DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000  # DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 DEFAULT_ELECTION_PRIORITY = 2**31 - 1  # Integer.MAX_VALUE: lower wins
 
+MAX_LIVE_BROKERS = 10_000  # a bound on what the network can make this table hold
+
 BrokerKey = tuple[str, str, int]  # (clusterName, brokerName, brokerId)
 
 
@@ -54,7 +56,8 @@ class BrokerHeartbeatManager:
         confirm_offset: int | None = None,
         priority: int | None = None,
         channel: object | None = None,
-    ) -> None:
+    ) -> bool:
+        """False (nothing recorded) when a new broker would grow the table past its bound."""
         key = (cluster, broker_name, broker_id)
         now = self.clock.monotonic_ms()
         real_epoch = -1 if epoch is None else epoch
@@ -64,11 +67,13 @@ class BrokerHeartbeatManager:
         real_priority = DEFAULT_ELECTION_PRIORITY if priority is None else priority
         prev = self.table.get(key)
         if prev is None:
+            if len(self.table) >= MAX_LIVE_BROKERS:
+                return False
             self.table[key] = BrokerLiveInfo(
                 broker_name, broker_addr, broker_id, now, real_timeout,
                 real_epoch, real_max, real_confirm, real_priority, channel,
             )  # fmt: skip
-            return
+            return True
         prev.lastUpdateMs = now
         prev.heartbeatTimeoutMs = real_timeout
         prev.electionPriority = real_priority
@@ -77,6 +82,7 @@ class BrokerHeartbeatManager:
             prev.channel = channel
         if real_epoch > prev.epoch or (real_epoch == prev.epoch and real_max > prev.maxOffset):
             prev.epoch, prev.maxOffset, prev.confirmOffset = real_epoch, real_max, real_confirm
+        return True
 
     def is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
         info = self.table.get((cluster, broker_name, broker_id))

@@ -22,6 +22,8 @@ _ADDR = re.compile(r"^[A-Za-z0-9_.:\[\]-]{1,250}:\d{1,5}$")
 MAX_BODY_BYTES = 1 << 20
 MAX_SET_SIZE = 1024
 _I64 = 2**63
+MIN_HEARTBEAT_TIMEOUT_MS = 100
+MAX_HEARTBEAT_TIMEOUT_MS = 600_000
 
 
 class BadRequest(ValueError):
@@ -128,13 +130,21 @@ class ControllerProcessor:
             return Result(
                 code=RC.CONTROLLER_INVALID_REQUEST, remark="Heart beat with empty brokerId"
             )
-        self.c.heartbeats.on_heartbeat(
+        timeout_ms = _int(req, "heartbeatTimeoutMills", 10_000)
+        epoch, priority = _int(req, "epoch", -1), _int(req, "electionPriority", 2**31 - 1)
+        if not MIN_HEARTBEAT_TIMEOUT_MS <= timeout_ms <= MAX_HEARTBEAT_TIMEOUT_MS:
+            raise BadRequest(f"heartbeatTimeoutMills {timeout_ms} is outside "
+                             f"[{MIN_HEARTBEAT_TIMEOUT_MS}, {MAX_HEARTBEAT_TIMEOUT_MS}]")  # fmt: skip
+        if not -1 <= epoch < 2**31 or not -(2**31) <= priority < 2**31:
+            raise BadRequest("epoch or electionPriority is not a Java int")
+        accepted = self.c.heartbeats.on_heartbeat(
             _name(req, "clusterName"), _name(req, "brokerName"), _addr(req, "brokerAddr"),
-            _int(req, "brokerId"), timeout_ms=_int(req, "heartbeatTimeoutMills", 10_000),
-            epoch=_int(req, "epoch", -1), max_offset=_int(req, "maxOffset", -1),
-            confirm_offset=_int(req, "confirmOffset", -1),
-            priority=_int(req, "electionPriority", 2**31 - 1), channel=conn,
+            _int(req, "brokerId"), timeout_ms=timeout_ms, epoch=epoch,
+            max_offset=_int(req, "maxOffset", -1), confirm_offset=_int(req, "confirmOffset", -1),
+            priority=priority, channel=conn,
         )  # fmt: skip
+        if not accepted:
+            return Result(code=RC.SYSTEM_BUSY, remark="too many brokers heartbeating")
         _watch(self.c, conn)
         return Result(remark="Heart beat success")
 
