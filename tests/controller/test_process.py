@@ -78,6 +78,13 @@ def test_scripted_brokers_elect_alter_and_fail_over_then_kill9_keeps_the_state(t
     assert call(addr, Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "../x"})[0] == (
         RC.CONTROLLER_INVALID_REQUEST
     )
+    never_expires = {"clusterName": C, "brokerName": B, "brokerAddr": "127.0.0.1:1",
+                     "brokerId": 9, "heartbeatTimeoutMills": 2**62}  # fmt: skip
+    assert call(addr, Q.BROKER_HEARTBEAT, never_expires)[0] == RC.CONTROLLER_INVALID_REQUEST
+    bad_set = {"brokerName": B, "masterBrokerId": 2, "masterEpoch": 2}
+    assert call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET, bad_set, {"syncStateSet": "x"})[0] == (
+        RC.CONTROLLER_INVALID_REQUEST
+    )
 
 
 def test_controller_embedded_in_the_name_server_answers_on_its_port(tmp_path, procs):
