@@ -95,3 +95,23 @@ def test_housekeeping_elects_when_the_master_goes_silent_on_a_driven_clock(tmp_p
         journal.close()
 
     asyncio.run(go())
+
+
+def test_memory_log_replays_to_the_same_tables_and_records():
+    from broker.controller.memory_log import MemoryLog
+
+    async def go():
+        sm = ControllerStateMachine()
+        mem = MemoryLog(sm)
+        ctl = Controller(ControllerConfig(), mem, sm, clock=DrivenClock())
+        await _join(ctl, 2)
+        ctl.heartbeats.on_heartbeat(C, B, "h:1", 1, epoch=0, max_offset=5)
+        assert (await ctl.elect(B, 1, False)).code == RC.SUCCESS
+        mem.leader = False
+        assert (await ctl.elect(B, 1, False)).code == RC.CONTROLLER_NOT_LEADER
+        again = ControllerStateMachine()
+        mem.replay_into(again)
+        assert again.tables.to_snapshot() == sm.tables.to_snapshot()
+        assert again.records_since(0) == sm.records_since(0)
+
+    asyncio.run(go())

@@ -244,3 +244,56 @@ def test_master_lease_outlives_a_controller_leader_kill9(tmp_path, procs):
         await remoting.close()
 
     asyncio.run(go())
+
+
+def test_raft_leader_kill9_under_load_loses_no_acknowledged_change(tmp_path, procs):
+    """Writers keep applying broker ids while the leader is killed -9: every change a leader
+    acknowledged is in the new leader's state."""
+    import threading
+
+    raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    group = (f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
+             f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n")  # fmt: skip
+    for i in range(3):
+        procs.append(start_controller(tmp_path, f"r{i}", int(addrs[i].split(":")[1]),
+                                      group + f"jRaftServerId={raft[i]}\n"))  # fmt: skip
+    for a in addrs:
+        wait_answering(a)
+    leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            target = _leader([a for a in addrs if a != leader] if killed.is_set() else addrs)
+            if target is None:
+                continue
+            name = f"load-{n}"
+            try:
+                code, _, _ = call(target, Q.CONTROLLER_APPLY_BROKER_ID, {
+                    "clusterName": C, "brokerName": name, "appliedBrokerId": 1,
+                    "registerCheckCode": f"127.0.0.1:1;{n}"}, timeout_ms=2000)  # fmt: skip
+            except Exception:  # noqa: BLE001 - the leader died mid-request: outcome unknown
+                n += 1
+                continue
+            if code == RC.SUCCESS:
+                acked.append(name)
+            n += 1
+
+    killed = threading.Event()
+    thread = threading.Thread(target=writer)
+    thread.start()
+    wait_until(lambda: len(acked) >= 20, 30, "changes acknowledged before the kill")
+    procs[addrs.index(leader)].kill9()
+    killed.set()
+    before_kill = len(acked)
+    wait_until(lambda: len(acked) >= before_kill + 20, 30, "changes acknowledged after the kill")
+    stop.set()
+    thread.join(30)
+    new_leader = _leader([a for a in addrs if a != leader])
+    missing = [n for n in acked if call(new_leader, Q.CONTROLLER_GET_REPLICA_INFO,
+                                        {"brokerName": n})[0] != RC.SUCCESS]  # fmt: skip
+    assert not missing, f"{len(missing)} acknowledged changes lost: {missing[:5]}"
+    assert before_kill >= 20 and len(acked) >= before_kill + 20
