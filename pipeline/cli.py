@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from contracts import audit_tables as T
+from pipeline import audit_json, interrupt, preflight
 from pipeline.steps import PipelineConfig, run_pipeline
+from spark_jobs import progress
 
 EXIT_CODES = """exit codes:
   0  every check passed (a check with no evidence is reported, and passes unless
@@ -59,36 +62,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 _MARK = {T.STATUS_PASS: "PASS", T.STATUS_FAIL: "FAIL", T.STATUS_NO_EVIDENCE: "NO EVIDENCE"}
 
 
-def print_table(summary: dict, gx: list[dict], reports: dict | None = None, out=sys.stdout) -> None:
-    reports = reports or {}
-    by_group = {g["brokerName"]: g for g in gx}
-    for v in summary["groupVerdicts"]:
-        print(f"{v['cluster']}/{v['brokerName']}  master {v['master']}  run {v['runId']}", file=out)
-        for c in v["checks"]:
+def print_table(doc: dict, out=sys.stdout) -> None:
+    """The run for a person: per group its checks (a FAIL names where its first finding is),
+    the byte ranges by verdict, the expectations and the report links."""
+    for g in doc["groups"]:
+        print(f"{doc['cluster']}/{g['name']}  master {g['master']}  run {doc['runId']}", file=out)
+        for c in g["checks"]:
             mark = _MARK.get(c["status"], c["status"])
-            print(
-                f"  {mark:<11} {c['name']:<24} findings {c['findings']:<5} {c['detail']}", file=out
-            )
-        counts = ", ".join(
-            f"{k} {n} ({v['bytes'].get(k, 0)} bytes)" for k, n in sorted(v["counts"].items())
-        )
-        print(f"  ranges: {counts or 'none'}", file=out)
-        g = by_group.get(v["brokerName"])
-        if g is not None:
-            mark = "PASS" if g["success"] else "FAIL"
-            failed = ", ".join(g["failedSuites"]) or "none failed"
+            where = audit_json.where_text(c["first"])
+            print(f"  {mark:<11} {c['name']:<24} findings {c['findings']:<5} {c['detail']}{where}",
+                  file=out)  # fmt: skip
+        ranges = ", ".join(f"{k} {r['count']} ({r['bytes']} bytes)" for k, r in g["ranges"].items())
+        print(f"  ranges: {ranges or 'none'}", file=out)
+        gx = g["expectations"]
+        if gx is not None:
+            mark = "PASS" if gx["success"] else "FAIL"
+            failed = ", ".join(gx["failedSuites"]) or "none failed"
             print(f"  {mark:<11} {'expectations':<24} {failed}", file=out)
-            print(f"  report: {g['reportUrl']}", file=out)
-        url = reports.get(v["brokerName"])
-        if url:
-            print(f"  evidence report: {url}", file=out)
+            print(f"  report: {gx['reportUrl']}", file=out)
+        if g["report"]:
+            print(f"  evidence report: {g['report']}", file=out)
 
 
-def run(args: argparse.Namespace) -> int:
-    from expectations.terminal import quiet_third_party
-
-    quiet_third_party(args.verbose)
-    cfg = PipelineConfig(
+def config_from(args: argparse.Namespace) -> PipelineConfig:
+    return PipelineConfig(
         root=args.root,
         cluster=args.cluster,
         broker_name=args.broker_name,
@@ -102,23 +99,44 @@ def run(args: argparse.Namespace) -> int:
         expectations=not args.no_expectations,
         run_id=args.run_id,
     )
-    summary, doc = run_pipeline(cfg)
+
+
+def start_spark(cfg: PipelineConfig) -> None:
+    """Start the session the audit step then reuses (``getOrCreate``), in a process session of
+    its own (``pipeline/interrupt.py``), saying so: the JVM's start-up takes seconds."""
+    from spark_jobs.session import get_spark
+
+    master = cfg.spark_master or os.environ.get("HAPROOF_SPARK_MASTER") or "local[*]"
+    progress.line(f"starting Spark ({master})")
+    get_spark("haproof-audit", cfg.spark_master, own_session=True)
+    # SparkContext installs its own SIGINT handler (cancelAllJobs over py4j, then
+    # KeyboardInterrupt): a call into the gateway from inside a call to it; ours again
+    interrupt.install("haproof audit")
+    progress.line("Spark ready")
+
+
+def run(args: argparse.Namespace) -> int:
+    progress.pin()
+    interrupt.install("haproof audit")
+    from expectations.terminal import quiet_third_party
+
+    quiet_third_party(args.verbose)
+    cfg = config_from(args)
+    groups = preflight.check_input(cfg.spec(), cfg.cluster, cfg.broker_name)
+    progress.line(f"{cfg.root}: cluster {cfg.cluster}, {len(groups)} group(s): {', '.join(groups)}")
+    start_spark(cfg)
+    summary, published = run_pipeline(cfg)
+    doc = audit_json.audit_document(summary, published)
     if args.json:
-        verdict = {k: v for k, v in summary.items() if k != "groupVerdicts"}
-        if summary.get("brokerName") is None:
-            verdict["groupVerdicts"] = summary["groupVerdicts"]
-        verdict.update(reports=doc["reports"], expectations=doc["expectations"])
-        json.dump(verdict, sys.stdout, indent=2, default=str)
+        json.dump(doc, sys.stdout, indent=2, default=str)
         print()
-        print_table(summary, doc["expectations"], doc["reports"], out=sys.stderr)
-    else:
-        print_table(summary, doc["expectations"], doc["reports"])
-    if summary["status"] == T.RUN_NO_EVIDENCE and not doc["passed"]:
+    print_table(doc, out=sys.stderr if args.json else sys.stdout)
+    if summary["status"] == T.RUN_NO_EVIDENCE and not published["passed"]:
         print("haproof audit: a check had nothing to judge and --require-evidence is set",
               file=sys.stderr)  # fmt: skip
-    elif summary["status"] == T.RUN_PASSED and not doc["passed"]:
+    elif summary["status"] == T.RUN_PASSED and not published["passed"]:
         print("haproof audit: an expectations suite failed", file=sys.stderr)
     # the last line is the audit's headline, as verdict.json's status says it
     print(summary["status"], file=sys.stderr if args.json else sys.stdout)
     sys.stdout.flush()
-    return 0 if doc["passed"] else 1
+    return 0 if published["passed"] else 1
