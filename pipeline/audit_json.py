@@ -1,6 +1,6 @@
 """``haproof audit --json``: one document whatever the number of groups, versioned.
 
-Shape (``pipeline/schemas/audit.schema.json`` is the JSON Schema, ``docs/json.md`` the prose)::
+Shape (``docs/schemas/audit.schema.json`` is the JSON Schema, ``docs/json.md`` the prose)::
 
     {"schemaVersion": 1, "command": "audit", "runId", "cluster", "status", "passed",
      "groups": [{"name", "status", "passed", "master",
