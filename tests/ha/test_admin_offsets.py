@@ -22,6 +22,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from tests.conftest import wait_until
+from tests.support import schemas
 from tools.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
 
 TOPIC = "ProgressTopic"
@@ -121,6 +122,7 @@ def test_consumer_progress_and_reset_offset(group):
     res = _admin("consumerProgress", "--namesrv", ns.addr, "--group", GROUP, "--json")
     assert res.returncode == 0, res.stdout + res.stderr
     docs = json.loads(res.stdout)
+    schemas.validate(docs, "admin", "consumerProgress")
     assert [d["brokerAddr"] for d in docs] == [m.addr]  # the group's master
     rows = {r["queueId"]: r for r in docs[0]["offsetTable"] if r["topic"] == TOPIC}
     assert sorted(rows) == [0, 1, 2, 3]
@@ -137,6 +139,7 @@ def test_consumer_progress_and_reset_offset(group):
                  "--queue", "2", "--offset", "1", "--json")  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     done = json.loads(res.stdout)
+    schemas.validate(done, "admin", "resetOffset")
     assert [d["brokerAddr"] for d in done] == [m.addr, s.addr]
     assert all(d["previousOffset"] == tops[2] - 2 and d["offset"] == 1 for d in done)
     assert _committed(m.addr, 2) == 1 and _committed(s.addr, 2) == 1

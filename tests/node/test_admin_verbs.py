@@ -21,6 +21,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from tests.conftest import wait_until
+from tests.support import schemas
 from tests.support.cluster import node_conf
 from tools.localcluster import free_port, start_broker, start_namesrv
 
@@ -41,7 +42,9 @@ def admin(*args: str) -> subprocess.CompletedProcess:
 def admin_json(*args: str):
     res = admin(*args, "--json")
     assert res.returncode == 0, res.stdout + res.stderr
-    return json.loads(res.stdout)
+    doc = json.loads(res.stdout)
+    schemas.validate(doc, "admin", args[0])  # docs/schemas/admin.schema.json
+    return doc
 
 
 async def _call(addr: str, code: RequestCode, fields: dict | None = None, body: bytes = b""):

@@ -12,10 +12,14 @@ def schema(name: str) -> dict:
     return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
 
 
-def validate(doc, name: str) -> None:
-    """Raise ``jsonschema.ValidationError`` (naming the path) unless ``doc`` fits ``name``."""
+def validate(doc, name: str, verb: str | None = None) -> None:
+    """Raise ``jsonschema.ValidationError`` (naming the path) unless ``doc`` fits ``name``
+    (its ``$defs`` entry ``verb`` for a file that defines one per verb, as admin's)."""
     from jsonschema import Draft202012Validator
 
     s = schema(name)
     Draft202012Validator.check_schema(s)
+    if verb is not None:
+        assert verb in s["$defs"], f"{name}.schema.json defines no {verb!r}"
+        s = {**s, "$ref": f"#/$defs/{verb}"}
     Draft202012Validator(s).validate(doc)
