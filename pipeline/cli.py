@@ -12,7 +12,8 @@ import os
 import sys
 
 from contracts import audit_tables as T
-from pipeline import audit_json, interrupt, preflight
+from contracts.errors import AuditInputError
+from pipeline import audit_json, interrupt, links, preflight
 from pipeline.steps import PipelineConfig, run_pipeline
 from spark_jobs import progress
 
@@ -30,8 +31,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--root", required=True, help="archive root: s3://bucket/prefix or file:///x")
-    p.add_argument("--cluster", required=True)
+    p.add_argument(
+        "--root",
+        default=os.environ.get("HAPROOF_ARCHIVE_ROOT"),
+        help="archive root: s3://bucket/prefix or file:///x (default: $HAPROOF_ARCHIVE_ROOT)",
+    )
+    p.add_argument(
+        "--cluster",
+        default=os.environ.get("HAPROOF_CLUSTER"),
+        help="the cluster's name in the archive (default: $HAPROOF_CLUSTER)",
+    )
     p.add_argument("--broker-name", default=None, help="one group (default: every group)")
     p.add_argument("--since", default=None, help="ISO-8601 time or epoch ms")
     p.add_argument("--until", default=None, help="ISO-8601 time or epoch ms")
@@ -45,10 +54,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="a check that had nothing to judge (NO_EVIDENCE) fails the run",
     )
-    p.add_argument("--spark-master", default=None, help="local[*], spark://host:7077, sc://...")
+    p.add_argument(
+        "--spark-master",
+        default=None,
+        help="local[*], spark://host:7077, sc://... (default: $HAPROOF_SPARK_MASTER or local[*])",
+    )
     p.add_argument("--run-id", default=None)
     p.add_argument("--max-lag-bytes", type=int, default=T.DEFAULT_MAX_LAG_BYTES)
-    p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, moto, ...)")
+    p.add_argument(
+        "--endpoint-url",
+        default=None,
+        help="S3 endpoint (MinIO, moto, ...; default: $HAPROOF_S3_ENDPOINT or $AWS_ENDPOINT_URL)",
+    )
+    p.add_argument(
+        "--report-url",
+        default=os.environ.get("HAPROOF_REPORT_URL"),
+        metavar="store|presign|BASE_URL",
+        help="report links: the store's URL (default), a presigned HTTPS link, or a base URL "
+        "serving the archive root (default: $HAPROOF_REPORT_URL)",
+    )
     p.add_argument("--json", action="store_true", help="print the verdict document on stdout")
     p.add_argument("-v", "--verbose", action="store_true", help="show third-party log output")
     p.add_argument(
@@ -85,6 +109,10 @@ def print_table(doc: dict, out=sys.stdout) -> None:
 
 
 def config_from(args: argparse.Namespace) -> PipelineConfig:
+    missing = [f"--{n} (or ${env})" for n, env in (("root", "HAPROOF_ARCHIVE_ROOT"),
+               ("cluster", "HAPROOF_CLUSTER")) if not getattr(args, n)]  # fmt: skip
+    if missing:
+        raise AuditInputError(f"give {' and '.join(missing)}")
     return PipelineConfig(
         root=args.root,
         cluster=args.cluster,
@@ -122,10 +150,12 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_third_party(args.verbose)
     cfg = config_from(args)
+    links.check_mode(args.report_url)
     groups = preflight.check_input(cfg.spec(), cfg.cluster, cfg.broker_name)
     progress.line(f"{cfg.root}: cluster {cfg.cluster}, {len(groups)} group(s): {', '.join(groups)}")
     start_spark(cfg)
     summary, published = run_pipeline(cfg)
+    published = links.relink(published, links.link_maker(cfg.spec(), args.report_url))
     doc = audit_json.audit_document(summary, published)
     if args.json:
         json.dump(doc, sys.stdout, indent=2, default=str)
