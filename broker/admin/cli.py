@@ -16,9 +16,12 @@ def add_verb(
     "namesrv"), ``--json`` and the exit codes in its epilog."""
     q = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    q.add_argument("--namesrv", default=None, help="name server address(es), ';'-separated")
+    q.add_argument("-n", "--namesrv", default=None,
+                   help="name server address(es) host:port, ';'-separated (default: "
+                   "$NAMESRV_ADDR unless -b is given, as mqadmin)")  # fmt: skip
     if targets == "both":
-        q.add_argument("--broker-addr", default=None, help="broker address(es), ';'-separated")
+        q.add_argument("-b", "--broker-addr", default=None,
+                       help="broker address(es) host:port, ';'-separated")  # fmt: skip
     q.add_argument("--json", action="store_true", help="JSON output instead of a table")
     q.add_argument(
         "--access-key",
