@@ -6,7 +6,7 @@ Shape (``docs/schemas/audit.schema.json`` is the JSON Schema, ``docs/json.md`` t
      "groups": [{"name", "status", "passed", "master",
                  "checks": [{"name", "status", "passed", "findings", "evidence", "detail",
                              "first": {"offset", "node", "topic", "queue"} | null}],
-                 "ranges": {verdict: {"count", "bytes"}},
+                 "ranges": {verdict: {"count", "bytes", "differingBytes"?}},
                  "expectations": {"success", "failedSuites", "reportUrl"} | null,
                  "report": URL | null}]}
 
@@ -16,6 +16,7 @@ A new field is added without a version change; a field renamed, removed or retyp
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from contracts import audit_tables as T
@@ -88,17 +89,39 @@ def _check(verdict: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def differing_bytes(verdict: dict[str, Any]) -> dict[str, int]:
+    """Per verdict (divergent, conflict), how many bytes differ inside its ranges (the ranges'
+    ``differingBytes``, spark_jobs/witness.py; verdict.json lists the first ranges only)."""
+    out: dict[str, int] = {}
+    for r in (verdict.get("findings") or {}).get("ranges") or []:
+        d = r.get("detail")
+        if r.get("verdict") in (T.DIVERGENT, T.CONFLICT) and isinstance(d, str) and d[:1] == "{":
+            try:
+                n = json.loads(d).get("differingBytes")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(n, int):
+                out[r["verdict"]] = out.get(r["verdict"], 0) + n
+    return out
+
+
+def _range_count(verdict: str, n: int, nbytes: dict, differ: dict) -> dict[str, int]:
+    out = {"count": int(n), "bytes": int(nbytes.get(verdict, 0))}
+    if verdict in differ:
+        out["differingBytes"] = differ[verdict]
+    return out
+
+
 def _group(v: dict[str, Any], gx: dict[str, Any] | None, report: str | None) -> dict[str, Any]:
     counts, nbytes = v.get("counts") or {}, v.get("bytes") or {}
+    differ = differing_bytes(v)
     return {
         "name": v["brokerName"],
         "status": v["status"],
         "passed": bool(v["passed"]),
         "master": v.get("master"),
         "checks": [_check(v, c) for c in v["checks"]],
-        "ranges": {
-            k: {"count": int(n), "bytes": int(nbytes.get(k, 0))} for k, n in sorted(counts.items())
-        },  # fmt: skip
+        "ranges": {k: _range_count(k, n, nbytes, differ) for k, n in sorted(counts.items())},
         "expectations": None
         if gx is None
         else {

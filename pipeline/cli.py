@@ -96,7 +96,11 @@ def print_table(doc: dict, out=sys.stdout) -> None:
             where = audit_json.where_text(c["first"])
             print(f"  {mark:<11} {c['name']:<24} findings {c['findings']:<5} {c['detail']}{where}",
                   file=out)  # fmt: skip
-        ranges = ", ".join(f"{k} {r['count']} ({r['bytes']} bytes)" for k, r in g["ranges"].items())
+        ranges = ", ".join(
+            f"{k} {r['count']} ({r['bytes']} bytes"
+            + (f", {r['differingBytes']} differing)" if "differingBytes" in r else ")")
+            for k, r in g["ranges"].items()
+        )
         print(f"  ranges: {ranges or 'none'}", file=out)
         gx = g["expectations"]
         if gx is not None:

@@ -3,6 +3,8 @@ docs/schemas/audit.schema.json; a failing check says where its first finding is.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from jsonschema import ValidationError
 
@@ -23,7 +25,8 @@ def _verdict(name: str, failing: bool) -> dict:
         findings["ranges"] = [
             {"pair": f"{name}-0->{name}-1", "master": f"{name}-0", "node": f"{name}-1", "start": 0,
              "end": 100, "bytes": 100, "verdict": T.DIVERGENT, "allowed": False,
-             "lag_exceeded": False, "first_diff": 42.0, "detail": "{}"},
+             "lag_exceeded": False, "first_diff": 42.0,
+             "detail": json.dumps({"firstDifferingOffset": 42, "differingBytes": 1})},
         ]  # fmt: skip
     return {
         "runId": "r1", "cluster": "c1", "brokerName": name, "master": f"{name}-0",
@@ -60,6 +63,10 @@ def test_one_shape_for_any_number_of_groups(n_groups, with_gx):
         (bad,) = [c for c in doc["groups"][1]["checks"] if c["status"] == "fail"]
         assert bad["first"] == {"offset": 42, "node": "broker-1-1", "topic": "T", "queue": 3}
         assert where_text(bad["first"]) == "; first at offset 42 topic T queue 3 node broker-1-1"
+        # one differing byte, not the range's 100
+        assert doc["groups"][1]["ranges"] == {
+            "divergent": {"count": 1, "bytes": 100, "differingBytes": 1}
+        }
     assert all(c["first"] is None for g in doc["groups"] for c in g["checks"] if c["passed"])
 
 
