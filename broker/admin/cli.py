@@ -99,6 +99,8 @@ def _offset_verbs(sub) -> None:
     q.add_argument("--queue", type=int, default=None, help="only this queue (default: all)")
     q.add_argument("--no-force", action="store_true",
                    help="only rewind: leave a queue whose offset is already before the time")  # fmt: skip
+    add_verb(sub, "brokerConsumeStats", "every group's per queue offsets and lag on one broker",
+             offsets.run_broker_consume_stats)  # fmt: skip
 
 
 def _topic_verbs(sub) -> None:

@@ -129,6 +129,18 @@ def test_consumer_progress_and_reset_offset(group):
     for q, r in rows.items():
         assert (r["brokerOffset"], r["consumerOffset"], r["diff"]) == (tops[q], tops[q] - q, q)
 
+    # brokerConsumeStats: every group with committed offsets on the broker, the same lags
+    res = _admin("brokerConsumeStats", "-b", m.addr, "--json")
+    assert res.returncode == 0, res.stderr
+    stats = json.loads(res.stdout)
+    schemas.validate(stats, "admin", "brokerConsumeStats")
+    mine = {
+        r["queueId"]: r["diff"] for r in stats["rows"] if (r["group"], r["topic"]) == (GROUP, TOPIC)
+    }
+    assert mine == {q: q for q in range(4)} and stats["totalDiff"] >= 6
+    text = _admin("brokerConsumeStats", "-b", m.addr).stdout
+    assert text.split()[:2] == ["#Topic", "#Group"] and "Diff Total: " in text
+
     table = _admin("consumerProgress", "--broker-addr", m.addr, "--group", GROUP)
     assert table.returncode == 0, table.stderr
     assert "diff total: 6" in table.stdout and TOPIC in table.stdout
