@@ -13,7 +13,7 @@ import sys
 
 from contracts import audit_tables as T
 from contracts.errors import AuditInputError
-from pipeline import audit_json, interrupt, links, preflight
+from pipeline import audit_json, interrupt, links, metrics, preflight
 from pipeline.steps import PipelineConfig, run_pipeline
 from spark_jobs import progress
 
@@ -74,6 +74,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "serving the archive root (default: $HAPROOF_REPORT_URL)",
     )
     p.add_argument("--json", action="store_true", help="print the verdict document on stdout")
+    p.add_argument(
+        "--metrics-pushgateway",
+        default=os.environ.get("HAPROOF_METRICS_PUSHGATEWAY"),
+        metavar="URL",
+        help="push the run's metrics to this Prometheus Pushgateway "
+        "(default: $HAPROOF_METRICS_PUSHGATEWAY)",
+    )
+    p.add_argument(
+        "--metrics-textfile",
+        default=os.environ.get("HAPROOF_METRICS_TEXTFILE"),
+        metavar="PATH",
+        help="write the run's metrics for node_exporter's textfile collector "
+        "(default: $HAPROOF_METRICS_TEXTFILE)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show third-party log output")
     p.add_argument(
         "--no-expectations",
@@ -161,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     summary, published = run_pipeline(cfg)
     published = links.relink(published, links.link_maker(cfg.spec(), args.report_url))
     doc = audit_json.audit_document(summary, published)
+    metrics.publish(doc, progress.elapsed_s(), args.metrics_pushgateway, args.metrics_textfile)
     if args.json:
         json.dump(doc, sys.stdout, indent=2, default=str)
         print()
