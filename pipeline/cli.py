@@ -161,9 +161,19 @@ def start_spark(cfg: PipelineConfig) -> None:
     progress.line("Spark ready")
 
 
+def require_spark() -> None:
+    """The ``audit`` extra's missing Spark is said first (broker/cli.py names the extra), before
+    the input is checked."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise ModuleNotFoundError("No module named 'pyspark'", name="pyspark")
+
+
 def run(args: argparse.Namespace) -> int:
     progress.pin()
     interrupt.install("haproof audit")
+    require_spark()
     from expectations.terminal import quiet_third_party
 
     quiet_third_party(args.verbose)
