@@ -50,7 +50,7 @@ table{border-collapse:collapse;margin:6px 0;font-size:13px}
 th,td{border:1px solid #e0e0e0;padding:3px 7px;text-align:left;vertical-align:top}
 thead th{background:#f5f5f5}td.none{color:#9e9e9e}
 .scroll{max-width:100%;overflow-x:auto}
-td{overflow-wrap:anywhere}td.num{white-space:nowrap;overflow-wrap:normal;font-variant-numeric:tabular-nums}
+td{overflow-wrap:break-word}td.key,table.side small{overflow-wrap:anywhere}td.tok{white-space:nowrap}td.num{white-space:nowrap;overflow-wrap:normal;font-variant-numeric:tabular-nums}
 table.witnesses td{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 table.counts td{white-space:nowrap}
 table.side{width:100%;table-layout:fixed}table.side th:first-child{width:9em}

@@ -32,14 +32,20 @@ RECORD_FIELDS = (
 
 
 def cell(v: Any) -> str:
-    """A table cell; a number is one unbreakable line (``td.num``), text wraps."""
+    """A table cell; a number is one unbreakable line (``td.num``), words wrap whole, and only
+    a long key or id may break anywhere (``td.key``)."""
     if v is None:
         return '<td class="none">-</td>'
     if isinstance(v, float) and math.isfinite(v) and v.is_integer():
         v = int(v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return f'<td class="num">{escape(str(v))}</td>'
-    return f"<td>{escape(str(v))}</td>"
+    text = str(v)
+    if len(text) > 24 and ("/" in text or " " not in text):  # an object key, a msgId: may break
+        return f'<td class="key">{escape(text)}</td>'
+    if text and not any(ch.isspace() for ch in text):  # one short token: a node, a verdict
+        return f'<td class="tok">{escape(text)}</td>'
+    return f"<td>{escape(text)}</td>"
 
 
 def table(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
