@@ -169,6 +169,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     },
     "offset_violations": {
         "kind": "object",  # regression | beyond_queue_max
+        "evidence": "object",  # records (commit records, section 3b) | snapshots
         "group_name": "object",
         "topic": "object",
         "queue_id": "int64",
@@ -180,6 +181,8 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "node_after": "object",
         "epoch_after": "int64",
         "at_after": "int64",
+        "log_offset_before": "float64",  # physical offsets of the two commit records (records)
+        "log_offset_after": "float64",
         "failover": "object",
         "reconsumed_messages": "int64",
     },

@@ -38,6 +38,7 @@ from spark_jobs.archive_reader import (
     list_broker_names,
     load_group,
 )
+from spark_jobs.commit_history import judge_offsets
 from spark_jobs.epochs import (
     conflict_plans,
     epoch_masters,
@@ -230,7 +231,11 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)
     )
     snapshots, timeline, violations = offsets_step(spark, opts, ga, state_in, broker_name)
-    points = master_points(timeline)
+    events = [e for na in ga.nodes.values() for e in na.events]
+    violations, records, offsets_doc = judge_offsets(
+        integrity.commits, windowed, snapshots, events, violations
+    )
+    points = master_points(timeline) + records
     _progress(f"{broker_name}: offsets: {points} master point(s), {len(violations)} violation(s)")
     checks = outputs.judge_checks(
         ga=ga,
@@ -248,6 +253,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         opts, run_id, broker_name, master, checks, rep.ranges, integrity, faults, durability,
         violations, store, windowed,
     )  # fmt: skip
+    verdict["offsets"] = offsets_doc  # per consumer group: evidence, coverage, blindWindowMs
     verdict["seconds"] = round(time.monotonic() - t0, 3)
     verdict["recordsByIdentity"] = 0  # every chunk's records are checked on its own bytes
     # where the time went (bench audit): the comparison job (with the master chunks checked on
