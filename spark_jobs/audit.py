@@ -197,6 +197,17 @@ def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
     return snapshots, timeline, violations
 
 
+def records_step(ga, integrity, windowed, snapshots, timeline, snap_violations):
+    """Check 4 over the offset commit records the chunk tasks found (``commit_history``):
+    what ``offsets_step`` gave, with the violations of both, the points judged and the
+    ``offsets`` part of verdict.json."""
+    events = [e for na in ga.nodes.values() for e in na.events]
+    violations, records, doc = judge_offsets(
+        integrity.commits, windowed, snapshots, events, snap_violations
+    )
+    return snapshots, timeline, violations, records + master_points(timeline), doc
+
+
 def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str) -> dict:
     state_f = io_pool().submit(inc.load_state, store, opts.cluster, broker_name)
     ga = load_group(
@@ -230,12 +241,8 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     durability = acked_durability(
         ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)
     )
-    snapshots, timeline, violations = offsets_step(spark, opts, ga, state_in, broker_name)
-    events = [e for na in ga.nodes.values() for e in na.events]
-    violations, records, offsets_doc = judge_offsets(
-        integrity.commits, windowed, snapshots, events, violations
-    )
-    points = master_points(timeline) + records
+    off = offsets_step(spark, opts, ga, state_in, broker_name)
+    snapshots, timeline, violations, points, offs = records_step(ga, integrity, windowed, *off)
     _progress(f"{broker_name}: offsets: {points} master point(s), {len(violations)} violation(s)")
     checks = outputs.judge_checks(
         ga=ga,
@@ -253,8 +260,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         opts, run_id, broker_name, master, checks, rep.ranges, integrity, faults, durability,
         violations, store, windowed,
     )  # fmt: skip
-    verdict["offsets"] = offsets_doc  # per consumer group: evidence, coverage, blindWindowMs
-    verdict["seconds"] = round(time.monotonic() - t0, 3)
+    verdict.update(seconds=round(time.monotonic() - t0, 3), offsets=offs)  # coverage per group
     verdict["recordsByIdentity"] = 0  # every chunk's records are checked on its own bytes
     # where the time went (bench audit): the comparison job (with the master chunks checked on
     # its reads), the log integrity job, and the seconds inside the record checks
