@@ -26,8 +26,9 @@ names = st.text("%|abcXYZ019_-", min_size=1, max_size=40)
 queue_maps = st.dictionaries(
     st.integers(0, QUEUE_ID_MAX), st.integers(0, OFFSET_MAX), min_size=1, max_size=20
 )
-texts = st.text(st.characters(codec="utf-8", categories=("L", "N", "P", "S")), min_size=1,
-                max_size=60)  # fmt: skip
+texts = st.text(
+    st.characters(codec="utf-8", categories=("L", "N", "P", "S")), min_size=1, max_size=60
+)
 
 
 @st.composite

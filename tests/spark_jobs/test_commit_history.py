@@ -77,8 +77,14 @@ def test_a_slave_copy_is_the_same_record_and_epochs_order_the_log() -> None:
     first, _ = _bytes([("commit", 0, 7)])
     rows = _rows(first)
     copy = [dict(r, node="s", key="ks") for r in rows]
-    later = [dict(r, offset=0, detail=r["detail"].replace('"epoch":0', '"epoch":1')
-                  .replace('"0":7', '"0":5')) for r in rows]  # fmt: skip
+    later = [
+        dict(
+            r,
+            offset=0,
+            detail=r["detail"].replace('"epoch":0', '"epoch":1').replace('"0":7', '"0":5'),
+        )
+        for r in rows
+    ]
     history = judge_commits(rows + copy + later, {"k": "SYNC_MASTER", "ks": "SLAVE"}, [])
     assert history.records == 2
     (v,) = history.violations

@@ -18,16 +18,19 @@ from tests.spark_jobs.commit_archives import commit, order, write_store
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     """a-0 (epoch 0): orders and commits of g1 queue 0 up to 9, a reset to 2, commits to 6,
-    then 10 in a tail a-1 never got; a-1 promoted (epoch 1) commits 8: a regression 10 -> 8."""
+    then 10 in a tail a-1 never got; a-1 promoted (epoch 1) commits 8: a regression 10 -> 8.
+    Orders carry UNIQ_KEYs, two of them stored twice."""
     base = tmp_path_factory.mktemp("commits")
-    msgs = [order(0), commit("g1", {0: 3, 1: 1}), order(1), commit("g1", {0: 9})]
-    msgs += [commit("g1", {0: 2}, previous={0: 9}, by="admin"), order(2), commit("g1", {0: 6})]
-    msgs += [order(3), commit("g1", {0: 10}), order(4)]
+    msgs = [order(0, "U0"), commit("g1", {0: 3, 1: 1}), order(1, "U1"), commit("g1", {0: 9})]
+    msgs += [commit("g1", {0: 2}, previous={0: 9}, by="admin"), order(2, "U2")]
+    msgs += [commit("g1", {0: 6}), order(3, "U1"), commit("g1", {0: 10}), order(4, "U4")]
     old = write_store(base / "a0", msgs)
     cut = old[8].wrote_offset  # the commit of 10 is the first record a-1 lacks
     a1 = copy_store(base / "a0", base / "a1")
     truncate_log(a1, cut)
-    new = write_store(a1, [order(5), commit("g1", {0: 8}, epoch=1), order(6)], 5_000_000)
+    copy_store(a1, base / "a1-epoch0")
+    more = [order(5, "U5"), commit("g1", {0: 8}, epoch=1), order(6, "U4")]
+    new = write_store(a1, more, 5_000_000)
     return base, old, new, cut
 
 
@@ -38,8 +41,9 @@ def test_every_commit_is_judged_with_its_witness(spark, tmp_path, stores) -> Non
     archive.event(
         "a-1", "role_changed", 4_000_000, epoch=1, **{"from": "SLAVE", "to": "SYNC_MASTER"}
     )
+    archive.ship(base / "a1-epoch0", "a-1", "SLAVE", 1, chunk=700)
     ident = NodeIdentity(CLUSTER, GROUP, "a-1", 0, "SYNC_MASTER", 1)
-    Shipper(archive.store, ident, 700).ship(StoreDirSource.open(str(base / "a1")))
+    Shipper(archive.store, ident, 700).ship(StoreDirSource.open(str(base / "a1")), start=cut)
     # g2 is seen only in snapshots (no records): judged there, with its blind window
     for at, off in ((1_000_000, 4), (1_030_000, 5), (1_090_000, 6)):
         archive.snapshot("a-0", "SYNC_MASTER", at, consumerOffsets={"orders@g2": {"0": off}})
@@ -59,8 +63,13 @@ def test_every_commit_is_judged_with_its_witness(spark, tmp_path, stores) -> Non
     assert check["status"] == "fail"
     groups = v["offsets"]["groups"]
     # the records a-0 shipped and a-1's copies of the same offsets are one record each
-    assert groups["g1"] == {"evidence": "records", "points": 6, "coveredFromMs": 1_000_010,
-                            "coveredToMs": 5_000_010, "blindWindowMs": 0}  # fmt: skip
+    assert groups["g1"] == {
+        "evidence": "records",
+        "points": 6,
+        "coveredFromMs": 1_000_010,
+        "coveredToMs": 5_000_010,
+        "blindWindowMs": 0,
+    }
     assert groups["g2"]["evidence"] == "snapshots" and groups["g2"]["blindWindowMs"] == 60_000
     assert v["offsets"]["blindWindowMs"] == 60_000
     root = tmp_path / "archive" / "audits" / v["runId"]
@@ -69,3 +78,11 @@ def test_every_commit_is_judged_with_its_witness(spark, tmp_path, stores) -> Non
 
     table = pd.read_parquet(root / GROUP / "offset_violations.parquet")
     assert table["log_offset_after"].tolist() == [new[1].wrote_offset]
+    # delivery: U1 stored twice by a-0, U4 by a-0 (its lost tail) and again by a-1 (a retry);
+    # g1 queue 0 was sent [3, 9) again after the reset, [6, 8) again after the failover
+    d = v["delivery"]
+    assert (d["enqueued"], d["duplicated"], d["redelivered"], d["lost"]) == (7, 2, 8, 0)
+    assert d["groups"]["g1"]["queues"] == {"orders/0": {"redelivered": 8, "rewinds": 2}}
+    assert {e["uniqKey"]: e["copies"] for e in d["duplicateExamples"]} == {"U1": 2, "U4": 2}
+    delivery = next(c for c in v["checks"] if c["name"] == "delivery")
+    assert delivery["status"] == "pass" and "2 duplicated" in delivery["detail"]
