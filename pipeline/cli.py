@@ -45,6 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spark-master", default=None, help="local[*], spark://host:7077, sc://...")
     p.add_argument("--run-id", default=None)
     p.add_argument("--max-lag-bytes", type=int, default=T.DEFAULT_MAX_LAG_BYTES)
+    for what in ("duplicated", "redelivered"):
+        p.add_argument(
+            f"--max-{what}",
+            type=int,
+            default=None,
+            help=f"the delivery check fails past this many {what} messages (default: it counts)",
+        )
     p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, moto, ...)")
     p.add_argument("--json", action="store_true", help="print the verdict document on stdout")
     p.add_argument("-v", "--verbose", action="store_true", help="show third-party log output")
@@ -73,6 +80,8 @@ def print_table(summary: dict, gx: list[dict], reports: dict | None = None, out=
             f"{k} {n} ({v['bytes'].get(k, 0)} bytes)" for k, n in sorted(v["counts"].items())
         )
         print(f"  ranges: {counts or 'none'}", file=out)
+        for line in coverage_lines(v):
+            print(f"  {line}", file=out)
         g = by_group.get(v["brokerName"])
         if g is not None:
             mark = "PASS" if g["success"] else "FAIL"
@@ -82,6 +91,24 @@ def print_table(summary: dict, gx: list[dict], reports: dict | None = None, out=
         url = reports.get(v["brokerName"])
         if url:
             print(f"  evidence report: {url}", file=out)
+
+
+def coverage_lines(v: dict) -> list[str]:
+    """What each consumer group's offset verdict stands on, and the delivery counts."""
+    out = []
+    for group, c in (v.get("offsets") or {}).get("groups", {}).items():
+        blind = "unknown" if c["blindWindowMs"] is None else f"{c['blindWindowMs']} ms"
+        out.append(
+            f"offsets {group}: {c['points']} {c['evidence']} over "
+            f"{c['coveredToMs'] - c['coveredFromMs']} ms, blind window {blind}"
+        )
+    d = v.get("delivery")
+    if d:
+        out.append(
+            f"delivery: enqueued {d['enqueued']}, duplicated {d['duplicated']}, "
+            f"redelivered {d['redelivered']}, lost {d['lost']}"
+        )
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
         require_evidence=args.require_evidence,
         expectations=not args.no_expectations,
         run_id=args.run_id,
+        max_duplicated=args.max_duplicated,
+        max_redelivered=args.max_redelivered,
     )
     summary, doc = run_pipeline(cfg)
     if args.json:

@@ -252,6 +252,17 @@ class ConsumerOffsetManager:
                 self._changes += 1
             return True
 
+    def apply_logged(self, group: str, topic: str, queue_id: int, offset: int, reset: bool) -> None:
+        """An offset record of the log (broker/offset_log): a commit raises, a reset sets."""
+        if not reset:
+            self._raise_to(group, topic, queue_id, offset)
+            return
+        with self._lock:
+            queues = self.table.setdefault(f"{topic}@{group}", {})
+            if queues.get(queue_id) != offset:
+                queues[queue_id] = offset
+                self._changes += 1
+
     def merge_forward(self, doc: dict[str, Any], source: str = "<peer>") -> list[Raised]:
         """Take a peer's ``GET_ALL_CONSUMER_OFFSET`` document forward-only (a slave copying its
         master, a master's reverse sync from its peers); returns what rose. Raises ValueError
