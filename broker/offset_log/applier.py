@@ -7,8 +7,10 @@ slave acknowledged (HAService's confirmOffset; the log end when no slave is in s
 high watermark with the leader alone in the ISR). So what a master answers to
 QUERY_CONSUMER_OFFSET, persists in ``consumerOffset.json`` and hands SlaveSynchronize is never
 a commit a failover can take back. A commit raises the offset (forward-only), a reset sets it.
-At start the applier replays the queue from its first entry (the checkpoint file may be older
-than the log; applying a record twice changes nothing).
+At start the applier replays the queue from the position ``consumerOffset.json`` names
+(``logOffset``, the physical offset after the last applied record, and ``logQueueOffset``, its
+queue offset; the queue's first entry without them): the checkpoint may be older than the log,
+and applying a record twice changes nothing.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ class OffsetLogApplier:
     def __init__(self, store, visible_end: Callable[[], int | None]) -> None:
         self.store = store
         self.visible_end = visible_end
-        self.next_queue_offset = store.get_min_offset_in_queue(OFFSETS_TOPIC, OFFSETS_QUEUE_ID)
-        self.log_offset = 0  # the physical offset after the last applied record
+        # from the checkpoint's position (consumerOffset.json "logOffset"/"logQueueOffset")
+        self.log_offset, self.next_queue_offset = store.consumer_offsets.log_position
         self.applied = 0
         self.refused = 0
 
@@ -61,6 +63,7 @@ class OffsetLogApplier:
                 self._apply(rec)
                 self.log_offset = end
                 self.next_queue_offset += 1
+                self.store.consumer_offsets.log_position = (end, self.next_queue_offset)
                 done += 1
         return done
 

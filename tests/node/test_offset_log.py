@@ -7,6 +7,7 @@ audit's contract reads."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 
 from broker.node import BrokerNode
@@ -46,7 +47,18 @@ def test_commits_become_records_and_come_back_from_the_log(tmp_path) -> None:
 
     asyncio.run(first())
     path = os.path.join(conf.store_path_root_dir, "config", "consumerOffset.json")
-    assert os.path.exists(path)  # the checkpoint the restart goes without
+    doc = json.loads(open(path).read())
+    assert doc["logQueueOffset"] == 3 and doc["logOffset"] > 0  # after the third record
+
+    async def with_checkpoint() -> None:
+        node = await BrokerNode.start(conf, "127.0.0.1")
+        try:
+            assert node.store.consumer_offsets.queues_of("G", "T") == {0: 5, 1: 4, 2: 7, 3: 8}
+            assert node.offset_log.applier.applied == 0  # nothing after the checkpoint
+        finally:
+            await node.stop()
+
+    asyncio.run(with_checkpoint())
     for p in (path, path + ".bak"):
         if os.path.exists(p):
             os.remove(p)
@@ -59,4 +71,4 @@ def test_commits_become_records_and_come_back_from_the_log(tmp_path) -> None:
         finally:
             await node.stop()
 
-    asyncio.run(again())
+    asyncio.run(again())  # the checkpoint gone: every record replayed from the log
