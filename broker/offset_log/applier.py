@@ -74,8 +74,11 @@ class OffsetLogApplier:
             self.refused += 1
             log.error("offset record at %d not applied: %s", rec.stored_physical_offset, exc)
             return
+        offsets = self.store.consumer_offsets
+        slave = self.visible_end() is None
         for queue_id, offset in c.offsets.items():
-            self.store.consumer_offsets.apply_logged(
-                c.group, c.topic, queue_id, offset, reset=c.is_reset
-            )
+            before = offsets.query(c.group, c.topic, queue_id)
+            offsets.apply_logged(c.group, c.topic, queue_id, offset, reset=c.is_reset)
+            if c.is_reset and slave and before != offset:  # recorded as the slave's event too
+                offsets.notify_reset(c.group, c.topic, queue_id, before, offset)
         self.applied += 1
