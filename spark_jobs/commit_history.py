@@ -2,8 +2,8 @@
 node appended to ``RMQ_SYS_CONSUMER_OFFSETS`` is judged, not only the ones a snapshot caught.
 
 read: the chunk tasks that check log integrity also pick the offset records out of the bytes
-they read (:func:`commit_rows`: a walk of the frame chain, then only the records whose topic
-is the offsets topic are decoded; no extra object is read); transform (driver):
+they read (:func:`commit_rows`: only in a chunk whose walk saw the offsets queue, a compiled
+walk of the frame chain finds them, and only they are decoded; no extra object is read); transform (driver):
 :func:`judge_commits` orders each (group, topic, queue)'s commits in the log order of the master
 of each epoch (body epoch, then physical offset; a slave's copy of a record is the same record)
 and reports every commit lower than the one before it with no ``reset`` record between them;
@@ -13,69 +13,49 @@ write: rows of ``offset_violations`` with ``evidence`` = ``records``.
 from __future__ import annotations
 
 import json
-import struct
-from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from contracts.errors import CorruptRecordError, OffsetRecordError
 from contracts.offset_commits.builder import body_doc
-from contracts.offset_commits.model import OFFSETS_TOPIC, OffsetCommit
+from contracts.offset_commits.model import OFFSETS_QUEUE_ID, OFFSETS_TOPIC, OffsetCommit
 from contracts.offset_commits.reader import is_offset_record, parse_body, parse_record
-from contracts.record.layout import MAGIC_BLANK
 from contracts.record.reader import decode_record
+from spark_jobs._offset_scan import starts_of_topic
 
 EVIDENCE_RECORDS = "records"
 EVIDENCE_SNAPSHOTS = "snapshots"
 _TOPIC = OFFSETS_TOPIC.encode()
-_FRAME = struct.Struct(">iI")
 
 
-def record_starts(data: bytes) -> list[int]:
-    """Where each record of ``data`` starts, by its TOTALSIZE chain (stops at a zero or
-    impossible size, or after a BLANK: log integrity names such things, not this walk)."""
-    starts, pos, n = [], 0, len(data)
-    while pos + 8 <= n:
-        total, magic = _FRAME.unpack_from(data, pos)
-        if total <= 0 or pos + total > n:
-            break
-        starts.append(pos)
-        if magic == MAGIC_BLANK:
-            break
-        pos += total
-    return starts
+def offset_records(data: bytes, start: int, source: str, count: int):
+    """``(physical offset, store timestamp, OffsetCommit | OffsetRecordError)`` for the
+    ``count`` records of the offsets topic in a chunk (the walk's queue range says how many)."""
+    for pos in starts_of_topic(data, _TOPIC, count):
+        try:
+            rec = decode_record(data, pos, base_offset=start, source=source)
+        except CorruptRecordError:
+            continue  # log integrity reports the record
+        if not is_offset_record(rec):
+            continue
+        try:
+            got: OffsetCommit | OffsetRecordError = parse_record(rec)
+        except OffsetRecordError as exc:
+            got = exc
+        yield rec.physical_offset, rec.store_timestamp, got
 
 
-def offset_records(data: bytes, start: int, source: str):
-    """``(physical offset, store timestamp, OffsetCommit | OffsetRecordError)`` for each record
-    of the offsets topic in a chunk; a chunk without the topic's name costs one search."""
-    pos = data.find(_TOPIC)
-    if pos < 0:
-        return
-    starts = record_starts(data)
-    seen = -1
-    while pos >= 0:
-        i = bisect_right(starts, pos) - 1
-        if i >= 0 and starts[i] != seen:
-            seen = starts[i]
-            try:
-                rec = decode_record(data, seen, base_offset=start, source=source)
-            except CorruptRecordError:
-                rec = None  # log integrity reports the record
-            if rec is not None and is_offset_record(rec):
-                try:
-                    got: OffsetCommit | OffsetRecordError = parse_record(rec)
-                except OffsetRecordError as exc:
-                    got = exc
-                yield rec.physical_offset, rec.store_timestamp, got
-        pos = data.find(_TOPIC, pos + len(_TOPIC))
-
-
-def commit_rows(node: str, key: str, start: int, data: bytes, scan_row) -> list[tuple]:
+def commit_rows(
+    node: str, key: str, start: int, data: bytes, queues: dict, scan_row
+) -> list[tuple]:
     """The ``SCAN_FIELDS`` rows of a chunk's offset records: ``commit`` rows (the body as
     canonical JSON in ``detail``, the store time in ``at``), and an ``issue`` for a record of
-    the offsets topic that breaks section 3b."""
+    the offsets topic that breaks section 3b. ``queues``: the record walk's first/last queue
+    offset per (topic, queueId); a chunk without the offsets queue costs nothing more."""
+    span = queues.get((OFFSETS_TOPIC, OFFSETS_QUEUE_ID))
+    if span is None:
+        return []
     rows = []
-    for off, at, got in offset_records(data, start, key):
+    for off, at, got in offset_records(data, start, key, span[1] - span[0] + 1):
         where = {"start": start, "node": node, "key": key, "offset": off}
         if isinstance(got, OffsetRecordError):
             bad = {"topic": OFFSETS_TOPIC, "queue_id": 0, "found": got.field}

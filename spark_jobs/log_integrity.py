@@ -118,7 +118,7 @@ def chunk_rows(
                  first_qo=first, last_qo=last)
         for (topic, qid), (first, last) in queues.items()
     ]  # fmt: skip
-    rows += commit_rows(node, key, start, data, scan_row)  # offset commit records (3b)
+    rows += commit_rows(node, key, start, data, queues, scan_row)  # offset commit records
     rows.append(
         scan_row(kind="count", start=start, end=start + len(data), node=node, key=key,
                  records=n, check_s=check_s, check_cpu_s=check_cpu_s)

@@ -89,3 +89,20 @@ def test_a_slave_copy_is_the_same_record_and_epochs_order_the_log() -> None:
     assert history.records == 2
     (v,) = history.violations
     assert (v["node_before"], v["epoch_before"], v["epoch_after"]) == ("n", 0, 1)
+
+
+def test_the_compiled_topic_walk_and_the_python_one_agree() -> None:
+    import numpy as np
+
+    from spark_jobs import _offset_scan
+
+    data = bytearray()
+    for i, host in enumerate(["127.0.0.1", "::1", "127.0.0.1", "::1"]):
+        msg = commit("g", {0: i}, at=i) if i % 2 else Message("orders", b"x" * 30)
+        msg.born_host = (host, 1)
+        data += encode_message(msg, (host, 10911)).stamp(i // 2, len(data), 5)
+    out = np.zeros(8, np.int64)
+    topic = OFFSETS_TOPIC.encode()
+    n = _offset_scan._starts_of_topic(list(data), list(topic), out)
+    assert n == 2
+    assert _offset_scan.starts_of_topic(bytes(data), topic, 8) == out[:n].tolist()
