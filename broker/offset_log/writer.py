@@ -2,7 +2,7 @@
 (DESIGN.md 3b) instead of only changing its table.
 
 Commits of one (group, topic) arriving within ``coalesce_ms`` (``offsetCommitCoalesceMs``,
-default 5 ms) go into one record, each queue with the highest offset asked: a consumer commits
+default 20 ms) go into one record, each queue with the highest offset asked: a consumer commits
 every queue it holds at once (RocketMQ's persistConsumerOffset every 5 s), so a rebalanced
 group of 256 queues costs a few records, not 256. Forward-only as before: a commit at or below
 the committed offset appends nothing; one above the queue's max offset is refused. The caller
@@ -26,7 +26,7 @@ from contracts.offset_commits.model import KIND_COMMIT, KIND_RESET, OffsetCommit
 
 log = logging.getLogger(__name__)
 
-DEFAULT_COALESCE_MS = 5
+DEFAULT_COALESCE_MS = 20
 
 
 @dataclass
