@@ -9,7 +9,8 @@ read: the commit log chunks masters shipped (a record replicated to a slave is t
 stored message ``(topic, uniq, log offset, store time, msgId)`` kept in Spark, one copy per
 (epoch, log offset), grouped by (topic, UNIQ_KEY); only the per-topic totals and the duplicated
 keys come back to the driver. System topics are left out (offset commits, and the schedule
-topic, whose messages are stored again in their real topic with the same key).
+topic, whose messages are stored again in their real topic with the same key), and so are the
+retry and dead-letter topics (the broker's own copies).
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ EXAMPLES_MAX = 20  # duplicated keys shown, most copies first
 MSG_IDS_SHOWN = 3
 
 
+#: a consumer's retry and dead-letter topics hold copies the broker made (send-back), not
+#: messages a producer stored: they keep the original UNIQ_KEY
+SKIPPED_PREFIXES = ("rmq_sys_", "%retry%", "%dlq%")
+
+
 def counted(topic: str) -> bool:
-    return topic not in SKIPPED_TOPICS and not topic.lower().startswith("rmq_sys_")
+    return topic not in SKIPPED_TOPICS and not topic.lower().startswith(SKIPPED_PREFIXES)
 
 
 def message_rows(data: bytes, start: int, epoch: int, source: str) -> Iterator[tuple]:

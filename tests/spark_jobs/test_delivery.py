@@ -15,7 +15,9 @@ from spark_jobs.delivery import delivery_check, delivery_doc, duplicates_of, mes
 from tests.spark_jobs.commit_archives import commit
 
 sends = st.lists(
-    st.tuples(st.sampled_from(["A", "B", "SCHEDULE_TOPIC_XXXX", "commit"]), st.integers(0, 6)),
+    st.tuples(
+        st.sampled_from(["A", "B", "SCHEDULE_TOPIC_XXXX", "%RETRY%g", "commit"]), st.integers(0, 6)
+    ),
     max_size=40,
 )
 
