@@ -117,6 +117,8 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "accessKey": ("access_key", None),
     "secretKey": ("secret_key", None),
     "haAllowedSlaves": ("ha_allowed_slaves", None),
+    "offsetCommitThroughLog": ("offset_commit_through_log", True),
+    "offsetCommitCoalesceMs": ("offset_commit_coalesce_ms", 20),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -198,6 +200,11 @@ class BrokerConfig:
     # sends (registration, slave sync, the HA handshake)
     acl_enable: bool = False
     acl_file: str | None = None
+    # consumer offset commits go through the commit log as records of RMQ_SYS_CONSUMER_OFFSETS
+    # (broker/offset_log, DESIGN.md 3b), coalesced per (group, topic) within
+    # offsetCommitCoalesceMs; false: RocketMQ's table copied by SlaveSynchronize
+    offset_commit_through_log: bool = True
+    offset_commit_coalesce_ms: int = 20
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     # who may connect to the HA port: IPs or networks separated by ';' or ','

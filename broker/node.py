@@ -88,6 +88,7 @@ class BrokerNode:
         # on_truncated(from_offset, to_offset): a rejoining node cut its log back
         self.truncate_listeners: list = []
         self.services: list[NodeService] = []  # see _build_services
+        self.offset_log = None  # offsetCommitThroughLog's OffsetLogService (_build_services)
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -197,6 +198,11 @@ class BrokerNode:
             self.replication,
             ScheduleMessageService(self.store),  # delivers only while the store is a master
         ]
+        if self.config.offset_commit_through_log:  # commits as records (broker/offset_log)
+            from broker.offset_log.service import OffsetLogService
+
+            self.offset_log = OffsetLogService(self.store, self.role, self.replication, self.config)
+            services.append(self.offset_log)
         if self.config.archive_enable:
             from broker.archive.node_archiver import NodeArchiver
 

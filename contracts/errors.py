@@ -63,3 +63,15 @@ class AuditInputError(HaproofError):
 
 class ObjectNotFoundError(ArchiveError):
     """The object (or range) asked for is not in the archive."""
+
+
+class OffsetRecordError(HaproofError):
+    """An offset commit record (DESIGN.md section 3b) breaks its format: names the field."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"offset commit record: {field} {why}")
+        self.field = field
+        self.why = why
+
+    def __reduce__(self):  # crosses process boundaries (Spark executors)
+        return (type(self), (self.field, self.why))

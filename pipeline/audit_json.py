@@ -130,6 +130,9 @@ def _group(v: dict[str, Any], gx: dict[str, Any] | None, report: str | None) -> 
             "reportUrl": gx["reportUrl"],
         },
         "report": report,
+        # what each consumer group's offset verdict stands on, and the delivery counts
+        # (verdict.json's own fields; absent for a verdict written before they existed)
+        **{k: v[k] for k in ("offsets", "delivery") if v.get(k) is not None},
     }
 
 

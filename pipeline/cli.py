@@ -61,6 +61,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--run-id", default=None)
     p.add_argument("--max-lag-bytes", type=int, default=T.DEFAULT_MAX_LAG_BYTES)
+    for what in ("duplicated", "redelivered"):
+        p.add_argument(
+            f"--max-{what}",
+            type=int,
+            default=None,
+            help=f"the delivery check fails past this many {what} messages (default: it counts)",
+        )
     p.add_argument(
         "--endpoint-url",
         default=None,
@@ -116,6 +123,8 @@ def print_table(doc: dict, out=sys.stdout) -> None:
             for k, r in g["ranges"].items()
         )
         print(f"  ranges: {ranges or 'none'}", file=out)
+        for line in coverage_lines(g):
+            print(f"  {line}", file=out)
         gx = g["expectations"]
         if gx is not None:
             mark = "PASS" if gx["success"] else "FAIL"
@@ -124,6 +133,24 @@ def print_table(doc: dict, out=sys.stdout) -> None:
             print(f"  report: {gx['reportUrl']}", file=out)
         if g["report"]:
             print(f"  evidence report: {g['report']}", file=out)
+
+
+def coverage_lines(v: dict) -> list[str]:
+    """What each consumer group's offset verdict stands on, and the delivery counts."""
+    out = []
+    for group, c in (v.get("offsets") or {}).get("groups", {}).items():
+        blind = "unknown" if c["blindWindowMs"] is None else f"{c['blindWindowMs']} ms"
+        out.append(
+            f"offsets {group}: {c['points']} {c['evidence']} over "
+            f"{c['coveredToMs'] - c['coveredFromMs']} ms, blind window {blind}"
+        )
+    d = v.get("delivery")
+    if d:
+        out.append(
+            f"delivery: enqueued {d['enqueued']}, duplicated {d['duplicated']}, "
+            f"redelivered {d['redelivered']}, lost {d['lost']}"
+        )
+    return out
 
 
 def config_from(args: argparse.Namespace) -> PipelineConfig:
@@ -144,6 +171,8 @@ def config_from(args: argparse.Namespace) -> PipelineConfig:
         require_evidence=args.require_evidence,
         expectations=not args.no_expectations,
         run_id=args.run_id,
+        max_duplicated=args.max_duplicated,
+        max_redelivered=args.max_redelivered,
     )
 
 

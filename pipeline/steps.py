@@ -33,12 +33,19 @@ class PipelineConfig:
     require_evidence: bool = False
     expectations: bool = True
     run_id: str | None = None
+    #: thresholds of the informational ``delivery`` check (None: it only counts)
+    max_duplicated: int | None = None
+    max_redelivered: int | None = None
 
     def __post_init__(self) -> None:
         if not self.root or not self.cluster:
             raise AuditInputError("an audit needs an archive root and a cluster")
         if self.max_lag_bytes < 0:
             raise AuditInputError(f"max_lag_bytes must be >= 0, got {self.max_lag_bytes}")
+        for name in ("max_duplicated", "max_redelivered"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 0):
+                raise AuditInputError(f"{name} must be an integer >= 0, got {value!r}")
         parse_time(self.since, "since")
         parse_time(self.until, "until")
 
@@ -85,6 +92,8 @@ def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
         max_lag_bytes=cfg.max_lag_bytes,
         incremental=cfg.incremental,
         require_evidence=cfg.require_evidence,
+        max_duplicated=cfg.max_duplicated,
+        max_redelivered=cfg.max_redelivered,
     )
     try:
         opts.spec.open()

@@ -368,7 +368,7 @@ def run_replica_consistency(
     for key, (m_end, s_end) in ends.items():
         mine = [(key.split(":", 1)[1], *r[1:]) for r in rows if r[0] == key]
         ranges += classify(mine, m_end, s_end, max_lag_bytes)
-    check_rows = [r for r in out if r["kind"] in ("issue", "queue", "count", "fault")]
+    check_rows = [r for r in out if r["kind"] in ("issue", "queue", "count", "fault", "commit")]
     win = [r for r in out if r["kind"] == "window"]
     return ScanResult(
         sorted(ranges, key=lambda r: (r["pair"], r["start"])),

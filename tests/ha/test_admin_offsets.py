@@ -153,7 +153,9 @@ def test_consumer_progress_and_reset_offset(group):
     done = json.loads(res.stdout)
     schemas.validate(done, "admin", "resetOffset")
     assert [d["brokerAddr"] for d in done] == [m.addr, s.addr]
-    assert all(d["previousOffset"] == tops[2] - 2 and d["offset"] == 1 for d in done)
+    assert all(d["offset"] == 1 for d in done) and done[0]["previousOffset"] == tops[2] - 2
+    # the slave may hold the reset already: the master's reset record came through the log
+    assert done[1]["previousOffset"] in (tops[2] - 2, 1)
     assert _committed(m.addr, 2) == 1 and _committed(s.addr, 2) == 1
     assert "admin reset of CG ProgressTopic/2" in (group.tmp / "m.log").read_text()
     # Slave sync rounds go on (a new commit arrives) and do not undo the reset.

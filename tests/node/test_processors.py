@@ -214,7 +214,11 @@ def test_pull_filters_tags_commits_offsets_and_reports_moves(tmp_path):
         assert r.code == ResponseCode.TOPIC_NOT_EXIST
         # commit-offset flag: the committed offset reaches the offset table on a master
         r = await client.invoke(addr, pull("TP", 0, 2, sys_flag=0x1 | 0x4, commit=2))
-        assert r.code == 0 and node.store.consumer_offsets.query("CG", "TP", 0) == 2
+        assert r.code == 0
+        deadline = time.monotonic() + 20  # (a record in the log first: offsetCommitThroughLog)
+        while node.store.consumer_offsets.query("CG", "TP", 0) != 2:
+            assert time.monotonic() < deadline, "the pull's commit never reached the table"
+            await asyncio.sleep(0.005)
 
     run_node(tmp_path, body)
 
