@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from broker.acl.accounts import ANY, DENY, PUB, SUB, Account, PlainAcl, group_resource
 from broker.acl.signing import ACCESS_KEY, signature_matches
+from broker.processors.send_header import SEND_CODES, SendHeaderError, send_header
 from broker.remoting.codes import RequestCode as R
 from broker.remoting.command import RemotingCommand
 from contracts.errors import ConfigError
@@ -79,10 +80,12 @@ def _heartbeat(req: RemotingCommand) -> list[Resource]:
 def request_resources(req: RemotingCommand) -> list[Resource]:
     """The topics and groups ``req`` names and the permission each needs."""
     code = req.code
-    if code == R.SEND_MESSAGE:
-        return _fields(req, "topic", PUB, "topic")
-    if code in (R.SEND_MESSAGE_V2, R.SEND_BATCH_MESSAGE):
-        return _fields(req, "topic", PUB, "b")
+    if code in SEND_CODES:
+        try:
+            header = send_header(req)  # the same parse the handler uses (send_header.py)
+        except SendHeaderError:
+            return []  # refused by the name check: MESSAGE_ILLEGAL
+        return [Resource("topic", header.topic, PUB, header.topic_field)]
     if code == R.CONSUMER_SEND_MSG_BACK:
         return _fields(req, "topic", PUB, "originTopic") + _fields(req, "group", SUB, "group")
     if code in (R.PULL_MESSAGE, R.QUERY_CONSUMER_OFFSET, R.UPDATE_CONSUMER_OFFSET):
@@ -95,7 +98,7 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
         return [r for r in _fields(req, "group", SUB, "consumerGroup") if r.name]
     if code in (R.GET_MAX_OFFSET, R.GET_MIN_OFFSET, R.SEARCH_OFFSET_BY_TIMESTAMP):
         return _fields(req, "topic", ANY, "topic")
-    if code == R.GET_EARLIEST_MSG_STORETIME:
+    if code in (R.GET_EARLIEST_MSG_STORETIME, R.GET_TOPIC_STATS_INFO):
         return _fields(req, "topic", ANY, "topic")
     if code == R.INVOKE_BROKER_TO_RESET_OFFSET:
         return _fields(req, "topic", SUB, "topic") + _fields(req, "group", SUB, "group")

@@ -11,8 +11,9 @@ import struct
 from typing import TYPE_CHECKING
 
 from broker.config_checks import parse_delay_levels
+from broker.processors.send_header import SendHeaderError, send_header
 from broker.remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
-from broker.remoting.command import MissingFieldError, RemotingCommand
+from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Eager
 from broker.store import delay
 from broker.store.results import PutMessageStatus
@@ -25,23 +26,6 @@ if TYPE_CHECKING:
     from broker.processors.runtime import BrokerStats
 
 log = logging.getLogger(__name__)
-
-# SEND_MESSAGE_V2's one-letter header names → SendMessageRequestHeader's names.
-V2_NAMES = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-}
 
 # PutMessageStatus → RocketMQ response code (anything else: SYSTEM_ERROR with a remark).
 STATUS_CODES = {
@@ -126,10 +110,6 @@ def encode_batch(messages: list[tuple[int, bytes, dict[str, str]]]) -> bytes:
     return b"".join(parts)
 
 
-_V2_KEYS = {name: letter for letter, name in V2_NAMES.items()}
-_V1_KEYS = {name: name for name in V2_NAMES.values()}
-
-
 class SendProcessor:
     """Needs ``node`` with ``store``, ``config`` and ``ensure_topic(topic, default, nums)``;
     counts puts in ``stats`` and waits for the slaves through ``replication`` (the node's
@@ -182,34 +162,25 @@ class SendProcessor:
         return info
 
     async def send_v1(self, conn, req: RemotingCommand) -> RemotingCommand:
-        return await self._send(conn, req, req.ext_fields, _V1_KEYS)
+        return await self._send(conn, req)
 
     async def send_v2(self, conn, req: RemotingCommand) -> RemotingCommand:
-        return await self._send(conn, req, req.ext_fields, _V2_KEYS)
+        return await self._send(conn, req)
 
     async def send_batch(self, conn, req: RemotingCommand) -> RemotingCommand:
-        # RocketMQ's client sends code 320 with a V2 header
-        keys = _V2_KEYS if "b" in req.ext_fields else _V1_KEYS
-        return await self._send(conn, req, req.ext_fields, keys, batch=True)
+        return await self._send(conn, req)
 
-    async def _send(
-        self, conn, req: RemotingCommand, f: dict[str, str], k: dict[str, str], batch=False
-    ) -> RemotingCommand:
-        """``f``: the header as sent; ``k``: long field name → its key in ``f``."""
+    async def _send(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """The header as the guard parsed and checked it (send_header.py): nothing else of
+        ``req.ext_fields`` is read here."""
         try:
-            topic = f.get(k["topic"])
-            if topic is None:
-                raise MissingFieldError("topic", req.code)
-            queue_id = _int_field(req, f, k["queueId"])
-            sys_flag = _int_field(req, f, k["sysFlag"], 0)
-            born_ts = _int_field(req, f, k["bornTimestamp"], 0)
-            flag = _int_field(req, f, k["flag"], 0)
-            reconsume = _int_field(req, f, k["reconsumeTimes"], 0)
-            default_nums = _int_field(req, f, k["defaultTopicQueueNums"], 4)
-        except _BadHeader as exc:
-            return req.make_response(ResponseCode.MESSAGE_ILLEGAL, remark=str(exc))
-        batch = batch or f.get(k["batch"], "false").lower() == "true"
-        info = self._topic(topic, f.get(k["defaultTopic"]), default_nums)
+            h = send_header(req)
+        except SendHeaderError as exc:
+            return req.make_response(exc.response_code, remark=str(exc))
+        topic, queue_id, batch = h.topic, h.queue_id, h.batch
+        sys_flag, born_ts, flag, reconsume = h.sys_flag, h.born_ts, h.flag, h.reconsume
+        default_nums = h.default_nums
+        info = self._topic(topic, h.default_topic, default_nums)
         if info is None:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -229,7 +200,7 @@ class SendProcessor:
                 f"{write_nums} write queues",
             )
         born_host = _born_host(conn)
-        props = string_to_properties(f.get(k["properties"]) or "")
+        props = string_to_properties(h.properties)
         if batch:
             return await self._put_batch(req, topic, queue_id, props, sys_flag, born_ts, born_host)
         msg = Message(
@@ -360,20 +331,3 @@ def _born_host(conn) -> tuple[str, int]:
     if hasattr(conn, "attrs"):
         conn.attrs["born_host"] = value
     return value
-
-
-def _int_field(req: RemotingCommand, f: dict[str, str], key: str, default: int | None = None):
-    raw = f.get(key)
-    if raw is None:
-        if default is not None:
-            return default
-        raise MissingFieldError(V2_NAMES.get(key, key), req.code)
-    try:
-        return int(raw)
-    except ValueError:
-        raise _BadHeader(V2_NAMES.get(key, key), raw) from None
-
-
-class _BadHeader(Exception):
-    def __init__(self, name: str, raw) -> None:
-        super().__init__(f"send header field {name!r} is not an integer: {raw!r}")
