@@ -13,7 +13,17 @@ import time
 from dataclasses import dataclass
 
 from broker.acl.accounts import ANY, DENY, PUB, SUB, Account, PlainAcl, group_resource
-from broker.acl.signing import ACCESS_KEY, signature_matches
+from broker.acl.replay import ReplayGuard
+from broker.acl.signing import (
+    ACCESS_KEY,
+    REMOTING_PURPOSE,
+    SIGN_NONCE,
+    SIGN_TIMESTAMP,
+    SIGNATURE_VERSION,
+    V2,
+    signature_matches,
+    signature_v2_matches,
+)
 from broker.processors.send_header import SEND_CODES, SendHeaderError, send_header
 from broker.remoting.codes import RequestCode as R
 from broker.remoting.command import RemotingCommand
@@ -135,6 +145,7 @@ class AclChecker:
         self._mtime_ns = 0
         self._next_check = 0.0
         self._reload_check_s = self.RELOAD_CHECK_MS / 1000
+        self.replay = ReplayGuard()
 
     @classmethod
     def from_file(cls, path: str, reload_check_ms: int = RELOAD_CHECK_MS) -> AclChecker:
@@ -175,11 +186,33 @@ class AclChecker:
         white = account.white_remote_address
         if white is not None and white.matches(host):
             return None
-        if not signature_matches(req.ext_fields, req.body, account.secret_key):
-            return f"signature mismatch for accessKey {ak!r}"
+        problem = self._signature_refusal(req, account)
+        if problem is not None:
+            return problem
         if req.code in self.admin_codes and not account.admin:
             return f"request code {req.code} needs an admin account; {ak!r} is not one"
         return self._resource_refusal(req, account)
+
+    def _signature_refusal(self, req: RemotingCommand, account: Account) -> str | None:
+        """Scheme 2 (bound to the code, every field and the body; once, within the window), or
+        RocketMQ's scheme for RocketMQ's clients: only when the file allows it
+        (``legacySignatures``, default true) and never for an admin request code."""
+        f, ak = req.ext_fields, account.access_key
+        if f.get(SIGNATURE_VERSION) == V2:
+            if not signature_v2_matches(
+                REMOTING_PURPOSE, req.code, f, req.body, account.secret_key
+            ):
+                return f"signature mismatch for accessKey {ak!r}"
+            return self.replay.refusal(ak, f.get(SIGN_TIMESTAMP), f.get(SIGN_NONCE))
+        if not self.acl.legacy_signatures:
+            return (
+                "RocketMQ-scheme signatures are off (legacySignatures: false); sign with scheme 2"
+            )
+        if req.code in self.admin_codes:
+            return f"request code {req.code} needs a request-bound signature (scheme 2)"
+        if not signature_matches(f, req.body, account.secret_key):
+            return f"signature mismatch for accessKey {ak!r}"
+        return None
 
     def _resource_refusal(self, req: RemotingCommand, account: Account) -> str | None:
         if account.admin and not account.resource_perms:
