@@ -17,6 +17,10 @@ class StoreError(HaproofError):
     """Something is wrong in a store directory."""
 
 
+class DiskFullError(StoreError):
+    """Space for a store file could not be reserved (ENOSPC, EDQUOT): nothing was written."""
+
+
 class CorruptRecordError(StoreError):
     """Bytes that should be a commit log record are not one."""
 

@@ -35,6 +35,14 @@ STATUS_CODES = {
     PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 
+# A refused put → RocketMQ's code for it (SendMessageProcessor.handlePutMessageResult); the rest
+# is SYSTEM_ERROR with the status in the remark.
+REFUSAL_CODES = {
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,  # disk full
+    PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+}
+
 PERM_WRITE = 0x2
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
@@ -218,8 +226,10 @@ class SendProcessor:
         code = STATUS_CODES.get(status)
         if code is None:
             remark = f"{status.value}: {result.remark}".rstrip(": ")
-            log.warning("send to %s/%d refused: %s", topic, queue_id, remark)
-            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+            if status is not PutMessageStatus.SERVICE_NOT_AVAILABLE:  # logged once by the store
+                log.warning("send to %s/%d refused: %s", topic, queue_id, remark)
+            refusal = REFUSAL_CODES.get(status, ResponseCode.SYSTEM_ERROR)
+            return req.make_response(refusal, remark=remark)
         return RemotingCommand(  # make_response without re-stringifying every field
             code=code,
             version=req.version,
@@ -299,7 +309,8 @@ class SendProcessor:
         first_bad = next((r for r in results if r.status is not PutMessageStatus.PUT_OK), None)
         if first_bad is not None and first_bad is results[0]:
             remark = f"{first_bad.status.value}: {first_bad.remark}".rstrip(": ")
-            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+            refusal = REFUSAL_CODES.get(first_bad.status, ResponseCode.SYSTEM_ERROR)
+            return req.make_response(refusal, remark=remark)
         ok = [r for r in results if r.wrote_offset >= 0]
         status = await self._replication(ok[-1])
         if first_bad is not None and status is PutMessageStatus.PUT_OK:

@@ -169,7 +169,7 @@ def test_slave_refuses_sends(tmp_path):
     async def body(node, client, addr):
         node.store.topic_config.put("T4", {"topicName": "T4", "writeQueueNums": 1, "perm": 6})
         r = await client.invoke(addr, send_v2("T4", b"x"))
-        assert r.code == ResponseCode.SYSTEM_ERROR and "SERVICE_NOT_AVAILABLE" in r.remark
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE and "SERVICE_NOT_AVAILABLE" in r.remark
 
     run_node(tmp_path, body, brokerRole="SLAVE", brokerId=1)
 
@@ -399,3 +399,13 @@ def test_sync_flush_send_and_stop_with_a_parked_pull(tmp_path):
         assert store.get_max_offset_in_queue("TS", 0) == 1
     finally:
         store.shutdown()
+
+
+def test_an_oversized_body_is_message_illegal(tmp_path):
+    async def body(node, client, addr):
+        r = await client.invoke(addr, send_v2("T5", b"x" * 4096))
+        assert r.code == ResponseCode.MESSAGE_ILLEGAL, (r.code, r.remark)
+        assert "too large" in r.remark
+        assert (await client.invoke(addr, send_v2("T5", b"x"))).code == ResponseCode.SUCCESS
+
+    run_node(tmp_path, body, maxMessageSize=1024)
