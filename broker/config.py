@@ -98,7 +98,8 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveNice": ("archive_nice", 10),
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
     "eventLoop": ("event_loop", EventLoop.UVLOOP),
-    "listenHost": ("listen_host", "0.0.0.0"),
+    "listenHost": ("listen_host", "127.0.0.1"),
+    "insecure": ("insecure", False),
     "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_s", 120),
     "remotingFrameReadTimeoutMs": ("remoting_frame_read_timeout_ms", 30_000),
     "remotingMaxConnections": ("remoting_max_connections", 4096),
@@ -173,9 +174,10 @@ class BrokerConfig:
     snapshot_interval_ms: int = 60_000
     # the node's asyncio event loop: uvloop (default) or the standard library's (asyncio)
     event_loop: EventLoop = EventLoop.UVLOOP
-    # remoting transport (broker/remoting/limits.py, tls.py): 0.0.0.0 = all interfaces, loudly
-    # warned about at start while ACL is off
-    listen_host: str = "0.0.0.0"
+    # remoting transport (broker/remoting/limits.py, tls.py): loopback unless configured; an
+    # address beyond loopback needs aclEnable, or insecure=true (then a loud warning at start)
+    listen_host: str = "127.0.0.1"
+    insecure: bool = False
     server_channel_max_idle_time_s: int = 120
     remoting_frame_read_timeout_ms: int = 30_000
     remoting_max_connections: int = 4096

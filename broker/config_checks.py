@@ -10,6 +10,7 @@ import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from broker.remoting.server import exposure_refusal
 from broker.remoting.tls import TlsMode
 from contracts.errors import ConfigError
 
@@ -98,6 +99,9 @@ def _check_addresses_and_features(cfg: Any, bad: Callable[[str, str], ConfigErro
         parse_delay_levels(cfg.message_delay_level)
     except ConfigError as exc:
         raise keyed_error(str(exc), "messageDelayLevel") from None
+    exposed = exposure_refusal("the broker", cfg.listen_host, cfg.acl_enable, cfg.insecure)
+    if exposed is not None:
+        raise keyed_error(f"listenHost={cfg.listen_host!r}: {exposed}", "listenHost")
     if cfg.acl_enable and not cfg.acl_file:
         raise keyed_error("aclEnable=true needs aclFile (the path of plain_acl.yml)", "aclEnable")
     if bool(cfg.access_key) != bool(cfg.secret_key):

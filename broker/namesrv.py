@@ -26,7 +26,7 @@ from broker.remoting.limits import (
     DEFAULT_MAX_PENDING_BYTES,
     ServerLimits,
 )
-from broker.remoting.server import RemotingServer, warn_if_exposed
+from broker.remoting.server import RemotingServer, exposure_refusal, warn_if_exposed
 from broker.remoting.tls import TlsMode
 from contracts.errors import ConfigError, RemotingError
 from contracts.fastjson import loads_fastjson
@@ -292,6 +292,9 @@ def _server_options(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     options = _server_options(args)  # ConfigError: one line, exit 2 (cli.main)
+    exposed = exposure_refusal("the name server", args.host, bool(args.acl_file), args.insecure)
+    if exposed is not None:
+        raise ConfigError(f"namesrv --host {args.host}: {exposed} (--acl-file or --insecure)")
     acl = AclChecker.from_file(args.acl_file) if args.acl_file else None
     warn_if_exposed("the name server", args.host, acl is not None)
     aio.run(serve(args.host, args.listen_port, acl, **options), args.event_loop)
@@ -302,9 +305,15 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("namesrv", help="run a name server (foreground)")
     p.add_argument(
         "--host",
-        default="0.0.0.0",
-        help="address to listen on (default 0.0.0.0: all interfaces, with a loud warning while "
-        "ACL is off; 127.0.0.1 keeps it on this machine)",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; an address beyond loopback needs "
+        "--acl-file, or --insecure to accept an open name server)",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow listening beyond loopback without --acl-file (anyone who reaches the port "
+        "can register and unregister brokers and change routes)",
     )
     p.add_argument("--listen-port", type=int, default=9876, help="TCP port (default 9876)")
     p.add_argument(
