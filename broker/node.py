@@ -107,8 +107,9 @@ class BrokerNode:
         """``host`` overrides the config's listenHost; ``config_path`` is the broker.conf
         runtime config updates are written to (None: they are refused)."""
         host = config.listen_host if host is None else host
-        exposed = exposure_refusal(f"broker {config.node_name}", host, config.acl_enable,
-                                   config.insecure)  # fmt: skip
+        exposed = exposure_refusal(
+            f"broker {config.node_name}", host, config.acl_enable, config.insecure
+        )
         if exposed is not None:  # --host beyond loopback (listenHost is checked with the file)
             raise ConfigError(exposed)
         acl = acl_checker(config)  # a bad plain_acl.yml stops the start before the store opens

@@ -30,6 +30,8 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from contracts.read_limits import load_json_doc
+
 VERSION = "v1"
 REVISION = 2  # 1: flat folders; 2: bucket folders (read: both)
 AUDIT_DIR = "_audit"
@@ -292,7 +294,7 @@ class ChunkManifest:
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "manifest") -> ChunkManifest:
-        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        doc = load_json_doc(data, what) if isinstance(data, (bytes, str)) else data
         _require(
             doc, what, {
                 "start": int, "end": int, "records": int, "firstStoreTs": int,
@@ -332,7 +334,7 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "snapshot") -> Snapshot:
-        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        doc = load_json_doc(data, what) if isinstance(data, (bytes, str)) else data
         _require(
             doc, what, {
                 "node": str, "brokerName": str, "brokerId": int, "role": str, "epoch": int,
@@ -372,7 +374,7 @@ def make_event(
 
 
 def parse_event(data: bytes | str | dict, what: str = "event") -> dict[str, Any]:
-    doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+    doc = load_json_doc(data, what) if isinstance(data, (bytes, str)) else data
     _require(
         doc,
         what,

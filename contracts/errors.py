@@ -67,3 +67,11 @@ class AuditInputError(HaproofError):
 
 class ObjectNotFoundError(ArchiveError):
     """The object (or range) asked for is not in the archive."""
+
+
+class ObjectTooLargeError(ArchiveError):
+    """An object holds more bytes than its reader takes (contracts/read_limits.py)."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit

@@ -42,8 +42,12 @@ def reserve(fd: int, path: str, size: int) -> None:
         directory = os.path.dirname(path)
         if directory not in _warned_sparse:
             _warned_sparse.add(directory)
-            log.warning("%s: the file system cannot reserve space (%s): files are sparse, and "
-                        "a full disk may stop the process", directory, exc.strerror)  # fmt: skip
+            log.warning(
+                "%s: the file system cannot reserve space (%s): files are sparse, and "
+                "a full disk may stop the process",
+                directory,
+                exc.strerror,
+            )
         os.ftruncate(fd, size)
 
 

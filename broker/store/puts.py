@@ -236,8 +236,10 @@ class PutMixin:
         full"); reads and replication go on, and the next put that finds room resumes."""
         if self._disk_full_since is None:
             self._disk_full_since = time.monotonic()
-            log.error("disk full: refusing sends until space returns (reads and replication go "
-                      "on): %s", exc)  # fmt: skip
+            log.error(
+                "disk full: refusing sends until space returns (reads and replication go on): %s",
+                exc,
+            )
         return PutMessageResult(
             PutMessageStatus.SERVICE_NOT_AVAILABLE,
             remark=f"service not available now: the broker's disk is full ({exc})",

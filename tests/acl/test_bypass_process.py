@@ -44,10 +44,18 @@ def _broker(tmp_path: Path, **props) -> LocalProcess:
 def _batch_v1(topic: str, extra: dict | None = None) -> RemotingCommand:
     """SEND_BATCH_MESSAGE (320) with SendMessageRequestHeader's long names (V1)."""
     fields = {
-        "producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": 4, "queueId": 0, "sysFlag": 0, "bornTimestamp": 1,
-        "flag": 0, "properties": "", "reconsumeTimes": 0, **(extra or {}),
-    }  # fmt: skip
+        "producerGroup": "PG",
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": 4,
+        "queueId": 0,
+        "sysFlag": 0,
+        "bornTimestamp": 1,
+        "flag": 0,
+        "properties": "",
+        "reconsumeTimes": 0,
+        **(extra or {}),
+    }
     body = encode_batch([(0, b"batched", {"WAIT": "true"})])
     return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, fields, body)
 
@@ -127,9 +135,15 @@ def test_batch_send_with_a_v1_header_cannot_reach_system_topics_without_acl(tmp_
 def _send_back(offset: int, origin_topic: str, delay_level: int = -1) -> RemotingCommand:
     return RemotingCommand.request(
         RequestCode.CONSUMER_SEND_MSG_BACK,
-        {"group": GROUP, "offset": offset, "delayLevel": delay_level, "originTopic": origin_topic,
-         "originMsgId": "x", "unitMode": False},
-    )  # fmt: skip
+        {
+            "group": GROUP,
+            "offset": offset,
+            "delayLevel": delay_level,
+            "originTopic": origin_topic,
+            "originMsgId": "x",
+            "unitMode": False,
+        },
+    )
 
 
 def test_send_back_copies_only_a_message_of_the_origin_topic(acl_broker):

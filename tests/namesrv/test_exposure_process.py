@@ -38,8 +38,9 @@ def _one_line(stderr: str) -> str:
 
 def test_name_server_listens_on_loopback_by_default_and_refuses_to_be_open(tmp_path):
     port = free_port()
-    proc = LocalProcess.start("namesrv", ["namesrv", "--listen-port", str(port)], port,
-                              tmp_path / "ns.log")  # fmt: skip
+    proc = LocalProcess.start(
+        "namesrv", ["namesrv", "--listen-port", str(port)], port, tmp_path / "ns.log"
+    )
     try:
         assert f"namesrv listening on 127.0.0.1:{port}" in proc.log_path.read_text()
     finally:
@@ -52,9 +53,13 @@ def test_name_server_listens_on_loopback_by_default_and_refuses_to_be_open(tmp_p
 def test_broker_refuses_to_listen_beyond_loopback_without_acl(tmp_path):
     conf = write_broker_conf(
         tmp_path / "b.conf",
-        {"brokerName": "broker-a", "storePathRootDir": tmp_path / "store",
-         "listenPort": free_port(), "listenHost": "0.0.0.0"},
-    )  # fmt: skip
+        {
+            "brokerName": "broker-a",
+            "storePathRootDir": tmp_path / "store",
+            "listenPort": free_port(),
+            "listenHost": "0.0.0.0",
+        },
+    )
     for args in (["broker", "-c", str(conf)], ["broker", "-c", str(conf), "--check-config"]):
         r = _run(*args)
         assert r.returncode == 2, r.stderr
@@ -63,9 +68,12 @@ def test_broker_refuses_to_listen_beyond_loopback_without_acl(tmp_path):
     assert not (tmp_path / "store").exists()
     safe = write_broker_conf(
         tmp_path / "s.conf",
-        {"brokerName": "broker-a", "storePathRootDir": tmp_path / "store",
-         "listenPort": free_port()},
-    )  # fmt: skip
+        {
+            "brokerName": "broker-a",
+            "storePathRootDir": tmp_path / "store",
+            "listenPort": free_port(),
+        },
+    )
     r = _run("broker", "-c", str(safe), "--host", "0.0.0.0")
     assert r.returncode == 2 and "beyond loopback" in _one_line(r.stderr), r.stderr
     ok = _run("broker", "-c", str(safe), "--check-config")
@@ -76,26 +84,37 @@ def test_with_acl_anonymous_route_changes_are_refused(tmp_path):
     port = free_port()
     acl = write_acl(tmp_path)
     proc = LocalProcess.start(
-        "namesrv", ["namesrv", "--listen-port", str(port), "--acl-file", str(acl)], port,
+        "namesrv",
+        ["namesrv", "--listen-port", str(port), "--acl-file", str(acl)],
+        port,
         tmp_path / "ns.log",
-    )  # fmt: skip
+    )
 
     async def main():
         client = RemotingClient()
         try:
             register = RemotingCommand.request(
                 RequestCode.REGISTER_BROKER,
-                {"brokerAddr": "6.6.6.6:10911", "brokerName": "evil", "clusterName": "C",
-                 "brokerId": 0, "haServerAddr": "6.6.6.6:10912"},
+                {
+                    "brokerAddr": "6.6.6.6:10911",
+                    "brokerName": "evil",
+                    "clusterName": "C",
+                    "brokerId": 0,
+                    "haServerAddr": "6.6.6.6:10912",
+                },
                 json.dumps({"topicConfigTable": {"Orders": {"topicName": "Orders"}}}).encode(),
-            )  # fmt: skip
+            )
             resp = await client.invoke(proc.addr, register, 5000)
             assert resp.code == ResponseCode.NO_PERMISSION, resp.remark
             unregister = RemotingCommand.request(
                 RequestCode.UNREGISTER_BROKER,
-                {"brokerAddr": "6.6.6.6:10911", "brokerName": "evil", "clusterName": "C",
-                 "brokerId": 0},
-            )  # fmt: skip
+                {
+                    "brokerAddr": "6.6.6.6:10911",
+                    "brokerName": "evil",
+                    "clusterName": "C",
+                    "brokerId": 0,
+                },
+            )
             resp = await client.invoke(proc.addr, unregister, 5000)
             assert resp.code == ResponseCode.NO_PERMISSION, resp.remark
         finally:
