@@ -364,9 +364,11 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--accept-offset-loss",
+        "--accept-lost-offsets",
         action="store_true",
-        help="start even when consumerOffset.json and its backup are unreadable, serving what is "
-        "left (recorded as an offset_reset event); restore the file instead when you can",
+        help="start even when consumerOffset.json and its backup are unreadable (or both missing "
+        "from a store holding messages), serving what is left (recorded as an offset_reset "
+        "event); restore the file instead when you can",
     )
     p.set_defaults(func=run)
 
