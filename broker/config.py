@@ -109,6 +109,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "tlsServerCertPath": ("tls_server_cert_path", None),
     "tlsServerKeyPath": ("tls_server_key_path", None),
     "tlsServerKeyPassword": ("tls_server_key_password", None),
+    "tlsServerKeyPasswordFile": ("tls_server_key_password_file", None),
     "tlsEnable": ("tls_enable", False),
     "tlsClientTrustCertPath": ("tls_client_trust_cert_path", None),
     "strictConfig": ("strict_config", True),
@@ -187,6 +188,8 @@ class BrokerConfig:
     tls_server_cert_path: str | None = None
     tls_server_key_path: str | None = None
     tls_server_key_password: str | None = field(default=None, repr=False)
+    # the key's pass phrase in a file (first line), else $HAPROOF_TLS_KEY_PASSWORD
+    tls_server_key_password_file: str | None = None
     # this node's own connections (name server, master, peers) over TLS, servers verified
     # against tlsClientTrustCertPath (else the system's trust store)
     tls_enable: bool = False

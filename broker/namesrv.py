@@ -286,7 +286,8 @@ def _server_options(args: argparse.Namespace) -> dict:
     mode = TlsMode.parse(args.tls_mode)
     ctx = None
     if mode is not TlsMode.DISABLED:
-        ctx = tls.server_context(args.tls_cert, args.tls_key)
+        password = tls.key_password(None, args.tls_key_password_file)
+        ctx = tls.server_context(args.tls_cert, args.tls_key, password)
     return {"limits": limits, "tls_mode": mode, "ssl_context": ctx}
 
 
@@ -351,6 +352,11 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tls-cert", help="PEM certificate (chain) for TLS")
     p.add_argument("--tls-key", help="PEM private key for TLS")
+    p.add_argument(
+        "--tls-key-password-file",
+        help="file whose first line is the TLS key's pass phrase (else "
+        "$HAPROOF_TLS_KEY_PASSWORD; an encrypted key never prompts)",
+    )
     p.add_argument(
         "--event-loop",
         choices=[k.value for k in aio.EventLoop],

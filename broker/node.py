@@ -338,6 +338,8 @@ async def serve(
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_file(args.config)
     if args.check_config:
+        acl_checker(config)  # aclFile loads (exists, parses, no CHANGE-ME key)
+        remoting_server(config, {})  # the TLS certificate and key load (nothing is bound)
         print(
             f"{args.config}: configuration OK: broker {config.broker_name} (id {config.broker_id}, "
             f"{config.broker_role.value}, {config.flush_disk_type.value}), store "
