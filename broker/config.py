@@ -103,6 +103,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_s", 120),
     "remotingFrameReadTimeoutMs": ("remoting_frame_read_timeout_ms", 30_000),
     "remotingMaxConnections": ("remoting_max_connections", 4096),
+    "remotingMaxConnectionsPerHost": ("remoting_max_connections_per_host", 1024),
     "remotingMaxPendingBytes": ("remoting_max_pending_bytes", 64 * 1024 * 1024),
     "haMaxConnections": ("ha_max_connections", 16),
     "tlsMode": ("tls_mode", TlsMode.DISABLED),
@@ -182,6 +183,7 @@ class BrokerConfig:
     server_channel_max_idle_time_s: int = 120
     remoting_frame_read_timeout_ms: int = 30_000
     remoting_max_connections: int = 4096
+    remoting_max_connections_per_host: int = 1024  # one remote address, so it cannot take all
     remoting_max_pending_bytes: int = 64 * 1024 * 1024
     ha_max_connections: int = 16
     tls_mode: TlsMode = TlsMode.DISABLED

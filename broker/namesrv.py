@@ -23,6 +23,7 @@ from broker.remoting.limits import (
     DEFAULT_FRAME_READ_TIMEOUT_MS,
     DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_HOST,
     DEFAULT_MAX_PENDING_BYTES,
     ServerLimits,
 )
@@ -279,6 +280,7 @@ def _server_options(args: argparse.Namespace) -> dict:
             idle_timeout_ms=args.idle_timeout_seconds * 1000,
             frame_read_timeout_ms=args.frame_read_timeout_ms,
             max_connections=args.max_connections,
+            max_connections_per_host=args.max_connections_per_host,
             max_pending_bytes=args.max_pending_bytes,
         )
     except ValueError as exc:
@@ -335,6 +337,13 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=DEFAULT_MAX_CONNECTIONS,
         help=f"connections accepted at once (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    p.add_argument(
+        "--max-connections-per-host",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS_PER_HOST,
+        help="connections accepted at once from one remote address "
+        f"(default {DEFAULT_MAX_CONNECTIONS_PER_HOST})",
     )
     p.add_argument(
         "--max-pending-bytes",

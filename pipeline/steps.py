@@ -39,8 +39,17 @@ class PipelineConfig:
             raise AuditInputError("an audit needs an archive root and a cluster")
         if self.max_lag_bytes < 0:
             raise AuditInputError(f"max_lag_bytes must be >= 0, got {self.max_lag_bytes}")
-        parse_time(self.since, "since")
-        parse_time(self.until, "until")
+        since, until = parse_time(self.since, "since"), parse_time(self.until, "until")
+        if since is not None and until is not None and until < since:
+            raise AuditInputError(
+                f"--until {self.until} is before --since {self.since}: an empty window"
+            )
+        for what, name in (("cluster", self.cluster), ("brokerName", self.broker_name)):
+            if name is not None:
+                try:
+                    layout.check_name(what, name)
+                except layout.LayoutError as exc:
+                    raise AuditInputError(str(exc)) from None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -38,6 +38,7 @@ ADMIN_CODES = frozenset(
     {
         R.UPDATE_AND_CREATE_TOPIC,
         25,  # UPDATE_BROKER_CONFIG
+        R.GET_BROKER_CONFIG,  # the whole broker.conf: paths, addresses, limits
         200,  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
         207,  # DELETE_SUBSCRIPTIONGROUP
         215,  # DELETE_TOPIC_IN_BROKER

@@ -86,3 +86,17 @@ def test_change_me_keys_refuse_to_load():
     text = PLAIN_ACL.replace(USER_SK, "CHANGE-ME-please-1")
     with pytest.raises(ConfigError, match=r"accounts\[1\].*CHANGE-ME"):
         PlainAcl.from_text(text)
+
+
+def test_get_broker_config_is_for_admins_only():
+    checker = AclChecker(PlainAcl.from_text(PLAIN_ACL))
+    for signer, refused in (
+        (AclSigner(USER_AK, USER_SK), True),
+        (AclSigner(ADMIN_AK, ADMIN_SK), False),
+    ):
+        req = RemotingCommand.request(RequestCode.GET_BROKER_CONFIG, {})
+        signer(req)
+        reason = checker.refusal(req, HOST)
+        assert (reason is not None) is refused, reason
+        if refused:
+            assert "needs an admin account" in reason
