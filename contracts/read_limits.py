@@ -27,10 +27,16 @@ MAX_PARQUET_ROWS = 50_000_000
 MAX_PARQUET_UNCOMPRESSED_BYTES = 4 << 30
 
 
-def load_json_doc(data: bytes | str, what: str = "document") -> Any:
-    """Parse one JSON document within the limits above; ValueError (naming ``what``) if not."""
-    if len(data) > MAX_JSON_DOC_BYTES:
-        raise ValueError(f"{what}: {len(data)} bytes, more than {MAX_JSON_DOC_BYTES}")
-    if isinstance(data, bytes | bytearray):
-        data = bytes(data).decode("utf-8")  # UnicodeDecodeError is a ValueError
-    return loads_bounded(data, MAX_JSON_DOC_DEPTH)
+def load_json_doc(
+    data: bytes | str, what: str = "document", error: type[ValueError] = ValueError
+) -> Any:
+    """Parse one JSON document within the limits above; ``error`` (a ValueError, naming
+    ``what``) when it is not JSON or breaks a limit."""
+    try:
+        if len(data) > MAX_JSON_DOC_BYTES:
+            raise ValueError(f"{len(data)} bytes, more than {MAX_JSON_DOC_BYTES}")
+        if isinstance(data, bytes | bytearray):
+            data = bytes(data).decode("utf-8")  # UnicodeDecodeError is a ValueError
+        return loads_bounded(data, MAX_JSON_DOC_DEPTH)
+    except ValueError as exc:
+        raise error(f"{what}: not a usable JSON document: {exc}") from exc
