@@ -80,6 +80,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio", 40),
     "slaveReadEnable": ("slave_read_enable", False),
     "autoCreateTopicEnable": ("auto_create_topic_enable", True),
+    "autoCreateTopicMaxPerClient": ("auto_create_topic_max_per_client", 1000),
     "defaultTopicQueueNums": ("default_topic_queue_nums", 8),
     "messageDelayLevel": ("message_delay_level", DEFAULT_DELAY_LEVELS),
     "slaveSyncIntervalMs": ("slave_sync_interval_ms", 60_000),
@@ -152,6 +153,8 @@ class BrokerConfig:
     access_message_in_memory_max_ratio: int = 40
     slave_read_enable: bool = False
     auto_create_topic_enable: bool = True
+    # topics one client address may auto-create by sending (a flood of new names is refused)
+    auto_create_topic_max_per_client: int = 1000
     default_topic_queue_nums: int = 8
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     slave_sync_interval_ms: int = 60_000

@@ -47,6 +47,7 @@ POSITIVE_FIELDS = (
     "server_channel_max_idle_time_s",
     "remoting_frame_read_timeout_ms",
     "remoting_max_connections",
+    "auto_create_topic_max_per_client",
     "remoting_max_connections_per_host",
     "ha_max_connections",
 )

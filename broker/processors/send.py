@@ -134,6 +134,7 @@ class SendProcessor:
         self.replication = replication
         self.levels_ms = parse_delay_levels(node.config.message_delay_level)
         self._topics: dict[str, tuple[dict, tuple[int, int, int]]] = {}
+        self._created = AutoCreateCap(node.config.auto_create_topic_max_per_client)
 
     def handlers(self) -> dict:
         """Sends start eagerly in the read loop (broker/remoting/connection.Eager)."""
@@ -149,7 +150,7 @@ class SendProcessor:
             return result.status  # nothing to wait for: skip a coroutine per message
         return await replication.await_replication(result, self.node.config.sync_flush_timeout_ms)
 
-    def _topic(self, topic: str, default_topic: str | None, default_nums: int):
+    def _topic(self, topic: str, default_topic: str | None, default_nums: int, host: str = ""):
         """(perm, writeQueueNums, max(write, read)) of ``topic``, created when allowed; cached
         while the topic's config object stays the one in the table. None: no such topic."""
         table = self.node.store.topic_config.table
@@ -157,9 +158,14 @@ class SendProcessor:
         cached = self._topics.get(topic)
         if cached is not None and cached[0] is tc:
             return cached[1]
+        created = tc is None
+        if created and not self._created.allows(host):
+            return None  # this client created its share of topics already
         tc = self.node.ensure_topic(topic, default_topic, default_nums)
         if tc is None:
             return None
+        if created:
+            self._created.count(host)
         write_nums = int(tc.get("writeQueueNums", 0))
         info = (
             int(tc.get("perm", 6)),
@@ -188,11 +194,13 @@ class SendProcessor:
         topic, queue_id, batch = h.topic, h.queue_id, h.batch
         sys_flag, born_ts, flag, reconsume = h.sys_flag, h.born_ts, h.flag, h.reconsume
         default_nums = h.default_nums
-        info = self._topic(topic, h.default_topic, default_nums)
+        born_host = _born_host(conn)
+        info = self._topic(topic, h.default_topic, default_nums, born_host[0])
         if info is None:
+            capped = "" if self._created.allows(born_host[0]) else self._created.remark
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                remark=f"topic[{topic}] not exist, apply first please!",
+                remark=f"topic[{topic}] not exist, apply first please!{capped}",
             )
         perm, write_nums, max_nums = info
         if not perm & PERM_WRITE:
@@ -207,7 +215,6 @@ class SendProcessor:
                 remark=f"request queueId[{queue_id}] is illegal, topic {topic} has "
                 f"{write_nums} write queues",
             )
-        born_host = _born_host(conn)
         props = string_to_properties(h.properties)
         if batch:
             return await self._put_batch(req, topic, queue_id, props, sys_flag, born_ts, born_host)
@@ -331,6 +338,26 @@ class SendProcessor:
                 "TRACE_ON": "true",
             },
         )
+
+
+class AutoCreateCap:
+    """How many topics each client address auto-created by sending; at ``limit`` it creates
+    no more (existing topics stay writable). The table holds at most MAX_HOSTS addresses."""
+
+    MAX_HOSTS = 4096
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._by_host: dict[str, int] = {}
+        self.remark = f" (this client auto-created autoCreateTopicMaxPerClient={limit} topics)"
+
+    def allows(self, host: str) -> bool:
+        return self._by_host.get(host, 0) < self.limit
+
+    def count(self, host: str) -> None:
+        if host not in self._by_host and len(self._by_host) >= self.MAX_HOSTS:
+            self._by_host.pop(next(iter(self._by_host)))
+        self._by_host[host] = self._by_host.get(host, 0) + 1
 
 
 def _born_host(conn) -> tuple[str, int]:

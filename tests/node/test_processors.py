@@ -409,3 +409,19 @@ def test_an_oversized_body_is_message_illegal(tmp_path):
         assert (await client.invoke(addr, send_v2("T5", b"x"))).code == ResponseCode.SUCCESS
 
     run_node(tmp_path, body, maxMessageSize=1024)
+
+
+def test_a_client_auto_creates_at_most_its_share_of_topics(tmp_path):
+    async def body(node, client, addr):
+        for i in range(3):
+            r = await client.invoke(addr, send_v2(f"Auto{i}", b"x"))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await client.invoke(addr, send_v2("Auto3", b"x"))
+        assert (
+            r.code == ResponseCode.TOPIC_NOT_EXIST and "autoCreateTopicMaxPerClient=3" in r.remark
+        )
+        assert "Auto3" not in node.store.topic_config.table
+        # what it created stays writable
+        assert (await client.invoke(addr, send_v2("Auto0", b"y"))).code == ResponseCode.SUCCESS
+
+    run_node(tmp_path, body, autoCreateTopicMaxPerClient=3)
