@@ -23,10 +23,11 @@ from broker.remoting.limits import (
     DEFAULT_FRAME_READ_TIMEOUT_MS,
     DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_HOST,
     DEFAULT_MAX_PENDING_BYTES,
     ServerLimits,
 )
-from broker.remoting.server import RemotingServer, warn_if_exposed
+from broker.remoting.server import RemotingServer, exposure_refusal, warn_if_exposed
 from broker.remoting.tls import TlsMode
 from contracts.errors import ConfigError, RemotingError
 from contracts.fastjson import loads_fastjson
@@ -287,6 +288,7 @@ def _server_options(args: argparse.Namespace) -> dict:
             idle_timeout_ms=args.idle_timeout_seconds * 1000,
             frame_read_timeout_ms=args.frame_read_timeout_ms,
             max_connections=args.max_connections,
+            max_connections_per_host=args.max_connections_per_host,
             max_pending_bytes=args.max_pending_bytes,
         )
     except ValueError as exc:
@@ -294,12 +296,16 @@ def _server_options(args: argparse.Namespace) -> dict:
     mode = TlsMode.parse(args.tls_mode)
     ctx = None
     if mode is not TlsMode.DISABLED:
-        ctx = tls.server_context(args.tls_cert, args.tls_key)
+        password = tls.key_password(None, args.tls_key_password_file)
+        ctx = tls.server_context(args.tls_cert, args.tls_key, password)
     return {"limits": limits, "tls_mode": mode, "ssl_context": ctx}
 
 
 def run(args: argparse.Namespace) -> int:
     options = _server_options(args)  # ConfigError: one line, exit 2 (cli.main)
+    exposed = exposure_refusal("the name server", args.host, bool(args.acl_file), args.insecure)
+    if exposed is not None:
+        raise ConfigError(f"namesrv --host {args.host}: {exposed} (--acl-file or --insecure)")
     acl = AclChecker.from_file(args.acl_file) if args.acl_file else None
     warn_if_exposed("the name server", args.host, acl is not None)
     port, controller = args.listen_port, None
@@ -316,9 +322,15 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("namesrv", help="run a name server (foreground)")
     p.add_argument(
         "--host",
-        default="0.0.0.0",
-        help="address to listen on (default 0.0.0.0: all interfaces, with a loud warning while "
-        "ACL is off; 127.0.0.1 keeps it on this machine)",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; an address beyond loopback needs "
+        "--acl-file, or --insecure to accept an open name server)",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow listening beyond loopback without --acl-file (anyone who reaches the port "
+        "can register and unregister brokers and change routes)",
     )
     p.add_argument("--listen-port", type=int, default=9876, help="TCP port (default 9876)")
     p.add_argument("-c", "--config", default=None,
@@ -344,6 +356,13 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         help=f"connections accepted at once (default {DEFAULT_MAX_CONNECTIONS})",
     )
     p.add_argument(
+        "--max-connections-per-host",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS_PER_HOST,
+        help="connections accepted at once from one remote address "
+        f"(default {DEFAULT_MAX_CONNECTIONS_PER_HOST})",
+    )
+    p.add_argument(
         "--max-pending-bytes",
         type=int,
         default=DEFAULT_MAX_PENDING_BYTES,
@@ -359,6 +378,11 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tls-cert", help="PEM certificate (chain) for TLS")
     p.add_argument("--tls-key", help="PEM private key for TLS")
+    p.add_argument(
+        "--tls-key-password-file",
+        help="file whose first line is the TLS key's pass phrase (else "
+        "$HAPROOF_TLS_KEY_PASSWORD; an encrypted key never prompts)",
+    )
     p.add_argument(
         "--event-loop",
         choices=[k.value for k in aio.EventLoop],

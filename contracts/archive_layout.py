@@ -1,9 +1,8 @@
 """Archive layout version 1, revision 2 (DESIGN.md section 3 plus bucket folders): the keys and
 JSON documents in object storage.
 
-This module is the single owner of the layout: the shipper writes through it and the Spark audit
-jobs read through it. Keys are relative to the archive ROOT (``s3://bucket/prefix`` or
-``file:///path``)::
+The single owner of the layout: the shipper writes and the audit reads through it. Keys are
+relative to the archive ROOT (``s3://bucket/prefix`` or ``file:///path``)::
 
     v1/{cluster}/{brokerName}/{node}/commitlog/{B1}/{B2}/{B3}/{start:020d}-{end:020d}-{epoch}.log
     v1/{cluster}/{brokerName}/{node}/commitlog/{B1}/{B2}/{B3}/{start:020d}-{end:020d}-{epoch}.json
@@ -31,6 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from contracts.controller_events import CONTROLLER_EVENT_FIELDS
+from contracts.read_limits import load_json_doc
 
 VERSION = "v1"
 REVISION = 2  # 1: flat folders; 2: bucket folders (read: both)
@@ -46,7 +46,7 @@ EVENT_KINDS = (
 ) + tuple(CONTROLLER_EVENT_FIELDS)  # controller mode: contracts/controller_events.py
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._%-]*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._%-]{0,254}$")  # a file system's path component
 _CHUNK_RE = re.compile(r"^(\d{20})-(\d{20})-(\d+)\.(log|json)$")
 _SNAPSHOT_RE = re.compile(r"^(\d{13})\.json$")
 _EVENT_RE = re.compile(r"^(\d{13})-([a-z_]+)\.json$")
@@ -58,7 +58,7 @@ class LayoutError(ValueError):
 
 def check_name(what: str, value: str) -> str:
     if not isinstance(value, str) or not _NAME_RE.match(value) or value == AUDIT_DIR:
-        raise LayoutError(f"{what} {value!r} is not a valid archive path component")
+        raise LayoutError(f"{what} {value!r:.80} is not a valid archive path component")
     return value
 
 
@@ -294,7 +294,7 @@ class ChunkManifest:
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "manifest") -> ChunkManifest:
-        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        doc = load_json_doc(data, what, LayoutError) if isinstance(data, (bytes, str)) else data
         _require(
             doc, what, {
                 "start": int, "end": int, "records": int, "firstStoreTs": int,
@@ -334,7 +334,7 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "snapshot") -> Snapshot:
-        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        doc = load_json_doc(data, what, LayoutError) if isinstance(data, (bytes, str)) else data
         _require(
             doc, what, {
                 "node": str, "brokerName": str, "brokerId": int, "role": str, "epoch": int,
@@ -374,7 +374,7 @@ def make_event(
 
 
 def parse_event(data: bytes | str | dict, what: str = "event") -> dict[str, Any]:
-    doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+    doc = load_json_doc(data, what, LayoutError) if isinstance(data, (bytes, str)) else data
     _require(
         doc,
         what,

@@ -17,6 +17,10 @@ class StoreError(HaproofError):
     """Something is wrong in a store directory."""
 
 
+class DiskFullError(StoreError):
+    """Space for a store file could not be reserved (ENOSPC, EDQUOT): nothing was written."""
+
+
 class CorruptRecordError(StoreError):
     """Bytes that should be a commit log record are not one."""
 
@@ -75,3 +79,11 @@ class OffsetRecordError(HaproofError):
 
     def __reduce__(self):  # crosses process boundaries (Spark executors)
         return (type(self), (self.field, self.why))
+
+
+class ObjectTooLargeError(ArchiveError):
+    """An object holds more bytes than its reader takes (contracts/read_limits.py)."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit

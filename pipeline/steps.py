@@ -46,8 +46,17 @@ class PipelineConfig:
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
                 raise AuditInputError(f"{name} must be an integer >= 0, got {value!r}")
-        parse_time(self.since, "since")
-        parse_time(self.until, "until")
+        since, until = parse_time(self.since, "since"), parse_time(self.until, "until")
+        if since is not None and until is not None and until < since:
+            raise AuditInputError(
+                f"--until {self.until} is before --since {self.since}: an empty window"
+            )
+        for what, name in (("cluster", self.cluster), ("brokerName", self.broker_name)):
+            if name is not None:
+                try:
+                    layout.check_name(what, name)
+                except layout.LayoutError as exc:
+                    raise AuditInputError(str(exc)) from None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from contracts import audit_tables as T
-from contracts.errors import ArchiveError, ObjectNotFoundError
+from contracts.errors import ArchiveError, ObjectNotFoundError, ObjectTooLargeError
 from contracts.object_store import StoreSpec
 from contracts.record_walk import check_chunk
 from spark_jobs.archive_reader import executor_store
@@ -136,9 +136,18 @@ def read_chunk(store, node: str, key: str, start: int, end: int) -> tuple[bytes 
     """The chunk's whole object, or None and the fault row saying why it could not be used (a
     missing object, an unreadable one, or one whose size is not its manifest's)."""
     try:
-        data = store.get(key)
+        data = store.get(key, max(0, end - start))  # never more than the manifest's size
     except ObjectNotFoundError as exc:
         return None, fault_row(node, key, T.FAULT_LOG_MISSING, start, end, str(exc))
+    except ObjectTooLargeError as exc:
+        return None, fault_row(
+            node,
+            key,
+            T.FAULT_SIZE_MISMATCH,
+            start,
+            end,
+            f"object is longer than the {end - start} bytes its manifest says ({exc})",
+        )
     except ArchiveError as exc:
         return None, fault_row(node, key, T.FAULT_UNREADABLE, start, end, str(exc))
     if len(data) != end - start:

@@ -29,7 +29,7 @@ from broker.archive.sources import StoreDirSource
 from broker.store.config_store import DelayOffsetTable
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from contracts import archive_layout as layout
-from contracts.errors import ArchiveError, StoreError
+from contracts.errors import ArchiveError, ConfigError, StoreError
 from contracts.object_store import DEFAULT_PART_SIZE, open_store
 
 log = logging.getLogger(__name__)
@@ -150,16 +150,29 @@ def check_file_root(root: str) -> None:
         ) from exc
 
 
+def check_names(args: argparse.Namespace) -> None:
+    """--cluster, --broker-name and --node become archive path components: checked before
+    anything is opened (ConfigError: one line, exit 2)."""
+    names = (
+        ("--cluster", args.cluster),
+        ("--broker-name", args.broker_name),
+        ("--node", args.node),
+    )
+    for flag, value in names:
+        try:
+            layout.check_name(flag, value)
+        except layout.LayoutError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
+    check_names(args)
     check_file_root(args.root)
     source = StoreDirSource.open(args.store_dir, args.mapped_file_size)
     store = open_store(args.root, endpoint_url=args.endpoint_url, part_size=args.part_size_bytes)
     identity = NodeIdentity(
         args.cluster, args.broker_name, args.node, args.broker_id, args.role, args.epoch
     )
-    for what, value in (("cluster", identity.cluster), ("brokerName", identity.broker_name)):
-        layout.check_name(what, value)
-    layout.check_name("node", identity.node)
     shipper = Shipper(store, identity, args.chunk_max_bytes, progress=_progress)
     try:
         return _ship(args, shipper, source)

@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.ha import wire
-from broker.ha.admission import handshake_frame
+from broker.ha.admission import HANDSHAKE_TIMEOUT_MS, handshake_frame
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from contracts.errors import HaproofError, RemotingError, StoreError
@@ -228,17 +228,20 @@ class HAClient:
             await asyncio.sleep(interval_s)
             await self._report(writer)
 
-    def _handshake(self) -> bytes:
-        """With ACL, the signed frame the master wants before the first report."""
+    async def _handshake(self, reader) -> bytes:
+        """With ACL, the signed answer to the master's challenge, wanted before the first
+        report."""
         if not self.config.acl_enable:
             return b""
         if self.signer is None:
             log.warning("HA: aclEnable without accessKey/secretKey: the master will refuse us")
             return b""
-        return handshake_frame(self.signer, self.node_name)
+        async with asyncio.timeout(HANDSHAKE_TIMEOUT_MS / 1000):
+            nonce = wire.read_challenge(await reader.readexactly(wire.CHALLENGE_SIZE))
+        return handshake_frame(self.signer, self.node_name, nonce)
 
     async def _serve(self, reader, writer) -> None:
-        hello = self._handshake()
+        hello = await self._handshake(reader)
         if hello:
             writer.write(hello)
         await self._report(writer)

@@ -28,11 +28,18 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerRole
 from broker.ha.epoch import EpochFile, consistent_point
 from broker.ha.role import RoleChange
+from broker.ha.role_request import (
+    RoleRequest,
+    RoleRequestError,
+    master_mismatch,
+    parse_role_request,
+)
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import topic_config
 from contracts.errors import HaproofError, RemotingError
+from contracts.fastjson import loads_fastjson
 
 if TYPE_CHECKING:
     from broker.node import BrokerNode
@@ -120,15 +127,20 @@ class FailoverService:
         return req.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
 
     async def _role_changed(self, conn, req: RemotingCommand) -> RemotingCommand:
-        master_addr = req.field("masterAddress")
-        epoch = req.int_field("masterEpoch")
+        """Validated in full (broker/ha/role_request.py) before anything changes."""
+        try:
+            change = parse_role_request(req.ext_fields, self.node.role.broker_id)
+            if change.master_addr != self.node.config.broker_addr:
+                await self._check_master(change)
+        except (RoleRequestError, FailoverError) as exc:
+            log.error("refused a role change (nothing changed): %s", exc)
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        master_addr, epoch = change.master_addr, change.epoch
         try:
             if master_addr == self.node.config.broker_addr:
-                role = BrokerRole(req.opt_field("brokerRole") or BrokerRole.SYNC_MASTER.value)
-                await self.become_master(epoch, role)
+                await self.become_master(epoch, change.role)
             else:
-                broker_id = int(req.opt_field("brokerId") or self.node.role.broker_id or 1)
-                await self.become_slave(master_addr, req.opt_field("masterHaAddress"), broker_id)
+                await self.become_slave(master_addr, change.master_ha_addr, change.broker_id)
         except (HaproofError, ValueError) as exc:
             log.error("role change to master %s (epoch %d) failed: %s", master_addr, epoch, exc)
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
@@ -136,6 +148,15 @@ class FailoverService:
             ResponseCode.SUCCESS,
             ext_fields={"epoch": self.node.role.epoch, "maxOffset": self.node.store.max_phy_offset},
         )
+
+    async def _check_master(self, change: RoleRequest) -> None:
+        """The node named as the new master must say so itself, before this one follows it."""
+        if change.broker_id <= 0:
+            raise FailoverError(f"a slave needs a brokerId > 0, not {change.broker_id}")
+        doc = await self.fetch_epochs(change.master_addr)
+        problem = master_mismatch(doc, change, self.node.config.broker_name)
+        if problem is not None:
+            raise FailoverError(problem)
 
     async def become_master(self, epoch: int, role: BrokerRole) -> None:
         node, state = self.node, self.node.role
@@ -208,7 +229,13 @@ class FailoverService:
             raise FailoverError(f"cannot read the epochs of {broker_addr}: {exc}") from exc
         if resp.code != ResponseCode.SUCCESS:
             raise FailoverError(f"{broker_addr} refused GET_BROKER_EPOCH_CACHE: {resp.remark}")
-        return json.loads(resp.body)
+        try:
+            doc = loads_fastjson(resp.body)
+        except ValueError as exc:
+            raise FailoverError(f"{broker_addr} answered epochs that are not JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise FailoverError(f"{broker_addr} answered epochs that are not a JSON object")
+        return doc
 
     async def reconcile(self, master_addr: str) -> int | None:
         """Truncate this (slave) node's log to the last point it shares with the master, then

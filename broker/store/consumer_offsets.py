@@ -149,6 +149,7 @@ class ConsumerOffsetManager:
         self.generation = 0
         self.reset_listeners: list[ResetListener] = []
         self.accepted_loss: str | None = None  # why, when started with --accept-offset-loss
+        self.fresh = False  # loaded from no file at all: a new store
         self.refused_commits = 0
         # offsetCommitThroughLog (broker/offset_log): (logOffset, logQueueOffset) after the last
         # record of the offsets topic applied; persisted, so a restart replays only what follows
@@ -168,9 +169,12 @@ class ConsumerOffsetManager:
         max_offset_of: Callable[[str, int], int] | None = None,
         accept_offset_loss: bool = False,
         restore_hint: str = "",
+        holds_messages: bool = False,
     ) -> ConsumerOffsetManager:
         """The newest valid of the file and its ``.bak``. An unusable copy with no verified one
-        beside it raises :class:`OffsetsUnreadableError` unless ``accept_offset_loss``."""
+        beside it, or both copies missing while the store ``holds_messages`` (a store writes
+        its file when it is created), raises :class:`OffsetsUnreadableError` unless
+        ``accept_offset_loss``."""
         m = cls(path, max_offset_of)
         copies: list[_Copy] = []
         problems: list[str] = []
@@ -182,6 +186,12 @@ class ConsumerOffsetManager:
                 continue
             if copy is not None:
                 copies.append(copy)
+        if not copies and not problems and holds_messages:
+            problems.append(
+                f"{os.path.basename(path)} and its .bak are both missing, but the store holds "
+                "messages (every offset would start again)"
+            )
+        m.fresh = not copies and not problems
         verified = [c for c in copies if c.verified]
         best = max(verified, key=lambda c: c.generation) if verified else None
         main = next((c for c in copies if c.path == path), None)

@@ -2,21 +2,53 @@
 
 State: ``wrote_position`` (bytes appended) and ``flushed_position`` (bytes known to be on disk).
 Appends are memory copies into the mapping; ``flush`` msyncs the dirty pages.
+
+A new file's blocks are reserved (``posix_fallocate``) before it is mapped: a write into a
+sparse mapping on a full disk is a SIGBUS that kills the process without a word, a reservation
+that fails is a :class:`DiskFullError` before anything was written (the half-made file is
+removed). A file system without fallocate gets a sparse file and one warning.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
 import threading
 
-from contracts.errors import StoreError
+from contracts.errors import DiskFullError, StoreError
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = mmap.PAGESIZE
 OS_PAGE_SIZE = 4096  # RocketMQ counts dirty pages in 4 KiB units
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_NO_FALLOCATE = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+_warned_sparse: set[str] = set()
+
+
+def reserve(fd: int, path: str, size: int) -> None:
+    """Allocate ``size`` bytes for the file behind ``fd`` (DiskFullError when there is no room)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise DiskFullError(
+                f"no space for {path}: cannot reserve {size} bytes ({exc.strerror})"
+            ) from exc
+        if exc.errno not in _NO_FALLOCATE:
+            raise
+        directory = os.path.dirname(path)
+        if directory not in _warned_sparse:
+            _warned_sparse.add(directory)
+            log.warning(
+                "%s: the file system cannot reserve space (%s): files are sparse, and "
+                "a full disk may stop the process",
+                directory,
+                exc.strerror,
+            )
+        os.ftruncate(fd, size)
 
 
 def file_name(offset: int) -> str:
@@ -46,7 +78,10 @@ class MappedFile:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                raise DiskFullError(f"no space to create {path} ({exc.strerror})") from exc
             raise StoreError(f"cannot open {path}: {exc.strerror}") from exc
+        created = False
         try:
             actual = os.fstat(fd).st_size
             if actual not in (0, file_size):
@@ -55,13 +90,14 @@ class MappedFile:
                     f"{file_size} (mappedFileSize* in broker.conf)"
                 )
             if actual == 0:
-                os.ftruncate(fd, file_size)
+                created = True
+                reserve(fd, path, file_size)
             mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as exc:
-            os.close(fd)
+            _abandon(fd, path, created)
             raise StoreError(f"cannot map {path}: {exc.strerror}") from exc
         except StoreError:
-            os.close(fd)
+            _abandon(fd, path, created)
             raise
         return cls(path, int(name), file_size, fd, mm)
 
@@ -156,3 +192,13 @@ class MappedFile:
         return (
             f"MappedFile({self.path}, wrote={self.wrote_position}, flushed={self.flushed_position})"
         )
+
+
+def _abandon(fd: int, path: str, created: bool) -> None:
+    """Close a file that could not be opened; remove it when this call made it (it was empty)."""
+    os.close(fd)
+    if created:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

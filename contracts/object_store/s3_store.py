@@ -16,6 +16,7 @@ from contracts.errors import (
     ArchiveConflictError,
     ArchiveError,
     ObjectNotFoundError,
+    ObjectTooLargeError,
     TransientArchiveError,
 )
 from contracts.object_store.interface import ObjectInfo, check_key, web_type
@@ -26,6 +27,7 @@ from contracts.object_store.s3_errors import (
     KeyExists,
     is_loopback,
 )
+from contracts.read_limits import MAX_OBJECT_BYTES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -251,12 +253,29 @@ class S3ObjectStore:
             return {}
         return {"ChecksumSHA256": base64.b64encode(bytes.fromhex(digest)).decode("ascii")}
 
-    def get(self, key: str) -> bytes:
-        return self._call(
-            "get",
-            key,
-            lambda: self._client.get_object(Bucket=self.bucket, Key=self._k(key))["Body"].read(),
-        )
+    def get(self, key: str, max_bytes: int | None = None) -> bytes:
+        """At most ``max_bytes``: a larger declared length is refused before the body is read,
+        and one byte more than the limit is read to tell an object that is longer still."""
+        limit = MAX_OBJECT_BYTES if max_bytes is None else max_bytes
+        where = f"{self.root}/{key}"
+
+        def read() -> bytes:
+            resp = self._client.get_object(Bucket=self.bucket, Key=self._k(key))
+            body = resp["Body"]
+            try:
+                declared = int(resp.get("ContentLength") or 0)
+                if declared > limit:
+                    raise ObjectTooLargeError(
+                        f"{where} is {declared} bytes, more than {limit}", limit
+                    )
+                data = body.read(limit + 1)
+            finally:
+                body.close()  # the rest of a longer body is dropped unread
+            if len(data) > limit:
+                raise ObjectTooLargeError(f"{where} holds more than {limit} bytes", limit)
+            return data
+
+        return self._call("get", key, read)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
