@@ -190,12 +190,16 @@ class FailoverService:
             raise FailoverError(f"a slave needs a brokerId > 0, not {broker_id}")
         await node.replication.stop()
         change = node.role.change(BrokerRole.SLAVE, broker_id, master_ha_addr=master_ha_addr)
-        await self.reconcile(master_addr)
-        await node.replication.start()
-        client = node.replication.ha_client
-        if client is not None:
-            client.set_master(master_ha_addr, master_addr)
-        node.request_register()
+        try:
+            await self.reconcile(master_addr)
+        finally:
+            # even when the master cannot be asked now: the HA client reconciles before it
+            # replicates and retries, so the node is never left a slave that follows nobody
+            await node.replication.start()
+            client = node.replication.ha_client
+            if client is not None:
+                client.set_master(master_ha_addr, master_addr)
+            node.request_register()
         if change.old is not BrokerRole.SLAVE:
             log.warning("%s is now a slave of %s", node.node_name, master_addr)
             node.role.announce(RoleChange(change.old, change.new, node.role.epoch))
@@ -215,10 +219,20 @@ class FailoverService:
         take the master's epochs. Returns the truncation point, or None when nothing was cut."""
         node = self.node
         doc = await self.fetch_epochs(master_addr)
+        if doc.get("brokerRole") not in {r.value for r in BrokerRole if r.is_master}:
+            raise FailoverError(
+                f"{master_addr} is not a master (it is {doc.get('brokerRole')}): "
+                f"{node.node_name} will not cut its log to it"
+            )
         theirs = EpochFile.from_json(doc.get("epochList") or [])
         mine = node.role.epoch_entries
         my_end = node.store.max_phy_offset
         point = None
+        if mine and theirs and theirs[-1].epoch < mine[-1].epoch:
+            raise FailoverError(
+                f"{node.node_name} is at epoch {mine[-1].epoch}, master {master_addr} only at "
+                f"{theirs[-1].epoch}: refusing to follow a stale master"
+            )
         if mine and theirs:
             point = consistent_point(mine, my_end, theirs, int(doc["maxOffset"]))
             if point is None:
@@ -273,9 +287,15 @@ async def promote(
     broker_addrs: list[str] | None = None,
     role: BrokerRole = BrokerRole.SYNC_MASTER,
     rpc_hook=None,
+    min_epoch: int = 0,
 ) -> dict:
     """Make ``node_name`` the master of ``broker_name`` under a new epoch; point every other
-    reachable node of the group at it. Returns what was done. ``rpc_hook`` signs (ACL)."""
+    reachable node of the group at it. Returns what was done. ``rpc_hook`` signs (ACL).
+
+    The new epoch is one above the newest a reachable node knows, and at least ``min_epoch``:
+    an unreachable last master may have taken epochs nobody reachable knows of, and reusing one
+    would put two logs under the same epoch (a caller that remembers the epochs it handed out,
+    as a controller does, passes the next one)."""
     client = RemotingClient(rpc_hook=rpc_hook)
     try:
         addrs = list(broker_addrs or [])
@@ -300,7 +320,7 @@ async def promote(
                 f"node {node_name!r} of {broker_name} is not reachable "
                 f"(reachable: {sorted(nodes) or 'none'}; unreachable: {unreachable or 'none'})"
             )
-        epoch = max(int(d.get("epoch", 0)) for d in nodes.values()) + 1
+        epoch = max(max(int(d.get("epoch", 0)) for d in nodes.values()) + 1, min_epoch)
         await _notify(client, target["brokerAddr"], target, epoch, role, target["brokerId"] or 1)
         slaves = []
         for name, doc in sorted(nodes.items()):
