@@ -192,17 +192,23 @@ class FailoverService:
         change = node.role.change(BrokerRole.SLAVE, broker_id, master_ha_addr=master_ha_addr)
         try:
             await self.reconcile(master_addr)
-        finally:
-            # even when the master cannot be asked now: the HA client reconciles before it
-            # replicates and retries, so the node is never left a slave that follows nobody
-            await node.replication.start()
-            client = node.replication.ha_client
-            if client is not None:
-                client.set_master(master_ha_addr, master_addr)
-            node.request_register()
+        except HaproofError:
+            # the master cannot be asked now: follow it anyway (the HA client reconciles before
+            # it replicates, and retries), never a slave that follows nobody
+            await self._follow(master_addr, master_ha_addr)
+            raise
+        await self._follow(master_addr, master_ha_addr)
         if change.old is not BrokerRole.SLAVE:
             log.warning("%s is now a slave of %s", node.node_name, master_addr)
             node.role.announce(RoleChange(change.old, change.new, node.role.epoch))
+
+    async def _follow(self, master_addr: str, master_ha_addr: str | None) -> None:
+        node = self.node
+        await node.replication.start()
+        client = node.replication.ha_client
+        if client is not None:
+            client.set_master(master_ha_addr, master_addr)
+        node.request_register()
 
     async def fetch_epochs(self, broker_addr: str) -> dict:
         req = RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE)

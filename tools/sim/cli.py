@@ -14,7 +14,9 @@ seed, the shrunk trace and the replay command are printed before the JSON); 2: b
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import multiprocessing
 import sys
 import time
 from collections import Counter
@@ -29,7 +31,9 @@ EPILOG = """exit codes:
 SHRINK_BUDGET_S = 60.0
 
 
-def shrink(outcome: Outcome, seconds: float, bugs: frozenset[str], budget_s: float) -> Outcome:
+def shrink(
+    outcome: Outcome, seconds: float, bugs: frozenset[str], budget_s: float, strict_reads=False
+) -> Outcome:
     """Drop schedule steps while the same invariant still breaks (delta debugging, greedy)."""
     best = outcome
     name = outcome.violation.name
@@ -40,7 +44,7 @@ def shrink(outcome: Outcome, seconds: float, bugs: frozenset[str], budget_s: flo
         changed = False
         while i < len(best.steps) and time.monotonic() < deadline:
             keep = {s.index for s in best.steps[:i] + best.steps[i + chunk :]}
-            trial = run_seed(outcome.seed, seconds, bugs, keep)
+            trial = run_seed(outcome.seed, seconds, bugs, keep, strict_reads)
             if trial.failed and trial.violation.name == name:
                 best, changed = trial, True
             else:
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace, bugs: frozenset[str]) -> int:
     start = time.monotonic()
-    outcome = run_seed(args.seed, args.seconds, bugs, _steps(args.steps))
+    outcome = run_seed(args.seed, args.seconds, bugs, _steps(args.steps), args.strict_reads)
     wall = time.monotonic() - start
     if args.trace:
         print("\n".join(outcome.trace))
@@ -102,31 +106,63 @@ def _many(args: argparse.Namespace, bugs: frozenset[str]) -> int:
     first = args.first_seed if args.first_seed is not None else int(time.time()) % 1_000_000_000
     limit = args.seeds if args.seeds is not None else (None if args.budget_s else 100)
     print(f"haproof sim: seeds from {first}, {args.seconds:g} simulated s each", file=sys.stderr)
-    outcomes: list[Outcome] = []
     start = time.monotonic()
-    seed = first
-    while limit is None or len(outcomes) < limit:
-        if args.budget_s and time.monotonic() - start > args.budget_s:
-            break
-        outcome = run_seed(seed, args.seconds, bugs)
-        outcomes.append(outcome)
-        seed += 1
-        if outcome.failed and args.stop_at_first:
-            break
+    outcomes = run_many(first, limit, args.seconds, bugs, args.jobs, args.budget_s,
+                        args.stop_at_first, args.strict_reads)  # fmt: skip
     wall = time.monotonic() - start
     summary = _summary(outcomes, wall, first, args.seconds, bugs)
     failed = [o for o in outcomes if o.failed]
     if failed:
-        first_fail = failed[0]
+        # again here, with its trace
+        first_fail = run_seed(failed[0].seed, args.seconds, bugs, strict_reads=args.strict_reads)
         full = len(first_fail.steps)
-        small = shrink(first_fail, args.seconds, bugs, args.shrink_budget_s)
+        small = shrink(first_fail, args.seconds, bugs, args.shrink_budget_s, args.strict_reads)
         print(f"seed {small.seed}: {small.violation}")
         print(f"shrunk from {full} to {len(small.steps)} schedule steps; trace:")
         print("\n".join(line for line in small.trace if " ack #" not in line))
-        print(f"replay: {replay_command(small, args.seconds, bugs, full)}")
+        replay = replay_command(small, args.seconds, bugs, full)
+        print(f"replay: {replay}" + (" --strict-reads" if args.strict_reads else ""))
         summary["shrunk_steps"] = [s.index for s in small.steps]
     print(json.dumps(summary, sort_keys=True))
     return 1 if failed else 0
+
+
+def _one(seed: int, seconds: float, bugs: frozenset[str], strict_reads: bool) -> Outcome:
+    """A schedule in a worker process: the outcome without its trace (replayed if needed)."""
+    outcome = run_seed(seed, seconds, bugs, strict_reads=strict_reads)
+    outcome.trace = []
+    return outcome
+
+
+def run_many(first: int, limit: int | None, seconds: float, bugs: frozenset[str], jobs: int,
+             budget_s: float | None, stop_at_first: bool,
+             strict_reads: bool = False) -> list[Outcome]:  # fmt: skip
+    """Schedules ``first``, ``first + 1``, ... until ``limit`` ran or ``budget_s`` passed, over
+    ``jobs`` processes (each schedule is independent; results come back in seed order)."""
+    start = time.monotonic()
+    outcomes: list[Outcome] = []
+
+    def more() -> bool:
+        if limit is not None and len(outcomes) >= limit:
+            return False
+        if stop_at_first and any(o.failed for o in outcomes):
+            return False
+        return not (budget_s and time.monotonic() - start > budget_s)
+
+    seed = first
+    if jobs <= 1:
+        while more():
+            outcomes.append(run_seed(seed, seconds, bugs, strict_reads=strict_reads))
+            seed += 1
+        return outcomes
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        while more():
+            n = jobs * 4 if limit is None else min(jobs * 4, limit - len(outcomes))
+            batch = list(range(seed, seed + n))
+            seed += n
+            outcomes.extend(pool.map(_one, batch, [seconds] * n, [bugs] * n, [strict_reads] * n))
+    return outcomes
 
 
 def _summary(outcomes: list[Outcome], wall: float, first: int, seconds: float, bugs) -> dict:
@@ -142,6 +178,8 @@ def _summary(outcomes: list[Outcome], wall: float, first: int, seconds: float, b
         "seconds": seconds,
         "bugs": sorted(bugs),
         "acks": sum(o.acks for o in outcomes),
+        "reads": sum(o.reads for o in outcomes),
+        "reads_beyond_confirm": sum(o.reads_beyond_confirm for o in outcomes),
         "violations": dict(Counter(o.violation.name for o in failed)),
         "wall_s": round(wall, 3),
         "schedules_per_s": round(len(outcomes) / wall, 3),
@@ -171,6 +209,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--inject-bug", action="append", metavar="NAME",
                    help="switch on a planted bug (repeatable; see --list-bugs)")  # fmt: skip
     p.add_argument("--list-bugs", action="store_true", help="print the planted bugs")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes (default 1; the machine's cores: as many)")  # fmt: skip
+    p.add_argument("--strict-reads", action="store_true",
+                   help="a consumer read beyond the master's confirmOffset is a violation "
+                   "(classic HA serves such reads; counted as reads_beyond_confirm otherwise)")  # fmt: skip
     p.add_argument("--stop-at-first", action="store_true", help="stop at the first failure")
     p.add_argument("--shrink-budget-s", type=float, default=SHRINK_BUDGET_S,
                    help="wall seconds the shrinker may use (default 60)")  # fmt: skip

@@ -3,8 +3,8 @@
 The store's files live in a temp dir. ``broker.store.mapped_file.durability_observer`` tells
 this model each range the real code made durable (fdatasync after a flush, msync after a
 truncation's zeroing); the model keeps a durable image per file. A power loss puts every file
-back to its durable image, except that the first range written since (the last write) may be
-torn: a random prefix of it reached the disk. A killed process loses nothing (the page cache
+back to its durable image, except that the range written since (the last writes) may be
+torn: a random prefix of it, in whole 4 KiB pages, reached the disk. A killed process loses nothing (the page cache
 survives). Other files (checkpoint, epoch file, JSON tables, markers) are written atomically
 with fsyncs by the store and are taken as durable: losing a rename that was not fsynced is not
 modelled yet.
@@ -16,6 +16,8 @@ import os
 import random
 
 from broker.store import mapped_file
+
+PAGE = 4096
 
 
 class SimDisk:
@@ -37,6 +39,11 @@ class SimDisk:
             fh.seek(start)
             image[start:end] = fh.read(end - start)
 
+    def durable(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``path`` as they are on the simulated disk."""
+        image = self.images.get(path)
+        return bytes(image[start:end]) if image is not None else b""
+
     def power_loss(self, root: str, rng: random.Random, tear: bool) -> list[str]:
         """Every mapped file under ``root`` back to its durable image (maybe with a torn last
         write). Returns what happened, for the trace."""
@@ -54,7 +61,10 @@ class SimDisk:
             last = len(current) - next(
                 i for i in range(len(current)) if current[-1 - i] != image[-1 - i]
             )
-            kept = rng.randint(0, last - first) if tear else 0
+            kept = 0
+            if tear:  # pages are written back whole, in any order: a prefix of whole pages
+                cuts = [first, *range((first // PAGE + 1) * PAGE, last, PAGE), last]
+                kept = rng.choice(cuts) - first
             out[first : first + kept] = current[first : first + kept]
             with open(path, "r+b") as fh:
                 fh.write(out)

@@ -122,6 +122,13 @@ class SimNode:
     def up(self) -> bool:
         return self.node is not None
 
+    def durable(self, disk, start: int, end: int) -> bytes:
+        """This node's commit log bytes ``[start, end)`` on its simulated disk (one file: a
+        record never crosses a file end)."""
+        base = start - start % FILE_SIZE
+        path = os.path.join(self.root, self.name, "commitlog", f"{base:020d}")
+        return disk.durable(path, start - base, end - base)
+
     def fsync_latency_s(self) -> float:
         return (self.world.rt_rng.uniform(0.1, 2.0) + self.slow_disk_ms) / 1000
 
@@ -179,6 +186,9 @@ class SimNode:
             for t in tasks:
                 t.cancel()
             await asyncio.wait(tasks, timeout=0.5)
+        left = [t for t in loop.node_tasks.get(self.name, {}) if not t.done()]
+        if left:
+            world.log(f"{self.name}: {len(left)} task(s) outlived the crash")
         node.store.close_abruptly()
         if not power:
             return []

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from broker import planted_bugs
 from broker.store import message_store
-from contracts.record.model import Message
 from tools.sim.disk import SimDisk
-from tools.sim.invariants import Ack, Checker, Violation, log_bytes
+from tools.sim.invariants import Checker, Violation, log_bytes
+from tools.sim.load import consume, produce
 from tools.sim.net import SimNetwork
 from tools.sim.node import SimNode, sim_store_start
 from tools.sim.operator import Operator
@@ -44,6 +44,8 @@ class Outcome:
     trace: list[str] = field(default_factory=list)
     simulated_s: float = 0.0
     acks: int = 0
+    reads: int = 0
+    reads_beyond_confirm: int = 0
 
     @property
     def failed(self) -> bool:
@@ -64,6 +66,10 @@ class World:
         self.operator = Operator(self)
         self.pending: list[Violation] = []
         self.producing = True
+        self.stopping = False  # tearing down: no more crashes or restarts
+        self.reads = 0
+        self.reads_beyond_confirm = 0
+        self.strict_reads = False  # read-beyond-confirm a violation (needs #30's read gating)
         self.seq = 0
 
     def log(self, text: str) -> None:
@@ -100,6 +106,8 @@ class World:
             self.loop.call_later(delay, self._spawn_crash, sim, True, "after truncation")
 
     def _spawn_crash(self, sim: SimNode, power: bool, why: str) -> None:
+        if self.stopping:
+            return
         ctx = contextvars.copy_context()
         ctx.run(NODE.set, "sim")
         self.loop.create_task(self.crash(sim, power, why), context=ctx)
@@ -114,6 +122,8 @@ class World:
         self.loop.call_later(delay, self._spawn_restart, sim)
 
     def _spawn_restart(self, sim: SimNode) -> None:
+        if self.stopping:
+            return
         ctx = contextvars.copy_context()
         ctx.run(NODE.set, "sim")
         self.loop.create_task(self.restart(sim), context=ctx)
@@ -131,42 +141,6 @@ class World:
             await sim.start(master.ip)
         except Exception as exc:  # noqa: BLE001 - any start failure is the finding
             self.fail(Violation("restart-failed", f"{sim.name}: {type(exc).__name__}: {exc}"))
-
-    # -- load ----------------------------------------------------------------------------------
-
-    async def produce(self, pid: int) -> None:
-        rng = self.rt_rng
-        while self.producing:
-            await asyncio.sleep(rng.uniform(0.005, 0.05))
-            sim = self.operator.master
-            if sim is None or not sim.up or not self.producing:
-                continue
-            node, gen = sim.node, sim.gen
-            self.seq += 1
-            seq = self.seq
-            size = rng.randint(20, 400)
-            body = (f"p{pid}-m{seq}-".encode() * (size // 8 + 1))[:size]
-            msg = Message(topic="T", body=body, queue_id=seq % 4, properties={"KEYS": f"k{seq}"},
-                          born_host=("127.0.9.9", 5555))  # fmt: skip
-            try:
-                result = await node.store.put_message_async(msg)
-                status = await node.await_replication(result)
-            except Exception as exc:  # noqa: BLE001 - a put on a node dying under it
-                self.log(f"put #{seq} on {sim.name} failed: {type(exc).__name__}")
-                continue
-            if status.name != "PUT_OK" or sim.gen != gen or not sim.up:
-                continue
-            offset, n = result.wrote_offset, result.wrote_bytes
-            crc = zlib.crc32(log_bytes(node.store, offset, offset + n))
-            ack = Ack(seq, offset, n, crc, sim.name, node.role.epoch)
-            self.log(f"ack #{seq} [{offset},{offset + n}) on {sim.name} epoch {ack.epoch}")
-            try:
-                others = [s for s in self.nodes.values() if s is not sim]
-                self.checker.on_ack(ack, node, others)
-            except Violation as v:
-                self.fail(v)
-            if self.knobs.crash_after_ack and rng.random() < self.knobs.crash_after_ack:
-                self._spawn_crash(sim, True, "after an ack")
 
     # -- the schedule --------------------------------------------------------------------------
 
@@ -242,8 +216,9 @@ class World:
         op_ctx = contextvars.copy_context()
         op_ctx.run(NODE.set, "op")
         background = [self.loop.create_task(self.operator.run(), context=op_ctx)]
+        background.append(self.loop.create_task(consume(self), context=op_ctx))
         for pid in range(self.knobs.producers):
-            background.append(self.loop.create_task(self.produce(pid), context=op_ctx))
+            background.append(self.loop.create_task(produce(self, pid), context=op_ctx))
         start = self.loop.time()
         try:
             next_check = start + CHECK_EVERY_S
@@ -320,6 +295,7 @@ async def _run(world: World) -> None:
     try:
         await world.run()
     finally:
+        world.stopping = True
         for sim in world.nodes.values():
             if sim.up:
                 await sim.crash(power=False)
@@ -330,8 +306,10 @@ def run_seed(
     seconds: float = 30.0,
     bugs: frozenset[str] = frozenset(),
     keep: set[int] | None = None,
+    strict_reads: bool = False,
 ) -> Outcome:
-    """One schedule. ``keep``: the indices of the schedule's steps to run (None: all)."""
+    """One schedule. ``keep``: the indices of the schedule's steps to run (None: all);
+    ``strict_reads``: a read beyond the master's confirmOffset is a violation."""
     steps, knobs = draw(seed, seconds)
     if keep is not None:
         steps = [s for s in steps if s.index in keep]
@@ -348,6 +326,7 @@ def run_seed(
         with virtual_time(loop):
             asyncio.set_event_loop(loop)
             world = loop.run_until_complete(_make_world(seed, seconds, steps, knobs, root))
+            world.strict_reads = strict_reads
             try:
                 loop.run_until_complete(_run(world))
             except Violation as v:
@@ -356,6 +335,8 @@ def run_seed(
             outcome.trace = world.trace
             outcome.simulated_s = loop.time() - 1000
             outcome.acks = len(world.checker.acks)
+            outcome.reads = world.reads
+            outcome.reads_beyond_confirm = world.reads_beyond_confirm
     finally:
         logging.disable(logging.NOTSET)
         message_store.MessageStore.start = saved_start
@@ -376,6 +357,7 @@ def world_loop_close(loop: VirtualLoop) -> None:
     from broker.store import mapped_file
 
     mapped_file.durability_observer = None
+    loop.set_exception_handler(lambda _loop, _context: None)  # the world is gone
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
     for t in pending:
         t.cancel()
