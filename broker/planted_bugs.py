@@ -7,6 +7,9 @@ is read at the bug's site (``if planted_bugs.active("early-ack")``), nowhere els
   Site: ``broker/store/mapped_file.py`` ``MappedFile.truncate_to``.
 - ``early-ack``: a SYNC_FLUSH slave reports (acknowledges) replicated bytes before they are
   flushed, so a SYNC_MASTER answers for bytes no disk holds. Site: ``broker/ha/client.py``.
+- ``unclean-election``: promotion takes a node that is behind another reachable one (until the
+  controller of issue #30 keeps a SyncStateSet, "in sync" is "not behind a reachable node").
+  Site: ``broker/ha/failover.py`` ``_refuse_unclean``.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ from __future__ import annotations
 KNOWN: dict[str, str] = {
     "nondurable-truncation": "a rejoin truncation is not made durable before serving (#10666)",
     "early-ack": "a slave acknowledges replicated bytes before flushing them",
+    "unclean-election": "promotion of a node behind another reachable one (outside the in-sync set)",
 }
 PENDING: dict[str, str] = {
     "election-overflow": "election comparator overflow (#10578): needs the controller (#30)",
-    "unclean-election": "election outside the SyncStateSet: needs the controller (#30)",
     "write-after-lease": "a master writing after its lease: needs the lease (#30)",
 }
 

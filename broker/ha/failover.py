@@ -25,6 +25,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from broker import planted_bugs
 from broker.config import BrokerRole
 from broker.ha.epoch import EpochFile, consistent_point
 from broker.ha.role import RoleChange
@@ -45,6 +46,10 @@ REQUEST_TIMEOUT_MS = 5000
 
 class FailoverError(HaproofError):
     """A promotion or a rejoin could not be done; the message says which node and why."""
+
+
+class UncleanPromotionError(FailoverError):
+    """The node to promote is behind another reachable one (see ``promote``'s ``unclean``)."""
 
 
 # -- node side -----------------------------------------------------------------------------------
@@ -294,6 +299,7 @@ async def promote(
     role: BrokerRole = BrokerRole.SYNC_MASTER,
     rpc_hook=None,
     min_epoch: int = 0,
+    unclean: bool = False,
 ) -> dict:
     """Make ``node_name`` the master of ``broker_name`` under a new epoch; point every other
     reachable node of the group at it. Returns what was done. ``rpc_hook`` signs (ACL).
@@ -301,7 +307,11 @@ async def promote(
     The new epoch is one above the newest a reachable node knows, and at least ``min_epoch``:
     an unreachable last master may have taken epochs nobody reachable knows of, and reusing one
     would put two logs under the same epoch (a caller that remembers the epochs it handed out,
-    as a controller does, passes the next one)."""
+    as a controller does, passes the next one).
+
+    A node behind another reachable one (by last epoch, then log end) is refused: the bytes
+    only the others hold, acknowledged ones included, would be cut when they follow it.
+    ``unclean`` (RocketMQ's enableElectUncleanMaster, ``--unclean``) promotes it anyway."""
     client = RemotingClient(rpc_hook=rpc_hook)
     try:
         addrs = list(broker_addrs or [])
@@ -326,6 +336,8 @@ async def promote(
                 f"node {node_name!r} of {broker_name} is not reachable "
                 f"(reachable: {sorted(nodes) or 'none'}; unreachable: {unreachable or 'none'})"
             )
+        if not unclean:
+            _refuse_unclean(target, nodes)
         epoch = max(max(int(d.get("epoch", 0)) for d in nodes.values()) + 1, min_epoch)
         await _notify(client, target["brokerAddr"], target, epoch, role, target["brokerId"] or 1)
         slaves = []
@@ -345,6 +357,25 @@ async def promote(
         }
     finally:
         await client.close()
+
+
+def _rank(doc: dict) -> tuple[int, int]:
+    return int(doc.get("epoch", 0)), int(doc.get("maxOffset", 0))
+
+
+def _refuse_unclean(target: dict, nodes: dict[str, dict]) -> None:
+    """Refuse to promote ``target`` when a reachable node is ahead of it."""
+    if planted_bugs.active("unclean-election"):
+        return  # the planted bug: any named node is promoted
+    ahead = [d for d in nodes.values() if _rank(d) > _rank(target)]
+    if ahead:
+        best = max(ahead, key=_rank)
+        raise UncleanPromotionError(
+            f"node {target['nodeName']} (epoch {_rank(target)[0]}, log end {_rank(target)[1]}) "
+            f"is behind {best['nodeName']} (epoch {_rank(best)[0]}, log end {_rank(best)[1]}): "
+            "promoting it would cut what only the others hold; promote the node ahead, or "
+            "pass --unclean to accept that loss"
+        )
 
 
 async def _notify(client, addr: str, target: dict, epoch: int, role: BrokerRole, broker_id: int):

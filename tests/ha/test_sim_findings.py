@@ -12,10 +12,10 @@ from broker import planted_bugs
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha.client import HAClient
 from broker.ha.epoch import EpochEntry
-from broker.ha.failover import FailoverError, promote
+from broker.ha.failover import FailoverError, UncleanPromotionError, promote
 from broker.ha.role import BrokerRoleState
 from tests.ha.test_failover import node
-from tests.ha.test_replication import put, stop, wait_for
+from tests.ha.test_replication import message, put, stop, wait_for
 
 
 class _Log:
@@ -112,5 +112,27 @@ def test_promote_takes_an_epoch_no_lower_than_min_epoch(tmp_path):
             assert result["epoch"] == 8
         finally:
             await stop(a)
+
+    asyncio.run(main())
+
+
+def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
+    async def main():
+        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+        b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
+                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+        addrs = [a.config.broker_addr, b.config.broker_addr]
+        try:
+            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
+            await put(a, 1)
+            await b.replication.ha_client.stop()
+            await a.store.put_message_async(message(2))  # only a holds it
+            with pytest.raises(UncleanPromotionError, match="is behind a"):
+                await promote("broker-a", "b", broker_addrs=addrs)
+            assert (a.role.epoch, b.role.epoch) == (1, 1) and b.role.role is BrokerRole.SLAVE
+            done = await promote("broker-a", "b", broker_addrs=addrs, unclean=True)
+            assert done["master"] == "b" and b.role.role is BrokerRole.SYNC_MASTER
+        finally:
+            await stop(b, a)
 
     asyncio.run(main())

@@ -97,11 +97,19 @@ def test_nondurable_truncation_is_caught_and_shrinks():
     assert not run_seed(outcome.seed, 20.0, frozenset(), {s.index for s in small.steps}).failed
 
 
+def test_unclean_election_is_caught():
+    outcome = _first_catch("unclean-election", range(1, 10**9), 20.0, 240.0)
+    assert outcome is not None, "unclean-election not caught within the budget"
+    assert outcome.violation.name in ("truncation-acked", "ack-lost", "log-matching")
+    keep = {s.index for s in outcome.steps}
+    assert not run_seed(outcome.seed, 20.0, frozenset(), keep).failed
+
+
 def test_cli_lists_bugs_and_prints_one_json_line(tmp_path):
     from broker.cli import main
 
     assert main(["sim", "--list-bugs"]) == 0
-    assert set(planted_bugs.KNOWN) == {"nondurable-truncation", "early-ack"}
+    assert set(planted_bugs.KNOWN) == {"nondurable-truncation", "early-ack", "unclean-election"}
 
 
 def test_cli_json_summary_and_exit_codes(capsys):

@@ -14,7 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerRole
-from broker.ha.failover import _notify, promote
+from broker.ha.failover import UncleanPromotionError, _notify, promote
 from broker.remoting.client import RemotingClient
 from contracts.errors import HaproofError
 from tools.sim.node import BROKER_NAME
@@ -75,11 +75,22 @@ class Operator:
         if master is not None and not master.up and self.missing < GRACE_TICKS:
             return
         target = self.best(up)
+        if world.knobs.careless and world.rt_rng.random() < 0.5:
+            target = world.rt_rng.choice(up)  # as a hurried person might; promote must refuse
         world.log(f"operator: promote {target.name} (master {master.name if master else None} "
                   f"{'up' if master and master.up else 'down'})")  # fmt: skip
         self.epoch = max([self.epoch] + [s.node.role.epoch for s in up]) + 1
-        result = await promote(BROKER_NAME, target.name, broker_addrs=[s.addr for s in up],
-                               min_epoch=self.epoch)  # fmt: skip
+        addrs = [s.addr for s in up]
+        try:
+            result = await promote(
+                BROKER_NAME, target.name, broker_addrs=addrs, min_epoch=self.epoch
+            )
+        except UncleanPromotionError as exc:
+            world.log(f"operator: refused: {exc}")
+            target = self.best(up)
+            result = await promote(
+                BROKER_NAME, target.name, broker_addrs=addrs, min_epoch=self.epoch
+            )
         world.log(f"operator: {target.name} is master under epoch {result['epoch']}"
                   + (f", unreachable {result['unreachable']}" if result["unreachable"] else ""))  # fmt: skip
         self.master = target

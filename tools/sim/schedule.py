@@ -33,6 +33,7 @@ class Knobs:
     crash_after_truncation: bool
     crash_after_ack: float  # probability a master loses power right after an acknowledgement
     producers: int
+    careless: bool  # the operator sometimes names any up node (promote must refuse a lagging one)
 
 
 def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
@@ -41,6 +42,7 @@ def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
         crash_after_truncation=rng.random() < 0.5,
         crash_after_ack=rng.choice((0.0, 0.0, 0.01, 0.05)),
         producers=rng.randint(1, 3),
+        careless=rng.random() < 0.5,
     )
     raw: list[tuple[float, str, str, float]] = []
     n = max(1, int(seconds / 3 * rng.uniform(0.5, 1.5)))
