@@ -90,7 +90,7 @@ def test_nondurable_truncation_is_caught_and_shrinks():
     assert outcome is not None, "nondurable-truncation not caught within the budget"
     assert outcome.violation.name in ("log-matching", "ack-lost", "truncation-acked")
     bugs = frozenset({"nondurable-truncation"})
-    small = shrink(outcome, 20.0, bugs, 60.0)
+    small = shrink(outcome, 20.0, bugs, 30.0)
     assert small.failed and small.violation.name == outcome.violation.name
     assert len(small.steps) <= len(outcome.steps)
     # the same bug off: the same schedule passes

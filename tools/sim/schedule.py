@@ -39,7 +39,7 @@ class Knobs:
 def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
     rng = random.Random(seed)
     knobs = Knobs(
-        crash_after_truncation=rng.random() < 0.5,
+        crash_after_truncation=rng.random() < 0.75,
         crash_after_ack=rng.choice((0.0, 0.0, 0.01, 0.05)),
         producers=rng.randint(1, 3),
         careless=rng.random() < 0.5,
