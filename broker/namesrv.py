@@ -258,10 +258,16 @@ class NameServer:
                 )
 
 
-async def serve(host: str, port: int, acl: AclChecker | None = None, **server_options) -> None:
+async def serve(
+    host: str, port: int, acl: AclChecker | None = None, controller=None, **server_options
+) -> None:
     ns = NameServer(acl=acl, **server_options)
     await ns.server.start(host, port)
     log.info("namesrv listening on %s:%d", host, ns.server.port)
+    if controller is not None:  # enableControllerInNamesrv: broker/controller/ on this port
+        from broker.controller.cli import embed_in_namesrv
+
+        controller = await embed_in_namesrv(controller, ns.server)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -270,6 +276,8 @@ async def serve(host: str, port: int, acl: AclChecker | None = None, **server_op
     await stop.wait()
     log.info("namesrv shutting down")
     scanner.cancel()
+    if controller is not None:
+        await controller.stop()
     await ns.server.stop()
 
 
@@ -294,7 +302,13 @@ def run(args: argparse.Namespace) -> int:
     options = _server_options(args)  # ConfigError: one line, exit 2 (cli.main)
     acl = AclChecker.from_file(args.acl_file) if args.acl_file else None
     warn_if_exposed("the name server", args.host, acl is not None)
-    aio.run(serve(args.host, args.listen_port, acl, **options), args.event_loop)
+    port, controller = args.listen_port, None
+    if args.config:
+        from broker.controller.cli import read_namesrv_conf
+
+        conf_port, controller = read_namesrv_conf(args.config)
+        port = conf_port if conf_port is not None and args.listen_port == 9876 else port
+    aio.run(serve(args.host, port, acl, controller, **options), args.event_loop)
     return 0
 
 
@@ -307,6 +321,9 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         "ACL is off; 127.0.0.1 keeps it on this machine)",
     )
     p.add_argument("--listen-port", type=int, default=9876, help="TCP port (default 9876)")
+    p.add_argument("-c", "--config", default=None,
+                   help="namesrv.conf: listenPort, enableControllerInNamesrv=true and the "
+                   "embedded controller's keys (broker/controller/config.py)")  # fmt: skip
     p.add_argument(
         "--idle-timeout-seconds",
         type=int,

@@ -30,6 +30,8 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from contracts.controller_events import CONTROLLER_EVENT_FIELDS
+
 VERSION = "v1"
 REVISION = 2  # 1: flat folders; 2: bucket folders (read: both)
 AUDIT_DIR = "_audit"
@@ -41,7 +43,7 @@ EVENT_KINDS = (
     "truncated",
     "master_lost",
     "offset_reset",
-)
+) + tuple(CONTROLLER_EVENT_FIELDS)  # controller mode: contracts/controller_events.py
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._%-]*$")
@@ -385,6 +387,7 @@ def parse_event(data: bytes | str | dict, what: str = "event") -> dict[str, Any]
         "role_changed": ("from", "to"),
         "truncated": ("from", "to"),
         "offset_reset": ("group", "topic", "queue", "from", "to"),
+        **CONTROLLER_EVENT_FIELDS,
     }.get(doc["kind"], ())
     for name in needs:
         if name not in doc:

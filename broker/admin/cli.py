@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import broker_config, cluster, ha, offsets
+from broker.admin import broker_config, cluster, controller_verbs, ha, offsets
 from broker.admin.common import EXIT_CODES, signed
 
 
@@ -112,4 +112,5 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     _config_verbs(sub)
     _ha_verbs(sub)
     _offset_verbs(sub)
+    controller_verbs.register_verbs(sub, add_verb)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
