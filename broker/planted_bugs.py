@@ -14,15 +14,18 @@ is read at the bug's site (``if planted_bugs.active("early-ack")``), nowhere els
 
 from __future__ import annotations
 
-# name -> what the bug does; the pending ones need the controller and lease of issue #30
+# name -> what the bug does; the pending ones need the simulation to run the controller and
+# the broker-side lease of issue #30 (on main, not yet wired into the nodes or the simulation)
 KNOWN: dict[str, str] = {
     "nondurable-truncation": "a rejoin truncation is not made durable before serving (#10666)",
     "early-ack": "a slave acknowledges replicated bytes before flushing them",
     "unclean-election": "promotion of a node behind another reachable one (outside the in-sync set)",
 }
 PENDING: dict[str, str] = {
-    "election-overflow": "election comparator overflow (#10578): needs the controller (#30)",
-    "write-after-lease": "a master writing after its lease: needs the lease (#30)",
+    "election-overflow": "election comparator overflow (#10578): needs the simulation to run "
+    "the controller of #30",
+    "write-after-lease": "a master writing after its lease: needs the simulation to run the "
+    "controller client's lease (#30)",
 }
 
 _active: set[str] = set()

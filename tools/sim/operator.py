@@ -1,5 +1,6 @@
-"""The operator of the simulated group, standing in for the controller of issue #30 until it
-lands: it fails over through the existing promotion path (``broker.ha.failover.promote``, what
+"""The operator of the simulated group, standing in for the controller of issue #30 until the
+simulation runs it (the controller is on main; its broker side is not wired into nodes yet): it
+fails over through the existing promotion path (``broker.ha.failover.promote``, what
 ``haproof admin promote`` runs, over the simulated network) and points stray nodes at the
 master with the same NOTIFY_BROKER_ROLE_CHANGED.
 
