@@ -70,6 +70,8 @@ class World:
         self.reads = 0
         self.reads_beyond_confirm = 0
         self.strict_reads = False  # read-beyond-confirm a violation (needs #30's read gating)
+        # the operator's master restarts as a master from its broker.conf (an open finding)
+        self.masters_restart_as_masters = False
         self.seq = 0
 
     def log(self, text: str) -> None:
@@ -135,10 +137,11 @@ class World:
         # restarting a master that lost its unflushed tail under the same epoch would let a
         # slave keep that tail (see the README); the operator promotes it again if it is best.
         master = self.operator.master
+        as_master = self.masters_restart_as_masters and master is sim
         if master is None or master is sim:
             master = self.nodes["b" if sim.name == "a" else "a"]
         try:
-            await sim.start(master.ip)
+            await sim.start(None if as_master else master.ip)
         except Exception as exc:  # noqa: BLE001 - any start failure is the finding
             self.fail(Violation("restart-failed", f"{sim.name}: {type(exc).__name__}: {exc}"))
 
@@ -307,6 +310,7 @@ def run_seed(
     bugs: frozenset[str] = frozenset(),
     keep: set[int] | None = None,
     strict_reads: bool = False,
+    masters_restart_as_masters: bool = False,
 ) -> Outcome:
     """One schedule. ``keep``: the indices of the schedule's steps to run (None: all);
     ``strict_reads``: a read beyond the master's confirmOffset is a violation."""
@@ -327,6 +331,7 @@ def run_seed(
             asyncio.set_event_loop(loop)
             world = loop.run_until_complete(_make_world(seed, seconds, steps, knobs, root))
             world.strict_reads = strict_reads
+            world.masters_restart_as_masters = masters_restart_as_masters
             try:
                 loop.run_until_complete(_run(world))
             except Violation as v:
