@@ -73,6 +73,9 @@ def _ha_verbs(sub) -> None:
     q.add_argument("--node", required=True, help="the node's stable name (nodeName)")
     q.add_argument("--role", default="SYNC_MASTER", choices=["SYNC_MASTER", "ASYNC_MASTER"],
                    help="the new master's role (default SYNC_MASTER)")  # fmt: skip
+    q.add_argument("--unclean", action="store_true",
+                   help="promote even a node behind another reachable one (RocketMQ's "
+                   "enableElectUncleanMaster): what only the others hold is lost")  # fmt: skip
 
 
 def _offset_verbs(sub) -> None:

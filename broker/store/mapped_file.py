@@ -16,10 +16,16 @@ import logging
 import mmap
 import os
 import threading
+from collections.abc import Callable
 
+from broker import planted_bugs
 from contracts.errors import DiskFullError, StoreError
 
 log = logging.getLogger(__name__)
+
+# Told (path, start, end) each time bytes [start, end) of a file are made durable (fdatasync,
+# msync). None outside the simulation, whose disk model (tools/sim/disk.py) sets it.
+durability_observer: Callable[[str, int, int], None] | None = None
 
 PAGE_SIZE = mmap.PAGESIZE
 OS_PAGE_SIZE = 4096  # RocketMQ counts dirty pages in 4 KiB units
@@ -154,6 +160,8 @@ class MappedFile:
             # and unlike mmap.flush it releases the GIL, so appends go on during the fsync.
             os.fdatasync(self._fd)
             self.flushed_position = target
+            if durability_observer is not None:
+                durability_observer(self.path, 0, self.file_size)
             return target
 
     def truncate_to(self, pos: int) -> None:
@@ -165,9 +173,11 @@ class MappedFile:
             for p in range(pos, zero_end, step):
                 n = min(step, zero_end - p)
                 self._mm[p : p + n] = bytes(n)
-            if zero_end > pos:
+            if zero_end > pos and not planted_bugs.active("nondurable-truncation"):
                 start = (pos // PAGE_SIZE) * PAGE_SIZE
                 self._mm.flush(start, zero_end - start)
+                if durability_observer is not None:
+                    durability_observer(self.path, start, zero_end)
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
 
