@@ -38,6 +38,7 @@ from spark_jobs.archive_reader import (
     list_broker_names,
     load_group,
 )
+from spark_jobs.elections import judge_elections
 from spark_jobs.epochs import (
     conflict_plans,
     epoch_masters,
@@ -198,12 +199,8 @@ def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
 
 def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str) -> dict:
     state_f = io_pool().submit(inc.load_state, store, opts.cluster, broker_name)
-    ga = load_group(
-        store,
-        opts.cluster,
-        broker_name,
-        marks=(lambda: state_f.result().marks()) if opts.incremental else None,
-    )
+    marks = (lambda: state_f.result().marks()) if opts.incremental else None
+    ga = load_group(store, opts.cluster, broker_name, marks=marks)
     state = state_f.result()
     state_in = state if opts.incremental else inc.AuditState()
     ga.master_hint = state.master if opts.incremental else ""
@@ -225,9 +222,11 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         f"{len(integrity.issues)} issue(s)"
     )
     outputs.locate_gaps(store, integrity.issues)
-    faults = outputs.merge_faults(ga.faults, integrity.faults, windowed)
-    durability = acked_durability(
-        ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)
+    elections = judge_elections(store, ga)  # controller mode: its records, every election
+    faults = outputs.merge_faults(ga.faults + elections.faults, integrity.faults, windowed)
+    durability = (
+        acked_durability(ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack))
+        + elections.losses
     )
     snapshots, timeline, violations = offsets_step(spark, opts, ga, state_in, broker_name)
     points = master_points(timeline)
@@ -240,7 +239,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         integrity=integrity,
         faults=faults,
         durability=durability,
-        acks=promises(ga, state_in.last_snapshot_at),
+        acks=promises(ga, state_in.last_snapshot_at) + elections.judged,
         points=points,
         violations=violations,
     )
@@ -248,7 +247,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         opts, run_id, broker_name, master, checks, rep.ranges, integrity, faults, durability,
         violations, store, windowed,
     )  # fmt: skip
-    verdict["seconds"] = round(time.monotonic() - t0, 3)
+    verdict.update(seconds=round(time.monotonic() - t0, 3), elections=elections.timeline)
     verdict["recordsByIdentity"] = 0  # every chunk's records are checked on its own bytes
     # where the time went (bench audit): the comparison job (with the master chunks checked on
     # its reads), the log integrity job, and the seconds inside the record checks

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from broker.clock import SYSTEM_CLOCK, Clock
+from broker.controller.archiver import open_archiver
 from broker.controller.config import ControllerConfig
 from broker.controller.controller import Controller
 from broker.controller.journal import Journal
@@ -40,6 +41,7 @@ class ControllerNode:
         self.controller = Controller(config, self.log, self.sm, clock=clock,
                                      notifier=self._notify, self_addr=self_addr)  # fmt: skip
         self.processor = ControllerProcessor(self.controller)
+        self.archiver = open_archiver(config, self.sm, self.log, clock)  # archiveEnable
         self.server: RemotingServer | None = None
         self._own_server = False
 
@@ -60,6 +62,8 @@ class ControllerNode:
                 server.register(code, handler)
         self.server = server
         self.controller.housekeeping.start()
+        if self.archiver is not None:
+            self.archiver.start()
         return self
 
     async def _notify(self, addr: str, header: dict, body: dict) -> None:
@@ -72,6 +76,13 @@ class ControllerNode:
 
     async def stop(self) -> None:
         await self.controller.housekeeping.stop()
+        if self.archiver is not None:
+            await self.archiver.stop()
+            if self.log.is_leader():
+                try:  # what the last round did not ship yet
+                    await self.archiver.ship()
+                except Exception as exc:  # noqa: BLE001 - the restart ships it again
+                    log.warning("controller archiver: last records not shipped: %s", exc)
         for task in list(self.controller.housekeeping_tasks):
             task.cancel()
         if self._own_server and self.server is not None:

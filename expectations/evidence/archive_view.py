@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from contracts import archive_layout as layout
+from contracts.controller_archive import controller_events_prefix, parse_controller_key
 
 #: bounds: a plot is ~900 pixels wide, so more snapshots than this per node add GETs, not detail
 #: (evenly spaced in time when there are more); events are few, the last MAX_EVENTS are read
@@ -73,6 +74,17 @@ def _keys(store, cluster: str, broker_name: str, nodes: list[str]) -> list[layou
             parsed = layout.parse_key(info.key)
             if parsed is not None and parsed.kind in ("snapshot", "event"):
                 found.append((info.key, parsed))
+    for info in store.list(controller_events_prefix(cluster, broker_name)):  # elections
+        if (named := parse_controller_key(info.key)) is not None:
+            at_ms, kind = named
+            found.append(
+                (
+                    info.key,
+                    layout.ParsedKey(
+                        cluster, broker_name, "_controller", "event", at_ms=at_ms, event_kind=kind
+                    ),
+                )
+            )
     return found
 
 
