@@ -139,3 +139,20 @@ def test_the_audit_fails_an_election_that_lost_acknowledged_bytes(spark, tmp_pat
     row = table[table["kind"] == "elected_without_acked_bytes"].iloc[0]
     assert (row["slave"], row["lost_start"], row["lost_end"]) == ("a-1", cut, ack)
     assert A0 in row["detail"]
+
+
+def test_the_report_marks_elections_on_its_timeline(tmp_path, history):
+    from expectations.evidence import archive_view, plots
+
+    _, old, _, cut, *_ = history
+    archive, _ = build(tmp_path, history, ack=cut)
+    elected(archive, A1, 2, [candidate(A1, 2, cut)])
+    keys = archive_view._keys(archive.store, CLUSTER, GROUP, ["a-0", "a-1"])
+    ours = [(k, p) for k, p in keys if p.node == "_controller"]
+    assert [(p.kind, p.event_kind, p.at_ms) for _, p in ours] == [("event", "elected", ELECTED_AT)]
+    doc = archive_view._read(archive.store, ours[0][0], "event")
+    assert doc["kind"] == "elected" and doc["node"] == A1
+    snaps = [{"role": "SYNC_MASTER", "takenAt": 1_000, "maxPhyOffset": cut + 100,
+              "slaves": {"a-1": cut}}]  # fmt: skip
+    svg = plots.lag_chart(snaps, [doc])
+    assert f"{A1}: elected (clean, masterEpoch 1)" in svg
