@@ -4,6 +4,7 @@ name server's, embedded), the role-change notifier and the housekeeping loop."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from broker.clock import SYSTEM_CLOCK, Clock
@@ -21,6 +22,7 @@ from broker.remoting.server import RemotingServer
 log = logging.getLogger(__name__)
 
 NOTIFY_TIMEOUT_MS = 3_000
+ARCHIVE_ON_STOP_S = 5.0
 
 
 class ControllerNode:
@@ -79,8 +81,8 @@ class ControllerNode:
         if self.archiver is not None:
             await self.archiver.stop()
             if self.log.is_leader():
-                try:  # what the last round did not ship yet
-                    await self.archiver.ship()
+                try:  # what the last round did not ship yet, bounded: a stop never hangs
+                    await asyncio.wait_for(self.archiver.ship(), ARCHIVE_ON_STOP_S)
                 except Exception as exc:  # noqa: BLE001 - the restart ships it again
                     log.warning("controller archiver: last records not shipped: %s", exc)
         for task in list(self.controller.housekeeping_tasks):
