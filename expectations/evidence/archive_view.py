@@ -1,8 +1,9 @@
 """The group's archived snapshots and events, for the plots (replication lag, role changes).
 
 Only the group's own prefixes are listed: ``v1/{cluster}/{brokerName}/{node}/snapshots/`` and
-``.../events/`` for every node the audit outputs name (never the whole cluster, never the commit
-log chunks). Keys and documents are parsed by ``contracts.archive_layout``; a document that does
+``.../events/`` for every node the audit outputs name, and the controller's records of the group
+(``{brokerName}/_controller/events/``: elections; never the whole cluster, never the commit log
+chunks). Keys and documents are parsed by ``contracts.archive_layout``; a document that does
 not parse is counted in a note and skipped (the audit's archive_integrity check reports it).
 """
 
