@@ -23,6 +23,7 @@ from typing import Any
 from contracts import archive_layout as layout
 from contracts.errors import HaproofError, ObjectNotFoundError
 from expectations import suites
+from spark_jobs import progress
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +162,12 @@ def run_suites(
 ) -> ReportResult:
     """Validate the group's audit tables; publish the HTML report and ``expectations.json``."""
     params = {**suites.DEFAULT_PARAMETERS, **(parameters or {})}
+    progress.line(f"{broker_name}: expectations: reading {len(suites.BUILDERS)} table(s)")
     frames = {t: load_table(store, run_id, broker_name, t) for t in suites.BUILDERS}
     import great_expectations as gx
     import great_expectations.expectations as gxe
     from great_expectations.checkpoint import UpdateDataDocsAction
+    from great_expectations.core.run_identifier import RunIdentifier
 
     prefix = group_prefix(run_id, broker_name)
     with tempfile.TemporaryDirectory(prefix="haproof-gx-") as docs_dir:
@@ -186,13 +189,16 @@ def run_suites(
                 )
             )
             run = checkpoint.run(
-                batch_parameters={"dataframe": frames[table]}, expectation_parameters=params
+                batch_parameters={"dataframe": frames[table]},
+                expectation_parameters=params,
+                run_id=RunIdentifier(run_name=f"haproof-{run_id}"),
             )
             (vr,) = run.run_results.values()
             results.append(
                 SuiteResult(table, suite.name, bool(vr.success), len(vr.results), _failed(vr))
             )
-            log.info("suite %s on %s: %s", suite.name, table, "passed" if vr.success else "FAILED")
+            progress.line(f"{broker_name}: expectations: {suite.name} on {table}: "
+                          f"{'passed' if vr.success else 'FAILED'}")  # fmt: skip
         _offline(docs_dir)
         uploaded = _upload_site(store, docs_dir, f"{prefix}{REPORT_DIR}/")
     report = ReportResult(

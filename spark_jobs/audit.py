@@ -18,8 +18,6 @@ this module gathers the findings and the evidence:
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,7 +27,7 @@ from contracts import audit_tables as T
 from contracts.object_store import StoreSpec
 from contracts.retention import read_horizon
 from spark_jobs import incremental as inc
-from spark_jobs import outputs
+from spark_jobs import outputs, progress
 from spark_jobs.acked_durability import acked_durability, promises
 from spark_jobs.archive_reader import (
     GroupArchive,
@@ -79,23 +77,8 @@ class AuditOptions:
     require_evidence: bool = False
 
 
-_T0 = [time.monotonic()]
-
-
 def _progress(msg: str) -> None:
-    """One progress line on stderr, with seconds since the run started and the driver's
-    resident memory (what a long audit of a large archive holds)."""
-    elapsed_s = time.monotonic() - _T0[0]
-    print(f"haproof audit: [{elapsed_s:6.1f}s {_rss_mb():5.0f}MB] {msg}", file=sys.stderr,
-          flush=True)  # fmt: skip
-
-
-def _rss_mb() -> float:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):  # not Linux
-        return 0.0
+    progress.line(msg)
 
 
 def _in_window(c: dict, since: int | None, until: int | None) -> bool:
@@ -305,7 +288,7 @@ def new_run_id() -> str:
 
 
 def run_audit(spark, opts: AuditOptions) -> dict[str, Any]:
-    _T0[0] = time.monotonic()
+    progress.restart()
     # the store (an S3 client costs ~0.15 s to make) is opened once per process and reused by
     # later runs, like the executors' (objects are never cached, only the client)
     # executors (on a cluster: other machines) get the driver's S3 settings inside the tasks

@@ -168,6 +168,9 @@ def _witnesses(store, ranges: list[dict], windowed: dict) -> list[dict]:
                 or record_at(store, views[r["master"]], r["first_diff"]),
                 "node_record": detail.get("slave")
                 or record_at(store, views[r["node"]], r["first_diff"]),
+                # spark_jobs/witness.py: both replicas' bytes around the first difference
+                "window": detail.get("window"),
+                "differing_bytes": detail.get("differingBytes"),
             }
         )
         out[-1]["master_key"] = out[-1]["master_record"].get("key")

@@ -19,7 +19,8 @@ Rules, as RocketMQ has them (checked in its source):
   (``applied``); meanwhile acks are counted over the union of the set and the proposal
   (getSyncStateSet), and ``in_sync_replicas`` is the larger of the two sizes.
 - **confirmOffset** (CommitLog.getConfirmOffset, computeConfirmOffset): the master's max offset
-  while the set is the master alone or ``allAckInSyncStateSet`` is off; else the least ack of
+  while the set and any proposal are the master alone (RocketMQ: the set alone) or
+  ``allAckInSyncStateSet`` is off; else the least ack of
   the members of the union, unchanged while a member has no connection (RocketMQ #6662) or no
   ack yet (RocketMQ skips it). Never lowered: it is what acknowledged clients were promised.
 - **Admission** (CommitLog, controller mode): a put that waits for replicas is refused
@@ -163,8 +164,11 @@ class SyncStateSet:
         """CommitLog.getConfirmOffset in controller mode: the master's max offset while the set
         is the master alone or acks are not all awaited; else computeConfirmOffset over the
         union, kept while a member has no connection or has not acked yet (RocketMQ skips a
-        member without an ack; safer to wait for it). Never lowered."""
-        if len(self.members) == 1 or not self.config.all_ack_in_sync_state_set:
+        member without an ack; safer to wait for it). Never lowered. "Alone" means no other
+        member in the union either: RocketMQ looks at the set only, so while a slave's joining
+        is in flight it would claim bytes that slave has not acked (found by the property
+        test)."""
+        if len(self.union) == 1 or not self.config.all_ack_in_sync_state_set:
             self.confirm = max(self.confirm, master_max_offset)
             return self.confirm
         others = self.union - {self.master_id}

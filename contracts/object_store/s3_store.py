@@ -19,7 +19,13 @@ from contracts.errors import (
     TransientArchiveError,
 )
 from contracts.object_store.interface import ObjectInfo, check_key, web_type
-from contracts.object_store.s3_errors import PERMANENT, TRANSIENT, KeyExists, is_loopback
+from contracts.object_store.s3_errors import (
+    NO_CREDENTIALS,
+    PERMANENT,
+    TRANSIENT,
+    KeyExists,
+    is_loopback,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,6 +68,7 @@ class S3ObjectStore:
             aws_session_token=session_token,
             region_name=region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         )
+        self._session = session  # presigned links get a client of their own (SigV4)
         self._client = session.client(
             "s3",
             endpoint_url=endpoint_url,
@@ -107,7 +114,7 @@ class S3ObjectStore:
         return self.prefix + check_key(key)
 
     def _call(self, what: str, key: str, fn: Callable[[], T]) -> T:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         where = f"{self.root}/{key}" if key else self.root
         self.requests[what.split()[0]] += 1
@@ -128,6 +135,8 @@ class S3ObjectStore:
                 if status and status < 500 and code not in TRANSIENT:
                     raise ArchiveError(f"{what} {where} failed: {code} (HTTP {status})") from None
                 reason = f"{code} (HTTP {status})"
+            except NoCredentialsError:
+                raise ArchiveError(f"{what} {where}: {NO_CREDENTIALS}") from None
             except BotoCoreError as exc:
                 reason = type(exc).__name__
             if attempt < self.retries:
@@ -290,6 +299,24 @@ class S3ObjectStore:
 
     def exists(self, key: str) -> bool:
         return self._head(key) is not None
+
+    def presigned_get_url(self, key: str, expires_s: int) -> str:
+        """An HTTPS (or the endpoint's scheme) link anyone can GET ``key`` with for ``expires_s``
+        seconds, signed locally with this store's credentials (no request is made)."""
+        from botocore.config import Config
+        from botocore.exceptions import NoCredentialsError
+
+        signer = self._session.client(
+            "s3", endpoint_url=self.endpoint_url,
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+        )  # fmt: skip
+        try:
+            return signer.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": self._k(key)},
+                ExpiresIn=int(expires_s),
+            )  # fmt: skip
+        except NoCredentialsError:
+            raise ArchiveError(f"presigning {self.root}/{key}: {NO_CREDENTIALS}") from None
 
     def delete(self, key: str) -> None:
         self._call(

@@ -8,6 +8,7 @@ import sys
 
 from broker.remoting.codes import RequestCode as Q
 from tests.controller.support import B, C, beat, call, join, start_controller, wait_answering
+from tests.support import schemas
 from tools.localcluster import free_port
 
 
@@ -37,12 +38,19 @@ def test_admin_verbs(tmp_path):
         out = admin("electMaster", "-a", addr, "-c", C, "--broker-name", B, "-b", "2", "--json")
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["header"]["masterBrokerId"] == "2"
+        schemas.validate(json.loads(out.stdout), "admin", "electMaster")
+        for verb, extra in (("getControllerMetaData", ()), ("getSyncStateSet", ("-b", B))):
+            out = admin(verb, "-a", addr, *extra, "--json")
+            assert out.returncode == 0, out.stderr
+            schemas.validate(json.loads(out.stdout), "admin", verb)
         out = admin("getSyncStateSet", "-a", addr, "-b", "nosuch")
         assert out.returncode == 1 and "nosuch" in out.stderr
         out = admin("cleanBrokerMetadata", "-a", addr, "-c", C, "--broker-name", B, "-b", "1")
         assert out.returncode == 1 and "still alive" in out.stderr  # refused, said why
-        out = admin("cleanBrokerMetadata", "-a", addr, "-c", C, "--broker-name", B, "-l")
-        assert out.returncode == 0 and "success" in out.stdout, out.stderr
+        out = admin("cleanBrokerMetadata", "-a", addr, "-c", C, "--broker-name", B, "-l", "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {"cleaned": B}
+        schemas.validate(json.loads(out.stdout), "admin", "cleanBrokerMetadata")
         assert call(addr, Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": B})[0] == 2008
         out = admin("getSyncStateSet", "-a", "127.0.0.1:1", "-b", B)
         assert out.returncode == 1 and "unreachable" in out.stderr

@@ -110,7 +110,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(OPS, st.sets(st.integers(1, 3)))
 def test_no_acknowledged_byte_is_missing_from_a_member(ops, first_members):
     sss = make(members={0} | first_members)

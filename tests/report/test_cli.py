@@ -8,6 +8,7 @@ import sys
 
 from contracts.object_store import open_store
 from tests.report import runs
+from tests.support import schemas
 
 
 def haproof(*args: str) -> subprocess.CompletedProcess:
@@ -32,6 +33,7 @@ def test_report_rebuilds_every_group_of_a_run(tmp_path):
                   "--broker-name", runs.GROUP, "--json")  # fmt: skip
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
+    schemas.validate(doc, "report")
     (r,) = doc["reports"]
     assert (r["brokerName"], r["headline"], r["missing"]) == (runs.GROUP, "FAILED", [])
     assert r["bytes"] == page.stat().st_size
