@@ -9,6 +9,7 @@ relative to the archive ROOT (``s3://bucket/prefix`` or ``file:///path``)::
     v1/{cluster}/{brokerName}/{node}/snapshots/{T1}/{T2}/{takenAtMs:013d}.json
     v1/{cluster}/{brokerName}/{node}/events/{T1}/{T2}/{atMs:013d}-{kind}.json
     v1/{cluster}/{brokerName}/_audit/state.json
+    v1/{cluster}/{brokerName}/_controller/...   the controller's records: controller_archive.py
     audits/{runId}/...
 
 Bucket folders (revision 2) hold a range of the sortable number that begins the file name: the
@@ -196,7 +197,8 @@ def in_node_folder(key: str) -> bool:
     """Is ``key`` under a node's ``commitlog/``, ``snapshots/`` or ``events/`` (where every
     object must parse: anything else there is an archive fault)?"""
     parts = key.split("/")
-    return len(parts) >= 6 and parts[0] == VERSION and parts[4] in _FOLDER_BUCKETS
+    node_ok = len(parts) >= 6 and parts[0] == VERSION and parts[3][:1] != "_"  # not _audit...
+    return node_ok and parts[4] in _FOLDER_BUCKETS
 
 
 def parse_key(key: str) -> ParsedKey | None:
@@ -206,8 +208,8 @@ def parse_key(key: str) -> ParsedKey | None:
     if len(parts) < 5 or parts[0] != VERSION:
         return None
     _, cluster, broker_name = parts[:3]
-    if parts[3] == AUDIT_DIR:
-        if parts[4:] == ["state.json"]:
+    if parts[3][:1] == "_":  # not a node: _audit, _controller (contracts/controller_archive.py)
+        if parts[3:] == [AUDIT_DIR, "state.json"]:
             return ParsedKey(cluster, broker_name, "", "audit_state")
         return None
     if len(parts) < 6 or parts[4] not in _FOLDER_BUCKETS:
@@ -361,14 +363,7 @@ def make_event(
     """An event document; ``extra`` carries the kind's own fields (``from``, ``to``, ...)."""
     if kind not in EVENT_KINDS:
         raise LayoutError(f"unknown event kind {kind!r}")
-    doc = {
-        "kind": kind,
-        "node": node,
-        "cluster": cluster,
-        "brokerName": broker_name,
-        "at": at_ms,
-        "epoch": epoch,
-    }
+    doc = dict(kind=kind, node=node, cluster=cluster, brokerName=broker_name, at=at_ms, epoch=epoch)
     doc.update(extra)
     return doc
 

@@ -161,6 +161,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "ack": "int64",
         "verdict": "object",
         "snapshot": "object",  # the snapshot key that promised the bytes
+        "detail": "object",  # e.g. an election's candidates that held the bytes
     },
     "offset_timeline": {
         "taken_at": "int64",

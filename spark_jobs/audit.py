@@ -38,6 +38,7 @@ from spark_jobs.archive_reader import (
 )
 from spark_jobs.commit_history import judge_offsets, ordered_records
 from spark_jobs.delivery import delivery_check, delivery_doc, duplicates_spark
+from spark_jobs.elections import judge_elections
 from spark_jobs.epochs import (
     conflict_plans,
     epoch_masters,
@@ -219,12 +220,8 @@ def records_step(spark, opts, ga, windowed, snapshots, timeline, snap_violations
 
 def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str) -> dict:
     state_f = io_pool().submit(inc.load_state, store, opts.cluster, broker_name)
-    ga = load_group(
-        store,
-        opts.cluster,
-        broker_name,
-        marks=(lambda: state_f.result().marks()) if opts.incremental else None,
-    )
+    marks = (lambda: state_f.result().marks()) if opts.incremental else None
+    ga = load_group(store, opts.cluster, broker_name, marks=marks)
     state = state_f.result()
     state_in = state if opts.incremental else inc.AuditState()
     ga.master_hint = state.master if opts.incremental else ""
@@ -246,9 +243,11 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         f"{len(integrity.issues)} issue(s)"
     )
     outputs.locate_gaps(store, integrity.issues)
-    faults = outputs.merge_faults(ga.faults, integrity.faults, windowed)
-    durability = acked_durability(
-        ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)
+    elections = judge_elections(store, ga)  # controller mode: its records, every election
+    faults = outputs.merge_faults(ga.faults + elections.faults, integrity.faults, windowed)
+    durability = (
+        acked_durability(ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack))
+        + elections.losses
     )
     off = offsets_step(spark, opts, ga, state_in, broker_name) + (integrity, durability)
     snapshots, timeline, violations, points, found = records_step(spark, opts, ga, windowed, *off)
@@ -260,7 +259,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         integrity=integrity,
         faults=faults,
         durability=durability,
-        acks=promises(ga, state_in.last_snapshot_at),
+        acks=promises(ga, state_in.last_snapshot_at) + elections.judged,
         points=points,
         violations=violations,
         extra=found.checks,
@@ -269,19 +268,12 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         opts, run_id, broker_name, master, checks, rep.ranges, integrity, faults, durability,
         violations, store, windowed,
     )  # fmt: skip
-    verdict.update(seconds=round(time.monotonic() - t0, 3), **found.docs)  # offsets, delivery
+    verdict.update(seconds=round(time.monotonic() - t0, 3), elections=elections.timeline)
+    verdict.update(found.docs)  # offsets, delivery
     verdict["recordsByIdentity"] = 0  # every chunk's records are checked on its own bytes
     # where the time went (bench audit): the comparison job (with the master chunks checked on
     # its reads), the log integrity job, and the seconds inside the record checks
-    verdict["timing"] = {
-        "scanJobS": round(scan_s, 3),
-        "logIntegrityJobS": round(li_s, 3),
-        "recordsDecoded": integrity.records,
-        "scanReadS": round(rep.scan.read_s, 3),
-        "scanCompareS": round(rep.scan.compare_s, 3),
-        "recordCheckS": round(integrity.check_s, 3),
-        "recordCheckCpuS": round(integrity.check_cpu_s, 3),
-    }
+    verdict["timing"] = _timing(scan_s, li_s, rep, integrity)
     outputs.write_group(
         store, run_id, broker_name, verdict, single_group=bool(opts.broker_name),
         tables={
@@ -297,6 +289,18 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
             store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master
         )
     return verdict
+
+
+def _timing(scan_s: float, li_s: float, rep, integrity) -> dict:
+    return {
+        "scanJobS": round(scan_s, 3),
+        "logIntegrityJobS": round(li_s, 3),
+        "recordsDecoded": integrity.records,
+        "scanReadS": round(rep.scan.read_s, 3),
+        "scanCompareS": round(rep.scan.compare_s, 3),
+        "recordCheckS": round(integrity.check_s, 3),
+        "recordCheckCpuS": round(integrity.check_cpu_s, 3),
+    }
 
 
 def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master):

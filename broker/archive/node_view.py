@@ -75,6 +75,10 @@ class NodeView:
         rec = store.recovery
         if rec is not None and rec.abnormal and rec.damage is None:
             events.append(("recovered", {"from": rec.found_end, "to": rec.valid_end}))
+        cut = getattr(store, "finished_cut", None)  # a rejoin cut a crash interrupted
+        if cut is not None:
+            events.append(("truncated", {"from": cut[1] if cut[1] is not None else cut[0],
+                                         "to": cut[0]}))  # fmt: skip
         for q in store.quarantine_reports:
             refetch = q.get("action") == "refetch"
             end = store.max_phy_offset

@@ -36,6 +36,13 @@ class ControllerConfig:
     jRaftInitConf: str = ""
     jRaftControllerRPCAddr: str = ""
     jRaftElectionTimeoutMs: int = 1_000
+    # the controller's records shipped to the archive (broker/controller/archiver.py); the
+    # same key names as a broker's archive keys
+    archiveEnable: bool = False
+    archiveRoot: str = ""  # s3://bucket/prefix or file:///path
+    archiveIntervalMs: int = 1_000
+    archiveS3Endpoint: str = ""  # default: HAPROOF_S3_ENDPOINT, else AWS's
+    archiveS3Region: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -62,6 +69,12 @@ class ControllerConfig:
         for name in ("scanNotActiveBrokerInterval", "scanInactiveMasterInterval"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{where}: {name} must be > 0 ms")
+        if self.archiveEnable and not self.archiveRoot:
+            raise ConfigError(
+                f"{where}: archiveEnable=true needs archiveRoot (s3://... or file://...)"
+            )
+        if self.archiveIntervalMs <= 0:
+            raise ConfigError(f"{where}: archiveIntervalMs must be > 0 ms")
         if self.controllerType == "jRaft":
             peers = self.raft_peers
             if self.jRaftServerId not in peers:

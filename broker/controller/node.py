@@ -4,9 +4,11 @@ name server's, embedded), the role-change notifier and the housekeeping loop."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from broker.clock import SYSTEM_CLOCK, Clock
+from broker.controller.archiver import open_archiver
 from broker.controller.config import ControllerConfig
 from broker.controller.controller import Controller
 from broker.controller.journal import Journal
@@ -20,6 +22,7 @@ from broker.remoting.server import RemotingServer
 log = logging.getLogger(__name__)
 
 NOTIFY_TIMEOUT_MS = 3_000
+ARCHIVE_ON_STOP_S = 5.0
 
 
 class ControllerNode:
@@ -40,6 +43,7 @@ class ControllerNode:
         self.controller = Controller(config, self.log, self.sm, clock=clock,
                                      notifier=self._notify, self_addr=self_addr)  # fmt: skip
         self.processor = ControllerProcessor(self.controller)
+        self.archiver = open_archiver(config, self.sm, self.log, clock)  # archiveEnable
         self.server: RemotingServer | None = None
         self._own_server = False
 
@@ -60,6 +64,8 @@ class ControllerNode:
                 server.register(code, handler)
         self.server = server
         self.controller.housekeeping.start()
+        if self.archiver is not None:
+            self.archiver.start()
         return self
 
     async def _notify(self, addr: str, header: dict, body: dict) -> None:
@@ -72,6 +78,13 @@ class ControllerNode:
 
     async def stop(self) -> None:
         await self.controller.housekeeping.stop()
+        if self.archiver is not None:
+            await self.archiver.stop()
+            if self.log.is_leader():
+                try:  # what the last round did not ship yet, bounded: a stop never hangs
+                    await asyncio.wait_for(self.archiver.ship(), ARCHIVE_ON_STOP_S)
+                except Exception as exc:  # noqa: BLE001 - the restart ships it again
+                    log.warning("controller archiver: last records not shipped: %s", exc)
         for task in list(self.controller.housekeeping_tasks):
             task.cancel()
         if self._own_server and self.server is not None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from broker import planted_bugs
 from broker.config import BrokerRole
 from broker.ha.epoch import EpochFile, consistent_point
+from broker.ha.rejoin_cut import finish_interrupted, rejoin_cut
 from broker.ha.role import RoleChange
 from broker.ha.role_request import (
     RoleRequest,
@@ -70,9 +71,11 @@ class FailoverService:
     def __init__(self, node: BrokerNode, links: PeerLinks) -> None:
         self.node = node
         self.client = links.client()
+        self.on_cut_step = None  # the rejoin cut's fault hook (broker/ha/rejoin_cut.py), tests
 
     async def start(self) -> None:
         role = self.node.role
+        finish_interrupted(self.node.store, role)  # a rejoin cut a crash interrupted
         if role.role.is_master and not role.epoch_entries:
             role.begin_epoch(1, self.node.store.max_phy_offset)
 
@@ -278,18 +281,18 @@ class FailoverService:
                     f"{node.node_name} shares no epoch with master {master_addr} "
                     f"(mine {mine}, theirs {theirs}): refusing to replicate"
                 )
-        cut = None
         if point is not None and point < my_end:
             log.warning(
                 "%s: truncating the commit log [%d, %d) (%d bytes) to rejoin master %s",
                 node.node_name, point, my_end, my_end - point, master_addr,
             )  # fmt: skip
-            node.store.truncate_dirty(point)
-            node.notify_truncated(my_end, point)
-            cut = point
+            # durable before replication starts, finished by a restart (RocketMQ #10666)
+            rejoin_cut(node.store, node.role, point, theirs, node.notify_truncated,
+                       self.on_cut_step)  # fmt: skip
+            return point
         if theirs:
             node.role.adopt_epochs(theirs)
-        return cut
+        return None
 
 
 # -- controller side ----------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
 from broker.ha.role import BrokerRoleState
-from broker.store import delay, recovery
-from broker.store.checkpoint import StoreCheckpoint, atomic_write
+from broker.store import delay, recovery, truncation
+from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, RecoveryReport
 from broker.store.config_store import DelayOffsetTable, TableConfig
 from broker.store.consume_queue import ConsumeQueue
@@ -33,7 +33,6 @@ from contracts.record.model import Record
 
 log = logging.getLogger(__name__)
 
-TRUNCATING = "truncating"  # marker file: a failover truncation in progress (its offset)
 __all__ = ["DispatchListener", "MessageStore", "PutFuture", "time_ms"]  # re-exported types
 
 
@@ -189,21 +188,9 @@ class MessageStore(PutMixin, QueryMixin):
             os.fsync(fh.fileno())
 
     def _finish_truncation(self) -> None:
-        """A truncation a crash interrupted (its marker is still there): finish it first."""
-        marker = os.path.join(self.root, TRUNCATING)
-        try:
-            with open(marker, encoding="ascii") as fh:
-                text = fh.read().strip()
-        except FileNotFoundError:
-            return
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StoreError(f"{marker}: unreadable truncation marker: {exc}") from exc
-        if not text.isdigit():
-            raise StoreError(f"{marker}: truncation marker holds {text!r}, not an offset")
-        offset = int(text)
-        log.warning("%s: finishing a truncation interrupted at %d", self.root, offset)
-        self.commit_log.truncate_dirty(offset)
-        os.unlink(marker)
+        """A truncation a crash interrupted (its marker is still there): finish it first;
+        ``finished_cut`` says which, for the node to announce."""
+        self.finished_cut = truncation.finish(self)
 
     def _cfg(self, name: str) -> str:
         return os.path.join(self.config_dir, name)
@@ -379,21 +366,8 @@ class MessageStore(PutMixin, QueryMixin):
             except Exception:
                 log.exception("dispatch listener failed")
 
-    def truncate_dirty(self, offset: int) -> None:
-        """Drop commit log and consume queue data at or above ``offset`` (failover rejoin).
-
-        A ``truncating`` marker (the offset, written atomically) lives while the bytes are
-        zeroed: a crash halfway leaves zeros followed by old records, which recovery would
-        otherwise take for damage; with the marker it finishes the truncation instead."""
-        marker = os.path.join(self.root, TRUNCATING)
-        with self.put_lock:
-            log.warning(
-                "%s: truncating the commit log [%d, %d)", self.root, offset, self.max_phy_offset
-            )
-            atomic_write(marker, str(offset).encode())
-            self.commit_log.truncate_dirty(offset)
-            os.unlink(marker)
-            for key, cq in self.queues.items():
-                cq.truncate_dirty(offset)
-                self.topic_queue_table[key] = cq.max_offset_in_queue
-            self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, offset)
+    def truncate_dirty(self, offset: int, on_step: truncation.OnStep | None = None) -> None:
+        """Drop commit log and consume queue data at or above ``offset`` (failover rejoin),
+        durably, behind a marker a crash leaves for the next open to finish
+        (``broker/store/truncation.py``; ``on_step``: the fault hook between its steps)."""
+        truncation.cut(self, offset, on_step)

@@ -1,8 +1,9 @@
 """The group's archived snapshots and events, for the plots (replication lag, role changes).
 
 Only the group's own prefixes are listed: ``v1/{cluster}/{brokerName}/{node}/snapshots/`` and
-``.../events/`` for every node the audit outputs name (never the whole cluster, never the commit
-log chunks). Keys and documents are parsed by ``contracts.archive_layout``; a document that does
+``.../events/`` for every node the audit outputs name, and the controller's records of the group
+(``{brokerName}/_controller/events/``: elections; never the whole cluster, never the commit log
+chunks). Keys and documents are parsed by ``contracts.archive_layout``; a document that does
 not parse is counted in a note and skipped (the audit's archive_integrity check reports it).
 """
 
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from contracts import archive_layout as layout
+from contracts.controller_archive import controller_events_prefix, parse_controller_key
 from contracts.read_limits import MAX_JSON_DOC_BYTES
 
 #: bounds: a plot is ~900 pixels wide, so more snapshots than this per node add GETs, not detail
@@ -74,6 +76,17 @@ def _keys(store, cluster: str, broker_name: str, nodes: list[str]) -> list[layou
             parsed = layout.parse_key(info.key)
             if parsed is not None and parsed.kind in ("snapshot", "event"):
                 found.append((info.key, parsed))
+    for info in store.list(controller_events_prefix(cluster, broker_name)):  # elections
+        if (named := parse_controller_key(info.key)) is not None:
+            at_ms, kind = named
+            found.append(
+                (
+                    info.key,
+                    layout.ParsedKey(
+                        cluster, broker_name, "_controller", "event", at_ms=at_ms, event_kind=kind
+                    ),
+                )
+            )
     return found
 
 

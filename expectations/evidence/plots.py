@@ -27,7 +27,7 @@ VERDICT_COLORS = {
     at.EXPIRED: "#cfd8dc",
 }
 MAX_OFFSET_PLOTS = 24
-_EVENT_MARKS = ("role_changed", "master_lost", "truncated")
+_EVENT_MARKS = ("role_changed", "master_lost", "truncated", "elected", "election_failed")
 
 
 def _event_label(e: dict[str, Any]) -> str:
@@ -36,6 +36,9 @@ def _event_label(e: dict[str, Any]) -> str:
         return f"{e.get('node')}: {e.get('from')} \u2192 {e.get('to')} (epoch {e.get('epoch')})"
     if kind == "truncated":
         return f"{e.get('node')}: truncated [{e.get('to')}, {e.get('from')})"
+    if kind == "elected":  # the controller's record: node is the new master's address
+        how = "unclean" if e.get("unclean") else "clean"
+        return f"{e.get('node')}: elected ({how}, masterEpoch {e.get('masterEpoch')})"
     return f"{e.get('node')}: {kind}"
 
 

@@ -25,8 +25,10 @@ import yaml
 
 from broker.cli import build_parser
 from broker.config import BrokerConfig, BrokerRole
+from broker.controller.config import ControllerConfig, load_controller_config
 
 REPO = Path(__file__).resolve().parents[2]
+CONTROLLER_MODE_KEYS = ("enableControllerMode", "controllerAddr")
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +89,9 @@ def test_broker_configs_agree_with_the_network_and_each_other(compose) -> None:
     ns_port = _flag(ns_svc["command"], "--listen-port")
     masters = {}
     for name, (svc, cfg) in brokers.items():
-        # aclEnable is a BrokerConfig key (broker/acl)
-        assert set(cfg.extra) <= {"aclEnable"}, f"{name}: unknown keys {cfg.extra}"
+        # aclEnable is a BrokerConfig key (broker/acl); the controller-mode keys are
+        # RocketMQ's, read by the controller client (test_brokers_join_the_controller_group)
+        assert set(cfg.extra) <= {"aclEnable", *CONTROLLER_MODE_KEYS}, f"{name}: {cfg.extra}"
         ip = svc["networks"]["haproof"]["ipv4_address"]
         assert cfg.broker_ip1 == ip and ipaddress.ip_address(ip) in subnet, name
         assert cfg.node_name == name
@@ -177,7 +180,7 @@ print(json.dumps(missing))
 
 # -- safe to start ----------------------------------------------------------------------------
 
-PUBLISHED = {"namesrv", "broker-a-0", "broker-a-1", "airflow-apiserver"}  # what users reach
+PUBLISHED = {"namesrv", "broker-a-0", "broker-a-1", "broker-a-2", "airflow-apiserver"}  # users
 _VAR = re.compile(r"(?<!\$)\$\{(\w+)(:?[-?])?([^}]*)\}")
 
 
@@ -308,3 +311,58 @@ def test_compose_refuses_to_start_without_a_secret(compose_text) -> None:
                  "HAPROOF_REDIS_PASSWORD", "AIRFLOW_FERNET_KEY", "HAPROOF_BROKER_SECRET_KEY",
                  "HAPROOF_PLAIN_ACL"):  # fmt: skip
         assert name in missing and name in missing[name], name
+
+
+# -- controller mode ----------------------------------------------------------------------------
+
+
+def _controllers(compose: dict) -> dict[str, tuple[dict, ControllerConfig]]:
+    out = {}
+    for name, svc in _services(compose, "haproof").items():
+        if svc["command"][1] != "controller":
+            continue
+        conf_in_container = _flag(svc["command"], "-c")
+        mounts = dict(
+            v.rsplit(":", 1)[0].split(":", 1) for v in svc["volumes"] if v.startswith("./")
+        )
+        host_path = {dst: src for src, dst in mounts.items()}[conf_in_container]
+        out[name] = (svc, load_controller_config(str(REPO / host_path)))  # strict keys
+    return out
+
+
+def test_three_controllers_form_one_raft_group_that_archives_its_elections(compose) -> None:
+    controllers = _controllers(compose)
+    assert sorted(controllers) == ["controller-0", "controller-1", "controller-2"]
+    (_, first), *_ = controllers.values()
+    assert first.controllerType == "jRaft" and len(first.raft_peers) == 3
+    (_, broker_cfg), *_ = _brokers(compose).values()
+    ids = set()
+    for name, (svc, cfg) in controllers.items():
+        assert (cfg.raft_peers, cfg.rpc_addrs) == (first.raft_peers, first.rpc_addrs), name
+        ids.add(cfg.jRaftServerId)
+        # this controller's Raft and remoting addresses name its own service
+        assert cfg.jRaftServerId.split(":")[0] == name
+        assert cfg.rpc_addr_of(cfg.jRaftServerId) == f"{name}:{cfg.listenPort}"
+        assert cfg.listenHost == "0.0.0.0"
+        assert f"('127.0.0.1', {cfg.listenPort})" in svc["healthcheck"]["test"][-1], name
+        assert not cfg.enableElectUncleanMaster, f"{name}: elect only from the SyncStateSet"
+        # its records go where the brokers archive and the audit reads
+        assert cfg.archiveEnable and cfg.archiveRoot == broker_cfg.archive_root, name
+        assert cfg.archiveS3Endpoint == broker_cfg.archive_s3_endpoint, name
+        assert svc["environment"]["AWS_ACCESS_KEY_ID"].startswith("${HAPROOF_S3_ACCESS_KEY:?")
+        assert any(v.endswith(":/var/lib/haproof") for v in svc["volumes"]), "durable state"
+        assert cfg.controllerStorePath.startswith("/var/lib/haproof/"), name
+    assert ids == set(first.raft_peers)
+
+
+def test_brokers_join_the_controller_group(compose) -> None:
+    controllers = _controllers(compose)
+    (_, first), *_ = controllers.values()
+    for name, (_svc, cfg) in _brokers(compose).items():
+        assert cfg.extra.get("enableControllerMode") == "true", name
+        assert cfg.extra["controllerAddr"].split(";") == first.rpc_addrs, name
+        assert cfg.broker_ip1 in cfg.ha_allowed_slaves, f"{name}: any node may be master"
+        # a group of three, so a SYNC_MASTER keeps a slave in its SyncStateSet after one loss
+    assert len(_brokers(compose)) == 3
+    master = compose["services"]["broker-a-0"]["depends_on"]
+    assert all(master[c] == {"condition": "service_healthy"} for c in controllers)

@@ -174,7 +174,8 @@ def test_only_the_groups_snapshot_and_event_prefixes_are_listed(store):
     ev = load_run(rec, "r-l", runs.GROUP)
     assert ev.snapshots and ev.events
     assert sorted(rec.listed) == sorted(
-        f"v1/c1/broker-a/{n}/{f}/" for n in (runs.M, runs.S) for f in ("events", "snapshots")
+        [f"v1/c1/broker-a/{n}/{f}/" for n in (runs.M, runs.S) for f in ("events", "snapshots")]
+        + ["v1/c1/broker-a/_controller/events/"]  # the controller's records (elections)
     )
 
 
