@@ -19,6 +19,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -47,6 +48,28 @@ class SystemClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def monotonic_seconds(clock: Clock) -> Callable[[], float]:
+    """``clock``'s monotonic time in seconds, as a function (deadline tables kept in seconds)."""
+    return lambda: clock.monotonic_ms() / 1000
+
+
+async def sleep_unless_set(clock: Clock, event: asyncio.Event, ms: float) -> bool:
+    """Sleep ``ms`` on ``clock``, cut short when ``event`` is set; True when it was set."""
+    if event.is_set():
+        return True
+    sleeper = asyncio.ensure_future(clock.sleep_ms(ms))
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for fut in (sleeper, waiter):
+            if not fut.done():
+                fut.cancel()
+        await asyncio.gather(sleeper, waiter, return_exceptions=True)
+    return event.is_set()
+
 
 # turns of the event loop given to woken coroutines before time moves on: enough for a woken
 # coroutine to run its round and reach its next sleep through a few awaits of ready futures

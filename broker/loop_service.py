@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 
 from broker.clock import SYSTEM_CLOCK, Clock
 
@@ -125,3 +126,33 @@ class LoopService(ABC):
                     fut.cancel()
             await asyncio.gather(sleeper, waker, return_exceptions=True)
             self._woken.clear()
+
+
+class Periodic(LoopService):
+    """A ``LoopService`` whose round is a coroutine function handed in: what a part that is not
+    itself a loop (a node service with requests to answer, a store table) runs in the background.
+
+        self._sampler = Periodic("stats", period_ms=1000, clock=clock, round_=stats.sample_async)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        period_ms: float,
+        round_: Callable[[], Awaitable[None]],
+        clock: Clock = SYSTEM_CLOCK,
+        run_first_round_at_once: bool = False,
+        stop_timeout_ms: float = 5_000,
+    ) -> None:
+        super().__init__(
+            name,
+            period_ms=period_ms,
+            clock=clock,
+            run_first_round_at_once=run_first_round_at_once,
+            stop_timeout_ms=stop_timeout_ms,
+        )
+        self._round = round_
+
+    async def run_once(self) -> None:
+        await self._round()

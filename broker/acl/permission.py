@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
 
 from broker.acl.accounts import ANY, DENY, PUB, SUB, Account, PlainAcl, group_resource
 from broker.acl.signing import ACCESS_KEY, signature_matches
+from broker.clock import SYSTEM_CLOCK
 from broker.remoting.codes import RequestCode as R
 from broker.remoting.command import RemotingCommand
 from contracts.errors import ConfigError
@@ -139,11 +139,11 @@ class AclChecker:
         checker._path = path
         checker._mtime_ns = _mtime_ns(path)
         checker._reload_check_s = reload_check_ms / 1000
-        checker._next_check = time.monotonic() + checker._reload_check_s
+        checker._next_check = SYSTEM_CLOCK.monotonic_ms() / 1000 + checker._reload_check_s
         return checker
 
     def _maybe_reload(self) -> None:
-        now = time.monotonic()
+        now = SYSTEM_CLOCK.monotonic_ms() / 1000
         if self._path is None or now < self._next_check:
             return
         self._next_check = now + self._reload_check_s

@@ -7,17 +7,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from broker.archive.shipper import NodeIdentity
+from broker.config import BrokerConfig
+from broker.ha.role import BrokerRoleState
+from broker.ha.role_services import RoleServices
+from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveError
-
-if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.ha.role import BrokerRoleState
-    from broker.ha.role_services import RoleServices
-    from broker.store.message_store import MessageStore
 
 
 class LiveStoreSource:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.archive.archive_tail import newest_snapshot_key, read_tail
 from broker.archive.record_scan import scan_frames, store_timestamp, walk_records
 from broker.archive.sources import CommitLogSource, StoreDirSource
+from broker.clock import SYSTEM_CLOCK
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveConflictError, ArchiveError, CorruptRecordError
 from contracts.object_store import ObjectStore
@@ -131,7 +131,7 @@ class Shipper:
         store: ObjectStore,
         identity: NodeIdentity,
         chunk_max_bytes: int = 64 * 1024 * 1024,
-        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        clock_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
         progress: Callable[[int, int], None] | None = None,
     ):
         if identity.role not in layout.ROLES:
@@ -226,7 +226,7 @@ class Shipper:
             self, source.mapped_file_size, start, end_limit,
             self.id.epoch if epoch is None else epoch, self.id.role if role is None else role,
         )  # fmt: skip
-        if getattr(source, "framing_trusted", False):
+        if source.framing_trusted:
             self._ship_framed(source, out)
         else:
             self._ship_walked(source, out)
@@ -368,4 +368,4 @@ def _json(doc: dict) -> bytes:
 
 
 def _name(source: CommitLogSource) -> str:
-    return getattr(source, "directory", type(source).__name__)
+    return source.directory if isinstance(source, StoreDirSource) else type(source).__name__

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import time
 
 from broker.acl.signing import ACCESS_KEY, signature_matches
+from broker.clock import SYSTEM_CLOCK
 from broker.config_checks import ha_allowed_networks
 from broker.ha import wire
 
@@ -30,7 +30,7 @@ LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")
 
 
 def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 class HAAdmission:

@@ -22,18 +22,15 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
+from broker.config import BrokerConfig
+from broker.ha.role import BrokerRoleState
+from broker.node_parts import PeerLinks
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager, Raised
+from broker.store.message_store import MessageStore
 from contracts.errors import HaproofError, RemotingError
-
-if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.ha.role import BrokerRoleState
-    from broker.node_parts import PeerLinks
-    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +97,9 @@ class OffsetPreOnline:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.client.close()
+
+    def handlers(self) -> dict:
+        return {}
 
     def runtime_info(self) -> dict:
         return {"offsetPreOnlineRaised": self.raised_total, "offsetPreOnlinePeers": self.peers_read}

@@ -25,10 +25,10 @@ import asyncio
 import heapq
 import itertools
 import logging
-import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from broker.clock import SYSTEM_CLOCK, Clock, monotonic_seconds, sleep_unless_set
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha import wire
 from broker.ha.admission import HAAdmission
@@ -59,14 +59,14 @@ class HAConnection:
         self.request_offset = -1  # its first report: where the transfer starts
         self.next_transfer = -1
         self.sent_end = -1  # end of what this connection was given: no ack may pass it
-        self.connected_at = time.monotonic()
+        self.connected_at = service.clock.monotonic_ms() / 1000
         self._first_report = asyncio.Event()
         self.new_data = asyncio.Event()  # set by the service on every put
         self._sent: deque[tuple[float, int]] = deque()  # (monotonic s, bytes) for the speed
         self.closed = False
 
     def transfer_speed(self) -> float:
-        now = time.monotonic()
+        now = self.service.clock.monotonic_ms() / 1000
         while self._sent and now - self._sent[0][0] > SPEED_WINDOW_S:
             self._sent.popleft()
         span = max(min(now - self.connected_at, SPEED_WINDOW_S), 1e-3)
@@ -139,10 +139,10 @@ class HAConnection:
     async def _write_loop(self) -> None:
         await self._first_report.wait()
         cfg = self.service.config
-        heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
+        heartbeat_ms = cfg.ha_send_heartbeat_interval_ms
         batch = cfg.ha_transfer_batch_size_bytes
-        store = self.service.store
-        last_write = time.monotonic()
+        store, clock = self.service.store, self.service.clock
+        last_write = clock.monotonic_ms()
         while True:
             self.new_data.clear()  # before reading: a put after the read wakes the wait below
             data = store.commit_log.read(self.next_transfer, batch)
@@ -153,18 +153,14 @@ class HAConnection:
                 self.sent_end = self.next_transfer + len(data)
                 await self.writer.drain()
                 self.next_transfer += len(data)
-                self._sent.append((time.monotonic(), len(data)))
-                last_write = time.monotonic()
+                last_write = clock.monotonic_ms()
+                self._sent.append((last_write / 1000, len(data)))
                 continue
-            if time.monotonic() - last_write >= heartbeat_s:
+            if clock.monotonic_ms() - last_write >= heartbeat_ms:
                 self.writer.write(wire.build_header(self.next_transfer, 0))
                 await self.writer.drain()
-                last_write = time.monotonic()
-            try:
-                async with asyncio.timeout(heartbeat_s):
-                    await self.new_data.wait()
-            except TimeoutError:
-                pass
+                last_write = clock.monotonic_ms()
+            await sleep_unless_set(clock, self.new_data, heartbeat_ms)
 
 
 class HAService:
@@ -179,24 +175,29 @@ class HAService:
         role: BrokerRoleState,
         host: str,
         acl: AclChecker | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.config = config
         self.role = role
+        self.clock = clock
         self.host = host
         self.connections: list[HAConnection] = []
         self.push2slave_max = 0  # the best ack over all slaves (RocketMQ's push2SlaveMaxOffset)
         self._server: asyncio.Server | None = None
         self.port = self.config.ha_listen_port  # the bound port once started
         self.peer_names: dict[str, str] = {}  # HA connection peer -> the slave's node name
-        # (time.monotonic() s, push2slave_max) each time the best ack rose: replication lag
+        # (clock's monotonic s, push2slave_max) each time the best ack rose: replication lag
         # measured where the ack lands, without a poller's granularity (bench, haStatus)
         self.ack_history: deque[tuple[float, int]] = deque(maxlen=ACK_HISTORY_LEN)
         self._tasks: set[asyncio.Task] = set()
         self.admission = HAAdmission(self.config, acl)
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
         self._seq = itertools.count()
-        self.refusals = RefusalLog()  # refused peers, logged once a minute per host
+        self.refusals = RefusalLog(
+            monotonic_seconds(clock)
+        )  # refused peers, logged once a minute per host
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -287,7 +288,7 @@ class HAService:
     def on_ack(self, offset: int) -> None:
         if offset > self.push2slave_max:
             self.push2slave_max = offset
-            self.ack_history.append((time.monotonic(), offset))
+            self.ack_history.append((self.clock.monotonic_ms() / 1000, offset))
         while self._waiters and self._waiters[0][0] <= self.push2slave_max:
             _end, _seq, fut = heapq.heappop(self._waiters)
             if not fut.done():
@@ -343,6 +344,9 @@ class HAService:
             "confirmOffset": min(in_sync) if in_sync else master_max,
             "slaves": slaves,
         }
+
+    def handlers(self) -> dict:
+        return {}
 
     def runtime_info(self) -> dict[str, object]:
         st = self.status()

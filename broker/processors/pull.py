@@ -7,8 +7,12 @@ import asyncio
 import logging
 
 from broker.ha.read_advice import MASTER_ID, suggest_which_broker_id, total_physical_memory_bytes
+from broker.live_config import LiveConfig
+from broker.processors.admin import ConsumerManager
+from broker.processors.runtime import BrokerStats
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.message_store import MessageStore
 from broker.store.results import GetMessageResult, GetMessageStatus
 from contracts.errors import StoreError
 from contracts.record.properties import tags_hash_code
@@ -60,6 +64,7 @@ class LongPollWaiters:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.closed = False  # the node is stopping: a woken pull answers at once
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
 
     def on_dispatch(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -101,17 +106,35 @@ class LongPollWaiters:
         for key in list(self._waiters):
             self._wake(key)
 
+    def close(self) -> None:
+        """The node stops: every suspended pull answers now, and none waits again."""
+        self.closed = True
+        self.wake_all()
+
 
 class PullProcessor:
-    """Needs ``node`` with ``store``, ``consumers`` (subscriptions) and ``long_poll``."""
+    """Reads ``store``; ``consumers`` hold the subscriptions, ``long_poll`` the suspended pulls;
+    ``config`` is read at every pull (read-from-slave advice keys change at runtime); counts
+    gets in ``stats`` when given."""
 
-    def __init__(self, node) -> None:
-        self.node = node
+    def __init__(
+        self,
+        store: MessageStore,
+        config: LiveConfig,
+        consumers: ConsumerManager,
+        long_poll: LongPollWaiters,
+        stats: BrokerStats | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.consumers = consumers
+        self.long_poll = long_poll
+        self.stats = stats
         # The machine's memory, for read-from-slave advice (tests inject a small one).
         self.physical_memory_bytes = total_physical_memory_bytes()
 
     async def pull(self, conn, req: RemotingCommand) -> RemotingCommand:
-        store = self.node.store
+        store = self.store
         group = req.field("consumerGroup")
         topic = req.field("topic")
         queue_id = req.int_field("queueId")
@@ -127,24 +150,23 @@ class PullProcessor:
         if sys_flag & PULL_FLAG_SUBSCRIPTION or req.opt_field("subscription") is not None:
             expression = req.opt_field("subscription", "*")
         else:
-            expression = self.node.consumers.subscription(group, topic)
+            expression = self.consumers.subscription(group, topic)
         tag_codes = parse_tag_codes(expression)
         is_master = store.role.is_master
 
         result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
         code = pull_code(result.status, offset, is_master)
         if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_FLAG_SUSPEND and suspend_ms > 0:
-            await self.node.long_poll.wait(
+            long_poll = self.long_poll
+            await long_poll.wait(
                 (topic, queue_id),
-                lambda: (
-                    store.get_max_offset_in_queue(topic, queue_id) > offset or not self.node.running
-                ),
+                lambda: store.get_max_offset_in_queue(topic, queue_id) > offset or long_poll.closed,
                 suspend_ms,
             )
             result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
             code = pull_code(result.status, offset, is_master)
-        if self.node.stats is not None:
-            self.node.stats.on_get(result.found, len(result.records))
+        if self.stats is not None:
+            self.stats.on_get(result.found, len(result.records))
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
             commit = _opt_int(req, "commitOffset", -1)
             if commit >= 0:
@@ -155,7 +177,7 @@ class PullProcessor:
         suggest = MASTER_ID
         if is_master:
             suggest = suggest_which_broker_id(
-                self.node.config,
+                self.config,
                 store.max_phy_offset,
                 result.max_phy_offset_pulled,
                 self.physical_memory_bytes,

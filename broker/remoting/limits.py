@@ -22,19 +22,35 @@ from __future__ import annotations
 import dataclasses
 import logging
 import resource
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+from broker.clock import SYSTEM_CLOCK, monotonic_seconds
 
 log = logging.getLogger("broker.remoting.limits")
 
-Clock = Callable[[], float]  # seconds, monotonic
+SecondsClock = Callable[[], float]  # seconds, monotonic
+SYSTEM_SECONDS: SecondsClock = monotonic_seconds(SYSTEM_CLOCK)
 
 DEFAULT_IDLE_TIMEOUT_MS = 120_000
 DEFAULT_FRAME_READ_TIMEOUT_MS = 30_000
 DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_UNREAD_BYTES = 64 * 1024 * 1024
+
+
+class RemotingKeys(Protocol):
+    """The remoting keys of a broker's config (``BrokerConfig`` has them)."""
+
+    @property
+    def server_channel_max_idle_time_s(self) -> int: ...
+    @property
+    def remoting_frame_read_timeout_ms(self) -> int: ...
+    @property
+    def remoting_max_connections(self) -> int: ...
+    @property
+    def remoting_max_pending_bytes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -46,9 +62,14 @@ class ServerLimits:
     max_unread_bytes: int = DEFAULT_MAX_UNREAD_BYTES
 
     def __post_init__(self) -> None:
-        for name in ("idle_timeout_ms", "frame_read_timeout_ms", "max_connections"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        positive = {
+            "idle_timeout_ms": self.idle_timeout_ms,
+            "frame_read_timeout_ms": self.frame_read_timeout_ms,
+            "max_connections": self.max_connections,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
         if self.max_pending_bytes < 64 * 1024:
             raise ValueError(
                 f"max_pending_bytes must be at least 64 KiB, got {self.max_pending_bytes}"
@@ -61,18 +82,13 @@ class ServerLimits:
         return max(10, min(1000, shortest // 4))
 
     @classmethod
-    def from_config(cls, config) -> ServerLimits:
-        """From a BrokerConfig (its remoting keys), defaults for any it lacks."""
+    def from_config(cls, config: RemotingKeys) -> ServerLimits:
+        """From a broker's config (its remoting keys)."""
         return cls(
-            idle_timeout_ms=1000
-            * getattr(config, "server_channel_max_idle_time_s", DEFAULT_IDLE_TIMEOUT_MS // 1000),
-            frame_read_timeout_ms=getattr(
-                config, "remoting_frame_read_timeout_ms", DEFAULT_FRAME_READ_TIMEOUT_MS
-            ),
-            max_connections=getattr(config, "remoting_max_connections", DEFAULT_MAX_CONNECTIONS),
-            max_pending_bytes=getattr(
-                config, "remoting_max_pending_bytes", DEFAULT_MAX_PENDING_BYTES
-            ),
+            idle_timeout_ms=1000 * config.server_channel_max_idle_time_s,
+            frame_read_timeout_ms=config.remoting_frame_read_timeout_ms,
+            max_connections=config.remoting_max_connections,
+            max_pending_bytes=config.remoting_max_pending_bytes,
         )
 
 
@@ -96,8 +112,9 @@ class RefusalLog:
     """Logs a refusal once per ``interval_s`` for each (kind, host), counting the rest; the
     table is bounded (the oldest key goes first), so a flood from many hosts costs no memory."""
 
-    def __init__(self, clock: Clock = time.monotonic, interval_s: float = 60.0,
-                 max_keys: int = 1024) -> None:  # fmt: skip
+    def __init__(
+        self, clock: SecondsClock = SYSTEM_SECONDS, interval_s: float = 60.0, max_keys: int = 1024
+    ) -> None:
         self.clock, self.interval_s, self.max_keys = clock, interval_s, max_keys
         self._seen: dict[tuple[str, str], list] = {}  # key -> [last logged at, suppressed]
         self.total = 0  # every refusal, logged or not (tests, status)
@@ -125,7 +142,9 @@ class ConnectionGuard:
     when made, ``account`` after each read, ``release`` when closed; the server calls ``sweep``
     every ``limits.sweep_interval_ms`` (or a test calls it with its own clock)."""
 
-    def __init__(self, limits: ServerLimits | None = None, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, limits: ServerLimits | None = None, clock: SecondsClock = SYSTEM_SECONDS
+    ) -> None:
         self.limits = limits or ServerLimits()
         self.clock = clock
         self.connections: set = set()

@@ -11,9 +11,9 @@ import json
 import logging
 import os
 import threading
-import time
 from typing import Any
 
+from broker.clock import SYSTEM_CLOCK
 from broker.store.checkpoint import atomic_write
 from contracts.errors import CorruptFileError
 from contracts.fastjson import loads_fastjson
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def new_data_version(counter: int = 0) -> dict[str, int]:
-    return {"counter": counter, "timestamp": int(time.time() * 1000)}
+    return {"counter": counter, "timestamp": SYSTEM_CLOCK.wall_ms()}
 
 
 class JsonConfigFile:
@@ -119,7 +119,7 @@ class TableConfig:
         self.table[name] = settings
         self.data_version = {
             "counter": int(self.data_version.get("counter", 0)) + 1,
-            "timestamp": int(time.time() * 1000),
+            "timestamp": SYSTEM_CLOCK.wall_ms(),
         }
 
     def to_json(self) -> dict[str, Any]:

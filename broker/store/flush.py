@@ -17,15 +17,16 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
+
+from broker.clock import SYSTEM_CLOCK
 
 log = logging.getLogger(__name__)
 
 
 def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+    return int(SYSTEM_CLOCK.monotonic_ms())
 
 
 class GroupCommitService:

@@ -12,9 +12,9 @@ import fcntl
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 
+from broker.clock import SYSTEM_CLOCK
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
 from broker.ha.role import BrokerRoleState
 from broker.store import delay, recovery
@@ -38,7 +38,7 @@ __all__ = ["DispatchListener", "MessageStore", "PutFuture", "time_ms"]  # re-exp
 
 
 def time_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 class MessageStore(PutMixin, QueryMixin):

@@ -26,9 +26,9 @@ import hashlib
 import json
 import logging
 import os
-import time
 from dataclasses import asdict, dataclass
 
+from broker.clock import SYSTEM_CLOCK
 from broker.store.checkpoint import atomic_write
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
@@ -213,7 +213,7 @@ def quarantine(
             "sha256": hashlib.sha256(data).hexdigest(),
             "reason": reason,
             "action": action,
-            "at": time.time_ns() // 1_000_000,
+            "at": SYSTEM_CLOCK.wall_ms(),
             "reported": False,
         }
         atomic_write(os.path.join(directory, name + ".json"), json.dumps(desc).encode())
@@ -243,10 +243,10 @@ def filler(start: int, end: int, file_end: int, store_host: tuple[str, int], not
         bytes(pad),
         properties=props,
         sysflag=SYSFLAG_TRANSACTION_ROLLBACK,
-        born_timestamp=time.time_ns() // 1_000_000,
+        born_timestamp=SYSTEM_CLOCK.wall_ms(),
     )
     enc = encode_message(msg, store_host)
-    return bytes(enc.stamp(0, start, time.time_ns() // 1_000_000))
+    return bytes(enc.stamp(0, start, SYSTEM_CLOCK.wall_ms()))
 
 
 def fill(queue: MappedFileQueue, start: int, end: int, store_host, note: str) -> None:

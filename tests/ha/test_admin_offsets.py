@@ -191,7 +191,7 @@ def test_reset_is_recorded_for_the_listeners(tmp_path):
         role=BrokerRoleState(BrokerRole.SYNC_MASTER, 0),
     )
     offsets.reset_listeners.append(lambda *ev: events.append(ev))
-    svc = OffsetAdminService(node)
+    svc = OffsetAdminService(node.store, node.config, node.role)
     assert svc.reset(GROUP, TOPIC, 1, 10) == 30
     assert events == [(GROUP, TOPIC, 1, 30, 10)]
     assert ConsumerOffsetManager.load(offsets.path).query(GROUP, TOPIC, 1) == 10  # persisted

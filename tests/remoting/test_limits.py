@@ -9,6 +9,7 @@ import struct
 
 import pytest
 
+from broker.clock import SYSTEM_CLOCK
 from broker.remoting.client import connect
 from broker.remoting.codec import encode_frame
 from broker.remoting.codes import RequestCode, ResponseCode
@@ -18,11 +19,23 @@ from broker.remoting.server import RemotingServer, is_loopback, warn_if_exposed
 
 
 class FakeClock:
+    """Deadlines read ``now`` (seconds, moved by the test); the server's sweeper still sleeps
+    its real period (it runs ``sweep`` against this clock's time)."""
+
     def __init__(self) -> None:
         self.now = 1000.0
 
     def __call__(self) -> float:
         return self.now
+
+    def monotonic_ms(self) -> float:
+        return self.now * 1000
+
+    def wall_ms(self) -> int:
+        return SYSTEM_CLOCK.wall_ms()
+
+    async def sleep_ms(self, ms: float) -> None:
+        await SYSTEM_CLOCK.sleep_ms(ms)
 
 
 async def _poll(cond, timeout_s: float = 5.0) -> None:
