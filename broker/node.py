@@ -13,9 +13,7 @@ import signal
 from broker import aio
 from broker.acl.permission import AclChecker
 from broker.config import BrokerConfig, BrokerRole
-from broker.ha.epoch import EpochFile
 from broker.ha.failover import FailoverService
-from broker.ha.role import BrokerRoleState
 from broker.ha.role_services import RoleServices
 from broker.node_parts import (
     NodeService,
@@ -36,7 +34,9 @@ from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode
 from broker.remoting.server import RemotingServer, warn_if_exposed
 from broker.store.config_store import topic_config
+from broker.store.epoch import EpochFile
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 

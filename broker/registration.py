@@ -9,12 +9,12 @@ import json
 import logging
 
 from broker.config import BrokerConfig
-from broker.ha.role import BrokerRoleState
 from broker.ha.role_services import RoleServices
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 
 log = logging.getLogger(__name__)

@@ -37,9 +37,9 @@ from contracts.object_store import open_store
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.ha.role import BrokerRoleState
     from broker.ha.role_services import RoleServices
     from broker.store.message_store import MessageStore
+    from broker.store.role import BrokerRoleState
 
 __all__ = ["LiveStoreSource", "NodeArchiver", "epoch_ranges"]
 

@@ -15,9 +15,9 @@ from contracts.errors import ArchiveError
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.ha.role import BrokerRoleState
     from broker.ha.role_services import RoleServices
     from broker.store.message_store import MessageStore
+    from broker.store.role import BrokerRoleState
 
 
 class LiveStoreSource:

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from broker.acl.signing import AclSigner
     from broker.config import BrokerConfig
     from broker.ha.failover import FailoverService
-    from broker.ha.role import BrokerRoleState
     from broker.store.message_store import MessageStore
+    from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from contracts.errors import HaproofError, RemotingError
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.ha.role import BrokerRoleState
     from broker.node_parts import PeerLinks
     from broker.store.message_store import MessageStore
+    from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerRole
 from broker.ha.client import HAClient
-from broker.ha.role import BrokerRoleState
 from broker.ha.service import HAService
 from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.role import BrokerRoleState
 
 if TYPE_CHECKING:
     from broker.node_parts import NodeService
