@@ -14,11 +14,9 @@ from broker import aio
 from broker.acl.permission import AclChecker
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
-from broker.ha.epoch import EpochFile
 from broker.ha.failover import FailoverService
 from broker.ha.offset_sync import OffsetPreOnline
 from broker.ha.reconcile import EpochReconciler
-from broker.ha.role import BrokerRoleState
 from broker.ha.role_services import RoleServices
 from broker.live_config import LiveConfig
 from broker.loop_service import Periodic
@@ -46,7 +44,9 @@ from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode
 from broker.remoting.server import RemotingServer, warn_if_exposed
 from broker.schedule import ScheduleMessageService
+from broker.store.epoch import EpochFile
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 

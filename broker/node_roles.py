@@ -10,13 +10,13 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerRole
 from broker.ha.client import HAClient
 from broker.ha.reconcile import EpochReconciler
-from broker.ha.role import BrokerRoleState
 from broker.ha.service import HAService
 from broker.ha.slave_sync import SlaveSynchronize
 from broker.live_config import LiveConfig
 from broker.node_parts import PeerLinks
 from broker.node_service import NodeService
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 
 
 class RoleServiceFactory:

@@ -9,7 +9,6 @@ import logging
 
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
-from broker.ha.role import BrokerRoleState
 from broker.ha.role_services import RoleServices
 from broker.live_config import LiveConfig
 from broker.loop_service import Periodic
@@ -17,6 +16,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 
 log = logging.getLogger(__name__)

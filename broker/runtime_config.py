@@ -10,7 +10,7 @@ An accepted change is written first to the node's config file (one ``key=value``
 or appended, the rest of the file untouched; temp file, fsync, rename, fsync the directory),
 then applied: the new config is assigned to the node's one ``LiveConfig`` holder, which every
 part reads through (``broker/live_config.py``). A config says what was configured, never the node's current
-role (``broker/ha/role.py``). A node started without a config file refuses updates, since a
+role (``broker/store/role.py``). A node started without a config file refuses updates, since a
 change that is gone after a restart would surprise the operator.
 
 This module is the only place that knows how ``broker.config`` maps property names to fields.

@@ -280,6 +280,31 @@ def test_no_broker_module_fishes_parts_off_the_node() -> None:
     assert not bad, "\n".join(bad)
 
 
+# -- the store is the bottom layer of the broker (issue #24) ------------------------------------
+
+# what broker.store may import of the project: itself and contracts (RocketMQ's store knows
+# nothing of the broker above it: its role and epochs live in it, MessageStoreConfig-style)
+# and the injected clock, a leaf module (every part of a node reads time through it)
+STORE_MAY_IMPORT = ("broker.store", "broker.clock", "contracts")
+
+
+def store_escapes() -> list[str]:
+    """Every import of a ``broker/store/`` module (function-level and TYPE_CHECKING ones too)
+    that leaves ``broker.store`` and ``contracts``."""
+    return [
+        f"{module_name(p)} imports {name}"
+        for p in sorted((REPO / "broker" / "store").rglob("*.py"))
+        for name in sorted(imported_names(p))
+        if name.split(".")[0] in PROJECT
+        and not any(name == a or name.startswith(a + ".") for a in STORE_MAY_IMPORT)
+    ]
+
+
+def test_the_store_imports_nothing_of_the_broker_above_it() -> None:
+    bad = store_escapes()
+    assert not bad, "broker/store/ imports only broker.store and contracts:\n" + "\n".join(bad)
+
+
 # -- broker/ wiring (issue #24): no module loop, no node held, no probing, one clock ------------
 
 BROKER = REPO / "broker"

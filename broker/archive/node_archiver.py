@@ -32,11 +32,11 @@ from broker.archive.shipper import Shipper, check_resume
 from broker.archive.uploader import ShipperProcess, SourceSpec
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
-from broker.ha.role import BrokerRoleState
 from broker.ha.role_services import RoleServices
 from broker.loop_service import Periodic
 from broker.node_parts import TruncationListeners
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import ArchiveConflictError, ArchiveError, HaproofError
 from contracts.object_store import open_store
 

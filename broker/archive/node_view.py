@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from broker.archive.shipper import NodeIdentity
 from broker.config import BrokerConfig
-from broker.ha.role import BrokerRoleState
 from broker.ha.role_services import RoleServices
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveError
 

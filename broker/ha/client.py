@@ -24,11 +24,11 @@ from broker.config import BrokerConfig
 from broker.ha import wire
 from broker.ha.admission import handshake_frame
 from broker.ha.reconcile import EpochReconciler
-from broker.ha.role import BrokerRoleState
 from broker.live_config import LiveConfig
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import HaproofError, RemotingError, StoreError
 
 log = logging.getLogger(__name__)

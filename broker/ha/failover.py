@@ -3,7 +3,7 @@
 RocketMQ 4.x switches roles by hand; RocketMQ 5's controller mode adds epochs. We do what the
 latter does with the former's wire:
 
-- Every node keeps an epoch file (``broker/ha/epoch.py``). A node that starts as a master with
+- Every node keeps an epoch file (``broker/store/epoch.py``). A node that starts as a master with
   none begins epoch 1 at its log end.
 - ``NOTIFY_BROKER_ROLE_CHANGED`` (1008, RocketMQ 5's code) tells a node its group's master:
   ``masterAddress`` (remoting), ``masterEpoch``, ``masterHaAddress`` (ours), ``brokerRole`` (the
@@ -26,7 +26,6 @@ import logging
 
 from broker.config import BrokerRole
 from broker.ha.reconcile import EpochReconciler, FailoverError
-from broker.ha.role import BrokerRoleState, RoleChange
 from broker.ha.role_services import RoleServices
 from broker.live_config import LiveConfig
 from broker.node_service import RuntimeInfoTable
@@ -36,6 +35,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState, RoleChange
 from contracts.errors import HaproofError, RemotingError
 
 __all__ = ["FailoverError", "FailoverService", "group_nodes", "promote"]

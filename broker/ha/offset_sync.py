@@ -24,12 +24,12 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from broker.config import BrokerConfig
-from broker.ha.role import BrokerRoleState
 from broker.node_parts import PeerLinks
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager, Raised
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import HaproofError, RemotingError
 
 log = logging.getLogger(__name__)

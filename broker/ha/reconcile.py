@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import logging
 
-from broker.ha.epoch import EpochFile, consistent_point
-from broker.ha.role import BrokerRoleState
 from broker.node_parts import PeerLinks, TruncationListeners
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.epoch import EpochFile, consistent_point
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import HaproofError, RemotingError
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 from broker.config import BrokerRole
 from broker.ha.client import HAClient
-from broker.ha.role import BrokerRoleState
 from broker.ha.service import HAService
 from broker.node_service import NodeService
 from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from broker.clock import SYSTEM_CLOCK, Clock, monotonic_seconds, sleep_unless_se
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha import wire
 from broker.ha.admission import HAAdmission
-from broker.ha.role import BrokerRoleState
 from broker.remoting.limits import RefusalLog
 from broker.store.results import PutMessageStatus
+from broker.store.role import BrokerRoleState
 
 if TYPE_CHECKING:
     from broker.acl.permission import AclChecker

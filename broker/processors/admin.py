@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.clock import SYSTEM_CLOCK
-from broker.ha.role import BrokerRoleState
 from broker.live_config import LiveConfig
 from broker.processors.sendback import (
     create_topic_in_send_back,
@@ -23,6 +22,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import OffsetOutOfRangeError
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 from contracts.fastjson import loads_fastjson
 

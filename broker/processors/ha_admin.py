@@ -27,13 +27,13 @@ from __future__ import annotations
 import json
 import logging
 
-from broker.ha.role import BrokerRoleState
 from broker.live_config import LiveConfig
 from broker.processors.broker_config import fastjson_mq_map
 from broker.processors.request_service import RequestService
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import HaproofError
 
 log = logging.getLogger(__name__)

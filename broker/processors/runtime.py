@@ -18,13 +18,13 @@ import shutil
 from collections.abc import Callable
 
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.ha.role import BrokerRoleState
 from broker.live_config import LiveConfig
 from broker.loop_service import Periodic
 from broker.node_service import RuntimeInfoTable
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 

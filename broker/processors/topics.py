@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 import re
 
-from broker.ha.role import BrokerRoleState
 from broker.processors.names import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, TOPIC_MAX_LENGTH
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,6 @@ import threading
 from collections.abc import Callable
 
 from broker.clock import SYSTEM_CLOCK
-from broker.config import BrokerConfig, BrokerRole, FlushDiskType, parse_delay_levels
-from broker.ha.role import BrokerRoleState
 from broker.store import delay, recovery
 from broker.store.checkpoint import StoreCheckpoint, atomic_write
 from broker.store.commit_log import CommitLog, RecoveryReport
@@ -27,7 +25,9 @@ from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
 from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.puts import DispatchListener, LoopBatch, PutFuture, PutMixin
 from broker.store.queries import QueryMixin
+from broker.store.role import BrokerRoleState
 from broker.store.startup import check_writable, offsets_restore_hint
+from broker.store.store_config import BrokerRole, FlushDiskType, StoreConfig
 from contracts.errors import StoreError
 from contracts.record.model import Record
 
@@ -44,7 +44,7 @@ def time_ms() -> int:
 class MessageStore(PutMixin, QueryMixin):
     def __init__(
         self,
-        config: BrokerConfig,
+        config: StoreConfig,
         clock_ms: Callable[[], int],
         accept_offset_loss: bool = False,
         role_state: BrokerRoleState | None = None,
@@ -77,7 +77,9 @@ class MessageStore(PutMixin, QueryMixin):
         self.running = False
         self.dispatcher: Dispatcher
         # schedule-topic entries carry their delivery time, derived from DELAY + store time
-        self._tags_code = delay.record_tags_code(parse_delay_levels(config.message_delay_level))
+        self._tags_code = delay.record_tags_code(
+            delay.parse_delay_levels(config.message_delay_level)
+        )
 
     @property
     def role(self) -> BrokerRole:
@@ -89,7 +91,7 @@ class MessageStore(PutMixin, QueryMixin):
     @classmethod
     def open(
         cls,
-        config: BrokerConfig,
+        config: StoreConfig,
         *,
         clock_ms: Callable[[], int] = time_ms,
         accept_offset_loss: bool = False,

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from broker.config import BrokerConfig, BrokerRole
 from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.store_config import BrokerRole, StoreConfig
 from contracts.errors import StoreError
 from contracts.record.builder import EncodedMessage, encode_message
 from contracts.record.ids import message_id_prefix
@@ -101,7 +101,7 @@ class PutMixin:
     """The put path of :class:`broker.store.message_store.MessageStore` (its state is set up
     there)."""
 
-    config: BrokerConfig
+    config: StoreConfig
     clock_ms: Callable[[], int]
     commit_log: CommitLog
     queues: dict[tuple[str, int], ConsumeQueue]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from broker.config import BrokerConfig
+from broker.store.store_config import StoreConfig
 from contracts.errors import StoreError
 
 
@@ -27,7 +27,7 @@ def check_writable(*directories: str) -> None:
             ) from exc
 
 
-def offsets_restore_hint(cfg: BrokerConfig) -> str:
+def offsets_restore_hint(cfg: StoreConfig) -> str:
     """Where committed offsets can be restored from, for the error that refuses to start."""
     where = [
         f"a slave's copy (config/consumerOffset.json in the store of another node of "

@@ -15,12 +15,12 @@ import pytest
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
-from broker.ha.role import BrokerRoleState
 from broker.processors.ha_admin import OffsetAdminService
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager
+from broker.store.role import BrokerRoleState
 from tests.conftest import wait_until
 from tools.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
 

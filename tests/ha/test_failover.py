@@ -6,8 +6,8 @@ import asyncio
 import errno
 
 from broker.config import BrokerRole
-from broker.ha.epoch import EpochEntry
 from broker.node import BrokerNode
+from broker.store.epoch import EpochEntry
 from broker.store.results import PutMessageStatus
 from tests.ha.test_replication import _config, log_bytes, put, stop, wait_for
 from tools.localcluster import free_port

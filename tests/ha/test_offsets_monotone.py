@@ -17,13 +17,13 @@ import pytest
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
 from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
-from broker.ha.role import BrokerRoleState
 from broker.node_parts import PeerLinks
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import DelayOffsetTable
 from broker.store.consumer_offsets import Commit, ConsumerOffsetManager
+from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
