@@ -4,7 +4,7 @@ A service does one round of work in ``run_once`` and is run every ``period_ms`` 
 sooner when ``wakeup()`` is called (RocketMQ's ``wakeup``/``waitForRunning``). ``start()`` begins
 the loop as a task of the running event loop; ``await stop()`` ends it: the current round
 finishes, no new one starts, and the task is cancelled if it does not end within
-``stop_timeout_ms``. A round that raises is logged with its cause and the loop goes on after
+``stop_timeout_ms`` (0: cancelled at once, for a loop whose rounds only wait on the network). A round that raises is logged with its cause and the loop goes on after
 the period (a background loop must outlive one bad round); ``failures`` counts them and
 ``last_failure`` keeps the newest.
 
@@ -81,6 +81,10 @@ class LoopService(ABC):
             return
         self._stopping = True
         self._woken.set()
+        if self._stop_timeout_ms <= 0:  # a round of network waits only: ended where it is
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return
         try:
             async with asyncio.timeout(self._stop_timeout_ms / 1000):
                 await asyncio.shield(task)

@@ -199,8 +199,13 @@ class NameServer:
             ha_server_addr=req.opt_field("haServerAddr", "") or "",
             topic_config_wrapper=body.get("topicConfigSerializeWrapper"),
         )
-        self._watch(conn, req.field("clusterName"), req.field("brokerAddr"),
-                    req.field("brokerName"), req.int_field("brokerId"))  # fmt: skip
+        self._watch(
+            conn,
+            req.field("clusterName"),
+            req.field("brokerAddr"),
+            req.field("brokerName"),
+            req.int_field("brokerId"),
+        )
         return req.make_response(
             ResponseCode.SUCCESS,
             ext_fields={"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr},
@@ -217,8 +222,12 @@ class NameServer:
                 del self._broker_conns[addr]
                 live = self.routes.live_table.get(addr)
                 if live is not None:
-                    log.info("broker %s (%s id %d) connection closed: removed", addr, name,
-                             live.broker_id)  # fmt: skip
+                    log.info(
+                        "broker %s (%s id %d) connection closed: removed",
+                        addr,
+                        name,
+                        live.broker_id,
+                    )
                     self.routes.unregister_broker(cluster, addr, name, live.broker_id)
 
         task = asyncio.get_running_loop().create_task(on_close())

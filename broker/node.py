@@ -1,7 +1,8 @@
 """The broker node process (RocketMQ's BrokerController): ``BrokerNode.start`` builds its parts
 once -- store, role owner, replication, processors and services, registration -- handing each
-the typed collaborators it uses (never the node), then runs them until ``stop()``. ``haproof broker -c broker.conf`` runs one in
-the foreground until SIGTERM/SIGINT."""
+the typed collaborators it uses (never the node), then runs them until ``stop()``. Every part
+reads time from the one ``Clock`` it is given. ``haproof broker -c broker.conf`` runs one in the
+foreground until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -281,6 +282,11 @@ class BrokerNode:
     async def register_all(self) -> int:
         """Register with every name server now; returns how many accepted."""
         return await self.registration.register_all()
+
+    async def await_replication(self, result):
+        """After a local put: on a SYNC_MASTER, wait for the slaves (broker/ha) and return the
+        final PutMessageStatus; otherwise the put's own status."""
+        return await self.replication.await_replication(result, self.config.sync_flush_timeout_ms)
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table of every service's keys."""

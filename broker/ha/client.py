@@ -221,9 +221,24 @@ class HAClient:
         self.last_report = offset
 
     async def _heartbeat(self, writer) -> None:
+        """Report every ``haSendHeartbeatInterval`` and watch the master's silence: nothing for
+        ``haHousekeepingInterval`` (the master heartbeats) closes the connection and raises
+        TimeoutError. Both on this client's clock."""
+        clock, cfg = self.clock, self.config
+        connected_ms = clock.monotonic_ms()
+        next_report_ms = connected_ms + cfg.ha_send_heartbeat_interval_ms
         while True:
-            await self.clock.sleep_ms(self.config.ha_send_heartbeat_interval_ms)
-            await self._report(writer)
+            now = clock.monotonic_ms()
+            heard = self.last_frame_at_ms
+            silent_since = heard if heard is not None and heard >= connected_ms else connected_ms
+            deadline_ms = silent_since + cfg.ha_housekeeping_interval_ms
+            if now >= deadline_ms:
+                writer.close()  # the read loop ends and reports this task's TimeoutError
+                raise TimeoutError(f"nothing from the master for {now - silent_since:.0f} ms")
+            if now >= next_report_ms:
+                await self._report(writer)
+                next_report_ms = now + cfg.ha_send_heartbeat_interval_ms
+            await clock.sleep_ms(min(next_report_ms, deadline_ms) - now)
 
     def _handshake(self) -> bytes:
         """With ACL, the signed frame the master wants before the first report."""
@@ -240,15 +255,18 @@ class HAClient:
             writer.write(hello)
         await self._report(writer)
         heartbeat = asyncio.create_task(self._heartbeat(writer))
-        timeout_s = self.config.ha_housekeeping_interval_ms / 1000
         try:
             while True:
                 if heartbeat.done():
-                    heartbeat.result()  # raises what ended it (a dead connection)
-                async with asyncio.timeout(timeout_s):
+                    heartbeat.result()  # raises what ended it (a dead connection, a silence)
+                try:
                     head = await reader.readexactly(wire.TRANSFER_HEADER.size)
                     offset, size = wire.read_header(head)
                     body = await reader.readexactly(size) if size else b""
+                except (ConnectionError, asyncio.IncompleteReadError, OSError):
+                    if heartbeat.done() and isinstance(heartbeat.exception(), TimeoutError):
+                        heartbeat.result()  # the silence closed it: say so
+                    raise
                 self.last_frame_at_ms = self.clock.monotonic_ms()
                 if size == 0:
                     continue  # a heartbeat

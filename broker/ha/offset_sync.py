@@ -148,8 +148,13 @@ class OffsetPreOnline:
             for group, topic, qid, before, after in got:
                 log.warning(
                     "offset pre-online sync: %s %s/%d raised %d -> %d from %s",
-                    group, topic, qid, before, after, addr,
-                )  # fmt: skip
+                    group,
+                    topic,
+                    qid,
+                    before,
+                    after,
+                    addr,
+                )
             raised += got
         if raised:
             store.consumer_offsets.persist()
@@ -158,6 +163,8 @@ class OffsetPreOnline:
         self.raised_total += len(raised)
         log.info(
             "offset pre-online sync: read %d peer(s) of %s, raised %d offset(s)",
-            len(peers), self.config.broker_name, len(raised),
-        )  # fmt: skip
+            len(peers),
+            self.config.broker_name,
+            len(raised),
+        )
         return raised

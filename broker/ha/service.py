@@ -60,6 +60,7 @@ class HAConnection:
         self.next_transfer = -1
         self.sent_end = -1  # end of what this connection was given: no ack may pass it
         self.connected_at = service.clock.monotonic_ms() / 1000
+        self.last_read_ms = service.clock.monotonic_ms()  # the slave's last report (housekeeping)
         self._first_report = asyncio.Event()
         self.new_data = asyncio.Event()  # set by the service on every put
         self._sent: deque[tuple[float, int]] = deque()  # (monotonic s, bytes) for the speed
@@ -76,6 +77,7 @@ class HAConnection:
         tasks = [
             asyncio.create_task(self._read_loop(), name=f"ha-read-{self.peer}"),
             asyncio.create_task(self._write_loop(), name=f"ha-write-{self.peer}"),
+            asyncio.create_task(self._housekeeping(), name=f"ha-housekeeping-{self.peer}"),
         ]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -104,11 +106,22 @@ class HAConnection:
             except (ConnectionError, OSError):
                 pass
 
-    async def _read_loop(self) -> None:
-        timeout_s = self.service.config.ha_housekeeping_interval_ms / 1000
+    async def _housekeeping(self) -> None:
+        """A slave silent for ``haHousekeepingInterval`` of the service's clock: TimeoutError
+        (the connection closes)."""
+        clock = self.service.clock
+        limit_ms = self.service.config.ha_housekeeping_interval_ms
         while True:
-            async with asyncio.timeout(timeout_s):
-                data = await self.reader.readexactly(wire.REPORT.size)
+            silent_ms = clock.monotonic_ms() - self.last_read_ms
+            if silent_ms >= limit_ms:
+                raise TimeoutError(f"slave {self.peer} silent for {silent_ms:.0f} ms")
+            await clock.sleep_ms(limit_ms - silent_ms)
+
+    async def _read_loop(self) -> None:
+        clock = self.service.clock
+        while True:
+            data = await self.reader.readexactly(wire.REPORT.size)
+            self.last_read_ms = clock.monotonic_ms()
             offset = wire.read_report(data)
             master_max = self.service.store.max_phy_offset
             if offset > master_max:
@@ -204,9 +217,11 @@ class HAService:
     async def start(self) -> None:
         self.store.add_dispatch_listener(self._on_put)
         self._server = await asyncio.start_server(
-            self._accept, host=self.host, port=self.config.ha_listen_port,
+            self._accept,
+            host=self.host,
+            port=self.config.ha_listen_port,
             limit=HA_READ_BUFFER_BYTES,
-        )  # fmt: skip
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("HA: listening for slaves on port %d", self.port)
 

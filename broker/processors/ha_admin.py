@@ -143,8 +143,13 @@ class OffsetAdminService(RequestService):
         for qid in queues:
             target = store.get_offset_in_queue_by_time(topic, qid, timestamp_ms)
             current = store.consumer_offsets.query(group, topic, qid)
-            row = {"topic": topic, "brokerName": self.config.broker_name, "queueId": qid,
-                   "offset": target, "previousOffset": current}  # fmt: skip
+            row = {
+                "topic": topic,
+                "brokerName": self.config.broker_name,
+                "queueId": qid,
+                "offset": target,
+                "previousOffset": current,
+            }
             if target == current or (not force and 0 <= current < target):
                 row["offset"], row["changed"] = current, False
             else:

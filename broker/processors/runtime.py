@@ -49,6 +49,7 @@ class BrokerStats:
         self.get_miss = 0
         self.get_transferred = 0  # messages handed to consumers
         self._samples: collections.deque = collections.deque(maxlen=max(TPS_WINDOWS_S) + 2)
+        self.samples_taken = 0
         self._day = self._today()
         self.put_today_morning = self.put_yesterday_morning = 0
         self.get_today_morning = self.get_yesterday_morning = 0
@@ -85,6 +86,7 @@ class BrokerStats:
         self._samples.append(
             (now, self.put_times, self.get_found, self.get_miss, self.get_transferred)
         )
+        self.samples_taken += 1
 
     def _tps(self, index: int) -> str:
         if len(self._samples) < 2:

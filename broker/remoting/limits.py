@@ -103,8 +103,10 @@ def fit_to_fd_limit(limits: ServerLimits) -> ServerLimits:
     fitted = max(1, soft - FD_RESERVE)
     log.warning(
         "remoting: max connections %d lowered to %d: the open-file limit is %d (ulimit -n)",
-        limits.max_connections, fitted, soft,
-    )  # fmt: skip
+        limits.max_connections,
+        fitted,
+        soft,
+    )
     return dataclasses.replace(limits, max_connections=fitted)
 
 
@@ -155,10 +157,11 @@ class ConnectionGuard:
     def admit(self, conn) -> bool:
         if len(self.connections) >= self.limits.max_connections:
             self.refusals.refuse(
-                "refused connection from", conn.peer,
+                "refused connection from",
+                conn.peer,
                 f"{len(self.connections)} connections open (remotingMaxConnections="
                 f"{self.limits.max_connections})",
-            )  # fmt: skip
+            )
             return False
         self.connections.add(conn)
         return True
@@ -179,20 +182,22 @@ class ConnectionGuard:
             if self.pending_bytes <= self.limits.max_pending_bytes:
                 break
             self.refusals.refuse(
-                "dropped", victim.peer,
+                "dropped",
+                victim.peer,
                 f"partial frames hold {self.pending_bytes} bytes over all connections "
                 f"(remotingMaxPendingBytes={self.limits.max_pending_bytes}); this one's "
                 f"{self._partial.get(victim, 0)} bytes are the oldest",
-            )  # fmt: skip
+            )
             victim.abort_with("partial-frame budget exceeded")  # releases: pending drops
 
     def check_unread(self, conn, unread: int) -> None:
         """Called after each write: a peer sitting on too many unread responses goes."""
         if unread > self.limits.max_unread_bytes:
             self.refusals.refuse(
-                "dropped", conn.peer,
+                "dropped",
+                conn.peer,
                 f"{unread} bytes of responses unread (at most {self.limits.max_unread_bytes})",
-            )  # fmt: skip
+            )
             conn.abort_with("responses left unread")
 
     def sweep(self, now: float | None = None) -> None:
@@ -204,15 +209,17 @@ class ConnectionGuard:
             started = conn.frame_started_s
             if started is not None and now - started > frame_s:
                 self.refusals.refuse(
-                    "dropped", conn.peer,
+                    "dropped",
+                    conn.peer,
                     f"a frame in progress for over {self.limits.frame_read_timeout_ms} ms "
                     f"({conn.pending_bytes} bytes so far)",
-                )  # fmt: skip
+                )
                 conn.abort_with("frame read deadline passed")
             elif now - conn.last_io_s > idle_s and not conn.busy:
                 self.refusals.refuse(
-                    "closed idle", conn.peer,
+                    "closed idle",
+                    conn.peer,
                     f"nothing read or written for over {self.limits.idle_timeout_ms} ms",
                     logging.INFO,
-                )  # fmt: skip
+                )
                 conn.close_soon("idle timeout")

@@ -38,8 +38,9 @@ def warn_if_exposed(what: str, host: str, acl_enable: bool) -> bool:
         "!!! %s listens on %s (beyond loopback) with ACL OFF: anyone who can reach this address "
         "can send, consume, reset offsets and change routes. Set aclEnable=true, or listen on "
         "127.0.0.1 (listenHost / --host) !!!",
-        what, host or "all interfaces",
-    )  # fmt: skip
+        what,
+        host or "all interfaces",
+    )
     return True
 
 
@@ -100,8 +101,9 @@ class RemotingServer:
             )
             self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper.start()
-        log.info("remoting server listening on %s:%d (TLS %s)", host, self.port,
-                 self.tls_mode.value)  # fmt: skip
+        log.info(
+            "remoting server listening on %s:%d (TLS %s)", host, self.port, self.tls_mode.value
+        )
         return self
 
     def _spawn(self, coro) -> None:
@@ -125,8 +127,11 @@ class RemotingServer:
                 continue
             peer = f"{addr[0]}:{addr[1]}"
             if len(self.guard.connections) + self._sniffing >= self.limits.max_connections:
-                self.guard.refusals.refuse("refused connection from", peer,
-                    f"connection limit {self.limits.max_connections} reached")  # fmt: skip
+                self.guard.refusals.refuse(
+                    "refused connection from",
+                    peer,
+                    f"connection limit {self.limits.max_connections} reached",
+                )
                 sock.close()
                 continue
             self._spawn(self._sniff(sock, peer))
@@ -148,9 +153,11 @@ class RemotingServer:
                 return
             try:
                 await asyncio.get_running_loop().connect_accepted_socket(
-                    self._protocol, sock, ssl=self.ssl_context if tls else None,
+                    self._protocol,
+                    sock,
+                    ssl=self.ssl_context if tls else None,
                     ssl_handshake_timeout=self.limits.frame_read_timeout_ms / 1000 if tls else None,
-                )  # fmt: skip
+                )
             except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
                 # the transport that failed closes the socket itself
                 self.guard.refusals.refuse("dropped", peer, f"TLS handshake failed: {exc!r}")
@@ -201,8 +208,7 @@ class RemotingServer:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)  # fmt: skip
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, _, _, _, sockaddr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

@@ -36,8 +36,9 @@ class TlsMode(enum.Enum):
             raise ConfigError(f"tlsMode={text!r}: expected one of {names}") from None
 
 
-def server_context(cert_path: str | None, key_path: str | None,
-                   password: str | None = None) -> ssl.SSLContext:  # fmt: skip
+def server_context(
+    cert_path: str | None, key_path: str | None, password: str | None = None
+) -> ssl.SSLContext:
     """A server context from a PEM certificate (chain) and key; ConfigError names what is
     missing or unreadable."""
     if not cert_path or not key_path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +26,7 @@ from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
+from tests.support.waiting import wait_for
 from tools.localcluster import free_port, start_broker, start_namesrv
 
 # -- units -----------------------------------------------------------------------------------
@@ -137,10 +137,11 @@ def test_pre_online_sync_does_nothing_on_a_slave_until_it_is_promoted(tmp_path):
         await svc.start()
         assert calls == []
         node.role.announce(node.role.change(BrokerRole.SYNC_MASTER, 0))
-        deadline = time.monotonic() + 20
-        while node.store.consumer_offsets.query("G", "T", 0) != 5:
-            assert time.monotonic() < deadline, "promotion did not trigger the reverse sync"
-            await asyncio.sleep(0.01)
+        await wait_for(
+            lambda: node.store.consumer_offsets.query("G", "T", 0) == 5,
+            20_000,
+            what="the reverse sync a promotion triggers",
+        )
         await svc.stop()
 
     asyncio.run(main())

@@ -10,10 +10,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def free_port() -> int:
-    from tools.localcluster import free_port as pick
-
-    return pick()
+from tests.support.nodes import free_port  # noqa: E402 - re-exported for this folder's tests
 
 
 def _wait_port(proc, port: int, log_path, what: str) -> None:

@@ -4,6 +4,7 @@ server's own sweeper runs on a long period here; the tests call ``guard.sweep()`
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 
@@ -16,6 +17,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.limits import RefusalLog, ServerLimits
 from broker.remoting.server import RemotingServer, is_loopback, warn_if_exposed
+from tests.support.waiting import wait_for
 
 
 class FakeClock:
@@ -38,12 +40,7 @@ class FakeClock:
         await SYSTEM_CLOCK.sleep_ms(ms)
 
 
-async def _poll(cond, timeout_s: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        assert loop.time() < deadline, "condition not reached before deadline"
-        await asyncio.sleep(0.005)
+_poll = functools.partial(wait_for, timeout_ms=5_000)  # tests/support/waiting.py
 
 
 async def _echo(conn, req):

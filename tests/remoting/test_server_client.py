@@ -1,4 +1,5 @@
 import asyncio
+import functools
 import os
 import struct
 
@@ -10,14 +11,9 @@ from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import ConnectionClosedError, RemotingTimeoutError
 from broker.remoting.server import RemotingServer
+from tests.support.waiting import wait_for
 
-
-async def _poll(cond, timeout_s=5.0):
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached before deadline")
-        await asyncio.sleep(0.01)
+_poll = functools.partial(wait_for, timeout_ms=5_000)  # tests/support/waiting.py
 
 
 def _fds() -> int:
