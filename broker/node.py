@@ -191,7 +191,7 @@ class BrokerNode:
         return node
 
     async def _start(self) -> None:
-        self.long_poll = LongPollWaiters(asyncio.get_running_loop())
+        self.long_poll = LongPollWaiters(asyncio.get_running_loop(), self.clock)
         self.store.add_dispatch_listener(self.long_poll.on_dispatch)
         self.topics.ensure_default_topic()
         self.store.start()

@@ -22,8 +22,6 @@
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 from collections import deque
 from typing import TYPE_CHECKING
@@ -32,6 +30,7 @@ from broker.clock import SYSTEM_CLOCK, Clock, monotonic_seconds, sleep_unless_se
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha import wire
 from broker.ha.admission import HAAdmission
+from broker.ha.group_transfer import GroupTransferService
 from broker.remoting.limits import RefusalLog
 from broker.store.results import PutMessageStatus
 from broker.store.role import BrokerRoleState
@@ -206,8 +205,7 @@ class HAService:
         self.ack_history: deque[tuple[float, int]] = deque(maxlen=ACK_HISTORY_LEN)
         self._tasks: set[asyncio.Task] = set()
         self.admission = HAAdmission(self.config, acl)
-        self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
-        self._seq = itertools.count()
+        self.transfer = GroupTransferService(clock)  # SYNC_MASTER puts waiting for an ack
         self.refusals = RefusalLog(
             monotonic_seconds(clock)
         )  # refused peers, logged once a minute per host
@@ -223,6 +221,7 @@ class HAService:
             limit=HA_READ_BUFFER_BYTES,
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        self.transfer.start()
         log.info("HA: listening for slaves on port %d", self.port)
 
     async def stop(self) -> None:
@@ -234,10 +233,7 @@ class HAService:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
-        for _end, _seq, fut in self._waiters:
-            if not fut.done():
-                fut.set_result(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
-        self._waiters.clear()
+        await self.transfer.stop()
 
     async def _accept(self, reader, writer) -> None:
         host, port = writer.get_extra_info("peername")[:2]
@@ -304,10 +300,7 @@ class HAService:
         if offset > self.push2slave_max:
             self.push2slave_max = offset
             self.ack_history.append((self.clock.monotonic_ms() / 1000, offset))
-        while self._waiters and self._waiters[0][0] <= self.push2slave_max:
-            _end, _seq, fut = heapq.heappop(self._waiters)
-            if not fut.done():
-                fut.set_result(PutMessageStatus.PUT_OK)
+        self.transfer.on_ack(self.push2slave_max)
 
     def slave_ok(self, master_put_where: int) -> bool:
         """RocketMQ's isSlaveOK: a slave is connected and does not lag too far behind."""
@@ -324,14 +317,7 @@ class HAService:
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
         if self.push2slave_max >= end:
             return PutMessageStatus.PUT_OK
-        fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end, next(self._seq), fut))
-        try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                return await asyncio.shield(fut)
-        except TimeoutError:
-            log.warning("HA: no slave acknowledged offset %d within %d ms", end, timeout_ms)
-            return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        return await self.transfer.wait(end, timeout_ms)
 
     # -- status ---------------------------------------------------------------------------------
 

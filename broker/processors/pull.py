@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.clock import SYSTEM_CLOCK, Clock, sleep_unless_set
 from broker.ha.read_advice import MASTER_ID, suggest_which_broker_id, total_physical_memory_bytes
 from broker.live_config import LiveConfig
 from broker.processors.admin import ConsumerManager
@@ -60,10 +61,12 @@ def _opt_int(req: RemotingCommand, name: str, default: int = 0) -> int:
 
 
 class LongPollWaiters:
-    """Pull requests parked until their queue grows. ``on_dispatch`` runs on any thread."""
+    """Pull requests parked until their queue grows or their suspension ends on ``clock``
+    (RocketMQ's PullRequestHoldService). ``on_dispatch`` runs on any thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock = SYSTEM_CLOCK) -> None:
         self.loop = loop
+        self.clock = clock
         self.closed = False  # the node is stopping: a woken pull answers at once
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
 
@@ -80,20 +83,17 @@ class LongPollWaiters:
 
     async def wait(self, key: tuple[str, int], grown, timeout_ms: int) -> None:
         """Park until ``grown()`` holds (checked after registering: no lost wake-up)."""
-        deadline = self.loop.time() + timeout_ms / 1000
+        deadline_ms = self.clock.monotonic_ms() + timeout_ms
         while not grown():
-            remaining = deadline - self.loop.time()
-            if remaining <= 0:
+            remaining_ms = deadline_ms - self.clock.monotonic_ms()
+            if remaining_ms <= 0:
                 return
             event = asyncio.Event()
             self._waiters.setdefault(key, set()).add(event)
             try:
                 if grown():
                     return
-                try:
-                    async with asyncio.timeout(remaining):
-                        await event.wait()
-                except TimeoutError:
+                if not await sleep_unless_set(self.clock, event, remaining_ms):
                     return
             finally:
                 waiters = self._waiters.get(key)

@@ -11,8 +11,10 @@ import functools
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha import wire
 from broker.ha.client import HAClient
+from broker.ha.group_transfer import GroupTransferService
 from broker.node import BrokerNode
 from broker.store.message_store import MessageStore
+from broker.store.results import PutMessageStatus
 from broker.store.role import BrokerRoleState
 from tests.support.waiting import wait_for as support_wait_for
 
@@ -94,5 +96,34 @@ def test_a_silent_master_is_dropped_at_the_housekeeping_tick(tmp_path, driven_cl
             server.close()
             await server.wait_closed()
             store.shutdown()
+
+    asyncio.run(main())
+
+
+def test_sync_puts_time_out_at_their_tick_and_acks_release_them(driven_clock):
+    """GroupTransferService: a put waiting for its slaves times out when the driven clock
+    passes its deadline, not before; an acknowledgement past its end releases it at once."""
+    clock = driven_clock
+
+    async def main():
+        transfer = GroupTransferService(clock)
+        transfer.start()
+        try:
+            slow = asyncio.ensure_future(transfer.wait(100, 500))
+            await clock.advance(200)
+            acked = asyncio.ensure_future(transfer.wait(200, 500))  # deadline at 700
+            await clock.advance(299)
+            assert not slow.done() and not acked.done()
+            await clock.advance(1)  # 500: the first put's deadline
+            assert slow.result() is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+            assert not acked.done()
+            transfer.on_ack(250)
+            await clock.settle()
+            assert acked.result() is PutMessageStatus.PUT_OK
+            late = asyncio.ensure_future(transfer.wait(300, 500))
+            await clock.settle()
+        finally:
+            await transfer.stop()
+        assert await late is PutMessageStatus.FLUSH_SLAVE_TIMEOUT  # stopping answers the rest
 
     asyncio.run(main())
