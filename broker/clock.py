@@ -51,7 +51,10 @@ SYSTEM_CLOCK = SystemClock()
 
 
 def monotonic_seconds(clock: Clock) -> Callable[[], float]:
-    """``clock``'s monotonic time in seconds, as a function (deadline tables kept in seconds)."""
+    """``clock``'s monotonic time in seconds, as a function (deadline tables kept in seconds);
+    the system clock's is ``time.monotonic`` itself (read at every socket read and write)."""
+    if isinstance(clock, SystemClock):
+        return time.monotonic
     return lambda: clock.monotonic_ms() / 1000
 
 
