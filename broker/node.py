@@ -33,16 +33,12 @@ from broker.processors.sendback import SendBackProcessor
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode
 from broker.remoting.server import RemotingServer, warn_if_exposed
-from broker.store.config_store import topic_config
 from broker.store.epoch import EpochFile
 from broker.store.message_store import MessageStore
 from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC = "TBW102"
-PERM_INHERIT = 0x1  # RocketMQ PermName.PERM_INHERIT
-PERM_RW_INHERIT = 0x7  # read | write | inherit: TBW102's permission
 CLIENT_SCAN_INTERVAL_MS = 10_000
 
 
@@ -129,13 +125,8 @@ class BrokerNode:
         loop = asyncio.get_running_loop()
         self.long_poll = LongPollWaiters(loop)
         self.store.add_dispatch_listener(self.long_poll.on_dispatch)
-        if (
-            self.config.auto_create_topic_enable
-            and DEFAULT_TOPIC not in self.store.topic_config.table
-        ):
-            tc = topic_config(DEFAULT_TOPIC, self.config.default_topic_queue_nums, PERM_RW_INHERIT)
-            self.store.topic_config.put(DEFAULT_TOPIC, tc)
-            self.store.topic_config.persist()
+        if self.config.auto_create_topic_enable:
+            self.store.topic_config.ensure_default(self.config.default_topic_queue_nums)
         self.store.start()
         send = SendProcessor(self, self.stats, self.replication)
         pull, admin = PullProcessor(self), AdminProcessor(self)
@@ -260,23 +251,17 @@ class BrokerNode:
 
     def ensure_topic(self, topic: str, default_topic: str | None, queue_nums: int) -> dict | None:
         """The topic's config; created from the default topic (auto-create) when allowed."""
-        table = self.store.topic_config.table
-        tc = table.get(topic)
+        topics = self.store.topic_config
+        tc = topics.get(topic)
         if tc is not None:
             return tc
         if topic_problem(topic) is not None:
             return None  # the dispatch guard refuses such names first; never a table key
-        template = table.get(default_topic or DEFAULT_TOPIC)
-        if not self.config.auto_create_topic_enable or template is None:
+        if not self.config.auto_create_topic_enable:
             return None
-        if not int(template.get("perm", 0)) & PERM_INHERIT:
-            return None
-        nums = max(1, min(queue_nums, int(template.get("writeQueueNums", queue_nums))))
-        tc = topic_config(topic, nums, int(template["perm"]) & ~PERM_INHERIT)
-        self.store.topic_config.put(topic, tc)
-        self.store.topic_config.persist()
-        log.info("auto-created topic %s with %d queues", topic, nums)
-        self.request_register()
+        tc, created = topics.create_in_send(topic, default_topic, queue_nums)
+        if created:
+            self.request_register()
         return tc
 
     # -- periodic work --------------------------------------------------------------------------

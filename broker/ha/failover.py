@@ -29,7 +29,6 @@ from broker.config import BrokerRole
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import topic_config
 from broker.store.epoch import EpochFile, consistent_point
 from broker.store.role import RoleChange
 from contracts.errors import HaproofError, RemotingError
@@ -174,15 +173,7 @@ class FailoverService:
         topic's messages and queues but no config: create one, or pulls would answer
         TOPIC_NOT_EXIST for acknowledged messages."""
         store = self.node.store
-        queues: dict[str, int] = {}
-        for topic, qid in list(store.queues):
-            queues[topic] = max(queues.get(topic, 0), qid + 1)
-        for topic, n in sorted(queues.items()):
-            if topic not in store.topic_config.table:
-                store.topic_config.put(topic, topic_config(topic, n))
-                log.warning("%s: topic %s had queues but no config: created with %d queues",
-                            self.node.node_name, topic, n)  # fmt: skip
-        store.topic_config.persist()
+        store.topic_config.adopt_orphan_queues(list(store.queues), self.node.node_name)
 
     async def become_slave(self, master_addr: str, master_ha_addr: str | None, broker_id: int):
         node = self.node

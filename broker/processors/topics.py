@@ -52,7 +52,7 @@ def topic_name_problem(topic: str) -> str | None:
 
 
 class TopicAdminProcessor:
-    """Needs ``node`` with ``role`` (its role state), ``store`` (topic_config) and
+    """Needs ``node`` with ``role`` (its role state), ``store`` (its TopicConfigManager) and
     ``register_all()``."""
 
     def __init__(self, node) -> None:
@@ -88,9 +88,7 @@ class TopicAdminProcessor:
             "topicSysFlag": int(req.int_field("topicSysFlag") if sys_flag else 0),
             "order": (req.opt_field("order") or "false").lower() == "true",
         }
-        configs = self.node.store.topic_config
-        configs.put(topic, tc)
-        configs.persist()
+        self.node.store.topic_config.put(topic, tc)
         log.info("topic %s created/updated by %s: %s", topic, conn.peer, tc)
         await self.node.register_all()
         return req.make_response(ResponseCode.SUCCESS)
