@@ -24,16 +24,11 @@ from broker.remoting.limits import ServerLimits
 from broker.remoting.server import RemotingServer
 from broker.remoting.tls import TlsMode
 from broker.store.checkpoint import atomic_write
-from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
 
 __all__ = ["NodeService", "PeerLinks", "TopicAutoCreate", "TruncationListeners"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TOPIC = "TBW102"
-PERM_INHERIT = 0x1  # RocketMQ PermName.PERM_INHERIT
-PERM_RW_INHERIT = 0x7  # read | write | inherit: TBW102's permission
 
 
 @dataclass(frozen=True)
@@ -137,31 +132,20 @@ class TopicAutoCreate:
 
     def ensure_default_topic(self) -> None:
         """TBW102 exists while auto-creation is on (a node's start)."""
-        if (
-            self.config.auto_create_topic_enable
-            and DEFAULT_TOPIC not in self.store.topic_config.table
-        ):
-            tc = topic_config(DEFAULT_TOPIC, self.config.default_topic_queue_nums, PERM_RW_INHERIT)
-            self.store.topic_config.put(DEFAULT_TOPIC, tc)
-            self.store.topic_config.persist()
+        if self.config.auto_create_topic_enable:
+            self.store.topic_config.ensure_default(self.config.default_topic_queue_nums)
 
     def ensure_topic(self, topic: str, default_topic: str | None, queue_nums: int) -> dict | None:
         """The topic's config; created from the default topic (auto-create) when allowed."""
-        table = self.store.topic_config.table
-        tc = table.get(topic)
+        topics = self.store.topic_config
+        tc = topics.get(topic)
         if tc is not None:
             return tc
         if topic_problem(topic) is not None:
             return None  # the dispatch guard refuses such names first; never a table key
-        template = table.get(default_topic or DEFAULT_TOPIC)
-        if not self.config.auto_create_topic_enable or template is None:
+        if not self.config.auto_create_topic_enable:
             return None
-        if not int(template.get("perm", 0)) & PERM_INHERIT:
-            return None
-        nums = max(1, min(queue_nums, int(template.get("writeQueueNums", queue_nums))))
-        tc = topic_config(topic, nums, int(template["perm"]) & ~PERM_INHERIT)
-        self.store.topic_config.put(topic, tc)
-        self.store.topic_config.persist()
-        log.info("auto-created topic %s with %d queues", topic, nums)
-        self._on_created()
+        tc, created = topics.create_in_send(topic, default_topic, queue_nums)
+        if created:
+            self._on_created()
         return tc

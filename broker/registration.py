@@ -69,10 +69,7 @@ class NamesrvRegistration:
 
     def _register_request(self) -> RemotingCommand:
         body = {
-            "topicConfigSerializeWrapper": {
-                "topicConfigTable": self.store.topic_config.table,
-                "dataVersion": self.store.topic_config.data_version,
-            },
+            "topicConfigSerializeWrapper": self.store.topic_config.to_json(),
             "filterServerList": [],
         }
         cfg = self.config

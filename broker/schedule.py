@@ -110,6 +110,7 @@ class ScheduleMessageService:
 
     @property
     def offsets(self) -> dict[int, int]:
+        """Level -> delivered offset (a copy; the store's DelayOffsetTable owns them)."""
         return self.store.delay_offsets.table
 
     @property
@@ -135,7 +136,7 @@ class ScheduleMessageService:
         cq = self.store.queues.get((delay.SCHEDULE_TOPIC, delay.queue_id_of_level(level)))
         if cq is None:
             return 0
-        offset = self.offsets.get(level, 0)
+        offset = self.store.delay_offsets.get(level, 0)
         if offset < cq.min_offset_in_queue:
             log.warning(
                 "delay level %d: offset %d below the queue's minimum %d, skipping ahead",
@@ -182,7 +183,7 @@ class ScheduleMessageService:
         return True
 
     def _set_offset(self, level: int, offset: int) -> None:
-        self.offsets[level] = offset
+        self.store.delay_offsets.advance(level, offset)
         self._dirty = True
 
     def persist(self) -> None:

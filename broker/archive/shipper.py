@@ -7,7 +7,7 @@ and different bytes under the same key are an :class:`ArchiveConflictError`.
 
 The shipper only reads through a :class:`CommitLogSource` (``sources.py``), so it serves a live
 node (flushed bytes of its store) and a store directory on disk (ours or a real RocketMQ
-broker's) alike; its record scans are in ``record_scan.py``.
+broker's) alike; its record scans are ``contracts/record_walk.py``'s.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.archive.archive_tail import newest_snapshot_key, read_tail
-from broker.archive.record_scan import scan_frames, store_timestamp, walk_records
 from broker.archive.sources import CommitLogSource, StoreDirSource
 from broker.clock import SYSTEM_CLOCK
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveConflictError, ArchiveError, CorruptRecordError
 from contracts.object_store import ObjectStore
+from contracts.record_walk import scan_frames, store_timestamp, walk_records
 
 log = logging.getLogger(__name__)
 

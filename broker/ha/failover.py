@@ -33,7 +33,6 @@ from broker.registration import NamesrvRegistration
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
 from broker.store.role import BrokerRoleState, RoleChange
 from contracts.errors import HaproofError, RemotingError
@@ -196,19 +195,7 @@ class FailoverService:
         topic's messages and queues but no config: create one, or pulls would answer
         TOPIC_NOT_EXIST for acknowledged messages."""
         store = self.store
-        queues: dict[str, int] = {}
-        for topic, qid in list(store.queues):
-            queues[topic] = max(queues.get(topic, 0), qid + 1)
-        for topic, n in sorted(queues.items()):
-            if topic not in store.topic_config.table:
-                store.topic_config.put(topic, topic_config(topic, n))
-                log.warning(
-                    "%s: topic %s had queues but no config: created with %d queues",
-                    self.node_name,
-                    topic,
-                    n,
-                )
-        store.topic_config.persist()
+        store.topic_config.adopt_orphan_queues(list(store.queues), self.node_name)
 
     async def become_slave(self, master_addr: str, master_ha_addr: str | None, broker_id: int):
         if broker_id <= 0:

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 PEER_TIMEOUT_MS = 3000
 
-__all__ = ["OffsetPreOnline", "Raised", "merge_consumer_offsets", "merge_delay_offsets"]
+__all__ = ["OffsetPreOnline", "Raised", "merge_consumer_offsets"]
 
 
 def merge_consumer_offsets(
@@ -45,17 +45,6 @@ def merge_consumer_offsets(
     """A peer's ``GET_ALL_CONSUMER_OFFSET`` document, forward-only (the manager's
     :meth:`~ConsumerOffsetManager.merge_forward`); ValueError names a malformed entry."""
     return offsets.merge_forward(doc, source)
-
-
-def merge_delay_offsets(table: dict[int, int], doc: dict) -> int:
-    """Keep the larger delay offset per level; returns how many levels rose."""
-    rose = 0
-    for level, off in (doc.get("offsetTable") or {}).items():
-        level, off = int(level), int(off)
-        if off > table.get(level, -1):
-            table[level] = off
-            rose += 1
-    return rose
 
 
 Fetch = Callable[[str, RequestCode], Awaitable[dict]]
@@ -140,7 +129,7 @@ class OffsetPreOnline:
                 offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
                 delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
                 got = merge_consumer_offsets(store.consumer_offsets, offsets, addr)
-                delay_rose += merge_delay_offsets(store.delay_offsets.table, delays)
+                delay_rose += store.delay_offsets.merge_forward(delays)
             except (HaproofError, ValueError) as exc:
                 log.warning("offset pre-online sync: skipping %s: %s", addr, exc)
                 continue

@@ -87,11 +87,10 @@ class SlaveSynchronize:
             return False
         store = self.store
         topics = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
-        table = topics.get("topicConfigTable") or {}
-        if table != store.topic_config.table:
-            store.topic_config.table = dict(table)
-            store.topic_config.data_version = topics.get("dataVersion") or {}
-            store.topic_config.persist()
+        try:
+            store.topic_config.replace_from_master(topics)
+        except ValueError as exc:
+            raise RemotingError(f"{addr}: answer unusable: {exc}") from exc
         offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         try:
             store.consumer_offsets.merge_forward(offsets, f"master {addr}")
@@ -99,17 +98,16 @@ class SlaveSynchronize:
             raise RemotingError(f"{addr}: GET_ALL_CONSUMER_OFFSET answer unusable: {exc}") from exc
         store.consumer_offsets.persist_if_changed()
         delay = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
-        for level, off in (delay.get("offsetTable") or {}).items():
-            level = int(level)
-            store.delay_offsets.table[level] = max(
-                int(off), store.delay_offsets.table.get(level, 0)
-            )
-        store.delay_offsets.persist()
+        try:
+            delay_rose = store.delay_offsets.merge_forward(delay)
+        except ValueError as exc:
+            raise RemotingError(f"{addr}: GET_ALL_DELAY_OFFSET answer unusable: {exc}") from exc
+        if delay_rose:
+            store.delay_offsets.persist()
         groups = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        table = groups.get("subscriptionGroupTable") or {}
-        if table != store.subscription_groups.table:
-            store.subscription_groups.table = dict(table)
-            store.subscription_groups.data_version = groups.get("dataVersion") or {}
-            store.subscription_groups.persist()
+        try:
+            store.subscription_groups.replace_from_master(groups)
+        except ValueError as exc:
+            raise RemotingError(f"{addr}: answer unusable: {exc}") from exc
         self.rounds += 1
         return True

@@ -209,7 +209,7 @@ class AdminProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 remark=f"queueId {qid} and commitOffset {offset} must be >= 0",
             )
-        tc = self.store.topic_config.table.get(topic)
+        tc = self.store.topic_config.get(topic)
         if tc is None:
             return None
         nums = max(int(tc.get("readQueueNums", 0)), int(tc.get("writeQueueNums", 0)))

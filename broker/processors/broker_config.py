@@ -125,7 +125,7 @@ class BrokerConfigService(RequestService):
     def topic_stats_rows(self, topic: str) -> list[dict] | None:
         """Per write queue offsets of ``topic``; None when this node does not hold it."""
         store = self.store
-        tc = store.topic_config.table.get(topic)
+        tc = store.topic_config.get(topic)
         if tc is None:
             return None
         rows = []

@@ -62,14 +62,14 @@ class OffsetAdminService(RequestService):
         the group."""
         store = self.store
         topics = store.consumer_offsets.topics_of(group)
-        known = bool(topics) or group in store.subscription_groups.table
+        known = bool(topics) or group in store.subscription_groups
         if topic is not None:
             topics = {topic}
         if not known:
             return None
         rows = []
         for t in sorted(topics):
-            tc = store.topic_config.table.get(t) or {}
+            tc = store.topic_config.get(t) or {}
             committed = store.consumer_offsets.queues_of(group, t)
             nums = int(tc.get("readQueueNums", 0))
             for qid in sorted(set(range(nums)) | set(committed)):
@@ -109,7 +109,7 @@ class OffsetAdminService(RequestService):
         """Rewind (or set) one committed offset; returns the previous one. Raises ValueError
         naming the bad field."""
         store = self.store
-        tc = store.topic_config.table.get(topic)
+        tc = store.topic_config.get(topic)
         if tc is None:
             raise ValueError(f"topic {topic!r} does not exist on {self.config.broker_addr}")
         nums = int(tc.get("readQueueNums", 0))
@@ -133,7 +133,7 @@ class OffsetAdminService(RequestService):
         ``force`` only rewinds, as RocketMQ's isForce=false. One ``reset`` (so one recorded
         offset_reset) per queue whose offset changes."""
         store = self.store
-        tc = store.topic_config.table.get(topic)
+        tc = store.topic_config.get(topic)
         if tc is None:
             raise ValueError(f"topic {topic!r} does not exist on {self.config.broker_addr}")
         if timestamp_ms < 0:

@@ -142,7 +142,7 @@ class PullProcessor:
         max_msgs = max(1, min(req.int_field("maxMsgNums"), 1024))
         sys_flag = _opt_int(req, "sysFlag")
         suspend_ms = min(_opt_int(req, "suspendTimeoutMillis"), MAX_SUSPEND_MS)
-        if topic not in store.topic_config.table:
+        if topic not in store.topic_config:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
                 remark=f"topic[{topic}] not exist, apply first please!",

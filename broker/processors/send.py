@@ -169,8 +169,7 @@ class SendProcessor:
     def _topic(self, topic: str, default_topic: str | None, default_nums: int):
         """(perm, writeQueueNums, max(write, read)) of ``topic``, created when allowed; cached
         while the topic's config object stays the one in the table. None: no such topic."""
-        table = self.store.topic_config.table
-        tc = table.get(topic)
+        tc = self.store.topic_config.get(topic)
         cached = self._topics.get(topic)
         if cached is not None and cached[0] is tc:
             return cached[1]

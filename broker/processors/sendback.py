@@ -19,7 +19,6 @@ from broker.processors.send import SendProcessor
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
 from contracts.record.model import Message
@@ -36,7 +35,6 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 DLQ_NUMS_PER_GROUP = 1
 PERM_READ, PERM_WRITE = 0x4, 0x2
-DEFAULT_RETRY_MAX_TIMES = 16
 
 _CODES = {
     PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -54,47 +52,17 @@ def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
-def subscription_group_config(group: str) -> dict:
-    """RocketMQ SubscriptionGroupConfig defaults."""
-    return {
-        "groupName": group,
-        "consumeEnable": True,
-        "consumeFromMinEnable": True,
-        "consumeBroadcastEnable": True,
-        "retryQueueNums": 1,
-        "retryMaxTimes": DEFAULT_RETRY_MAX_TIMES,
-        "brokerId": 0,
-        "whichBrokerWhenConsumeSlowly": 1,
-        "notifyConsumerIdsChangedEnable": True,
-    }
-
-
 def find_subscription_group(store: MessageStore, config: LiveConfig, group: str) -> dict | None:
     """RocketMQ SubscriptionGroupManager.findSubscriptionGroupConfig: the group's config,
     created with the defaults when ``autoCreateSubscriptionGroup`` (default true)."""
-    groups = store.subscription_groups
-    sub = groups.table.get(group)
-    if sub is None:
-        auto = str(config.extra.get("autoCreateSubscriptionGroup", "true"))
-        if auto.lower() != "true":
-            return None
-        sub = subscription_group_config(group)
-        groups.put(group, sub)
-        groups.persist()
-        log.info("auto-created subscription group %s", group)
-    return sub
+    auto = str(config.extra.get("autoCreateSubscriptionGroup", "true"))
+    return store.subscription_groups.find(group, auto_create=auto.lower() == "true")
 
 
 def create_topic_in_send_back(store: MessageStore, topic: str, queue_nums: int, perm: int) -> bool:
     """RocketMQ createTopicInSendMessageBackMethod: an existing config wins; True when the
     topic was created now (the caller then registers with the name servers)."""
-    table = store.topic_config
-    if table.table.get(topic) is not None:
-        return False
-    table.put(topic, topic_config(topic, queue_nums, perm))
-    table.persist()
-    log.info("created topic %s (%d queues, perm %d)", topic, queue_nums, perm)
-    return True
+    return store.topic_config.create_in_send_back(topic, queue_nums, perm)
 
 
 class SendBackProcessor:

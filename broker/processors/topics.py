@@ -80,9 +80,7 @@ class TopicAdminProcessor:
             "topicSysFlag": int(req.int_field("topicSysFlag") if sys_flag else 0),
             "order": (req.opt_field("order") or "false").lower() == "true",
         }
-        configs = self.store.topic_config
-        configs.put(topic, tc)
-        configs.persist()
+        self.store.topic_config.put(topic, tc)
         log.info("topic %s created/updated by %s: %s", topic, conn.peer, tc)
         await self.registration.register_all()
         return req.make_response(ResponseCode.SUCCESS)

@@ -18,9 +18,9 @@ from broker.clock import SYSTEM_CLOCK
 from broker.store import delay, recovery
 from broker.store.checkpoint import StoreCheckpoint, atomic_write
 from broker.store.commit_log import CommitLog, RecoveryReport
-from broker.store.config_store import DelayOffsetTable, TableConfig
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.consumer_offsets import ConsumerOffsetManager
+from broker.store.delay_offsets import DelayOffsetTable
 from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
 from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.puts import DispatchListener, LoopBatch, PutFuture, PutMixin
@@ -28,6 +28,8 @@ from broker.store.queries import QueryMixin
 from broker.store.role import BrokerRoleState
 from broker.store.startup import check_writable, offsets_restore_hint
 from broker.store.store_config import BrokerRole, FlushDiskType, StoreConfig
+from broker.store.subscription_groups import SubscriptionGroupManager
+from broker.store.topic_configs import TopicConfigManager
 from contracts.errors import StoreError
 from contracts.record.model import Record
 
@@ -178,9 +180,9 @@ class MessageStore(PutMixin, QueryMixin):
                 group, topic, qid, offset, top,
             )  # fmt: skip
         self.delay_offsets = DelayOffsetTable.load(self._cfg("delayOffset.json"))
-        self.topic_config = TableConfig.load(self._cfg("topics.json"), "topicConfigTable")
-        self.subscription_groups = TableConfig.load(
-            self._cfg("subscriptionGroup.json"), "subscriptionGroupTable"
+        self.topic_config = TopicConfigManager.load(self._cfg("topics.json"))
+        self.subscription_groups = SubscriptionGroupManager.load(
+            self._cfg("subscriptionGroup.json")
         )
         check_writable(self.config_dir, self.root)
         with open(abort_path, "wb") as fh:

@@ -21,6 +21,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from broker.store.role import BrokerRoleState
+from broker.store.topic_configs import TopicConfigManager
 from tests.conftest import wait_until
 from tools.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
 
@@ -179,9 +180,11 @@ def test_admin_offsets_errors(group):
 def test_reset_is_recorded_for_the_listeners(tmp_path):
     offsets = ConsumerOffsetManager(str(tmp_path / "consumerOffset.json"))
     offsets.commit(GROUP, TOPIC, 1, 30)
+    topics = TopicConfigManager.load(str(tmp_path / "topics.json"))
+    topics.put(TOPIC, {"readQueueNums": 4})
     store = SimpleNamespace(
         consumer_offsets=offsets,
-        topic_config=SimpleNamespace(table={TOPIC: {"readQueueNums": 4}}),
+        topic_config=topics,
         get_max_offset_in_queue=lambda topic, qid: 50,
     )
     events = []

@@ -15,13 +15,13 @@ import pytest
 
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
-from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
+from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets
 from broker.node_parts import PeerLinks
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import DelayOffsetTable
 from broker.store.consumer_offsets import Commit, ConsumerOffsetManager
+from broker.store.delay_offsets import DelayOffsetTable
 from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 from tests.conftest import wait_until
@@ -67,10 +67,29 @@ def test_merge_names_malformed_entries(tmp_path, doc, words):
         merge_consumer_offsets(t, doc)
 
 
-def test_delay_merge_keeps_the_max():
-    table = {1: 10, 2: 3}
-    assert merge_delay_offsets(table, {"offsetTable": {"1": 4, "2": 8, "3": 1}}) == 2
+def test_delay_merge_keeps_the_max(tmp_path):
+    delays = DelayOffsetTable(str(tmp_path / "delayOffset.json"))
+    delays.advance(1, 10)
+    delays.advance(2, 3)
+    assert delays.merge_forward({"offsetTable": {"1": 4, "2": 8, "3": 1}}) == 2
+    table = delays.table
     assert table == {1: 10, 2: 8, 3: 1}
+
+
+@pytest.mark.parametrize(
+    ("doc", "words"),
+    [
+        ({"offsetTable": {"x": 1}}, "'x'"),
+        ({"offsetTable": {"1": -5}}, "negative"),
+        ({"offsetTable": [1]}, "not an object"),
+    ],
+)
+def test_delay_merge_names_malformed_entries_and_changes_nothing(tmp_path, doc, words):
+    delays = DelayOffsetTable(str(tmp_path / "delayOffset.json"))
+    delays.advance(1, 10)
+    with pytest.raises(ValueError, match=words):
+        delays.merge_forward(doc)
+    assert delays.table == {1: 10}
 
 
 def _fake_node(tmp_path, role=BrokerRole.SYNC_MASTER):

@@ -37,7 +37,7 @@ def test_master_pull_suggests_the_slave_when_far_behind(tmp_path):
                     _config(tmp_path, name, slaveReadEnable=read), "127.0.0.1"
                 )
                 nodes.append(node)
-                node.store.topic_config.table["T"] = topic_config("T", 4)
+                node.store.topic_config.put("T", topic_config("T", 4))
                 for i in range(40):  # 600-byte bodies on queue i % 4
                     await put(node, i)
                 pull = PullProcessor(node.store, node.config, node.consumers, node.long_poll)

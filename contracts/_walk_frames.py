@@ -1,7 +1,7 @@
-"""The shipper's record scans over commit log bytes: a walk that checks each record's framing
-and body CRC (store directories) and a chain by TOTALSIZE and MAGIC alone (a live node's own,
-trusted bytes). Anything unusual goes to :func:`contracts.record.reader.decode_record`, which names
-the fault."""
+"""The archive shipper's record walks over commit log bytes (see :mod:`contracts.record_walk`):
+a walk that checks each record's framing and body CRC (store directories) and a chain by
+TOTALSIZE and MAGIC alone (a live node's own, trusted bytes). Anything unusual goes to
+:func:`contracts.record.reader.decode_record`, which names the fault."""
 
 from __future__ import annotations
 
