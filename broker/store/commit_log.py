@@ -271,13 +271,7 @@ class CommitLog:
                 found,
                 reason or "torn tail",
             )
-        # position every file: full before the end, partial at it, deleted after it
-        self.queue.truncate_dirty(valid_end)
-        for mf in self.queue.files:
-            if mf.end_offset <= valid_end:
-                mf.wrote_position = mf.flushed_position = mf.file_size
-            else:
-                mf.wrote_position = mf.flushed_position = valid_end - mf.file_from_offset
+        self._position_files(valid_end)
         return RecoveryReport(abnormal, scanned_from, valid_end, found, reason, damage, quarantined)
 
     @staticmethod
@@ -287,6 +281,15 @@ class CommitLog:
         except CorruptRecordError:
             return None
         return None if rec.is_blank else rec.store_timestamp
+
+    def _position_files(self, valid_end: int) -> None:
+        """Every file full before ``valid_end``, partial at it, deleted after it."""
+        self.queue.truncate_dirty(valid_end)
+        for mf in self.queue.files:
+            if mf.end_offset <= valid_end:
+                mf.wrote_position = mf.flushed_position = mf.file_size
+            else:
+                mf.wrote_position = mf.flushed_position = valid_end - mf.file_from_offset
 
     def _found_end(self, valid_end: int) -> int:
         return found_end(self.queue, valid_end)
