@@ -154,8 +154,11 @@ class AclChecker:
         try:
             self.acl = PlainAcl.from_file(self._path)
         except ConfigError as exc:
-            log.error("ACL: %s changed but cannot be used (the previous accounts stay): %s",
-                      self._path, exc)  # fmt: skip
+            log.error(
+                "ACL: %s changed but cannot be used (the previous accounts stay): %s",
+                self._path,
+                exc,
+            )
             return
         log.warning("ACL: reloaded %s (%d accounts)", self._path, len(self.acl.accounts))
 
@@ -185,9 +188,11 @@ class AclChecker:
             key = group_resource(res.name) if res.kind == "group" else res.name
             owned = account.resource_perms.get(key)
             if owned is None:
-                owned = account.default_group_perm if res.kind == "group" else (
-                    account.default_topic_perm
-                )  # fmt: skip
+                owned = (
+                    account.default_group_perm
+                    if res.kind == "group"
+                    else (account.default_topic_perm)
+                )
             if not check_permission(res.perm, owned):
                 return f"{account.access_key!r} has no {_perm_name(res.perm)} on {res.kind} {res.name[:130]!r}"
         return None
