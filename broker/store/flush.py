@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from broker.clock import SYSTEM_CLOCK
+from broker.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +153,13 @@ class FlushRealTimeService:
         interval_ms: int,
         least_pages: int,
         thorough_interval_ms: int,
-        clock_ms: Callable[[], int] = monotonic_ms,
+        clock_ms: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
+        """``clock`` paces the rounds (its thread wait); ``clock_ms`` is the time a round's
+        decision reads (default: ``clock``'s monotonic ms)."""
+        clock_ms = clock_ms or (lambda: int(clock.monotonic_ms()))
+        self._clock = clock
         self._flush = flush  # flush(least_pages) -> flushed offset
         self.interval_ms = interval_ms
         self.least_pages = least_pages
@@ -179,7 +184,7 @@ class FlushRealTimeService:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_ms / 1000):
+        while not self._clock.wait_event_ms(self._stop, self.interval_ms):
             try:
                 self.tick(self._clock_ms())
             except Exception:
