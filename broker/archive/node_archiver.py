@@ -265,7 +265,8 @@ class NodeArchiver:
             # the cadence counts from the round's start: a round that took the whole interval
             # (the archive is behind) is followed by the next one at once
             self.rounds += 1
-            self._wake.wait(backoff_s or max(0.0, interval_s - (self._monotonic_s() - round_start)))
+            wait_s = backoff_s or max(0.0, interval_s - (self._monotonic_s() - round_start))
+            self.clock.wait_event_ms(self._wake, wait_s * 1000)
             self._wake.clear()
 
     def _monotonic_s(self) -> float:
