@@ -221,7 +221,7 @@ def test_long_poll_wakes_on_dispatch_and_times_out(tmp_path):
     run_node(tmp_path, body)
 
 
-def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path):
+def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path, driven_clock):
     async def body(node, client, addr):
         for i in range(3):
             await client.invoke(addr, send_v2("TO", str(i).encode()))
@@ -290,15 +290,12 @@ def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path):
         assert json.loads(r.body)["offsetTable"] == {}
         r = await client.invoke(addr, RemotingCommand.request(201))
         assert "subscriptionGroupTable" in json.loads(r.body)
-        # consumerOffset.json is persisted periodically (interval 200 ms here)
+        # consumerOffset.json is persisted periodically (every 200 ms of the node's clock)
         path = tmp_path / "store" / "config" / "consumerOffset.json"
-        await wait_for(
-            lambda: path.exists() and "TO@G" in path.read_text(),
-            5000,
-            what="consumerOffset.json persisted",
-        )
+        await driven_clock.advance(200)
+        assert path.exists() and "TO@G" in path.read_text()
 
-    run_node(tmp_path, body, flushConsumerOffsetInterval=200)
+    run_node(tmp_path, body, clock=driven_clock, flushConsumerOffsetInterval=200)
 
 
 class _FakeConn:
