@@ -70,6 +70,13 @@ async def sleep_unless_set(clock: Clock, event: asyncio.Event, ms: float) -> boo
     """Sleep ``ms`` on ``clock``, cut short when ``event`` is set; True when it was set."""
     if event.is_set():
         return True
+    if isinstance(clock, SystemClock):  # the loop's own timer: no task, woken in one turn
+        try:
+            async with asyncio.timeout(max(0.0, ms) / 1000):
+                await event.wait()
+        except TimeoutError:
+            pass
+        return event.is_set()
     sleeper = asyncio.ensure_future(clock.sleep_ms(ms))
     waiter = asyncio.ensure_future(event.wait())
     try:

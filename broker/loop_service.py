@@ -28,7 +28,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
-from broker.clock import SYSTEM_CLOCK, Clock
+from broker.clock import SYSTEM_CLOCK, Clock, sleep_unless_set
 
 log = logging.getLogger(__name__)
 
@@ -117,19 +117,8 @@ class LoopService(ABC):
 
     async def _wait(self, ms: float) -> None:
         """Sleep ``ms`` on the clock, or less when woken or stopped."""
-        if self._woken.is_set() or self._stopping:
-            self._woken.clear()
-            return
-        sleeper = asyncio.ensure_future(self.clock.sleep_ms(ms))
-        waker = asyncio.ensure_future(self._woken.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for fut in (sleeper, waker):
-                if not fut.done():
-                    fut.cancel()
-            await asyncio.gather(sleeper, waker, return_exceptions=True)
-            self._woken.clear()
+        await sleep_unless_set(self.clock, self._woken, ms)
+        self._woken.clear()
 
 
 class Periodic(LoopService):
