@@ -195,8 +195,9 @@ def update_node_config(node, updates: Mapping[str, str]) -> dict[str, tuple[str,
 
 
 def _holders(node) -> list:
-    """The node, its store, its services and its role's services (HAService...)."""
-    return [node, node.store, *node.services, *node.replication.services]
+    """The node, its store and the store's write side, its services and its role's services
+    (HAService...)."""
+    return [node, node.store, node.store.puts, *node.services, *node.replication.services]
 
 
 def _replaced_configs(node, fields: Mapping[str, object]) -> list[tuple[object, BrokerConfig]]:

@@ -55,6 +55,7 @@ def _node(tmp_path, path=True):
     config = BrokerConfig.from_file(str(conf))
     store, svc, other = (SimpleNamespace(config=config), SimpleNamespace(config=config),
                          SimpleNamespace(config=None))  # fmt: skip
+    store.puts = SimpleNamespace(config=config)  # the store's write side holds it too
     node = SimpleNamespace(config=config, config_path=str(conf) if path else None, store=store,
                            services=[svc, other], replication=SimpleNamespace(services=[]))  # fmt: skip
     return node, conf
