@@ -282,10 +282,12 @@ def test_no_broker_module_fishes_parts_off_the_node() -> None:
 
 # -- the store is the bottom layer of the broker (issue #24) ------------------------------------
 
-# what broker.store may import of the project: itself and contracts (RocketMQ's store knows
-# nothing of the broker above it: its role and epochs live in it, MessageStoreConfig-style)
-# and the injected clock, a leaf module (every part of a node reads time through it)
-STORE_MAY_IMPORT = ("broker.store", "broker.clock", "contracts")
+# what broker.store may import of the project: itself, contracts and the foundation every layer
+# stands on (the clock and the loop base, which import nothing else of the broker). RocketMQ's
+# store knows nothing of the broker above it: its role and epochs live in it,
+# MessageStoreConfig-style.
+FOUNDATION = ("broker.clock", "broker.loop_service")
+STORE_MAY_IMPORT = ("broker.store", "contracts", *FOUNDATION)
 
 
 def store_escapes() -> list[str]:
@@ -303,6 +305,28 @@ def store_escapes() -> list[str]:
 def test_the_store_imports_nothing_of_the_broker_above_it() -> None:
     bad = store_escapes()
     assert not bad, "broker/store/ imports only broker.store and contracts:\n" + "\n".join(bad)
+
+
+def test_the_foundation_imports_nothing_else_of_the_broker() -> None:
+    for name in FOUNDATION:
+        path = REPO / (name.replace(".", "/") + ".py")
+        inner = {n for n in imported_names(path) if n.split(".")[0] in PROJECT}
+        assert inner <= set(FOUNDATION), f"{name} imports {sorted(inner - set(FOUNDATION))}"
+
+
+def test_the_store_is_composed_of_parts_not_mixins() -> None:
+    """The façade owns its parts (StorePuts, StoreQueries, ConsumeQueueTable); no class of
+    broker/store/ is a mixin whose host must set its attributes."""
+    mixins = [
+        f"{p.relative_to(REPO)}: {n.name}"
+        for p in sorted((REPO / "broker" / "store").rglob("*.py"))
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.ClassDef) and n.name.endswith("Mixin")
+    ]
+    assert not mixins, mixins
+    tree = ast.parse((REPO / "broker" / "store" / "message_store.py").read_text())
+    store = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MessageStore")
+    assert not store.bases, [ast.unparse(b) for b in store.bases]
 
 
 # -- broker/ wiring (issue #24): no module loop, no node held, no probing, one clock ------------
@@ -463,10 +487,6 @@ PROBE_ALLOWED: dict[tuple[str, str], str] = {
     ("broker/config_checks.py", "getattr(cfg, fname)"): "config fields by property name",
     ("broker/archive/uploader.py", "getattr(shipper, method)"): (
         "the child process dispatches a method named in its job"
-    ),
-    # the store half of issue #24 (MessageStore composed of parts) removes this one
-    ("broker/store/message_store.py", "getattr(self, 'commit_log', None)"): (
-        "a half-opened store releases what it opened"
     ),
 }
 

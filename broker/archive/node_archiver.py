@@ -349,9 +349,11 @@ class NodeArchiver:
         source = live
         if isinstance(shipper, ShipperProcess):  # the child maps the files itself
             source = SourceSpec(
-                self.store.commit_log.queue.directory, live.mapped_file_size, live.min_offset(),
+                self.store.commit_log.queue.directory,
+                live.mapped_file_size,
+                live.min_offset(),
                 target,
-            )  # fmt: skip
+            )
         start = self._next_start
         if start is None:
             archived = shipper.archived_end()
@@ -363,9 +365,12 @@ class NodeArchiver:
         # when this slave became master) keeps the old epoch and SLAVE for the old bytes
         for seg_start, seg_end, epoch in epoch_ranges(entries, start, target, epoch_now):
             result = shipper.ship(
-                source, seg_start, end=seg_end,
-                epoch=max(epoch, shipper.truncation_epoch), role=self._role_in(epoch),
-            )  # fmt: skip
+                source,
+                seg_start,
+                end=seg_end,
+                epoch=max(epoch, shipper.truncation_epoch),
+                role=self._role_in(epoch),
+            )
             self.chunks_shipped += len(result.chunks)
             self.archived_end = self._next_start = result.end
             if result.stopped_by is not None:

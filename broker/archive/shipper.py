@@ -115,10 +115,16 @@ class _Chunks:
         sh = self.shipper
         self.result.chunks.append(
             sh._put_chunk(
-                b"".join(self.pending), self.chunk_start, self.records, self.first_ts,
-                self.last_ts, self.fsize, self.epoch, self.role,
+                b"".join(self.pending),
+                self.chunk_start,
+                self.records,
+                self.first_ts,
+                self.last_ts,
+                self.fsize,
+                self.epoch,
+                self.role,
             )
-        )  # fmt: skip
+        )
         self.result.end = self.chunk_start + self.length
         self._reset(self.result.end)
         if sh.progress:
@@ -223,9 +229,13 @@ class Shipper:
             end_limit = min(end_limit, max(end, start))
         check_resume(self.id.node, start, end_limit)
         out = _Chunks(
-            self, source.mapped_file_size, start, end_limit,
-            self.id.epoch if epoch is None else epoch, self.id.role if role is None else role,
-        )  # fmt: skip
+            self,
+            source.mapped_file_size,
+            start,
+            end_limit,
+            self.id.epoch if epoch is None else epoch,
+            self.id.role if role is None else role,
+        )
         if source.framing_trusted:
             self._ship_framed(source, out)
         else:
@@ -275,9 +285,14 @@ class Shipper:
         while offset < out.end_limit:
             file_start, view, limit, rel = _window(source, offset, out.end_limit)
             end, n, last, why = scan_frames(
-                view, file_start, rel, limit, self.chunk_max_bytes - out.length, not out.length,
+                view,
+                file_start,
+                rel,
+                limit,
+                self.chunk_max_bytes - out.length,
+                not out.length,
                 _name(source),
-            )  # fmt: skip
+            )
             if n:
                 if last >= 0:  # the frame at rel is a message too (only a BLANK ends a scan)
                     out.timestamps(store_timestamp(view, rel), store_timestamp(view, last))

@@ -258,8 +258,12 @@ class CommitLog:
             damage = Damage(mf.path, mf.file_from_offset, valid_end, resume, found, reason)
             if not refetch_damage:
                 raise StoreDamagedError(damage, root)
-            log.error("%s; this slave refetches [%d, %d) from its master", damage.describe(),
-                      valid_end, found)  # fmt: skip
+            log.error(
+                "%s; this slave refetches [%d, %d) from its master",
+                damage.describe(),
+                valid_end,
+                found,
+            )
             quarantined = quarantine(
                 root, self.queue, valid_end, found, damage.describe(), "refetch"
             )

@@ -182,8 +182,11 @@ class ConsumerOffsetManager:
             if best is not None:
                 log.warning(
                     "%s: %s; using %s (generation %d, written with the same content)",
-                    path, "; ".join(problems), best.path, best.generation,
-                )  # fmt: skip
+                    path,
+                    "; ".join(problems),
+                    best.path,
+                    best.generation,
+                )
             elif not accept_offset_loss:
                 raise OffsetsUnreadableError(path, problems, restore_hint)
             else:
@@ -192,8 +195,10 @@ class ConsumerOffsetManager:
                 m.accepted_loss = f"{'; '.join(problems)}; started from {source}"
                 log.error(
                     "%s: committed offsets unreadable (%s); --accept-offset-loss: serving %s",
-                    path, "; ".join(problems), source,
-                )  # fmt: skip
+                    path,
+                    "; ".join(problems),
+                    source,
+                )
         if best is not None:
             m.table = parse_table(best.doc, best.path)
             m.generation = max(best.generation, 0)
@@ -281,8 +286,12 @@ class ConsumerOffsetManager:
         self.persist()
         log.warning(
             "admin reset of %s %s/%d: committed offset %d -> %d",
-            group, topic, queue_id, before, offset,
-        )  # fmt: skip
+            group,
+            topic,
+            queue_id,
+            before,
+            offset,
+        )
         self.notify_reset(group, topic, queue_id, before, offset)
         return before
 
