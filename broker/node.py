@@ -169,7 +169,11 @@ class BrokerNode:
         live = LiveConfig(config)
         role = BrokerRoleState.configured(config, EpochFile.load(config.store_path_root_dir))
         store = MessageStore.open(
-            live, accept_offset_loss=accept_offset_loss, role_state=role, clock_ms=clock.wall_ms
+            live,
+            accept_offset_loss=accept_offset_loss,
+            role_state=role,
+            clock_ms=clock.wall_ms,
+            clock=clock,
         )
         try:
             node = cls(

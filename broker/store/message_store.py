@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from broker.clock import SYSTEM_CLOCK
+from broker.clock import SYSTEM_CLOCK, Clock
 from broker.store import delay, recovery, truncation
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, RecoveryReport
@@ -44,8 +44,7 @@ log = logging.getLogger(__name__)
 __all__ = ["DispatchListener", "MessageStore", "PutFuture", "time_ms"]  # re-exported types
 
 
-def time_ms() -> int:
-    return SYSTEM_CLOCK.wall_ms()
+time_ms = SYSTEM_CLOCK.wall_ms  # a bare store's wall clock (a node hands in its own)
 
 
 class MessageStore:
@@ -59,8 +58,10 @@ class MessageStore:
         clock_ms: Callable[[], int],
         accept_offset_loss: bool = False,
         role_state: BrokerRoleState | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.config = config
+        self.clock = clock  # what the flush threads wait on (the node's)
         # the node's one owner of its current role (a bare store: the configured one)
         self.role_state = role_state or BrokerRoleState.configured(config)
         self.accept_offset_loss = accept_offset_loss
@@ -116,11 +117,12 @@ class MessageStore:
         clock_ms: Callable[[], int] = time_ms,
         accept_offset_loss: bool = False,
         role_state: BrokerRoleState | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> MessageStore:
         """Lock the store directory, load every file and recover (normal or after a crash).
         Raises StoreError (one line naming what and where) and releases the directory when the
         store cannot be served safely."""
-        store = cls(config, clock_ms, accept_offset_loss, role_state)
+        store = cls(config, clock_ms, accept_offset_loss, role_state, clock)
         try:
             store._load()
         except BaseException:
@@ -223,6 +225,7 @@ class MessageStore:
                 cfg.flush_interval_commit_log_ms,
                 cfg.flush_commit_log_least_pages,
                 cfg.flush_commit_log_thorough_interval_ms,
+                clock=self.clock,
             )
             self._flusher.start()
         self._cq_flusher = threading.Thread(target=self._cq_flush_loop, daemon=True)
@@ -286,7 +289,7 @@ class MessageStore:
         return flushed
 
     def _cq_flush_loop(self) -> None:
-        while not self._stop.wait(self.config.flush_interval_consume_queue_ms / 1000):
+        while not self.clock.wait_event_ms(self._stop, self.config.flush_interval_consume_queue_ms):
             try:
                 self._flush_consume_queues()
             except Exception:
