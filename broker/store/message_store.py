@@ -81,6 +81,7 @@ class MessageStore:
         self._flusher: FlushRealTimeService | None = None
         self._cq_flusher: threading.Thread | None = None
         self._stop = threading.Event()
+        self._checkpoint_lock = threading.Lock()  # the flush thread and flush_all both write it
         self.running = False
         self.dispatcher: Dispatcher
         self.puts: StorePuts  # built once the commit log is open (_load)
@@ -299,9 +300,10 @@ class MessageStore:
         ts = self.puts.last_store_ts
         for cq in list(self.queues.values()):
             cq.flush()
-        if ts:
-            self.checkpoint.logics_msg_timestamp = ts
-        self.checkpoint.write(os.path.join(self.root, "checkpoint"))
+        with self._checkpoint_lock:  # one writer of checkpoint.tmp at a time
+            if ts:
+                self.checkpoint.logics_msg_timestamp = ts
+            self.checkpoint.write(os.path.join(self.root, "checkpoint"))
 
     def flush_all(self) -> int:
         flushed = self._flush_commit_log(0)
