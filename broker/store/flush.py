@@ -195,3 +195,32 @@ class FlushRealTimeService:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._flush(0)
+
+
+class FlushConsumeQueueService:
+    """Every ``interval_ms`` of ``clock``, ``flush()`` the consume queues and the checkpoint
+    (RocketMQ's FlushConsumeQueueService) on a thread of its own; a failing round is logged and
+    the next one comes. ``stop()`` ends the thread (it may be mid-round: ``join`` waits)."""
+
+    def __init__(self, flush: Callable[[], None], interval_ms: int, clock: Clock = SYSTEM_CLOCK):
+        self._flush = flush
+        self.interval_ms = interval_ms
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="flush-cq", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._clock.wait_event_ms(self._stop, self.interval_ms):
+            try:
+                self._flush()
+            except Exception:
+                log.exception("consume queue flush failed")
+
+    def stop(self, join: bool = True) -> None:
+        self._stop.set()
+        if join and self._thread is not None:
+            self._thread.join(timeout=10)

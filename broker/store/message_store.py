@@ -21,7 +21,7 @@ from broker.store.consume_queue import ConsumeQueue
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from broker.store.delay_offsets import DelayOffsetTable
 from broker.store.dispatcher import Dispatcher
-from broker.store.flush import FlushRealTimeService, GroupCommitService
+from broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from broker.store.puts import DispatchListener, PutFuture, StorePuts
 from broker.store.queries import StoreQueries
 from broker.store.queue_table import ConsumeQueueTable
@@ -79,8 +79,7 @@ class MessageStore:
         self.put_lock = threading.Lock()
         self._lock_fd: int | None = None
         self._flusher: FlushRealTimeService | None = None
-        self._cq_flusher: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._cq_flusher: FlushConsumeQueueService | None = None
         self._checkpoint_lock = threading.Lock()  # the flush thread and flush_all both write it
         self.running = False
         self.dispatcher: Dispatcher
@@ -229,20 +228,22 @@ class MessageStore:
                 clock=self.clock,
             )
             self._flusher.start()
-        self._cq_flusher = threading.Thread(target=self._cq_flush_loop, daemon=True)
+        interval_ms = cfg.flush_interval_consume_queue_ms
+        self._cq_flusher = FlushConsumeQueueService(
+            self._flush_consume_queues, interval_ms, self.clock
+        )
         self._cq_flusher.start()
         self.running = True
 
     def shutdown(self) -> None:
         """Flush everything, persist configs and the checkpoint, release the store."""
         self.running = False
-        self._stop.set()
         if self._group_commit is not None:
             self._group_commit.shutdown()
         if self._flusher is not None:
             self._flusher.shutdown()
         if self._cq_flusher is not None:
-            self._cq_flusher.join(timeout=10)
+            self._cq_flusher.stop()
         self.flush_all()
         persisted = True
         for table in (
@@ -269,7 +270,8 @@ class MessageStore:
 
     def close_abruptly(self) -> None:
         """Release files without flushing or removing ``abort`` (tests simulating a crash)."""
-        self._stop.set()
+        if self._cq_flusher is not None:
+            self._cq_flusher.stop(join=False)
         if self._group_commit is not None:
             self._group_commit.shutdown()
         if self._flusher is not None:
@@ -288,13 +290,6 @@ class MessageStore:
         if flushed >= self.commit_log.max_offset and ts:
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
-
-    def _cq_flush_loop(self) -> None:
-        while not self.clock.wait_event_ms(self._stop, self.config.flush_interval_consume_queue_ms):
-            try:
-                self._flush_consume_queues()
-            except Exception:
-                log.exception("consume queue flush failed")
 
     def _flush_consume_queues(self) -> None:
         ts = self.puts.last_store_ts
