@@ -7,10 +7,9 @@ import time
 
 import pytest
 
+from tests.support.nodes import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-from tests.support.nodes import free_port  # noqa: E402 - re-exported for this folder's tests
 
 
 def _wait_port(proc, port: int, log_path, what: str) -> None:
