@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -31,6 +33,10 @@ class Clock(Protocol):
 
     async def sleep_ms(self, ms: float) -> None:
         """Pause this coroutine for ``ms`` milliseconds of this clock's time (<= 0: one turn)."""
+
+    def wait_event_ms(self, event: threading.Event, ms: float) -> bool:
+        """Block this (non-event-loop) thread until ``event`` is set or ``ms`` of this clock's
+        time passed; True when it was set. For a store's flush threads."""
 
 
 class SystemClock:
@@ -45,8 +51,43 @@ class SystemClock:
     async def sleep_ms(self, ms: float) -> None:
         await asyncio.sleep(max(0.0, ms) / 1000)
 
+    def wait_event_ms(self, event: threading.Event, ms: float) -> bool:
+        return event.wait(max(0.0, ms) / 1000)
+
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def monotonic_seconds(clock: Clock) -> Callable[[], float]:
+    """``clock``'s monotonic time in seconds, as a function (deadline tables kept in seconds);
+    the system clock's is ``time.monotonic`` itself (read at every socket read and write)."""
+    if isinstance(clock, SystemClock):
+        return time.monotonic
+    return lambda: clock.monotonic_ms() / 1000
+
+
+async def sleep_unless_set(clock: Clock, event: asyncio.Event, ms: float) -> bool:
+    """Sleep ``ms`` on ``clock``, cut short when ``event`` is set; True when it was set."""
+    if event.is_set():
+        return True
+    if isinstance(clock, SystemClock):  # the loop's own timer: no task, woken in one turn
+        try:
+            async with asyncio.timeout(max(0.0, ms) / 1000):
+                await event.wait()
+        except TimeoutError:
+            pass
+        return event.is_set()
+    sleeper = asyncio.ensure_future(clock.sleep_ms(ms))
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for fut in (sleeper, waiter):
+            if not fut.done():
+                fut.cancel()
+        await asyncio.gather(sleeper, waiter, return_exceptions=True)
+    return event.is_set()
+
 
 # turns of the event loop given to woken coroutines before time moves on: enough for a woken
 # coroutine to run its round and reach its next sleep through a few awaits of ready futures
@@ -63,6 +104,7 @@ class DrivenClock:
         self._wall_offset_ms = wall_start_ms - monotonic_start_ms
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
+        self._moved = threading.Condition()  # threads waiting in wait_event_ms
 
     def wall_ms(self) -> int:
         return int(self._mono_ms + self._wall_offset_ms)
@@ -77,6 +119,20 @@ class DrivenClock:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._mono_ms + ms, next(self._seq), fut))
         await fut
+
+    def wait_event_ms(self, event: threading.Event, ms: float) -> bool:
+        """A thread's wait: until ``event`` is set or the driven time passed ``ms`` from now.
+        Time moving wakes it at once; an ``event.set()`` is seen within 20 ms of wall time."""
+        deadline_ms = self._mono_ms + ms
+        with self._moved:
+            while not event.is_set() and self._mono_ms < deadline_ms:
+                self._moved.wait(0.02)
+        return event.is_set()
+
+    def _set_time(self, mono_ms: float) -> None:
+        self._mono_ms = mono_ms
+        with self._moved:
+            self._moved.notify_all()
 
     def jump_wall(self, delta_ms: int) -> None:
         """Step the wall clock by ``delta_ms`` (either way); monotonic time is unaffected."""
@@ -110,13 +166,13 @@ class DrivenClock:
             deadline = self.next_deadline_ms
             if deadline is None or deadline > target_ms:
                 break
-            self._mono_ms = max(self._mono_ms, deadline)
+            self._set_time(max(self._mono_ms, deadline))
             while self._sleepers and self._sleepers[0][0] <= self._mono_ms:
                 _, _, fut = heapq.heappop(self._sleepers)
                 if not fut.done():
                     fut.set_result(None)
             await self.settle()
-        self._mono_ms = max(self._mono_ms, target_ms)
+        self._set_time(max(self._mono_ms, target_ms))
         await self.settle()
 
     def _drop_cancelled(self) -> None:

@@ -10,7 +10,7 @@ line and key, with the closest known key suggested (``brokerrole`` -> ``brokerRo
 never silently downgrade durability. ``strictConfig=false`` turns unknown keys into a warning.
 
 A config says what was *configured*: after a failover the node's current role, broker id and
-master are in its role state (``broker/ha/role.py``), not here. Validation rules and value
+master are in its role state (``broker/store/role.py``), not here. Validation rules and value
 parsers: ``broker/config_checks.py``.
 """
 
@@ -30,24 +30,11 @@ from broker.config_checks import ha_allowed_networks as ha_allowed_networks  # r
 from broker.config_checks import parse_delay_levels as parse_delay_levels  # re-exported
 from broker.config_file import ROCKETMQ_IGNORED_KEYS, parse_properties, unknown_key_message
 from broker.remoting.tls import TlsMode
+from broker.store.store_config import BrokerRole as BrokerRole  # re-exported
+from broker.store.store_config import FlushDiskType as FlushDiskType  # re-exported
 from contracts.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-
-class BrokerRole(enum.Enum):
-    ASYNC_MASTER = "ASYNC_MASTER"
-    SYNC_MASTER = "SYNC_MASTER"
-    SLAVE = "SLAVE"
-
-    @property
-    def is_master(self) -> bool:
-        return self is not BrokerRole.SLAVE
-
-
-class FlushDiskType(enum.Enum):
-    ASYNC_FLUSH = "ASYNC_FLUSH"
-    SYNC_FLUSH = "SYNC_FLUSH"
 
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"

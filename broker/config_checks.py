@@ -12,6 +12,7 @@ from typing import Any
 
 from broker.remoting.server import exposure_refusal
 from broker.remoting.tls import TlsMode
+from broker.store.delay import parse_delay_levels as parse_delay_levels  # re-exported
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveError, ConfigError
 from contracts.object_store.spec import check_root
@@ -199,19 +200,3 @@ def ha_allowed_networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv
             except ValueError:
                 raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
     return out
-
-
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_delay_levels(spec: str) -> list[int]:
-    """``messageDelayLevel`` ("1s 5s 10s 30s 1m ...") as delays in ms; level N is index N-1."""
-    levels = []
-    for item in spec.split():
-        unit = item[-1:]
-        if unit not in _UNITS_MS or not item[:-1].isdigit():
-            raise ConfigError(f"messageDelayLevel={spec!r}: bad level {item!r} (like 5s, 1m, 2h)")
-        levels.append(int(item[:-1]) * _UNITS_MS[unit])
-    if not levels:
-        raise ConfigError("messageDelayLevel is empty")
-    return levels

@@ -4,7 +4,7 @@ A service does one round of work in ``run_once`` and is run every ``period_ms`` 
 sooner when ``wakeup()`` is called (RocketMQ's ``wakeup``/``waitForRunning``). ``start()`` begins
 the loop as a task of the running event loop; ``await stop()`` ends it: the current round
 finishes, no new one starts, and the task is cancelled if it does not end within
-``stop_timeout_ms``. A round that raises is logged with its cause and the loop goes on after
+``stop_timeout_ms`` (0: cancelled at once, for a loop whose rounds only wait on the network). A round that raises is logged with its cause and the loop goes on after
 the period (a background loop must outlive one bad round); ``failures`` counts them and
 ``last_failure`` keeps the newest.
 
@@ -26,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 
-from broker.clock import SYSTEM_CLOCK, Clock
+from broker.clock import SYSTEM_CLOCK, Clock, sleep_unless_set
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,10 @@ class LoopService(ABC):
             return
         self._stopping = True
         self._woken.set()
+        if self._stop_timeout_ms <= 0:  # a round of network waits only: ended where it is
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return
         try:
             async with asyncio.timeout(self._stop_timeout_ms / 1000):
                 await asyncio.shield(task)
@@ -112,16 +117,35 @@ class LoopService(ABC):
 
     async def _wait(self, ms: float) -> None:
         """Sleep ``ms`` on the clock, or less when woken or stopped."""
-        if self._woken.is_set() or self._stopping:
-            self._woken.clear()
-            return
-        sleeper = asyncio.ensure_future(self.clock.sleep_ms(ms))
-        waker = asyncio.ensure_future(self._woken.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for fut in (sleeper, waker):
-                if not fut.done():
-                    fut.cancel()
-            await asyncio.gather(sleeper, waker, return_exceptions=True)
-            self._woken.clear()
+        await sleep_unless_set(self.clock, self._woken, ms)
+        self._woken.clear()
+
+
+class Periodic(LoopService):
+    """A ``LoopService`` whose round is a coroutine function handed in: what a part that is not
+    itself a loop (a node service with requests to answer, a store table) runs in the background.
+
+        self._sampler = Periodic("stats", period_ms=1000, clock=clock, round_=stats.sample_async)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        period_ms: float,
+        round_: Callable[[], Awaitable[None]],
+        clock: Clock = SYSTEM_CLOCK,
+        run_first_round_at_once: bool = False,
+        stop_timeout_ms: float = 5_000,
+    ) -> None:
+        super().__init__(
+            name,
+            period_ms=period_ms,
+            clock=clock,
+            run_first_round_at_once=run_first_round_at_once,
+            stop_timeout_ms=stop_timeout_ms,
+        )
+        self._round = round_
+
+    async def run_once(self) -> None:
+        await self._round()

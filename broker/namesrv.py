@@ -13,6 +13,8 @@ import zlib
 
 from broker import aio
 from broker.acl.permission import AclChecker
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.loop_service import Periodic
 from broker.namesrv_routes import RouteInfoManager
 from broker.processors.guard import guarded
 from broker.processors.names import topic_problem
@@ -153,9 +155,16 @@ class NameServer:
         self,
         routes: RouteInfoManager | None = None,
         acl: AclChecker | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        scan_interval_ms: int = SCAN_INTERVAL_MS,
         **server_options,
     ) -> None:
-        self.routes = routes or RouteInfoManager()
+        self.routes = routes or RouteInfoManager(clock_ms=clock.wall_ms)
+        # the scan of brokers whose registration expired (RocketMQ scanNotActiveBroker)
+        self.scanner = Periodic(
+            "namesrv-scan", period_ms=scan_interval_ms, round_=self._scan, clock=clock
+        )
         # broker address -> the connection it last registered over (RocketMQ's
         # BrokerHousekeepingService: a broker whose channel closes leaves the routes at once,
         # so clients switch to its slave without waiting for the 120 s expiry)
@@ -163,6 +172,7 @@ class NameServer:
         self._watchers: set[asyncio.Task] = set()
         self.server = RemotingServer(
             guarded(self._processors(), acl),  # broker/processors/guard.py: ACL, names
+            clock=clock,
             **server_options,
         )
 
@@ -190,15 +200,20 @@ class NameServer:
             ha_server_addr=req.opt_field("haServerAddr", "") or "",
             topic_config_wrapper=body.get("topicConfigSerializeWrapper"),
         )
-        self._watch(conn, req.field("clusterName"), req.field("brokerAddr"),
-                    req.field("brokerName"), req.int_field("brokerId"))  # fmt: skip
+        self._watch(
+            conn,
+            req.field("clusterName"),
+            req.field("brokerAddr"),
+            req.field("brokerName"),
+            req.int_field("brokerId"),
+        )
         return req.make_response(
             ResponseCode.SUCCESS,
             ext_fields={"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr},
         )
 
     def _watch(self, conn, cluster: str, addr: str, name: str, broker_id: int) -> None:
-        if self._broker_conns.get(addr) is conn or not hasattr(conn, "closed"):
+        if self._broker_conns.get(addr) is conn:
             return
         self._broker_conns[addr] = conn
 
@@ -208,8 +223,12 @@ class NameServer:
                 del self._broker_conns[addr]
                 live = self.routes.live_table.get(addr)
                 if live is not None:
-                    log.info("broker %s (%s id %d) connection closed: removed", addr, name,
-                             live.broker_id)  # fmt: skip
+                    log.info(
+                        "broker %s (%s id %d) connection closed: removed",
+                        addr,
+                        name,
+                        live.broker_id,
+                    )
                     self.routes.unregister_broker(cluster, addr, name, live.broker_id)
 
         task = asyncio.get_running_loop().create_task(on_close())
@@ -250,13 +269,11 @@ class NameServer:
         live = self.routes.live_table.get(req.field("brokerAddr"))
         return req.make_response(ResponseCode.SUCCESS, ext_fields={"changed": live is None})
 
-    async def scan_forever(self, interval_ms: int = SCAN_INTERVAL_MS) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            for addr in self.routes.scan_not_active():
-                log.warning(
-                    "broker %s expired: no registration within %d ms", addr, self.routes.expire_ms
-                )
+    async def _scan(self) -> None:
+        for addr in self.routes.scan_not_active():
+            log.warning(
+                "broker %s expired: no registration within %d ms", addr, self.routes.expire_ms
+            )
 
 
 async def serve(
@@ -273,10 +290,10 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    scanner = loop.create_task(ns.scan_forever())
+    ns.scanner.start()
     await stop.wait()
     log.info("namesrv shutting down")
-    scanner.cancel()
+    await ns.scanner.stop()
     if controller is not None:
         await controller.stop()
     await ns.server.stop()

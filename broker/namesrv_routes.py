@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from broker.clock import SYSTEM_CLOCK
 
 BROKER_CHANNEL_EXPIRED_MS = 120_000  # a broker not heard from for 2 minutes is dropped
 MASTER_ID = 0
 
 
 def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
+    return SYSTEM_CLOCK.wall_ms()
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """The broker node process (RocketMQ's BrokerController): ``BrokerNode.start`` builds its parts
 once -- store, role owner, replication, processors and services, registration -- handing each
-the ones it needs, then runs them until ``stop()``. ``haproof broker -c broker.conf`` runs one in
-the foreground until SIGTERM/SIGINT."""
+the typed collaborators it uses (never the node), then runs them until ``stop()``. Every part
+reads time from the one ``Clock`` it is given. ``haproof broker -c broker.conf`` runs one in the
+foreground until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -12,47 +13,60 @@ import signal
 
 from broker import aio
 from broker.acl.permission import AclChecker
-from broker.config import BrokerConfig, BrokerRole
-from broker.ha.epoch import EpochFile
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.config import BrokerConfig
 from broker.ha.failover import FailoverService
-from broker.ha.role import BrokerRoleState
+from broker.ha.offset_sync import OffsetPreOnline
+from broker.ha.reconcile import EpochReconciler
 from broker.ha.role_services import RoleServices
+from broker.live_config import LiveConfig
+from broker.loop_service import Periodic
 from broker.node_parts import (
     NodeService,
     PeerLinks,
+    TopicAutoCreate,
+    TruncationListeners,
     acl_checker,
     acl_signer,
     remoting_server,
     stable_node_name,
 )
+from broker.node_roles import RoleServiceFactory
+from broker.node_service import RuntimeInfoTable
+from broker.offset_log.service import OffsetLogService
 from broker.processors.admin import AdminProcessor, ConsumerManager
+from broker.processors.broker_config import BrokerConfigService
 from broker.processors.guard import guarded
-from broker.processors.names import topic_problem
+from broker.processors.ha_admin import OffsetAdminService
 from broker.processors.pull import LongPollWaiters, PullProcessor
-from broker.processors.runtime import BrokerStats
+from broker.processors.runtime import BrokerStats, RuntimeInfoService
 from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode
 from broker.remoting.server import RemotingServer, exposure_refusal, warn_if_exposed
-from broker.store.config_store import topic_config
+from broker.schedule import ScheduleMessageService
+from broker.store.epoch import EpochFile
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC = "TBW102"
-PERM_INHERIT = 0x1  # RocketMQ PermName.PERM_INHERIT
-PERM_RW_INHERIT = 0x7  # read | write | inherit: TBW102's permission
 CLIENT_SCAN_INTERVAL_MS = 10_000
+
+
+def _event_loop_name() -> str:
+    return type(asyncio.get_running_loop()).__module__.partition(".")[0]
 
 
 class BrokerNode:
     """Build with ``await BrokerNode.start(config)``; stop with ``await node.stop()``.
 
-    ``config`` is what was configured (broker.conf, with runtime updates); what the node is now
-    (role, broker id, epoch, the master it follows) is ``role``, the one owner every part reads.
-    The parts are built here, once, and each gets the ones it needs."""
+    ``config`` is the one holder of what is configured now (broker.conf, with runtime updates:
+    ``broker/live_config.py``); what the node is now (role, broker id, epoch, the master it
+    follows) is ``role``, the one owner every part reads. The parts are built here, once, and
+    each gets the typed collaborators it uses; none gets the node."""
 
     def __init__(
         self,
@@ -65,32 +79,74 @@ class BrokerNode:
         acl: AclChecker | None = None,
         links: PeerLinks | None = None,
         config_path: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        live: LiveConfig | None = None,
     ) -> None:
-        self.config = config
+        self.config = live or LiveConfig(config)
         self.config_path = config_path  # the broker.conf it was read from (runtime updates)
         self.store = store
         self.role = role
         self.host = host
         self.node_name = node_name
+        self.clock = clock
         self.acl = acl  # None unless aclEnable
         self.links = links or PeerLinks()  # TLS and ACL signing of this node's own connections
-        self.running = False
-        self.stats = BrokerStats()
-        self.consumers = ConsumerManager()
+        self.stats = BrokerStats(clock.wall_ms)
+        self.consumers = ConsumerManager(clock.wall_ms)
         self.long_poll: LongPollWaiters
         self.server: RemotingServer
         self.ns_client = self.links.client()
-        self.failover = FailoverService(self, self.links)
+        self.truncations = TruncationListeners()
+        self.info = RuntimeInfoTable(_event_loop_name)
+        self.reconciler = EpochReconciler(store, role, self.links, node_name, self.truncations)
         # what runs only in the current role (HAService / HAClient + SlaveSynchronize)
-        self.replication = RoleServices(role, self._build_role_services)
-        self.registration = NamesrvRegistration(
-            config, store, role, self.replication, self.ns_client
+        roles = RoleServiceFactory(
+            store,
+            self.config,
+            role,
+            self.reconciler,
+            self.links,
+            host=host,
+            acl=acl,
+            node_name=node_name,
+            clock=clock,
         )
-        # on_truncated(from_offset, to_offset): a rejoining node cut its log back
-        self.truncate_listeners: list = []
+        self.replication = RoleServices(role, roles.build)
+        self.registration = NamesrvRegistration(
+            self.config, store, role, self.replication, self.ns_client, clock=clock
+        )
+        self.topics = TopicAutoCreate(store, self.config, self.registration.request)
+        self.failover = FailoverService(
+            store,
+            self.config,
+            role,
+            self.replication,
+            self.reconciler,
+            self.registration,
+            self.info,
+            node_name=node_name,
+        )
         self.services: list[NodeService] = []  # see _build_services
-        self.offset_log = None  # offsetCommitThroughLog's OffsetLogService (_build_services)
-        self._tasks: list[asyncio.Task] = []
+        # offsetCommitThroughLog: commits and resets as records of the log (broker/offset_log)
+        self.offset_log = (
+            OffsetLogService(store, role, self.replication, self.config, clock=clock)
+            if self.config.offset_commit_through_log
+            else None
+        )
+        self._loops = [
+            Periodic(
+                "persist-consumer-offsets",
+                period_ms=self.config.flush_consumer_offset_interval_ms,
+                round_=store.consumer_offsets.persist_round,
+                clock=clock,
+            ),
+            Periodic(
+                "scan-idle-clients",
+                period_ms=CLIENT_SCAN_INTERVAL_MS,
+                round_=self.consumers.scan_idle_round,
+                clock=clock,
+            ),
+        ]
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -104,9 +160,11 @@ class BrokerNode:
         *,
         accept_offset_loss: bool = False,
         config_path: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> BrokerNode:
         """``host`` overrides the config's listenHost; ``config_path`` is the broker.conf
-        runtime config updates are written to (None: they are refused)."""
+        runtime config updates are written to (None: they are refused); ``clock`` is what every
+        part of the node reads time from and sleeps on (a test's ``DrivenClock``)."""
         host = config.listen_host if host is None else host
         exposed = exposure_refusal(
             f"broker {config.node_name}", host, config.acl_enable, config.insecure
@@ -116,16 +174,33 @@ class BrokerNode:
         acl = acl_checker(config)  # a bad plain_acl.yml stops the start before the store opens
         signer = acl_signer(config)  # signs what this broker sends (None: no keys)
         if acl is not None and signer is None:
-            log.warning("aclEnable=true without accessKey/secretKey: this broker's own requests "
-                        "(registration, slave sync, HA) go unsigned and an ACL peer refuses them")  # fmt: skip
+            log.warning(
+                "aclEnable=true without accessKey/secretKey: this broker's own requests "
+                "(registration, slave sync, HA) go unsigned and an ACL peer refuses them"
+            )
         links = PeerLinks.from_config(config, signer)
+        live = LiveConfig(config)
         role = BrokerRoleState.configured(config, EpochFile.load(config.store_path_root_dir))
-        store = MessageStore.open(config, accept_offset_loss=accept_offset_loss, role_state=role)
+        store = MessageStore.open(
+            live,
+            accept_offset_loss=accept_offset_loss,
+            role_state=role,
+            clock_ms=clock.wall_ms,
+            clock=clock,
+        )
         try:
             node = cls(
-                config, store, role, node_name=stable_node_name(config), host=host, acl=acl,
-                links=links, config_path=config_path,
-            )  # fmt: skip
+                config,
+                store,
+                role,
+                node_name=stable_node_name(config),
+                host=host,
+                acl=acl,
+                links=links,
+                config_path=config_path,
+                clock=clock,
+                live=live,
+            )
             await node._start()
         except BaseException:
             store.shutdown()
@@ -133,32 +208,17 @@ class BrokerNode:
         return node
 
     async def _start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.long_poll = LongPollWaiters(loop)
+        self.long_poll = LongPollWaiters(asyncio.get_running_loop(), self.clock)
         self.store.add_dispatch_listener(self.long_poll.on_dispatch)
-        if (
-            self.config.auto_create_topic_enable
-            and DEFAULT_TOPIC not in self.store.topic_config.table
-        ):
-            tc = topic_config(DEFAULT_TOPIC, self.config.default_topic_queue_nums, PERM_RW_INHERIT)
-            self.store.topic_config.put(DEFAULT_TOPIC, tc)
-            self.store.topic_config.persist()
+        self.topics.ensure_default_topic()
         self.store.start()
-        send = SendProcessor(self, self.stats, self.replication)
-        pull, admin = PullProcessor(self), AdminProcessor(self)
-        processors = {
-            **send.handlers(),
-            **SendBackProcessor(self, send).handlers(),
-            RequestCode.PULL_MESSAGE: pull.pull,
-            **admin.handlers(),
-        }
         self.services = self._build_services()
-        for service in self.services:
-            processors.update(getattr(service, "handlers", dict)())
+        self.info.services = self.services
         # every request passes the ACL and name checks first (broker/processors/guard.py)
-        self.server = remoting_server(self.config, guarded(processors, self.acl))
+        self.server = remoting_server(
+            self.config, guarded(self._processors(), self.acl), clock=self.clock
+        )
         warn_if_exposed(f"broker {self.node_name}", self.host, self.acl is not None)
-        self.running = True
         started = []
         try:
             for service in self.services:
@@ -172,11 +232,9 @@ class BrokerNode:
                 await service.stop()
             await self.server.stop()
             raise
-        self._tasks = [
-            loop.create_task(self.registration.loop()),
-            loop.create_task(self._persist_offsets_loop()),
-            loop.create_task(self._scan_clients_loop()),
-        ]
+        self.registration.start()
+        for loop in self._loops:
+            loop.start()
         log.info(
             "broker %s (id %d, %s) serving on %s",
             self.config.broker_name,
@@ -185,56 +243,60 @@ class BrokerNode:
             self.config.broker_addr,
         )
 
+    def _processors(self) -> dict:
+        """Every request code this node answers: the request processors' and the services'."""
+        store, config = self.store, self.config
+        send = SendProcessor(store, config, self.topics, self.stats, self.replication)
+        pull = PullProcessor(
+            store, config, self.consumers, self.long_poll, self.stats, offset_log=self.offset_log
+        )
+        admin = AdminProcessor(
+            store, config, self.role, self.consumers, self.registration, offset_log=self.offset_log
+        )
+        sendback = SendBackProcessor(store, config, send, self.registration)
+        processors = {
+            **send.handlers(),
+            **sendback.handlers(),
+            RequestCode.PULL_MESSAGE: pull.pull,
+            **admin.handlers(),
+        }
+        for service in self.services:
+            processors.update(service.handlers())
+        return processors
+
     def _build_services(self) -> list[NodeService]:
-        """The node's subsystems, started in this order after the remoting server and stopped in
-        reverse. Each has ``async start()``, ``async stop()`` and optionally
-        ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
-        from broker.ha.offset_sync import OffsetPreOnline
-        from broker.processors.broker_config import BrokerConfigService
-        from broker.processors.ha_admin import OffsetAdminService
-        from broker.processors.runtime import RuntimeInfoService
-        from broker.schedule import ScheduleMessageService
-
+        """The node's subsystems, started in this order before the remoting server opens and
+        stopped in reverse."""
+        store, config, role, clock = self.store, self.config, self.role, self.clock
         services: list[NodeService] = [
-            RuntimeInfoService(self, self.stats),
+            RuntimeInfoService(store, config, role, self.stats, self.info, clock=clock),
             self.failover,
-            OffsetPreOnline(self.store, self.config, self.role, self.links),
-            OffsetAdminService(self),
-            BrokerConfigService(self),
+            OffsetPreOnline(store, config, role, self.links),
+            OffsetAdminService(store, config, role),
+            BrokerConfigService(store, config, self.config_path, clock=clock),
             self.replication,
-            ScheduleMessageService(self.store),  # delivers only while the store is a master
+            # delivers only while the store is a master
+            ScheduleMessageService(store, clock_ms=clock.wall_ms, clock=clock),
         ]
-        if self.config.offset_commit_through_log:  # commits as records (broker/offset_log)
-            from broker.offset_log.service import OffsetLogService
-
-            self.offset_log = OffsetLogService(self.store, self.role, self.replication, self.config)
+        if self.offset_log is not None:
             services.append(self.offset_log)
-        if self.config.archive_enable:
+        if config.archive_enable:
             from broker.archive.node_archiver import NodeArchiver
 
             archiver = NodeArchiver(
-                self.store, self.config, self.node_name, role=self.role,
-                replication=self.replication, truncate_listeners=self.truncate_listeners,
-            )  # fmt: skip
+                store,
+                config,
+                self.node_name,
+                role=role,
+                replication=self.replication,
+                truncations=self.truncations,
+                clock_ms=clock.wall_ms,
+                clock=clock,
+            )
             services.append(archiver)
         return services
 
-    def _build_role_services(self, role: BrokerRole) -> list[NodeService]:
-        """What runs only in ``role``; rebuilt at every role change."""
-        if role.is_master:
-            from broker.ha.service import HAService
-
-            return [HAService(self.store, self.config, self.role, self.host, self.acl)]
-        from broker.ha.client import HAClient
-        from broker.ha.slave_sync import SlaveSynchronize
-
-        client = HAClient(
-            self.store, self.config, self.role, node_name=self.node_name,
-            namesrv_addrs=self.namesrv_addrs, failover=self.failover, signer=self.links.signer,
-        )  # fmt: skip
-        return [client, SlaveSynchronize(self.store, self.config, self.links, client.known_master)]
-
-    # -- hooks for subsystems -------------------------------------------------------------------
+    # -- what the entry point and the tests drive ----------------------------------------------
 
     def request_register(self) -> None:
         """Register with the name servers now (after a role or topic change)."""
@@ -249,72 +311,25 @@ class BrokerNode:
         final PutMessageStatus; otherwise the put's own status."""
         return await self.replication.await_replication(result, self.config.sync_flush_timeout_ms)
 
-    def notify_truncated(self, from_offset: int, to_offset: int) -> None:
-        for listener in list(self.truncate_listeners):
-            try:
-                listener(from_offset, to_offset)
-            except Exception:
-                log.exception("truncation listener %r failed", listener)
-
     def runtime_info(self) -> dict[str, str]:
-        """GET_BROKER_RUNTIME_INFO's table: every service adds its own keys."""
-        # which asyncio loop serves (eventLoop): uvloop or asyncio
-        info: dict[str, str] = {
-            "eventLoop": type(asyncio.get_running_loop()).__module__.partition(".")[0]
-        }
-        for service in self.services:
-            extra = getattr(service, "runtime_info", None)
-            if extra is not None:
-                info.update({k: str(v) for k, v in extra().items()})
-        return info
-
-    # -- topics ---------------------------------------------------------------------------------
+        """GET_BROKER_RUNTIME_INFO's table of every service's keys."""
+        return self.info.table()
 
     def ensure_topic(self, topic: str, default_topic: str | None, queue_nums: int) -> dict | None:
-        """The topic's config; created from the default topic (auto-create) when allowed."""
-        table = self.store.topic_config.table
-        tc = table.get(topic)
-        if tc is not None:
-            return tc
-        if topic_problem(topic) is not None:
-            return None  # the dispatch guard refuses such names first; never a table key
-        template = table.get(default_topic or DEFAULT_TOPIC)
-        if not self.config.auto_create_topic_enable or template is None:
-            return None
-        if not int(template.get("perm", 0)) & PERM_INHERIT:
-            return None
-        nums = max(1, min(queue_nums, int(template.get("writeQueueNums", queue_nums))))
-        tc = topic_config(topic, nums, int(template["perm"]) & ~PERM_INHERIT)
-        self.store.topic_config.put(topic, tc)
-        self.store.topic_config.persist()
-        log.info("auto-created topic %s with %d queues", topic, nums)
-        self.request_register()
-        return tc
-
-    # -- periodic work --------------------------------------------------------------------------
-
-    async def _persist_offsets_loop(self) -> None:
-        interval_ms = self.config.flush_consumer_offset_interval_ms
-        await self.store.consumer_offsets.persist_periodically(interval_ms)
-
-    async def _scan_clients_loop(self) -> None:
-        while True:
-            await asyncio.sleep(CLIENT_SCAN_INTERVAL_MS / 1000)
-            self.consumers.scan_idle()
+        return self.topics.ensure_topic(topic, default_topic, queue_nums)
 
     # -- shutdown -------------------------------------------------------------------------------
 
     async def stop(self) -> None:
-        self.running = False
-        self.long_poll.wake_all()
+        self.long_poll.close()
         for service in reversed(self.services):
             try:
                 await service.stop()
             except Exception:
                 log.exception("stopping %r failed", service)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.registration.stop()
+        for loop in self._loops:
+            await loop.stop()
         self.consumers.cancel()
         await self.registration.unregister_all()
         await self.ns_client.close()

@@ -1,33 +1,34 @@
 """The parts a broker node is assembled from, each built here from the config: the ACL checker
 and signer, the TLS context and signer of the node's own connections (``PeerLinks``), the
-stable node name, the remoting server. ``broker/node.py`` builds them once and hands each
-subsystem the ones it needs."""
+stable node name, the remoting server, the listeners told of a truncation, topic auto-creation.
+``broker/node.py`` builds them once and hands each subsystem the ones it needs."""
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from broker.acl.permission import AclChecker
 from broker.acl.signing import AclSigner
+from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
+from broker.live_config import LiveConfig
+from broker.node_service import NodeService
+from broker.processors.names import topic_problem
 from broker.remoting import tls
 from broker.remoting.client import RemotingClient
 from broker.remoting.limits import ServerLimits
 from broker.remoting.server import RemotingServer
 from broker.remoting.tls import TlsMode
 from broker.store.checkpoint import atomic_write
+from broker.store.message_store import MessageStore
 
+__all__ = ["NodeService", "PeerLinks", "TopicAutoCreate", "TruncationListeners"]
 
-class NodeService(Protocol):
-    """A part the node starts (in order) and stops (in reverse). It may also have
-    ``handlers() -> {request code: handler}`` and ``runtime_info() -> {key: value}``."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,9 @@ def stable_node_name(config: BrokerConfig) -> str:
     return name
 
 
-def remoting_server(config: BrokerConfig, processors: dict) -> RemotingServer:
+def remoting_server(
+    config: BrokerConfig, processors: dict, clock: Clock = SYSTEM_CLOCK
+) -> RemotingServer:
     ctx = None
     if config.tls_mode is not TlsMode.DISABLED:
         password = tls.key_password(
@@ -92,5 +95,58 @@ def remoting_server(config: BrokerConfig, processors: dict) -> RemotingServer:
         )
         ctx = tls.server_context(config.tls_server_cert_path, config.tls_server_key_path, password)
     return RemotingServer(
-        processors, ServerLimits.from_config(config), tls_mode=config.tls_mode, ssl_context=ctx
+        processors,
+        ServerLimits.from_config(config),
+        tls_mode=config.tls_mode,
+        ssl_context=ctx,
+        clock=clock,
     )
+
+
+class TruncationListeners:
+    """Who is told when this node cut its commit log back (a rejoin, a torn tail):
+    ``listener(from_offset, to_offset)``; a failing listener is logged, the others still hear."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[int, int], None]] = []
+
+    def add(self, listener: Callable[[int, int], None]) -> None:
+        self._listeners.append(listener)
+
+    def notify(self, from_offset: int, to_offset: int) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(from_offset, to_offset)
+            except Exception:
+                log.exception("truncation listener %r failed", listener)
+
+
+class TopicAutoCreate:
+    """A send to a topic this node does not hold: the topic is created from the default topic
+    (TBW102) when ``autoCreateTopicEnable`` and the template inherits; ``on_created()`` then
+    tells the name servers (the node's registration)."""
+
+    def __init__(self, store: MessageStore, config: LiveConfig, on_created: Callable[[], None]):
+        self.store = store
+        self.config = config
+        self._on_created = on_created
+
+    def ensure_default_topic(self) -> None:
+        """TBW102 exists while auto-creation is on (a node's start)."""
+        if self.config.auto_create_topic_enable:
+            self.store.topic_config.ensure_default(self.config.default_topic_queue_nums)
+
+    def ensure_topic(self, topic: str, default_topic: str | None, queue_nums: int) -> dict | None:
+        """The topic's config; created from the default topic (auto-create) when allowed."""
+        topics = self.store.topic_config
+        tc = topics.get(topic)
+        if tc is not None:
+            return tc
+        if topic_problem(topic) is not None:
+            return None  # the dispatch guard refuses such names first; never a table key
+        if not self.config.auto_create_topic_enable:
+            return None
+        tc, created = topics.create_in_send(topic, default_topic, queue_nums)
+        if created:
+            self._on_created()
+        return tc

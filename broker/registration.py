@@ -4,17 +4,19 @@ change), and an unregistration at shutdown. A slave learns its master from the a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 
+from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
-from broker.ha.role import BrokerRoleState
 from broker.ha.role_services import RoleServices
+from broker.live_config import LiveConfig
+from broker.loop_service import Periodic
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 
 log = logging.getLogger(__name__)
@@ -25,33 +27,49 @@ REGISTER_TIMEOUT_MS = 3000
 
 class NamesrvRegistration:
     """Registers what the node is now (``role``: broker id) with the topics of ``store``;
-    ``config`` is read at each registration (its addresses and names)."""
+    ``config`` is read at each registration (its addresses and names). ``start()`` runs the
+    periodic registration on ``clock`` (the first round at once), ``request()`` wakes it."""
 
     def __init__(
         self,
-        config: BrokerConfig,
+        config: BrokerConfig | LiveConfig,
         store: MessageStore,
         role: BrokerRoleState,
         replication: RoleServices,
         client: RemotingClient,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
         self.store = store
         self.role = role
         self.replication = replication
         self.client = client
-        self._now = asyncio.Event()
+        self._loop = Periodic(
+            "namesrv-registration",
+            period_ms=REGISTER_INTERVAL_MS,
+            round_=self._register_round,
+            clock=clock,
+            run_first_round_at_once=True,
+            stop_timeout_ms=0,
+        )
 
     def request(self) -> None:
         """Register with the name servers now (after a role or topic change)."""
-        self._now.set()
+        self._loop.wakeup()
+
+    def start(self) -> None:
+        self._loop.start()
+
+    async def stop(self) -> None:
+        await self._loop.stop()
+
+    async def _register_round(self) -> None:
+        await self.register_all()
 
     def _register_request(self) -> RemotingCommand:
         body = {
-            "topicConfigSerializeWrapper": {
-                "topicConfigTable": self.store.topic_config.table,
-                "dataVersion": self.store.topic_config.data_version,
-            },
+            "topicConfigSerializeWrapper": self.store.topic_config.to_json(),
             "filterServerList": [],
         }
         cfg = self.config
@@ -93,16 +111,6 @@ class NamesrvRegistration:
             return
         ha_addr = None if self.role.master_ha_addr else fields.get("haServerAddr") or None
         client.set_master(ha_addr, fields.get("masterAddr") or None)
-
-    async def loop(self) -> None:
-        while True:
-            self._now.clear()
-            await self.register_all()
-            try:
-                async with asyncio.timeout(REGISTER_INTERVAL_MS / 1000):
-                    await self._now.wait()
-            except TimeoutError:
-                pass
 
     async def unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:

@@ -8,9 +8,9 @@ with a message naming the key.
 
 An accepted change is written first to the node's config file (one ``key=value`` line replaced
 or appended, the rest of the file untouched; temp file, fsync, rename, fsync the directory),
-then applied: the node, its store and every service holding a frozen ``BrokerConfig`` get a
-copy of theirs with the change. A config says what was configured, never the node's current
-role (``broker/ha/role.py``). A node started without a config file refuses updates, since a
+then applied: the new config is assigned to the node's one ``LiveConfig`` holder, which every
+part reads through (``broker/live_config.py``). A config says what was configured, never the node's current
+role (``broker/store/role.py``). A node started without a config file refuses updates, since a
 change that is gone after a restart would surprise the operator.
 
 This module is the only place that knows how ``broker.config`` maps property names to fields.
@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from broker.config import _PROPERTIES, BrokerConfig
+from broker.live_config import LiveConfig
 from broker.store.checkpoint import atomic_write
 from contracts.errors import ConfigError
 
@@ -173,52 +174,34 @@ def _field_changes(typed: Mapping[str, object]) -> dict[str, object]:
     return {_PROPERTIES[key][0]: value for key, value in typed.items()}
 
 
-def update_node_config(node, updates: Mapping[str, str]) -> dict[str, tuple[str, str]]:
-    """Validate, persist to ``node.config_path``, apply. Returns ``{key: (old, new)}``.
+def update_node_config(
+    live: LiveConfig, config_path: str | None, updates: Mapping[str, str]
+) -> dict[str, tuple[str, str]]:
+    """Validate, persist to ``config_path``, apply: one assignment to the node's ``live``
+    holder, which every part reads through. Returns ``{key: (old, new)}``.
 
     Raises NotRuntimeKeyError / ConfigError (nothing changed) or OSError (file not written,
     nothing applied)."""
     typed = check_updates(updates)
-    path = node.config_path
-    if not path:
+    if not config_path:
         raise ConfigError("this node was started without a config file: a change could not persist")
-    old = node.config
-    fields = _field_changes(typed)
+    old = live.current
     try:
-        replaced = _replaced_configs(node, fields)  # every holder's, validated before any swap
+        new = dataclasses.replace(old, **_field_changes(typed))  # validates
     except ConfigError as exc:
         raise ConfigError(f"refused: {exc}") from exc
-    with open(path, encoding="utf-8") as fh:
+    with open(config_path, encoding="utf-8") as fh:
         text = fh.read()
     new_text = rewrite_config_text(text, typed)
     # the file as rewritten must still read as a valid config (it is what the next start reads)
-    BrokerConfig.from_dict(parse_properties(new_text, path), source=path)
-    atomic_write(path, new_text.encode("utf-8"))
-    for obj, config in replaced:
-        obj.config = config
-    before, after = config_properties(old), config_properties(node.config)
+    BrokerConfig.from_dict(parse_properties(new_text, config_path), source=config_path)
+    atomic_write(config_path, new_text.encode("utf-8"))
+    live.current = new
+    before, after = config_properties(old), config_properties(new)
     changes = {k: (before[k], after[k]) for k in typed}
-    log.warning("broker config updated at runtime (persisted to %s): %s", path,
-                ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changes.items()))  # fmt: skip
+    log.warning(
+        "broker config updated at runtime (persisted to %s): %s",
+        config_path,
+        ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changes.items()),
+    )
     return changes
-
-
-def _holders(node) -> list:
-    """The node, its store, its services and its role's services (HAService...)."""
-    return [node, node.store, *node.services, *node.replication.services]
-
-
-def _replaced_configs(node, fields: Mapping[str, object]) -> list[tuple[object, BrokerConfig]]:
-    """(holder, its config with ``fields`` changed) for the node, its store and every service
-    holding a BrokerConfig. Holders may hold different objects (a failover replaces only the
-    node's, with a new role and id): each keeps its own and gets the same runtime change;
-    holders sharing an object keep sharing one."""
-    new_of: dict[int, BrokerConfig] = {}
-    out = []
-    for obj in _holders(node):
-        config = getattr(obj, "config", None) if obj is not None else None
-        if isinstance(config, BrokerConfig):
-            if id(config) not in new_of:
-                new_of[id(config)] = dataclasses.replace(config, **fields)  # validates
-            out.append((obj, new_of[id(config)]))
-    return out

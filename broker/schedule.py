@@ -12,12 +12,12 @@ the master (SlaveSynchronize) and the service idles until a promotion.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Callable
 
+from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config_checks import parse_delay_levels
+from broker.loop_service import Periodic
 from broker.store import delay
 from broker.store.results import PutMessageStatus
 from contracts.record.model import Message, Record
@@ -42,7 +42,7 @@ _STORED = (
 
 
 def time_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 def message_timeup(rec: Record) -> Message:
@@ -86,7 +86,9 @@ class ScheduleMessageService:
         clock_ms: Callable[[], int] = time_ms,
         tick_ms: int = TICK_MS,
         persist_interval_ms: int = PERSIST_INTERVAL_MS,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """``clock_ms`` is the wall time delivery is due by; ``clock`` paces the ticks."""
         self.store = store
         self.levels_ms: list[int] = parse_delay_levels(store.config.message_delay_level)
         self.clock_ms = clock_ms
@@ -95,13 +97,20 @@ class ScheduleMessageService:
         self.delivered = 0
         self._dirty = False
         self._last_persist_ms = clock_ms()
-        self._task: asyncio.Task | None = None
+        self._ticker = Periodic(
+            "schedule",
+            period_ms=tick_ms,
+            round_=self._tick,
+            clock=clock,
+            run_first_round_at_once=True,
+        )
         # Entries replicated to a slave or re-indexed after a restart get their delivery time
         # from the record (DELAY + store timestamp), not the tag hash.
         store.dispatcher.tags_code = delay.record_tags_code(self.levels_ms)
 
     @property
     def offsets(self) -> dict[int, int]:
+        """Level -> delivered offset (a copy; the store's DelayOffsetTable owns them)."""
         return self.store.delay_offsets.table
 
     @property
@@ -127,7 +136,7 @@ class ScheduleMessageService:
         cq = self.store.queues.get((delay.SCHEDULE_TOPIC, delay.queue_id_of_level(level)))
         if cq is None:
             return 0
-        offset = self.offsets.get(level, 0)
+        offset = self.store.delay_offsets.get(level, 0)
         if offset < cq.min_offset_in_queue:
             log.warning(
                 "delay level %d: offset %d below the queue's minimum %d, skipping ahead",
@@ -174,7 +183,7 @@ class ScheduleMessageService:
         return True
 
     def _set_offset(self, level: int, offset: int) -> None:
-        self.offsets[level] = offset
+        self.store.delay_offsets.advance(level, offset)
         self._dirty = True
 
     def persist(self) -> None:
@@ -185,26 +194,18 @@ class ScheduleMessageService:
     # -- service --------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._ticker.start()
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.deliver_due()
-            except Exception:
-                log.exception("delayed message delivery failed; retrying")
-            await asyncio.sleep(self.tick_ms / 1000)
+    async def _tick(self) -> None:
+        await self.deliver_due()  # a failing round is logged by the loop, retried next tick
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._ticker.stop()
         if self._dirty and self.store.role.is_master:
             self.persist()
+
+    def handlers(self) -> dict:
+        return {}
 
     def runtime_info(self) -> dict[str, str]:
         """RocketMQ's ``scheduleMessageOffset_{level}``: "delivered offset,max offset"."""

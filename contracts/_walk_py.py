@@ -94,11 +94,21 @@ def _issue(off, check, detail, rec=None, expected=None, found=None) -> tuple:
     found); the record's fields when it could be decoded."""
     if rec is None or rec.is_blank:
         return (off, check, detail, None, None, None, None, expected, found)
-    return (off, check, detail, rec.topic, rec.queue_id, rec.queue_offset, rec.msg_id,
-            expected, found)  # fmt: skip
+    return (
+        off,
+        check,
+        detail,
+        rec.topic,
+        rec.queue_id,
+        rec.queue_offset,
+        rec.msg_id,
+        expected,
+        found,
+    )
 
 
 def check_slow(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
+    """Decode every record of the chunk and name every issue (the slow path of the walks)."""
     issues: list[tuple] = []
     queues: dict[tuple[str, int], list[int]] = {}
     pos = 0
@@ -115,40 +125,80 @@ def check_slow(data: bytes, start: int, file_size: int, node: str) -> tuple[list
         if rec.is_blank:
             if rec.end % file_size:
                 issues.append(
-                    _issue(off, "blank_not_at_file_end", f"BLANK ends at {rec.end}", None,
-                           f"end at a multiple of {file_size}", str(rec.end))
-                )  # fmt: skip
+                    _issue(
+                        off,
+                        "blank_not_at_file_end",
+                        f"BLANK ends at {rec.end}",
+                        None,
+                        f"end at a multiple of {file_size}",
+                        str(rec.end),
+                    )
+                )
         else:
-            if rec.stored_physical_offset != off:
-                issues.append(
-                    _issue(off, "physical_offset_mismatch",
-                           f"record says {rec.stored_physical_offset}", rec, str(off),
-                           str(rec.stored_physical_offset))
-                )  # fmt: skip
-            if off // file_size != (rec.end - 1) // file_size:
-                issues.append(
-                    _issue(off, "crosses_file_end", f"ends at {rec.end}", rec,
-                           f"end by {(off // file_size + 1) * file_size}", str(rec.end))
-                )  # fmt: skip
-            if not rec.crc_ok:
-                got = body_crc(rec.body)
-                issues.append(
-                    _issue(off, "crc_mismatch",
-                           f"bodyCRC {rec.body_crc} != {got} (queueOffset {rec.queue_offset}, "
-                           f"msgId {rec.msg_id})", rec, str(rec.body_crc), str(got))
-                )  # fmt: skip
-            key = (rec.topic, rec.queue_id)
-            q = queues.get(key)
-            if q is None:
-                queues[key] = [rec.queue_offset, rec.queue_offset]
-            else:
-                if rec.queue_offset != q[1] + 1:
-                    issues.append(
-                        _issue(off, "queue_offset_gap",
-                               f"topic {rec.topic} queue {rec.queue_id}: expected queue offset "
-                               f"{q[1] + 1}, found {rec.queue_offset}", rec, str(q[1] + 1),
-                               str(rec.queue_offset))
-                    )  # fmt: skip
-                q[1] = rec.queue_offset
+            issues += _record_issues(rec, off, file_size)
+            _queue_issues(rec, off, queues, issues)
         pos += rec.total_size
     return issues, queues, n
+
+
+def _record_issues(rec, off: int, file_size: int) -> list[tuple]:
+    """A message record's own issues: where it says it is, a file end crossed, its CRC."""
+    issues = []
+    if rec.stored_physical_offset != off:
+        issues.append(
+            _issue(
+                off,
+                "physical_offset_mismatch",
+                f"record says {rec.stored_physical_offset}",
+                rec,
+                str(off),
+                str(rec.stored_physical_offset),
+            )
+        )
+    if off // file_size != (rec.end - 1) // file_size:
+        issues.append(
+            _issue(
+                off,
+                "crosses_file_end",
+                f"ends at {rec.end}",
+                rec,
+                f"end by {(off // file_size + 1) * file_size}",
+                str(rec.end),
+            )
+        )
+    if not rec.crc_ok:
+        got = body_crc(rec.body)
+        issues.append(
+            _issue(
+                off,
+                "crc_mismatch",
+                f"bodyCRC {rec.body_crc} != {got} (queueOffset {rec.queue_offset}, "
+                f"msgId {rec.msg_id})",
+                rec,
+                str(rec.body_crc),
+                str(got),
+            )
+        )
+    return issues
+
+
+def _queue_issues(rec, off: int, queues: dict, issues: list) -> None:
+    """Track the record's (topic, queueId) range in ``queues``; a gap is an issue."""
+    key = (rec.topic, rec.queue_id)
+    q = queues.get(key)
+    if q is None:
+        queues[key] = [rec.queue_offset, rec.queue_offset]
+        return
+    if rec.queue_offset != q[1] + 1:
+        issues.append(
+            _issue(
+                off,
+                "queue_offset_gap",
+                f"topic {rec.topic} queue {rec.queue_id}: expected queue offset "
+                f"{q[1] + 1}, found {rec.queue_offset}",
+                rec,
+                str(q[1] + 1),
+                str(rec.queue_offset),
+            )
+        )
+    q[1] = rec.queue_offset

@@ -276,6 +276,20 @@ def _int_map(doc, what: str) -> None:
             raise LayoutError(f"{what}[{k!r}] must be an integer, got {v!r}")
 
 
+# the fields a manifest / snapshot must carry, with their JSON types (data tables)
+_MANIFEST_FIELDS: dict[str, type] = {
+    "start": int, "end": int, "records": int, "firstStoreTs": int,
+    "lastStoreTs": int, "sha256": str, "node": str, "brokerId": int,
+    "role": str, "epoch": int, "uploadedAt": int, "mappedFileSize": int,
+}  # fmt: skip
+_SNAPSHOT_FIELDS: dict[str, type] = {
+    "node": str, "brokerName": str, "brokerId": int, "role": str, "epoch": int,
+    "takenAt": int, "maxPhyOffset": int, "flushedOffset": int,
+    "confirmOffset": int, "slaves": dict, "consumerOffsets": dict,
+    "queueMaxOffsets": dict, "mappedFileSize": int,
+}  # fmt: skip
+
+
 @dataclass(slots=True)
 class ChunkManifest:
     start: int
@@ -297,13 +311,7 @@ class ChunkManifest:
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "manifest") -> ChunkManifest:
         doc = load_json_doc(data, what, LayoutError) if isinstance(data, (bytes, str)) else data
-        _require(
-            doc, what, {
-                "start": int, "end": int, "records": int, "firstStoreTs": int,
-                "lastStoreTs": int, "sha256": str, "node": str, "brokerId": int,
-                "role": str, "epoch": int, "uploadedAt": int, "mappedFileSize": int,
-            },
-        )  # fmt: skip
+        _require(doc, what, _MANIFEST_FIELDS)
         if not 0 <= doc["start"] < doc["end"]:
             raise LayoutError(f"{what}: empty range [{doc['start']}, {doc['end']})")
         if not _SHA256.fullmatch(doc["sha256"]):
@@ -337,14 +345,7 @@ class Snapshot:
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "snapshot") -> Snapshot:
         doc = load_json_doc(data, what, LayoutError) if isinstance(data, (bytes, str)) else data
-        _require(
-            doc, what, {
-                "node": str, "brokerName": str, "brokerId": int, "role": str, "epoch": int,
-                "takenAt": int, "maxPhyOffset": int, "flushedOffset": int,
-                "confirmOffset": int, "slaves": dict, "consumerOffsets": dict,
-                "queueMaxOffsets": dict, "mappedFileSize": int,
-            },
-        )  # fmt: skip
+        _require(doc, what, _SNAPSHOT_FIELDS)
         if doc["role"] not in ROLES:
             raise LayoutError(f"{what}: role {doc['role']!r} is not one of {', '.join(ROLES)}")
         _int_map(doc["slaves"], f"{what}: slaves")

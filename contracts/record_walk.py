@@ -11,11 +11,22 @@ Three implementations give the same results (parity tests in tests/contracts): t
 with numba (``_walk_nb``, when numba is installed), the NumPy scan (``_walk_np``) and pure
 Python (``_walk_py``); each hands anything unusual to the next and finally to the full decoder
 (``check_slow``), which names every issue. The fastest available is picked at import.
+
+The other readers of records in place walk with the same decoder, from here:
+
+- ``walk_valid`` / ``valid_step`` (:mod:`contracts._walk_valid`): records valid in place, one
+  file at a time, stopping at the first that is not (why named): the store's recovery (torn
+  tail vs damage, checkCRCOnRecover), its file scan and ``haproof store repair``;
+- ``walk_records`` / ``scan_frames`` / ``store_timestamp`` (:mod:`contracts._walk_frames`): the
+  archive shipper's record scan (framing and body CRC, no host or properties decoding) and its
+  frame chain by TOTALSIZE and MAGIC.
 """
 
 from __future__ import annotations
 
+from contracts._walk_frames import ScannedRecord, scan_frames, store_timestamp, walk_records
 from contracts._walk_py import check_chunk_py, check_slow
+from contracts._walk_valid import valid_step, walk_valid
 
 try:
     from contracts import _walk_nb as fastscan
@@ -24,7 +35,19 @@ except ImportError:  # no NumPy: the Python walk does the same work, slower
     fastscan = None
     check_chunk_np = None
 
-__all__ = ["check_chunk", "check_chunk_nb", "check_chunk_np", "check_chunk_py", "check_slow"]
+__all__ = [
+    "ScannedRecord",
+    "check_chunk",
+    "check_chunk_nb",
+    "check_chunk_np",
+    "check_chunk_py",
+    "check_slow",
+    "scan_frames",
+    "store_timestamp",
+    "valid_step",
+    "walk_records",
+    "walk_valid",
+]
 
 
 def check_chunk(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:

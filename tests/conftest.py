@@ -1,4 +1,5 @@
-"""Shared test helpers: where the golden RocketMQ files are, polling with a deadline."""
+"""Shared test helpers: where the golden RocketMQ files are, polling with a deadline, a driven
+clock. The async helpers (``wait_for``, ``run_node``, ``free_port``) are in tests/support/."""
 
 from __future__ import annotations
 
@@ -50,6 +51,15 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(every_s)
+
+
+@pytest.fixture
+def driven_clock():
+    """A ``DrivenClock`` (broker/clock.py): time moves only by ``await clock.advance(ms)``; hand
+    it to a node or a loop service to run them by ticks with no wall time."""
+    from broker.clock import DrivenClock
+
+    return DrivenClock()
 
 
 @pytest.fixture(scope="session")

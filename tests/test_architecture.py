@@ -278,3 +278,286 @@ def test_no_broker_module_fishes_parts_off_the_node() -> None:
         for line, text in node_getattrs(p.read_text())
     ]
     assert not bad, "\n".join(bad)
+
+
+# -- the store is the bottom layer of the broker (issue #24) ------------------------------------
+
+# what broker.store may import of the project: itself, contracts and the foundation every layer
+# stands on (the clock and the loop base, which import nothing else of the broker). RocketMQ's
+# store knows nothing of the broker above it: its role and epochs live in it,
+# MessageStoreConfig-style.
+FOUNDATION = ("broker.clock", "broker.loop_service")
+STORE_MAY_IMPORT = ("broker.store", "contracts", *FOUNDATION)
+
+
+def store_escapes() -> list[str]:
+    """Every import of a ``broker/store/`` module (function-level and TYPE_CHECKING ones too)
+    that leaves ``broker.store`` and ``contracts``."""
+    return [
+        f"{module_name(p)} imports {name}"
+        for p in sorted((REPO / "broker" / "store").rglob("*.py"))
+        for name in sorted(imported_names(p))
+        if name.split(".")[0] in PROJECT
+        and not any(name == a or name.startswith(a + ".") for a in STORE_MAY_IMPORT)
+    ]
+
+
+def test_the_store_imports_nothing_of_the_broker_above_it() -> None:
+    bad = store_escapes()
+    assert not bad, "broker/store/ imports only broker.store and contracts:\n" + "\n".join(bad)
+
+
+def test_the_foundation_imports_nothing_else_of_the_broker() -> None:
+    for name in FOUNDATION:
+        path = REPO / (name.replace(".", "/") + ".py")
+        inner = {n for n in imported_names(path) if n.split(".")[0] in PROJECT}
+        assert inner <= set(FOUNDATION), f"{name} imports {sorted(inner - set(FOUNDATION))}"
+
+
+def test_the_store_is_composed_of_parts_not_mixins() -> None:
+    """The façade owns its parts (StorePuts, StoreQueries, ConsumeQueueTable); no class of
+    broker/store/ is a mixin whose host must set its attributes."""
+    mixins = [
+        f"{p.relative_to(REPO)}: {n.name}"
+        for p in sorted((REPO / "broker" / "store").rglob("*.py"))
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.ClassDef) and n.name.endswith("Mixin")
+    ]
+    assert not mixins, mixins
+    tree = ast.parse((REPO / "broker" / "store" / "message_store.py").read_text())
+    store = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MessageStore")
+    assert not store.bases, [ast.unparse(b) for b in store.bases]
+
+
+# -- broker/ wiring (issue #24): no module loop, no node held, no probing, one clock ------------
+
+BROKER = REPO / "broker"
+
+
+def broker_modules() -> list[Path]:
+    return sorted(p for p in BROKER.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def broker_import_graph() -> dict[str, set[str]]:
+    """broker module -> the broker modules it imports, counting imports under ``TYPE_CHECKING``
+    and inside functions (``imported_names`` walks the whole tree). ``from broker.x import y``
+    where ``y`` is a module counts as importing ``broker.x.y``; a package counts as its
+    ``__init__``."""
+    mods = {module_name(p) for p in broker_modules()}
+    graph: dict[str, set[str]] = {}
+    for path in broker_modules():
+        me = module_name(path)
+        deps: set[str] = set()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{me}: relative import"  # broker/ imports absolutely
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    deps.add(sub if sub in mods else str(node.module))
+            elif isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+        graph[me] = {d for d in deps if d in mods and d != me}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_cycle_check_sees_type_checking_and_function_imports() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+    # the real graph carries both kinds of edges
+    src = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x.y\ndef f():\n    import z\n"
+    mod = REPO / "tests" / "_cycle_probe_tmp.py"
+    try:
+        mod.write_text(src)
+        assert {"x.y", "z"} <= imported_names(mod)
+    finally:
+        mod.unlink()
+
+
+def test_broker_has_no_import_cycle() -> None:
+    cycles = import_cycles(broker_import_graph())
+    assert not cycles, "broker/ modules importing each other in a loop:\n" + "\n".join(
+        "  " + " <-> ".join(c) for c in cycles
+    )
+
+
+# the entry points: nothing else of broker/ imports the node (it builds the parts; no part
+# reaches back to it)
+NODE_IMPORTERS = {"broker.cli"}
+
+
+def test_only_the_entry_point_imports_the_node() -> None:
+    graph = broker_import_graph()
+    importers = {me for me, deps in graph.items() if "broker.node" in deps}
+    assert importers <= NODE_IMPORTERS, sorted(importers - NODE_IMPORTERS)
+
+
+def node_holders(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every parameter or attribute named ``node``/``_node``/``broker_node`` or
+    annotated ``BrokerNode``: a part holding the whole node instead of its collaborators."""
+    names = {"node", "_node", "broker_node", "owner_node"}
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        annotation = ast.unparse(n.annotation) if isinstance(n, ast.arg) and n.annotation else ""
+        if isinstance(n, ast.arg) and (
+            (n.arg in names and annotation != "str") or "BrokerNode" in annotation
+        ):  # a node's name (``node: str``) is not the node
+            found.append((n.lineno, f"parameter {n.arg}"))
+        elif (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+            and n.attr in names
+        ):
+            found.append((n.lineno, f"attribute self.{n.attr}"))
+        elif isinstance(n, ast.AnnAssign) and "BrokerNode" in ast.unparse(n.annotation):
+            found.append((n.lineno, ast.unparse(n)))
+    return sorted(found)
+
+
+def test_the_node_holder_scan_sees_each_form() -> None:
+    src = (
+        "class A:\n    def __init__(self, node):\n        self.node = node\n"
+        "def f(x: BrokerNode): pass\n"
+        "class B:\n    owner: BrokerNode\n"
+    )
+    assert [line for line, _ in node_holders(src)] == [2, 3, 4, 6]
+    assert node_holders("def f(store, role):\n    self.store = store\n") == []
+
+
+def test_no_broker_part_holds_the_node() -> None:
+    bad = [
+        f"{p.relative_to(REPO)}:{line}: {text}"
+        for p in broker_modules()
+        for line, text in node_holders(p.read_text())
+    ]
+    assert not bad, "a part gets the collaborators it uses, never the node:\n" + "\n".join(bad)
+
+
+# getattr/hasattr in broker/ that are not wiring (a field read by its name from a table of
+# names, an optional attribute of a foreign object), each with its reason; ``path:line text``
+# would move with every edit, so entries are (path, the call as written)
+PROBE_ALLOWED: dict[tuple[str, str], str] = {
+    ("broker/live_config.py", "getattr(self.current, name)"): "the live holder reads through",
+    ("broker/cli.py", "getattr(logging, str(args.log_level).upper(), logging.INFO)"): (
+        "a log level by its name"
+    ),
+    ("broker/cli.py", "getattr(args, 'func', None)"): "argparse: no subcommand given",
+    ("broker/config.py", "getattr(exc, 'key', None)"): "a config error may name its key",
+    ("broker/runtime_config.py", "getattr(config, fname)"): "config fields by property name",
+    ("broker/config_checks.py", "getattr(cfg, fname)"): "config fields by property name",
+    ("broker/archive/uploader.py", "getattr(shipper, method)"): (
+        "the child process dispatches a method named in its job"
+    ),
+}
+
+
+def probes(source: str) -> list[tuple[int, str]]:
+    return [
+        (n.lineno, ast.unparse(n))
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id in ("getattr", "hasattr")
+    ]
+
+
+def test_no_broker_module_probes_for_members() -> None:
+    """A part's collaborators are typed and always there (an optional one is an explicit None);
+    nothing asks an object whether it happens to have a member."""
+    bad = []
+    for p in broker_modules():
+        rel = p.relative_to(REPO).as_posix()
+        if rel.startswith("broker/admin/"):
+            continue  # the mqadmin CLI (another helper's, issue #24 scope is the node)
+        for line, text in probes(p.read_text()):
+            if (rel, text) not in PROBE_ALLOWED:
+                bad.append(f"{rel}:{line}: {text}")
+    assert not bad, "\n".join(bad)
+
+
+# modules of broker/ that may read the system clock directly: not parts of a node, so no test
+# drives them by ticks; everything else takes a Clock (broker/clock.py)
+SYSTEM_CLOCK_USERS: dict[str, str] = {
+    "broker/clock.py": "the one place that reads clocks or sleeps",
+    "broker/client/producer.py": "a client process: bornTimestamp of what it sends",
+    "broker/client/consumer.py": "a client process: its rebalance clock",
+    "broker/client/uniq_id.py": "a client process: the time in a message id",
+    "broker/admin/common.py": "the mqadmin CLI: 'now' for time arguments",
+    "broker/archive/cli.py": "the haproof archive CLI: a snapshot's takenAt",
+    "broker/archive/retention.py": "the haproof archive prune CLI: retention's 'now'",
+}
+CLOCK_CALLS = {"time.time", "time.monotonic", "time.time_ns", "time.monotonic_ns", "time.sleep"}
+
+
+def clock_calls(source: str) -> list[tuple[int, str]]:
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Call):
+            name = ast.unparse(n.func)
+            if name in CLOCK_CALLS:
+                found.append((n.lineno, name))
+            elif name == "asyncio.sleep" and not (
+                len(n.args) == 1 and isinstance(n.args[0], ast.Constant) and n.args[0].value == 0
+            ):  # asyncio.sleep(0) yields to the loop: no time passes
+                found.append((n.lineno, ast.unparse(n)))
+        elif isinstance(n, ast.Attribute) and ast.unparse(n) in CLOCK_CALLS:
+            if not isinstance(getattr(n, "parent", None), ast.Call):
+                found.append((n.lineno, ast.unparse(n)))
+    return sorted(set(found))
+
+
+def test_the_clock_scan_sees_each_form() -> None:
+    src = "time.time()\ntime.monotonic_ns()\nawait asyncio.sleep(1)\nasyncio.sleep(0)\nf = time.monotonic\n"
+    assert [line for line, _ in clock_calls(src)] == [1, 2, 3, 5]
+
+
+def test_broker_reads_time_only_through_its_clock() -> None:
+    """Every part of a node reads time and sleeps through the injected Clock, so a test (and the
+    simulation) drives all of a node's loops by ticks."""
+    bad = [
+        f"{p.relative_to(REPO)}:{line}: {text}"
+        for p in broker_modules()
+        if p.relative_to(REPO).as_posix() not in SYSTEM_CLOCK_USERS
+        for line, text in clock_calls(p.read_text())
+    ]
+    assert not bad, "use the injected Clock (broker/clock.py):\n" + "\n".join(bad)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
 
 from broker.acl.accounts import ANY, DENY, PUB, SUB, Account, PlainAcl, group_resource
@@ -24,6 +23,7 @@ from broker.acl.signing import (
     signature_matches,
     signature_v2_matches,
 )
+from broker.clock import SYSTEM_CLOCK
 from broker.processors.send_header import SEND_CODES, SendHeaderError, send_header
 from broker.remoting.codes import RequestCode as R
 from broker.remoting.command import RemotingCommand
@@ -154,11 +154,11 @@ class AclChecker:
         checker._path = path
         checker._mtime_ns = _mtime_ns(path)
         checker._reload_check_s = reload_check_ms / 1000
-        checker._next_check = time.monotonic() + checker._reload_check_s
+        checker._next_check = SYSTEM_CLOCK.monotonic_ms() / 1000 + checker._reload_check_s
         return checker
 
     def _maybe_reload(self) -> None:
-        now = time.monotonic()
+        now = SYSTEM_CLOCK.monotonic_ms() / 1000
         if self._path is None or now < self._next_check:
             return
         self._next_check = now + self._reload_check_s
@@ -169,8 +169,11 @@ class AclChecker:
         try:
             self.acl = PlainAcl.from_file(self._path)
         except ConfigError as exc:
-            log.error("ACL: %s changed but cannot be used (the previous accounts stay): %s",
-                      self._path, exc)  # fmt: skip
+            log.error(
+                "ACL: %s changed but cannot be used (the previous accounts stay): %s",
+                self._path,
+                exc,
+            )
             return
         log.warning("ACL: reloaded %s (%d accounts)", self._path, len(self.acl.accounts))
 
@@ -222,9 +225,11 @@ class AclChecker:
             key = group_resource(res.name) if res.kind == "group" else res.name
             owned = account.resource_perms.get(key)
             if owned is None:
-                owned = account.default_group_perm if res.kind == "group" else (
-                    account.default_topic_perm
-                )  # fmt: skip
+                owned = (
+                    account.default_group_perm
+                    if res.kind == "group"
+                    else (account.default_topic_perm)
+                )
             if not check_permission(res.perm, owned):
                 return f"{account.access_key!r} has no {_perm_name(res.perm)} on {res.kind} {res.name[:130]!r}"
         return None

@@ -26,8 +26,8 @@ from urllib.parse import urlparse
 from broker.archive.offsets_watch import OffsetsWatch
 from broker.archive.shipper import NodeIdentity, Shipper, ShipResult
 from broker.archive.sources import StoreDirSource
-from broker.store.config_store import DelayOffsetTable
 from broker.store.consumer_offsets import ConsumerOffsetManager
+from broker.store.delay_offsets import DelayOffsetTable
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveError, ConfigError, StoreError
 from contracts.object_store import DEFAULT_PART_SIZE, open_store

@@ -25,39 +25,40 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from broker.archive.node_view import LiveStoreSource, NodeView, epoch_ranges
 from broker.archive.shipper import Shipper, check_resume
 from broker.archive.uploader import ShipperProcess, SourceSpec
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.config import BrokerConfig
+from broker.ha.role_services import RoleServices
+from broker.loop_service import Periodic
+from broker.node_parts import TruncationListeners
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import ArchiveConflictError, ArchiveError, HaproofError
 from contracts.object_store import open_store
-
-if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.ha.role import BrokerRoleState
-    from broker.ha.role_services import RoleServices
-    from broker.store.message_store import MessageStore
 
 __all__ = ["LiveStoreSource", "NodeArchiver", "epoch_ranges"]
 
 log = logging.getLogger(__name__)
 
 BACKOFF_MAX_S = 30.0
+WATCH_MASTER_MS = 500  # how often a slave's archiver looks at its master connection
 
 
 def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 class NodeArchiver:
     """A node service. ``start()`` does no object-store I/O itself: the worker does.
 
     ``role`` is the node's role state (the store's when not given), ``replication`` its role
-    services (the HA status in snapshots, the slave's master connection; None: none), and
-    ``truncate_listeners`` the node's list this archiver joins (None: no truncations)."""
+    services (the HA status in snapshots, the slave's master connection; None: none),
+    ``truncations`` the node's listeners this archiver joins (None: no truncations) and
+    ``clock`` what its loops and the worker's cadence read time from."""
 
     def __init__(
         self,
@@ -67,22 +68,38 @@ class NodeArchiver:
         *,
         role: BrokerRoleState | None = None,
         replication: RoleServices | None = None,
-        truncate_listeners: list | None = None,
+        truncations: TruncationListeners | None = None,
         clock_ms: Callable[[], int] = now_ms,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.config = config
         self.node_name = node_name
         self.role = role or store.role_state
         self.replication = replication
-        self.truncate_listeners = truncate_listeners
+        self.truncations = truncations
+        self.clock = clock
         self.view = NodeView(store, config, self.role, node_name, replication)
         self.clock_ms = clock_ms
         self._jobs: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._tasks: list = []
+        self._loops = [
+            Periodic(
+                "archive-snapshots",
+                period_ms=config.snapshot_interval_ms,
+                round_=self._snapshot_round,
+                clock=clock,
+            ),
+            Periodic(
+                "archive-watch-master",
+                period_ms=WATCH_MASTER_MS,
+                round_=self._watch_master_round,
+                clock=clock,
+            ),
+        ]
+        self._was_connected = False  # the slave's master connection at the last watch round
         self.shipper: Shipper | None = None
         self.archived_end = 0  # end of what the archive holds
         self.archived_at_ms = 0  # when the archive last caught up with the flushed log
@@ -129,8 +146,8 @@ class NodeArchiver:
             except HaproofError as exc:  # the worker starts it again on its first call
                 log.error("archiver child process did not start: %s", exc)
         self.role.listeners.append(self._on_role_changed)
-        if self.truncate_listeners is not None:
-            self.truncate_listeners.append(self._on_truncated)
+        if self.truncations is not None:
+            self.truncations.add(self._on_truncated)
         store.consumer_offsets.reset_listeners.append(self._on_offset_reset)
         for name, fields in self.view.start_events():
             self._jobs.put(("event", name, fields))
@@ -138,19 +155,15 @@ class NodeArchiver:
         self.archived_at_ms = self.clock_ms()
         self._thread = threading.Thread(target=self._run, name="archiver", daemon=True)
         self._thread.start()
-        loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._snapshot_loop()),
-            loop.create_task(self._watch_master_loop()),
-        ]
+        for loop in self._loops:
+            loop.start()
         log.info("archiving to %s as node %s", cfg.archive_root, self.node_name)
 
     async def stop(self) -> None:
         import asyncio
 
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for loop in self._loops:
+            await loop.stop()
         if self._thread is None:
             return
         # Stopping: flush first, so the last round ships every byte the final snapshot (and a
@@ -188,27 +201,20 @@ class NodeArchiver:
         self._jobs.put(("event", "offset_reset", fields))
         self._wake.set()
 
-    async def _snapshot_loop(self) -> None:
-        import asyncio
+    async def _snapshot_round(self) -> None:
+        self._jobs.put(("snapshot", self.view.snapshot(self.clock_ms)))
 
-        interval_s = self.config.snapshot_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            self._jobs.put(("snapshot", self.view.snapshot(self.clock_ms)))
-
-    async def _watch_master_loop(self) -> None:
+    async def _watch_master_round(self) -> None:
         """A slave that loses its master says so once (``master_lost``)."""
-        import asyncio
+        client = self.replication.ha_client if self.replication is not None else None
+        connected = bool(client is not None and client.connected)
+        if self._was_connected and not connected and client is not None:
+            self._jobs.put(("event", "master_lost", {"master": client.master_ha_addr or ""}))
+            self._wake.set()
+        self._was_connected = connected
 
-        was_connected = False
-        while True:
-            await asyncio.sleep(0.5)
-            client = self.replication.ha_client if self.replication is not None else None
-            connected = bool(client is not None and client.connected)
-            if was_connected and not connected and client is not None:
-                self._jobs.put(("event", "master_lost", {"master": client.master_ha_addr or ""}))
-                self._wake.set()
-            was_connected = connected
+    def handlers(self) -> dict:
+        return {}
 
     def runtime_info(self) -> dict[str, object]:
         flushed = self.store.commit_log.flushed_offset
@@ -229,7 +235,7 @@ class NodeArchiver:
         backoff_s = 0.0
         pending: list = []
         while True:
-            round_start = time.monotonic()
+            round_start = self._monotonic_s()
             stopping = self._stop.is_set()
             while True:
                 try:
@@ -259,8 +265,12 @@ class NodeArchiver:
             # the cadence counts from the round's start: a round that took the whole interval
             # (the archive is behind) is followed by the next one at once
             self.rounds += 1
-            self._wake.wait(backoff_s or max(0.0, interval_s - (time.monotonic() - round_start)))
+            wait_s = backoff_s or max(0.0, interval_s - (self._monotonic_s() - round_start))
+            self.clock.wait_event_ms(self._wake, wait_s * 1000)
             self._wake.clear()
+
+    def _monotonic_s(self) -> float:
+        return self.clock.monotonic_ms() / 1000
 
     def _set_error(self, message: str | None) -> None:
         """One ERROR when archiving starts failing, one INFO when it works again; while it
@@ -318,7 +328,7 @@ class NodeArchiver:
             self._held_since = None
             return False
         max_age_s = (cfg.archive_chunk_max_age_ms or 6 * cfg.archive_interval_ms) / 1000
-        now = time.monotonic()
+        now = self._monotonic_s()
         if self._held_since is None:
             self._held_since = now
         if now - self._held_since < max_age_s:
@@ -339,9 +349,11 @@ class NodeArchiver:
         source = live
         if isinstance(shipper, ShipperProcess):  # the child maps the files itself
             source = SourceSpec(
-                self.store.commit_log.queue.directory, live.mapped_file_size, live.min_offset(),
+                self.store.commit_log.queue.directory,
+                live.mapped_file_size,
+                live.min_offset(),
                 target,
-            )  # fmt: skip
+            )
         start = self._next_start
         if start is None:
             archived = shipper.archived_end()
@@ -353,9 +365,12 @@ class NodeArchiver:
         # when this slave became master) keeps the old epoch and SLAVE for the old bytes
         for seg_start, seg_end, epoch in epoch_ranges(entries, start, target, epoch_now):
             result = shipper.ship(
-                source, seg_start, end=seg_end,
-                epoch=max(epoch, shipper.truncation_epoch), role=self._role_in(epoch),
-            )  # fmt: skip
+                source,
+                seg_start,
+                end=seg_end,
+                epoch=max(epoch, shipper.truncation_epoch),
+                role=self._role_in(epoch),
+            )
             self.chunks_shipped += len(result.chunks)
             self.archived_end = self._next_start = result.end
             if result.stopped_by is not None:

@@ -7,17 +7,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from broker.archive.shipper import NodeIdentity
+from broker.config import BrokerConfig
+from broker.ha.role_services import RoleServices
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveError
-
-if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.ha.role import BrokerRoleState
-    from broker.ha.role_services import RoleServices
-    from broker.store.message_store import MessageStore
 
 
 class LiveStoreSource:
@@ -75,7 +72,7 @@ class NodeView:
         rec = store.recovery
         if rec is not None and rec.abnormal and rec.damage is None:
             events.append(("recovered", {"from": rec.found_end, "to": rec.valid_end}))
-        cut = getattr(store, "finished_cut", None)  # a rejoin cut a crash interrupted
+        cut = store.finished_cut  # a rejoin cut a crash interrupted
         if cut is not None:
             events.append(("truncated", {"from": cut[1] if cut[1] is not None else cut[0],
                                          "to": cut[0]}))  # fmt: skip

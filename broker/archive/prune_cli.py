@@ -62,23 +62,38 @@ def main(argv: list[str]) -> int:
             layout.check_name("name", name)
         store = open_store(args.root, endpoint_url=args.endpoint_url)
         prefix = layout.cluster_prefix(args.cluster)
-        names = [args.broker_name] if args.broker_name else [
-            p[len(prefix) :].rstrip("/") for p in store.list_prefixes(prefix)
-        ]  # fmt: skip
+        names = (
+            [args.broker_name]
+            if args.broker_name
+            else [p[len(prefix) :].rstrip("/") for p in store.list_prefixes(prefix)]
+        )
         if not names:
-            print(f"haproof archive prune: no cluster {args.cluster!r} under {args.root}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"haproof archive prune: no cluster {args.cluster!r} under {args.root}",
+                file=sys.stderr,
+            )
             return 2
         for name in names:
             res = retention.prune_group(
-                store, args.cluster, name, before_ms,
-                unaudited=args.unaudited, dry_run=args.dry_run,
-            )  # fmt: skip
-            print(json.dumps({
-                "brokerName": name, "before": res.horizon.before_ms, "dryRun": args.dry_run,
-                "deleted": res.deleted, "keptUnaudited": res.kept_unaudited,
-                "expiredBelow": res.horizon.expired_below,
-            }))  # fmt: skip
+                store,
+                args.cluster,
+                name,
+                before_ms,
+                unaudited=args.unaudited,
+                dry_run=args.dry_run,
+            )
+            print(
+                json.dumps(
+                    {
+                        "brokerName": name,
+                        "before": res.horizon.before_ms,
+                        "dryRun": args.dry_run,
+                        "deleted": res.deleted,
+                        "keptUnaudited": res.kept_unaudited,
+                        "expiredBelow": res.horizon.expired_below,
+                    }
+                )
+            )
     except layout.LayoutError as exc:
         print(f"haproof archive prune: {exc}", file=sys.stderr)
         return 2

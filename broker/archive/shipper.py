@@ -7,23 +7,23 @@ and different bytes under the same key are an :class:`ArchiveConflictError`.
 
 The shipper only reads through a :class:`CommitLogSource` (``sources.py``), so it serves a live
 node (flushed bytes of its store) and a store directory on disk (ours or a real RocketMQ
-broker's) alike; its record scans are in ``record_scan.py``.
+broker's) alike; its record scans are ``contracts/record_walk.py``'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.archive.archive_tail import newest_snapshot_key, read_tail
-from broker.archive.record_scan import scan_frames, store_timestamp, walk_records
 from broker.archive.sources import CommitLogSource, StoreDirSource
+from broker.clock import SYSTEM_CLOCK
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveConflictError, ArchiveError, CorruptRecordError
 from contracts.object_store import ObjectStore
+from contracts.record_walk import scan_frames, store_timestamp, walk_records
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,16 @@ class _Chunks:
         sh = self.shipper
         self.result.chunks.append(
             sh._put_chunk(
-                b"".join(self.pending), self.chunk_start, self.records, self.first_ts,
-                self.last_ts, self.fsize, self.epoch, self.role,
+                b"".join(self.pending),
+                self.chunk_start,
+                self.records,
+                self.first_ts,
+                self.last_ts,
+                self.fsize,
+                self.epoch,
+                self.role,
             )
-        )  # fmt: skip
+        )
         self.result.end = self.chunk_start + self.length
         self._reset(self.result.end)
         if sh.progress:
@@ -131,7 +137,7 @@ class Shipper:
         store: ObjectStore,
         identity: NodeIdentity,
         chunk_max_bytes: int = 64 * 1024 * 1024,
-        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        clock_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
         progress: Callable[[int, int], None] | None = None,
     ):
         if identity.role not in layout.ROLES:
@@ -223,10 +229,14 @@ class Shipper:
             end_limit = min(end_limit, max(end, start))
         check_resume(self.id.node, start, end_limit)
         out = _Chunks(
-            self, source.mapped_file_size, start, end_limit,
-            self.id.epoch if epoch is None else epoch, self.id.role if role is None else role,
-        )  # fmt: skip
-        if getattr(source, "framing_trusted", False):
+            self,
+            source.mapped_file_size,
+            start,
+            end_limit,
+            self.id.epoch if epoch is None else epoch,
+            self.id.role if role is None else role,
+        )
+        if source.framing_trusted:
             self._ship_framed(source, out)
         else:
             self._ship_walked(source, out)
@@ -275,9 +285,14 @@ class Shipper:
         while offset < out.end_limit:
             file_start, view, limit, rel = _window(source, offset, out.end_limit)
             end, n, last, why = scan_frames(
-                view, file_start, rel, limit, self.chunk_max_bytes - out.length, not out.length,
+                view,
+                file_start,
+                rel,
+                limit,
+                self.chunk_max_bytes - out.length,
+                not out.length,
                 _name(source),
-            )  # fmt: skip
+            )
             if n:
                 if last >= 0:  # the frame at rel is a message too (only a BLANK ends a scan)
                     out.timestamps(store_timestamp(view, rel), store_timestamp(view, last))
@@ -368,4 +383,4 @@ def _json(doc: dict) -> bytes:
 
 
 def _name(source: CommitLogSource) -> str:
-    return getattr(source, "directory", type(source).__name__)
+    return source.directory if isinstance(source, StoreDirSource) else type(source).__name__

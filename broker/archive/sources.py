@@ -8,8 +8,8 @@ import mmap
 import os
 from typing import Protocol
 
-from broker.archive.record_scan import walk_records
 from contracts.errors import CorruptRecordError, StoreError
+from contracts.record_walk import walk_records
 
 
 class CommitLogSource(Protocol):

@@ -209,8 +209,11 @@ class ShipperProcess:
         if self._proc is not None and self._proc.is_alive():
             return
         if self._proc is not None:
-            log.warning("archiver child (pid %s) exited with %s; starting another",
-                        self._proc.pid, self._proc.exitcode)  # fmt: skip
+            log.warning(
+                "archiver child (pid %s) exited with %s; starting another",
+                self._proc.pid,
+                self._proc.exitcode,
+            )
             self._drop()
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
@@ -284,7 +287,10 @@ class ShipperProcess:
         if proc is not None:
             proc.join(JOIN_TIMEOUT_S)
             if proc.is_alive():
-                log.warning("archiver child (pid %s) still busy after %.0f s; killing it",
-                            proc.pid, JOIN_TIMEOUT_S)  # fmt: skip
+                log.warning(
+                    "archiver child (pid %s) still busy after %.0f s; killing it",
+                    proc.pid,
+                    JOIN_TIMEOUT_S,
+                )
                 proc.kill()
                 proc.join(5)

@@ -317,8 +317,9 @@ class Consumer:
                 failed, n_failed = exc, n_failed + 1  # (no node answering: rebalance_needed)
             else:
                 if (streak := self.failing.pop(mq, 0)) > 0:
-                    log.info("%s: pull %s works again after %d failed polls", self.group, mq,
-                             streak)  # fmt: skip
+                    log.info(
+                        "%s: pull %s works again after %d failed polls", self.group, mq, streak
+                    )
         if failed is not None and n_failed == len(self.assigned):
             raise failed  # no queue could be pulled: the caller hears of it
         if self.schedule.due():
@@ -330,8 +331,14 @@ class Consumer:
         loop would otherwise repeat the same warning many times a second)."""
         streak = self.failing[mq] = self.failing.get(mq, 0) + 1
         level = logging.WARNING if streak == 1 else logging.DEBUG
-        log.log(level, "%s: pull %s failed (%d in a row), retried at the next poll: %s",
-                self.group, mq, streak, exc)  # fmt: skip
+        log.log(
+            level,
+            "%s: pull %s failed (%d in a row), retried at the next poll: %s",
+            self.group,
+            mq,
+            streak,
+            exc,
+        )
 
     async def send_back(
         self, rec: Record, delay_level: int = 0, max_reconsume_times: int = 16

@@ -48,9 +48,10 @@ class UniqIdGenerator:
     def reset(self) -> None:
         """A new prefix and counter (a forked child must not repeat its parent's ids)."""
         prefix = _PREFIX.pack(
-            self._ip or _host_ip(), (os.getpid() if self._pid is None else self._pid) & 0xFFFF,
+            self._ip or _host_ip(),
+            (os.getpid() if self._pid is None else self._pid) & 0xFFFF,
             int.from_bytes(os.urandom(4), "big"),
-        )  # fmt: skip
+        )
         self.prefix = prefix.hex().upper()
         self._counter = itertools.count()
         self._start_ms = self._next_start_ms = 0

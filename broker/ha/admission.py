@@ -19,7 +19,6 @@ import asyncio
 import ipaddress
 import logging
 import secrets
-import time
 
 from broker.acl.signing import (
     ACCESS_KEY,
@@ -28,6 +27,7 @@ from broker.acl.signing import (
     SIGN_TIMESTAMP,
     signature_v2_matches,
 )
+from broker.clock import SYSTEM_CLOCK
 from broker.config_checks import ha_allowed_networks
 from broker.ha import wire
 
@@ -40,7 +40,7 @@ LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")
 
 
 def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 class HAAdmission:

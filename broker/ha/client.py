@@ -17,23 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
-from typing import TYPE_CHECKING
 
 from broker import planted_bugs
-from broker.config import FlushDiskType
+from broker.acl.signing import AclSigner
+from broker.clock import SYSTEM_CLOCK, Clock, sleep_unless_set
+from broker.config import BrokerConfig, FlushDiskType
 from broker.ha import wire
 from broker.ha.admission import HANDSHAKE_TIMEOUT_MS, handshake_frame
+from broker.ha.reconcile import EpochReconciler
+from broker.live_config import LiveConfig
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import HaproofError, RemotingError, StoreError
-
-if TYPE_CHECKING:
-    from broker.acl.signing import AclSigner
-    from broker.config import BrokerConfig
-    from broker.ha.failover import FailoverService
-    from broker.ha.role import BrokerRoleState
-    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -52,31 +49,34 @@ def _split(addr: str) -> tuple[str, int]:
 
 class HAClient:
     """Build with ``HAClient(store, config, role, ...)``; ``await start()`` runs it,
-    ``await stop()`` ends it. ``failover`` (the node's FailoverService, None: no epoch check)
-    reconciles before replicating; ``signer`` (None: no keys) signs the ACL handshake."""
+    ``await stop()`` ends it. ``reconciler`` (the node's, None: no epoch check) reconciles
+    before replicating; ``signer`` (None: no keys) signs the ACL handshake; ``clock`` gives the
+    heartbeats' and back-offs' time."""
 
     def __init__(
         self,
         store: MessageStore,
-        config: BrokerConfig,
+        config: BrokerConfig | LiveConfig,
         role: BrokerRoleState,
         *,
         node_name: str,
         namesrv_addrs: list[str],
-        failover: FailoverService | None = None,
+        reconciler: EpochReconciler | None = None,
         signer: AclSigner | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.config = config
         self.node_name = node_name
         self.namesrv_addrs = namesrv_addrs
-        self.failover = failover
+        self.reconciler = reconciler
         self.signer = signer
+        self.clock = clock
         self.master_ha_addr: str | None = role.master_ha_addr
         self.master_addr: str | None = None  # the master's remoting address, when known
         self.connected = False
         self.connects = 0  # connections made so far
-        self.last_frame_at: float | None = None  # monotonic s of the last frame received
+        self.last_frame_at_ms: float | None = None  # clock's monotonic ms of the last frame
         self.last_report = -1
         self._task: asyncio.Task | None = None
         self._addr_changed = asyncio.Event()
@@ -91,6 +91,9 @@ class HAClient:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+    def handlers(self) -> dict:
+        return {}
 
     def known_master(self) -> str | None:
         """The master's remoting address when known (SlaveSynchronize copies from it)."""
@@ -160,29 +163,27 @@ class HAClient:
         """Before replicating: agree with the master on epochs, truncating a divergent tail
         (broker/ha/failover.py). Needs the master's remoting address, which the name server
         tells a registered slave; without a name server there is nothing to ask."""
-        failover = self.failover
-        if failover is None:
+        reconciler = self.reconciler
+        if reconciler is None:
             return True
         if self.master_addr is None and self.namesrv_addrs:
             self._addr_changed.clear()
-            try:
-                async with asyncio.timeout(LEARN_MASTER_TIMEOUT_S):
-                    await self._addr_changed.wait()
-            except TimeoutError:
-                pass
+            await sleep_unless_set(self.clock, self._addr_changed, LEARN_MASTER_TIMEOUT_S * 1000)
         if self.master_addr is None and self.master_ha_addr:
-            await self._guess_master_addr(failover)
+            await self._guess_master_addr(reconciler)
         if self.master_addr is None:
-            if failover.node.role.epoch_entries:
+            if reconciler.role.epoch_entries:
                 # a log with epochs replicated unchecked could hold a newer epoch's bytes
                 # under older epochs, and a later rejoin would cut them as its own tail
-                log.warning("HA: master's broker address unknown (not answering?): waiting to "
-                            "check epochs before replicating into a log that has them")  # fmt: skip
+                log.warning(
+                    "HA: master's broker address unknown (not answering?): waiting to "
+                    "check epochs before replicating into a log that has them"
+                )
                 return False
             log.info("HA: master's broker address unknown: replicating without an epoch check")
             return True
         try:
-            await failover.reconcile(self.master_addr)
+            await reconciler.reconcile(self.master_addr)
         except HaproofError as exc:
             log.warning("HA: cannot reconcile with master %s: %s", self.master_addr, exc)
             return False
@@ -191,8 +192,8 @@ class HAClient:
     async def _introduce(self, writer) -> None:
         """Tell the master which node this HA connection is (EXCHANGE_BROKER_HA_INFO, 906);
         a master that does not know the request (RocketMQ 4.x) just refuses it."""
-        failover = self.failover
-        if failover is None or self.master_addr is None:
+        reconciler = self.reconciler
+        if reconciler is None or self.master_addr is None:
             return
         host, port = writer.get_extra_info("sockname")[:2]
         req = RemotingCommand.request(
@@ -200,16 +201,16 @@ class HAClient:
             {"nodeName": self.node_name, "haClientAddr": f"{host}:{port}"},
         )
         try:
-            await failover.client.invoke(self.master_addr, req, 3000)
+            await reconciler.client.invoke(self.master_addr, req, 3000)
         except RemotingError as exc:
             log.info("HA: could not introduce this slave to %s: %s", self.master_addr, exc)
 
-    async def _guess_master_addr(self, failover) -> None:
+    async def _guess_master_addr(self, reconciler: EpochReconciler) -> None:
         """No name server: try RocketMQ's default layout (haListenPort = listenPort + 1) and
         accept the guess only when that broker says its HA address is the one we use."""
         try:
             host, port = _split(self.master_ha_addr)
-            doc = await failover.fetch_epochs(f"{host}:{port - 1}")
+            doc = await reconciler.fetch_epochs(f"{host}:{port - 1}")
         except (HaproofError, ValueError):
             return
         if doc.get("haServerAddr", "").rpartition(":")[2] == str(port):
@@ -218,11 +219,9 @@ class HAClient:
     async def _backoff(self, seconds: float) -> None:
         """Wait before reconnecting, cut short when the master address changes."""
         self._addr_changed.clear()
-        try:
-            async with asyncio.timeout(seconds * random.uniform(0.8, 1.2)):
-                await self._addr_changed.wait()
-        except TimeoutError:
-            pass
+        await sleep_unless_set(
+            self.clock, self._addr_changed, seconds * 1000 * random.uniform(0.8, 1.2)
+        )
 
     def _ack_offset(self) -> int:
         """What this slave acknowledges: under ``flushDiskType=SYNC_FLUSH`` only what is flushed
@@ -240,10 +239,24 @@ class HAClient:
         self.last_report = offset
 
     async def _heartbeat(self, writer) -> None:
-        interval_s = self.config.ha_send_heartbeat_interval_ms / 1000
+        """Report every ``haSendHeartbeatInterval`` and watch the master's silence: nothing for
+        ``haHousekeepingInterval`` (the master heartbeats) closes the connection and raises
+        TimeoutError. Both on this client's clock."""
+        clock, cfg = self.clock, self.config
+        connected_ms = clock.monotonic_ms()
+        next_report_ms = connected_ms + cfg.ha_send_heartbeat_interval_ms
         while True:
-            await asyncio.sleep(interval_s)
-            await self._report(writer)
+            now = clock.monotonic_ms()
+            heard = self.last_frame_at_ms
+            silent_since = heard if heard is not None and heard >= connected_ms else connected_ms
+            deadline_ms = silent_since + cfg.ha_housekeeping_interval_ms
+            if now >= deadline_ms:
+                writer.close()  # the read loop ends and reports this task's TimeoutError
+                raise TimeoutError(f"nothing from the master for {now - silent_since:.0f} ms")
+            if now >= next_report_ms:
+                await self._report(writer)
+                next_report_ms = now + cfg.ha_send_heartbeat_interval_ms
+            await clock.sleep_ms(min(next_report_ms, deadline_ms) - now)
 
     async def _handshake(self, reader) -> bytes:
         """With ACL, the signed answer to the master's challenge, wanted before the first
@@ -263,16 +276,19 @@ class HAClient:
             writer.write(hello)
         await self._report(writer)
         heartbeat = asyncio.create_task(self._heartbeat(writer))
-        timeout_s = self.config.ha_housekeeping_interval_ms / 1000
         try:
             while True:
                 if heartbeat.done():
-                    heartbeat.result()  # raises what ended it (a dead connection)
-                async with asyncio.timeout(timeout_s):
+                    heartbeat.result()  # raises what ended it (a dead connection, a silence)
+                try:
                     head = await reader.readexactly(wire.TRANSFER_HEADER.size)
                     offset, size = wire.read_header(head)
                     body = await reader.readexactly(size) if size else b""
-                self.last_frame_at = time.monotonic()
+                except (ConnectionError, asyncio.IncompleteReadError, OSError):
+                    if heartbeat.done() and isinstance(heartbeat.exception(), TimeoutError):
+                        heartbeat.result()  # the silence closed it: say so
+                    raise
+                self.last_frame_at_ms = self.clock.monotonic_ms()
                 if size == 0:
                     continue  # a heartbeat
                 self._append(offset, body)

@@ -22,24 +22,21 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
+from broker.config import BrokerConfig
+from broker.node_parts import PeerLinks
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager, Raised
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import HaproofError, RemotingError
-
-if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.ha.role import BrokerRoleState
-    from broker.node_parts import PeerLinks
-    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 PEER_TIMEOUT_MS = 3000
 
-__all__ = ["OffsetPreOnline", "Raised", "merge_consumer_offsets", "merge_delay_offsets"]
+__all__ = ["OffsetPreOnline", "Raised", "merge_consumer_offsets"]
 
 
 def merge_consumer_offsets(
@@ -48,17 +45,6 @@ def merge_consumer_offsets(
     """A peer's ``GET_ALL_CONSUMER_OFFSET`` document, forward-only (the manager's
     :meth:`~ConsumerOffsetManager.merge_forward`); ValueError names a malformed entry."""
     return offsets.merge_forward(doc, source)
-
-
-def merge_delay_offsets(table: dict[int, int], doc: dict) -> int:
-    """Keep the larger delay offset per level; returns how many levels rose."""
-    rose = 0
-    for level, off in (doc.get("offsetTable") or {}).items():
-        level, off = int(level), int(off)
-        if off > table.get(level, -1):
-            table[level] = off
-            rose += 1
-    return rose
 
 
 Fetch = Callable[[str, RequestCode], Awaitable[dict]]
@@ -101,6 +87,9 @@ class OffsetPreOnline:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.client.close()
 
+    def handlers(self) -> dict:
+        return {}
+
     def runtime_info(self) -> dict:
         return {"offsetPreOnlineRaised": self.raised_total, "offsetPreOnlinePeers": self.peers_read}
 
@@ -140,7 +129,7 @@ class OffsetPreOnline:
                 offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
                 delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
                 got = merge_consumer_offsets(store.consumer_offsets, offsets, addr)
-                delay_rose += merge_delay_offsets(store.delay_offsets.table, delays)
+                delay_rose += store.delay_offsets.merge_forward(delays)
             except (HaproofError, ValueError) as exc:
                 log.warning("offset pre-online sync: skipping %s: %s", addr, exc)
                 continue
@@ -148,8 +137,13 @@ class OffsetPreOnline:
             for group, topic, qid, before, after in got:
                 log.warning(
                     "offset pre-online sync: %s %s/%d raised %d -> %d from %s",
-                    group, topic, qid, before, after, addr,
-                )  # fmt: skip
+                    group,
+                    topic,
+                    qid,
+                    before,
+                    after,
+                    addr,
+                )
             raised += got
         if raised:
             store.consumer_offsets.persist()
@@ -158,6 +152,8 @@ class OffsetPreOnline:
         self.raised_total += len(raised)
         log.info(
             "offset pre-online sync: read %d peer(s) of %s, raised %d offset(s)",
-            len(peers), self.config.broker_name, len(raised),
-        )  # fmt: skip
+            len(peers),
+            self.config.broker_name,
+            len(raised),
+        )
         return raised

@@ -14,15 +14,16 @@ Order (each step durable before the next):
 
 A crash anywhere leaves a store that the next open cuts (while the marker exists; the node's
 start then drops the epochs beyond it, ``finish_interrupted``) or one already cut with an epoch
-file that names no byte beyond it; the rejoin then runs again and finds nothing more to cut. ``on_step`` is called with each step's name (the fault hook).
+file that names no byte beyond it; the rejoin then runs again and finds nothing more to cut.
+``on_step`` is called with each step's name (the fault hook).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.ha.epoch import EpochEntry
 from broker.store import truncation
+from broker.store.epoch import EpochEntry
 
 OnStep = Callable[[str], None]
 
@@ -69,7 +70,7 @@ def finish_interrupted(store, role) -> int | None:
     None when none was interrupted. (The archive's ``truncated`` event for it is one of the
     archiver's start events, ``broker/archive/node_view.py``: its listener is not registered
     yet when this runs.)"""
-    found = getattr(store, "finished_cut", None)
+    found = store.finished_cut
     if found is None:
         return None
     kept = epochs_below(role.epoch_entries, found[0])

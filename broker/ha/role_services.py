@@ -12,16 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from broker.config import BrokerRole
 from broker.ha.client import HAClient
-from broker.ha.role import BrokerRoleState
 from broker.ha.service import HAService
+from broker.node_service import NodeService
 from broker.store.results import PutMessageResult, PutMessageStatus
-
-if TYPE_CHECKING:
-    from broker.node_parts import NodeService
+from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +77,11 @@ class RoleServices:
                 log.exception("stopping %r failed", service)
         self.services = []
 
+    def handlers(self) -> dict:
+        return {}  # the role's services answer no requests of their own
+
     def runtime_info(self) -> dict[str, object]:
         info: dict[str, object] = {}
         for service in self.services:
-            extra = getattr(service, "runtime_info", None)
-            if extra is not None:
-                info.update(extra())
+            info.update(service.runtime_info())
         return info

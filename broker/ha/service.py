@@ -22,19 +22,18 @@
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
-import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from broker.clock import SYSTEM_CLOCK, Clock, monotonic_seconds, sleep_unless_set
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha import wire
 from broker.ha.admission import HAAdmission
-from broker.ha.role import BrokerRoleState
+from broker.ha.group_transfer import GroupTransferService
 from broker.remoting.limits import RefusalLog
 from broker.store.results import PutMessageStatus
+from broker.store.role import BrokerRoleState
 
 if TYPE_CHECKING:
     from broker.acl.permission import AclChecker
@@ -59,14 +58,15 @@ class HAConnection:
         self.request_offset = -1  # its first report: where the transfer starts
         self.next_transfer = -1
         self.sent_end = -1  # end of what this connection was given: no ack may pass it
-        self.connected_at = time.monotonic()
+        self.connected_at = service.clock.monotonic_ms() / 1000
+        self.last_read_ms = service.clock.monotonic_ms()  # the slave's last report (housekeeping)
         self._first_report = asyncio.Event()
         self.new_data = asyncio.Event()  # set by the service on every put
         self._sent: deque[tuple[float, int]] = deque()  # (monotonic s, bytes) for the speed
         self.closed = False
 
     def transfer_speed(self) -> float:
-        now = time.monotonic()
+        now = self.service.clock.monotonic_ms() / 1000
         while self._sent and now - self._sent[0][0] > SPEED_WINDOW_S:
             self._sent.popleft()
         span = max(min(now - self.connected_at, SPEED_WINDOW_S), 1e-3)
@@ -76,6 +76,7 @@ class HAConnection:
         tasks = [
             asyncio.create_task(self._read_loop(), name=f"ha-read-{self.peer}"),
             asyncio.create_task(self._write_loop(), name=f"ha-write-{self.peer}"),
+            asyncio.create_task(self._housekeeping(), name=f"ha-housekeeping-{self.peer}"),
         ]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -104,11 +105,22 @@ class HAConnection:
             except (ConnectionError, OSError):
                 pass
 
-    async def _read_loop(self) -> None:
-        timeout_s = self.service.config.ha_housekeeping_interval_ms / 1000
+    async def _housekeeping(self) -> None:
+        """A slave silent for ``haHousekeepingInterval`` of the service's clock: TimeoutError
+        (the connection closes)."""
+        clock = self.service.clock
+        limit_ms = self.service.config.ha_housekeeping_interval_ms
         while True:
-            async with asyncio.timeout(timeout_s):
-                data = await self.reader.readexactly(wire.REPORT.size)
+            silent_ms = clock.monotonic_ms() - self.last_read_ms
+            if silent_ms >= limit_ms:
+                raise TimeoutError(f"slave {self.peer} silent for {silent_ms:.0f} ms")
+            await clock.sleep_ms(limit_ms - silent_ms)
+
+    async def _read_loop(self) -> None:
+        clock = self.service.clock
+        while True:
+            data = await self.reader.readexactly(wire.REPORT.size)
+            self.last_read_ms = clock.monotonic_ms()
             offset = wire.read_report(data)
             master_max = self.service.store.max_phy_offset
             if offset > master_max:
@@ -139,10 +151,10 @@ class HAConnection:
     async def _write_loop(self) -> None:
         await self._first_report.wait()
         cfg = self.service.config
-        heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
+        heartbeat_ms = cfg.ha_send_heartbeat_interval_ms
         batch = cfg.ha_transfer_batch_size_bytes
-        store = self.service.store
-        last_write = time.monotonic()
+        store, clock = self.service.store, self.service.clock
+        last_write = clock.monotonic_ms()
         while True:
             self.new_data.clear()  # before reading: a put after the read wakes the wait below
             data = store.commit_log.read(self.next_transfer, batch)
@@ -153,18 +165,14 @@ class HAConnection:
                 self.sent_end = self.next_transfer + len(data)
                 await self.writer.drain()
                 self.next_transfer += len(data)
-                self._sent.append((time.monotonic(), len(data)))
-                last_write = time.monotonic()
+                last_write = clock.monotonic_ms()
+                self._sent.append((last_write / 1000, len(data)))
                 continue
-            if time.monotonic() - last_write >= heartbeat_s:
+            if clock.monotonic_ms() - last_write >= heartbeat_ms:
                 self.writer.write(wire.build_header(self.next_transfer, 0))
                 await self.writer.drain()
-                last_write = time.monotonic()
-            try:
-                async with asyncio.timeout(heartbeat_s):
-                    await self.new_data.wait()
-            except TimeoutError:
-                pass
+                last_write = clock.monotonic_ms()
+            await sleep_unless_set(clock, self.new_data, heartbeat_ms)
 
 
 class HAService:
@@ -179,34 +187,41 @@ class HAService:
         role: BrokerRoleState,
         host: str,
         acl: AclChecker | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.config = config
         self.role = role
+        self.clock = clock
         self.host = host
         self.connections: list[HAConnection] = []
         self.push2slave_max = 0  # the best ack over all slaves (RocketMQ's push2SlaveMaxOffset)
         self._server: asyncio.Server | None = None
         self.port = self.config.ha_listen_port  # the bound port once started
         self.peer_names: dict[str, str] = {}  # HA connection peer -> the slave's node name
-        # (time.monotonic() s, push2slave_max) each time the best ack rose: replication lag
+        # (clock's monotonic s, push2slave_max) each time the best ack rose: replication lag
         # measured where the ack lands, without a poller's granularity (bench, haStatus)
         self.ack_history: deque[tuple[float, int]] = deque(maxlen=ACK_HISTORY_LEN)
         self._tasks: set[asyncio.Task] = set()
         self.admission = HAAdmission(self.config, acl)
-        self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (end, seq, future)
-        self._seq = itertools.count()
-        self.refusals = RefusalLog()  # refused peers, logged once a minute per host
+        self.transfer = GroupTransferService(clock)  # SYNC_MASTER puts waiting for an ack
+        self.refusals = RefusalLog(
+            monotonic_seconds(clock)
+        )  # refused peers, logged once a minute per host
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.store.add_dispatch_listener(self._on_put)
         self._server = await asyncio.start_server(
-            self._accept, host=self.host, port=self.config.ha_listen_port,
+            self._accept,
+            host=self.host,
+            port=self.config.ha_listen_port,
             limit=HA_READ_BUFFER_BYTES,
-        )  # fmt: skip
+        )
         self.port = self._server.sockets[0].getsockname()[1]
+        self.transfer.start()
         log.info("HA: listening for slaves on port %d", self.port)
 
     async def stop(self) -> None:
@@ -218,10 +233,7 @@ class HAService:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
-        for _end, _seq, fut in self._waiters:
-            if not fut.done():
-                fut.set_result(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
-        self._waiters.clear()
+        await self.transfer.stop()
 
     async def _accept(self, reader, writer) -> None:
         host, port = writer.get_extra_info("peername")[:2]
@@ -287,11 +299,8 @@ class HAService:
     def on_ack(self, offset: int) -> None:
         if offset > self.push2slave_max:
             self.push2slave_max = offset
-            self.ack_history.append((time.monotonic(), offset))
-        while self._waiters and self._waiters[0][0] <= self.push2slave_max:
-            _end, _seq, fut = heapq.heappop(self._waiters)
-            if not fut.done():
-                fut.set_result(PutMessageStatus.PUT_OK)
+            self.ack_history.append((self.clock.monotonic_ms() / 1000, offset))
+        self.transfer.on_ack(self.push2slave_max)
 
     def slave_ok(self, master_put_where: int) -> bool:
         """RocketMQ's isSlaveOK: a slave is connected and does not lag too far behind."""
@@ -308,14 +317,7 @@ class HAService:
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
         if self.push2slave_max >= end:
             return PutMessageStatus.PUT_OK
-        fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end, next(self._seq), fut))
-        try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                return await asyncio.shield(fut)
-        except TimeoutError:
-            log.warning("HA: no slave acknowledged offset %d within %d ms", end, timeout_ms)
-            return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        return await self.transfer.wait(end, timeout_ms)
 
     # -- status ---------------------------------------------------------------------------------
 
@@ -343,6 +345,9 @@ class HAService:
             "confirmOffset": min(in_sync) if in_sync else master_max,
             "slaves": slaves,
         }
+
+    def handlers(self) -> dict:
+        return {}
 
     def runtime_info(self) -> dict[str, object]:
         st = self.status()

@@ -12,20 +12,18 @@ backwards (RocketMQ issue #1094); an admin reset reaches a slave as an explicit 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.config import BrokerConfig
+from broker.loop_service import Periodic
+from broker.node_parts import PeerLinks
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.message_store import MessageStore
 from contracts.errors import RemotingError
-
-if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.node_parts import PeerLinks
-    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -42,33 +40,40 @@ class SlaveSynchronize:
         config: BrokerConfig,
         links: PeerLinks,
         master_addr: Callable[[], str | None],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.config = config
         self.client = links.client()  # tlsEnable, ACL signing
         self._master = master_addr
         self.rounds = 0  # completed rounds
-        self._task: asyncio.Task | None = None
+        self._loop = Periodic(
+            "slave-sync",
+            period_ms=config.slave_sync_interval_ms,
+            round_=self._round,
+            clock=clock,
+            stop_timeout_ms=0,
+        )
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="slave-sync")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._loop.stop()
         await self.client.close()
 
-    async def _loop(self) -> None:
-        interval_s = self.config.slave_sync_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await self.sync_all()
-            except RemotingError as exc:
-                log.info("slave sync: master unreachable: %s", exc)
-            except Exception:
-                log.exception("slave sync failed")
+    def handlers(self) -> dict:
+        return {}
+
+    def runtime_info(self) -> dict[str, object]:
+        return {}
+
+    async def _round(self) -> None:
+        try:
+            await self.sync_all()
+        except RemotingError as exc:
+            log.info("slave sync: master unreachable: %s", exc)
 
     async def _fetch(self, addr: str, code: RequestCode) -> dict:
         resp = await self.client.invoke(addr, RemotingCommand.request(code), TIMEOUT_MS)
@@ -82,11 +87,10 @@ class SlaveSynchronize:
             return False
         store = self.store
         topics = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
-        table = topics.get("topicConfigTable") or {}
-        if table != store.topic_config.table:
-            store.topic_config.table = dict(table)
-            store.topic_config.data_version = topics.get("dataVersion") or {}
-            store.topic_config.persist()
+        try:
+            store.topic_config.replace_from_master(topics)
+        except ValueError as exc:
+            raise RemotingError(f"{addr}: answer unusable: {exc}") from exc
         offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         try:
             store.consumer_offsets.merge_forward(offsets, f"master {addr}")
@@ -94,17 +98,16 @@ class SlaveSynchronize:
             raise RemotingError(f"{addr}: GET_ALL_CONSUMER_OFFSET answer unusable: {exc}") from exc
         store.consumer_offsets.persist_if_changed()
         delay = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
-        for level, off in (delay.get("offsetTable") or {}).items():
-            level = int(level)
-            store.delay_offsets.table[level] = max(
-                int(off), store.delay_offsets.table.get(level, 0)
-            )
-        store.delay_offsets.persist()
+        try:
+            delay_rose = store.delay_offsets.merge_forward(delay)
+        except ValueError as exc:
+            raise RemotingError(f"{addr}: GET_ALL_DELAY_OFFSET answer unusable: {exc}") from exc
+        if delay_rose:
+            store.delay_offsets.persist()
         groups = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        table = groups.get("subscriptionGroupTable") or {}
-        if table != store.subscription_groups.table:
-            store.subscription_groups.table = dict(table)
-            store.subscription_groups.data_version = groups.get("dataVersion") or {}
-            store.subscription_groups.persist()
+        try:
+            store.subscription_groups.replace_from_master(groups)
+        except ValueError as exc:
+            raise RemotingError(f"{addr}: answer unusable: {exc}") from exc
         self.rounds += 1
         return True

@@ -80,26 +80,19 @@ class OffsetLogService:
         await self.loop_service.stop()
         await self.writer.stop()
 
+    def master_writer(self) -> OffsetCommitWriter | None:
+        """The commit writer while this node is a master (a slave keeps RocketMQ's table
+        commit)."""
+        return self.writer if self.role.role.is_master else None
+
+    def catch_up(self) -> None:
+        """Apply what the log holds (and a master's slaves acknowledged) before answering a
+        query, so a just-promoted slave never answers from a table behind its log."""
+        self.applier.catch_up()
+
     def runtime_info(self) -> dict[str, object]:
         return {
             "offsetLogRecords": self.writer.records,
             "offsetLogApplied": self.applier.applied,
             "offsetLogOffset": self.applier.log_offset,
         }
-
-
-def writer_of(node) -> OffsetCommitWriter | None:
-    """The processors' hook: the node's offset commit writer while it is a master with
-    ``offsetCommitThroughLog`` on (a slave keeps RocketMQ's table commit)."""
-    service = node.offset_log
-    if service is None or not node.role.role.is_master:
-        return None
-    return service.writer
-
-
-def catch_up(node) -> None:
-    """The query hook: apply what the log holds (and a master's slaves acknowledged) before
-    answering, so a just-promoted slave never answers from a table behind its log."""
-    service = node.offset_log
-    if service is not None:
-        service.applier.catch_up()

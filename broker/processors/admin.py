@@ -6,18 +6,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.offset_log.service import catch_up, writer_of
+from broker.clock import SYSTEM_CLOCK
+from broker.live_config import LiveConfig
+from broker.offset_log.service import OffsetLogService
 from broker.processors.sendback import (
     create_topic_in_send_back,
     find_subscription_group,
     retry_topic,
 )
 from broker.processors.topics import TopicAdminProcessor
+from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError, StoreError
 from contracts.fastjson import loads_fastjson
 
@@ -39,7 +44,7 @@ class ConsumerManager:
     """group → {clientID: ClientInfo}, from heartbeats; members leave on unregister or when
     their connection closes. Membership changes notify the group (NOTIFY_CONSUMER_IDS_CHANGED)."""
 
-    def __init__(self, clock_ms=lambda: int(time.time() * 1000)) -> None:
+    def __init__(self, clock_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms) -> None:
         self.groups: dict[str, dict[str, ClientInfo]] = {}
         self.clock_ms = clock_ms
         self._watched: set[int] = set()
@@ -62,6 +67,10 @@ class ConsumerManager:
             self._notify(group)
         if not members:
             self.groups.pop(group, None)
+
+    async def scan_idle_round(self) -> None:
+        """One round of the node's idle-client scan (a ``Periodic``)."""
+        self.scan_idle()
 
     def scan_idle(self, max_idle_ms: int = CLIENT_IDLE_MAX_MS) -> list[tuple[str, str]]:
         """Drop members silent for more than ``max_idle_ms``; returns (group, clientID) pairs."""
@@ -124,10 +133,26 @@ class ConsumerManager:
 
 
 class AdminProcessor:
-    """Needs ``node`` with ``store`` and ``consumers`` (a ConsumerManager)."""
+    """Offsets, heartbeats and table dumps over ``store`` and ``consumers``; creates retry
+    topics and subscription groups (``config``: autoCreateSubscriptionGroup) and registers them
+    through ``registration``; topic admin needs the node's ``role``."""
 
-    def __init__(self, node) -> None:
-        self.node = node
+    def __init__(
+        self,
+        store: MessageStore,
+        config: LiveConfig,
+        role: BrokerRoleState,
+        consumers: ConsumerManager,
+        registration: NamesrvRegistration,
+        *,
+        offset_log: OffsetLogService | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.role = role
+        self.consumers = consumers
+        self.registration = registration
+        self.offset_log = offset_log  # offsetCommitThroughLog: commits are records
 
     def handlers(self) -> dict[int, object]:
         return {
@@ -145,13 +170,14 @@ class AdminProcessor:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self._dump(
                 lambda s: s.subscription_groups.to_json()
             ),
-            **TopicAdminProcessor(self.node).handlers(),
+            **TopicAdminProcessor(self.store, self.role, self.registration).handlers(),
         }
 
     async def query_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
-        store = self.node.store
+        store = self.store
         group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
-        catch_up(self.node)  # offsetCommitThroughLog: the table holds what the log holds
+        if self.offset_log is not None:  # the table holds what the log holds
+            self.offset_log.catch_up()
         offset = store.consumer_offsets.query(group, topic, qid)
         if offset >= 0:
             return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
@@ -166,13 +192,13 @@ class AdminProcessor:
         """Forward-only: a commit below the committed offset is ignored and answered SUCCESS
         (clients commit oneway and periodically; only an admin reset moves back); a commit
         above the queue's max offset is refused with SYSTEM_ERROR and logged."""
-        store = self.node.store
+        store = self.store
         group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
         offset = req.int_field("commitOffset")
         refusal = self._offset_refusal(req, topic, qid, offset)
         if refusal is not None:
             return refusal
-        writer = writer_of(self.node)  # offsetCommitThroughLog: a record in the log
+        writer = None if self.offset_log is None else self.offset_log.master_writer()
         try:
             if writer is not None:
                 await writer.commit(group, topic, qid, offset, conn.peer)
@@ -192,7 +218,7 @@ class AdminProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 remark=f"queueId {qid} and commitOffset {offset} must be >= 0",
             )
-        tc = self.node.store.topic_config.table.get(topic)
+        tc = self.store.topic_config.get(topic)
         if tc is None:
             return None
         nums = max(int(tc.get("readQueueNums", 0)), int(tc.get("writeQueueNums", 0)))
@@ -203,15 +229,15 @@ class AdminProcessor:
         return None
 
     async def max_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
-        off = self.node.store.get_max_offset_in_queue(req.field("topic"), req.int_field("queueId"))
+        off = self.store.get_max_offset_in_queue(req.field("topic"), req.int_field("queueId"))
         return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": off})
 
     async def min_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
-        off = self.node.store.get_min_offset_in_queue(req.field("topic"), req.int_field("queueId"))
+        off = self.store.get_min_offset_in_queue(req.field("topic"), req.int_field("queueId"))
         return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": off})
 
     async def search_by_time(self, conn, req: RemotingCommand) -> RemotingCommand:
-        off = self.node.store.get_offset_in_queue_by_time(
+        off = self.store.get_offset_in_queue_by_time(
             req.field("topic"), req.int_field("queueId"), req.int_field("timestamp")
         )
         return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": off})
@@ -236,25 +262,25 @@ class AdminProcessor:
             # RocketMQ (ClientManageProcessor.heartBeat): a consumer group's retry topic exists
             # from its first heartbeat on, so clients can route %RETRY%{group} before anything
             # was sent back; a new one is registered with the name servers before the answer.
-            sub = find_subscription_group(self.node, group)
+            sub = find_subscription_group(self.store, self.config, group)
             if sub is not None:
                 created |= create_topic_in_send_back(
-                    self.node, retry_topic(group), int(sub.get("retryQueueNums", 1)), PERM_RW
+                    self.store, retry_topic(group), int(sub.get("retryQueueNums", 1)), PERM_RW
                 )
-            self.node.consumers.heartbeat(conn, client_id, group, subs)
+            self.consumers.heartbeat(conn, client_id, group, subs)
         if created:
-            await self.node.register_all()
+            await self.registration.register_all()
         return req.make_response(ResponseCode.SUCCESS)
 
     async def unregister(self, conn, req: RemotingCommand) -> RemotingCommand:
         group = req.opt_field("consumerGroup")
         if group:
-            self.node.consumers.unregister(req.field("clientID"), group)
+            self.consumers.unregister(req.field("clientID"), group)
         return req.make_response(ResponseCode.SUCCESS)
 
     async def consumer_list(self, conn, req: RemotingCommand) -> RemotingCommand:
         group = req.field("consumerGroup")
-        ids = self.node.consumers.ids(group)
+        ids = self.consumers.ids(group)
         if not ids:
             return req.make_response(
                 ResponseCode.SYSTEM_ERROR, remark=f"no consumer of group {group} is online"
@@ -265,7 +291,7 @@ class AdminProcessor:
 
     def _dump(self, doc_of):
         async def handler(conn, req: RemotingCommand) -> RemotingCommand:
-            body = json.dumps(doc_of(self.node.store)).encode()
+            body = json.dumps(doc_of(self.store)).encode()
             return req.make_response(ResponseCode.SUCCESS, body=body)
 
         return handler

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.live_config import LiveConfig
 from broker.processors.request_service import RequestService
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -32,6 +33,7 @@ from broker.runtime_config import (
     properties_text,
     update_node_config,
 )
+from broker.store.message_store import MessageStore
 from contracts.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -56,9 +58,19 @@ def fastjson_mq_map(rows: list[dict], value_keys: tuple[str, ...] | None) -> str
 class BrokerConfigService(RequestService):
     """A node service answering codes 25, 26 and 202."""
 
-    def __init__(self, node) -> None:
-        super().__init__(node)
-        self.data_version = {"timestamp": int(time.time() * 1000), "counter": 0}
+    def __init__(
+        self,
+        store: MessageStore,
+        config: LiveConfig,
+        config_path: str | None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.store = store
+        self.config = config  # the node's one holder: an update assigns the new config there
+        self.config_path = config_path  # the broker.conf updates are written to (None: refused)
+        self.clock = clock
+        self.data_version = {"timestamp": clock.wall_ms(), "counter": 0}
         self.updates = 0
 
     def handlers(self) -> dict:
@@ -72,7 +84,7 @@ class BrokerConfigService(RequestService):
         return {"brokerConfigUpdates": self.updates}
 
     async def get_config(self, conn, req: RemotingCommand) -> RemotingCommand:
-        body = properties_text(config_properties(self.node.config, redact=True)).encode("utf-8")
+        body = properties_text(config_properties(self.config.current, redact=True)).encode("utf-8")
         return req.make_response(
             ResponseCode.SUCCESS,
             ext_fields={"version": json.dumps(self.data_version)},
@@ -90,7 +102,7 @@ class BrokerConfigService(RequestService):
             )
         try:
             updates = parse_properties(req.body.decode("utf-8"), where)
-            changes = update_node_config(self.node, updates)
+            changes = update_node_config(self.config, self.config_path, updates)
         except NotRuntimeKeyError as exc:
             return req.make_response(ResponseCode.NO_PERMISSION, remark=str(exc))
         except UnicodeDecodeError as exc:
@@ -104,7 +116,7 @@ class BrokerConfigService(RequestService):
             )
         self.updates += 1
         self.data_version = {
-            "timestamp": int(time.time() * 1000),
+            "timestamp": self.clock.wall_ms(),
             "counter": self.data_version["counter"] + 1,
         }
         doc = {k: {"from": a, "to": b} for k, (a, b) in changes.items()}
@@ -112,8 +124,8 @@ class BrokerConfigService(RequestService):
 
     def topic_stats_rows(self, topic: str) -> list[dict] | None:
         """Per write queue offsets of ``topic``; None when this node does not hold it."""
-        store = self.node.store
-        tc = store.topic_config.table.get(topic)
+        store = self.store
+        tc = store.topic_config.get(topic)
         if tc is None:
             return None
         rows = []
@@ -123,7 +135,7 @@ class BrokerConfigService(RequestService):
             rows.append(
                 {
                     "topic": topic,
-                    "brokerName": self.node.config.broker_name,
+                    "brokerName": self.config.broker_name,
                     "queueId": qid,
                     "minOffset": lo,
                     "maxOffset": hi,
@@ -133,12 +145,12 @@ class BrokerConfigService(RequestService):
         return rows
 
     def _store_time(self, topic: str, queue_id: int, offset: int) -> int:
-        cq = self.node.store.queues.get((topic, queue_id))
+        cq = self.store.queues.get((topic, queue_id))
         entry = cq.get(offset) if cq is not None else None
         if entry is None:
             return 0
         try:
-            return self.node.store.look_message_by_offset(entry[0]).store_timestamp
+            return self.store.look_message_by_offset(entry[0]).store_timestamp
         except Exception as exc:  # a record the log no longer holds: no time to show
             log.info("store time of %s/%d@%d unavailable: %s", topic, queue_id, offset, exc)
             return 0
@@ -149,7 +161,7 @@ class BrokerConfigService(RequestService):
         if rows is None:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                remark=f"topic[{topic}] not exist on {self.node.config.broker_addr}",
+                remark=f"topic[{topic}] not exist on {self.config.broker_addr}",
             )
         if str(req.opt_field("strictJson", "false")).lower() == "true":
             body = json.dumps({"offsetTable": rows})

@@ -27,10 +27,13 @@ from __future__ import annotations
 import json
 import logging
 
+from broker.live_config import LiveConfig
 from broker.processors.broker_config import fastjson_mq_map
 from broker.processors.request_service import RequestService
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts.errors import HaproofError
 
 log = logging.getLogger(__name__)
@@ -39,8 +42,10 @@ log = logging.getLogger(__name__)
 class OffsetAdminService(RequestService):
     """A node service answering GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET."""
 
-    def __init__(self, node) -> None:
-        super().__init__(node)
+    def __init__(self, store: MessageStore, config: LiveConfig, role: BrokerRoleState) -> None:
+        self.store = store
+        self.config = config
+        self.role = role
         self.resets = 0
 
     def handlers(self) -> dict:
@@ -55,16 +60,16 @@ class OffsetAdminService(RequestService):
     def progress(self, group: str, topic: str | None = None) -> list[dict] | None:
         """Per queue broker/consumer offsets of ``group``; None when the broker knows nothing of
         the group."""
-        store = self.node.store
+        store = self.store
         topics = store.consumer_offsets.topics_of(group)
-        known = bool(topics) or group in store.subscription_groups.table
+        known = bool(topics) or group in store.subscription_groups
         if topic is not None:
             topics = {topic}
         if not known:
             return None
         rows = []
         for t in sorted(topics):
-            tc = store.topic_config.table.get(t) or {}
+            tc = store.topic_config.get(t) or {}
             committed = store.consumer_offsets.queues_of(group, t)
             nums = int(tc.get("readQueueNums", 0))
             for qid in sorted(set(range(nums)) | set(committed)):
@@ -73,7 +78,7 @@ class OffsetAdminService(RequestService):
                 rows.append(
                     {
                         "topic": t,
-                        "brokerName": self.node.config.broker_name,
+                        "brokerName": self.config.broker_name,
                         "queueId": qid,
                         "brokerOffset": broker_off,
                         "consumerOffset": consumer_off,
@@ -85,7 +90,7 @@ class OffsetAdminService(RequestService):
     async def consume_stats(self, conn, req: RemotingCommand) -> RemotingCommand:
         group = req.field("consumerGroup")
         rows = self.progress(group, req.opt_field("topic") or None)
-        cfg = self.node.config
+        cfg = self.config
         if rows is None:
             return req.make_response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -94,7 +99,7 @@ class OffsetAdminService(RequestService):
         doc = {
             "brokerName": cfg.broker_name,
             "brokerAddr": cfg.broker_addr,
-            "brokerRole": self.node.role.role.value,
+            "brokerRole": self.role.role.value,
             "offsetTable": rows,
             "consumeTps": 0.0,
         }
@@ -103,16 +108,16 @@ class OffsetAdminService(RequestService):
     def reset(self, group: str, topic: str, queue_id: int, offset: int) -> int:
         """Rewind (or set) one committed offset; returns the previous one. Raises ValueError
         naming the bad field."""
-        store = self.node.store
-        tc = store.topic_config.table.get(topic)
+        store = self.store
+        tc = store.topic_config.get(topic)
         if tc is None:
-            raise ValueError(f"topic {topic!r} does not exist on {self.node.config.broker_addr}")
+            raise ValueError(f"topic {topic!r} does not exist on {self.config.broker_addr}")
         nums = int(tc.get("readQueueNums", 0))
         if not 0 <= queue_id < nums:
             raise ValueError(f"queueId {queue_id} out of range: {topic} has {nums} queue(s)")
         if offset < 0:
             raise ValueError(f"offset {offset} is negative")
-        if self.node.role.role.is_master:
+        if self.role.role.is_master:
             top = store.get_max_offset_in_queue(topic, queue_id)
             if offset > top:
                 raise ValueError(f"offset {offset} is beyond {topic}/{queue_id}'s max {top}")
@@ -127,10 +132,10 @@ class OffsetAdminService(RequestService):
         stored at or after ``timestamp_ms`` (the queue's max offset when none is). Without
         ``force`` only rewinds, as RocketMQ's isForce=false. One ``reset`` (so one recorded
         offset_reset) per queue whose offset changes."""
-        store = self.node.store
-        tc = store.topic_config.table.get(topic)
+        store = self.store
+        tc = store.topic_config.get(topic)
         if tc is None:
-            raise ValueError(f"topic {topic!r} does not exist on {self.node.config.broker_addr}")
+            raise ValueError(f"topic {topic!r} does not exist on {self.config.broker_addr}")
         if timestamp_ms < 0:
             raise ValueError(f"timestamp {timestamp_ms} is negative")
         queues = [queue_id] if queue_id >= 0 else list(range(int(tc.get("readQueueNums", 0))))
@@ -138,8 +143,13 @@ class OffsetAdminService(RequestService):
         for qid in queues:
             target = store.get_offset_in_queue_by_time(topic, qid, timestamp_ms)
             current = store.consumer_offsets.query(group, topic, qid)
-            row = {"topic": topic, "brokerName": self.node.config.broker_name, "queueId": qid,
-                   "offset": target, "previousOffset": current}  # fmt: skip
+            row = {
+                "topic": topic,
+                "brokerName": self.config.broker_name,
+                "queueId": qid,
+                "offset": target,
+                "previousOffset": current,
+            }
             if target == current or (not force and 0 <= current < target):
                 row["offset"], row["changed"] = current, False
             else:

@@ -18,10 +18,25 @@ import re
 
 from broker.acl.permission import request_resources
 from broker.processors.send_header import SEND_CODES, SendHeaderError, send_header
-from broker.processors.topics import SYSTEM_TOPICS, TOPIC_MAX_LENGTH
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 
+TOPIC_MAX_LENGTH = 127
+# RocketMQ TopicValidator's system topics that an update may not touch.
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len("%RETRY%")
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 _SHOWN_CHARS = 60  # a bad name is quoted in the remark up to this many characters

@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.clock import SYSTEM_CLOCK, Clock, sleep_unless_set
 from broker.ha.read_advice import MASTER_ID, suggest_which_broker_id, total_physical_memory_bytes
-from broker.offset_log.service import writer_of
+from broker.live_config import LiveConfig
+from broker.offset_log.service import OffsetLogService
+from broker.processors.admin import ConsumerManager
+from broker.processors.runtime import BrokerStats
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.message_store import MessageStore
 from broker.store.results import GetMessageResult, GetMessageStatus
 from contracts.errors import StoreError
 from contracts.record.properties import tags_hash_code
@@ -57,10 +62,13 @@ def _opt_int(req: RemotingCommand, name: str, default: int = 0) -> int:
 
 
 class LongPollWaiters:
-    """Pull requests parked until their queue grows. ``on_dispatch`` runs on any thread."""
+    """Pull requests parked until their queue grows or their suspension ends on ``clock``
+    (RocketMQ's PullRequestHoldService). ``on_dispatch`` runs on any thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock = SYSTEM_CLOCK) -> None:
         self.loop = loop
+        self.clock = clock
+        self.closed = False  # the node is stopping: a woken pull answers at once
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
 
     def on_dispatch(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -76,20 +84,17 @@ class LongPollWaiters:
 
     async def wait(self, key: tuple[str, int], grown, timeout_ms: int) -> None:
         """Park until ``grown()`` holds (checked after registering: no lost wake-up)."""
-        deadline = self.loop.time() + timeout_ms / 1000
+        deadline_ms = self.clock.monotonic_ms() + timeout_ms
         while not grown():
-            remaining = deadline - self.loop.time()
-            if remaining <= 0:
+            remaining_ms = deadline_ms - self.clock.monotonic_ms()
+            if remaining_ms <= 0:
                 return
             event = asyncio.Event()
             self._waiters.setdefault(key, set()).add(event)
             try:
                 if grown():
                     return
-                try:
-                    async with asyncio.timeout(remaining):
-                        await event.wait()
-                except TimeoutError:
+                if not await sleep_unless_set(self.clock, event, remaining_ms):
                     return
             finally:
                 waiters = self._waiters.get(key)
@@ -102,17 +107,38 @@ class LongPollWaiters:
         for key in list(self._waiters):
             self._wake(key)
 
+    def close(self) -> None:
+        """The node stops: every suspended pull answers now, and none waits again."""
+        self.closed = True
+        self.wake_all()
+
 
 class PullProcessor:
-    """Needs ``node`` with ``store``, ``consumers`` (subscriptions) and ``long_poll``."""
+    """Reads ``store``; ``consumers`` hold the subscriptions, ``long_poll`` the suspended pulls;
+    ``config`` is read at every pull (read-from-slave advice keys change at runtime); counts
+    gets in ``stats`` when given."""
 
-    def __init__(self, node) -> None:
-        self.node = node
+    def __init__(
+        self,
+        store: MessageStore,
+        config: LiveConfig,
+        consumers: ConsumerManager,
+        long_poll: LongPollWaiters,
+        stats: BrokerStats | None = None,
+        *,
+        offset_log: OffsetLogService | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.consumers = consumers
+        self.long_poll = long_poll
+        self.stats = stats
+        self.offset_log = offset_log  # offsetCommitThroughLog: a pull's commit is a record
         # The machine's memory, for read-from-slave advice (tests inject a small one).
         self.physical_memory_bytes = total_physical_memory_bytes()
 
     async def pull(self, conn, req: RemotingCommand) -> RemotingCommand:
-        store = self.node.store
+        store = self.store
         group = req.field("consumerGroup")
         topic = req.field("topic")
         queue_id = req.int_field("queueId")
@@ -120,7 +146,7 @@ class PullProcessor:
         max_msgs = max(1, min(req.int_field("maxMsgNums"), 1024))
         sys_flag = _opt_int(req, "sysFlag")
         suspend_ms = min(_opt_int(req, "suspendTimeoutMillis"), MAX_SUSPEND_MS)
-        if topic not in store.topic_config.table:
+        if topic not in store.topic_config:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
                 remark=f"topic[{topic}] not exist, apply first please!",
@@ -128,27 +154,26 @@ class PullProcessor:
         if sys_flag & PULL_FLAG_SUBSCRIPTION or req.opt_field("subscription") is not None:
             expression = req.opt_field("subscription", "*")
         else:
-            expression = self.node.consumers.subscription(group, topic)
+            expression = self.consumers.subscription(group, topic)
         tag_codes = parse_tag_codes(expression)
         is_master = store.role.is_master
 
         result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
         code = pull_code(result.status, offset, is_master)
         if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_FLAG_SUSPEND and suspend_ms > 0:
-            await self.node.long_poll.wait(
+            long_poll = self.long_poll
+            await long_poll.wait(
                 (topic, queue_id),
-                lambda: (
-                    store.get_max_offset_in_queue(topic, queue_id) > offset or not self.node.running
-                ),
+                lambda: store.get_max_offset_in_queue(topic, queue_id) > offset or long_poll.closed,
                 suspend_ms,
             )
             result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
             code = pull_code(result.status, offset, is_master)
-        if self.node.stats is not None:
-            self.node.stats.on_get(result.found, len(result.records))
+        if self.stats is not None:
+            self.stats.on_get(result.found, len(result.records))
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
             commit = _opt_int(req, "commitOffset", -1)
-            writer = writer_of(self.node)  # offsetCommitThroughLog: a record in the log
+            writer = None if self.offset_log is None else self.offset_log.master_writer()
             if commit >= 0 and writer is not None:
                 writer.commit_soon(group, topic, queue_id, commit, conn.peer)
             elif commit >= 0:
@@ -159,7 +184,7 @@ class PullProcessor:
         suggest = MASTER_ID
         if is_master:
             suggest = suggest_which_broker_id(
-                self.node.config,
+                self.config,
                 store.max_phy_offset,
                 result.max_phy_offset_pulled,
                 self.physical_memory_bytes,

@@ -4,16 +4,14 @@ starting and stopping it does nothing; the node registers its ``handlers()`` wit
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from broker.node_service import Handler
 
-Handler = Callable[..., Awaitable]
+__all__ = ["Handler", "RequestService"]
 
 
 class RequestService:
-    """Subclasses answer request codes (``handlers()``) and may add ``runtime_info()`` keys."""
-
-    def __init__(self, node) -> None:
-        self.node = node
+    """Subclasses answer request codes (``handlers()``) and may add ``runtime_info()`` keys;
+    each takes the collaborators it uses in its own constructor."""
 
     async def start(self) -> None:
         """Nothing to start: the service only answers requests."""
@@ -23,3 +21,6 @@ class RequestService:
 
     def handlers(self) -> dict[int, Handler]:
         raise NotImplementedError
+
+    def runtime_info(self) -> dict[str, object]:
+        return {}

@@ -3,24 +3,28 @@ BrokerStats, reduced to what haproof keeps).
 
 The answer's body is a KVTable, ``{"table": {key: string}}``, with RocketMQ's key names where
 they apply (AdminBrokerProcessor.prepareRuntimeInfo / DefaultMessageStore.getRuntimeInfo) plus
-what the node's services add through ``node.runtime_info()`` (HA, archive lag, delay offsets).
+what the node's services add through its ``RuntimeInfoTable`` (HA, archive lag, delay offsets).
 TPS values are RocketMQ's "10 s, 1 min, 10 min" triple ("%.2f %.2f %.2f") over once-a-second
 samples.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import datetime
 import json
 import logging
 import shutil
-import time
 from collections.abc import Callable
 
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.live_config import LiveConfig
+from broker.loop_service import Periodic
+from broker.node_service import RuntimeInfoTable
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +34,7 @@ TPS_WINDOWS_S = (10, 60, 600)
 
 
 def time_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 class BrokerStats:
@@ -45,6 +49,7 @@ class BrokerStats:
         self.get_miss = 0
         self.get_transferred = 0  # messages handed to consumers
         self._samples: collections.deque = collections.deque(maxlen=max(TPS_WINDOWS_S) + 2)
+        self.samples_taken = 0
         self._day = self._today()
         self.put_today_morning = self.put_yesterday_morning = 0
         self.get_today_morning = self.get_yesterday_morning = 0
@@ -81,6 +86,7 @@ class BrokerStats:
         self._samples.append(
             (now, self.put_times, self.get_found, self.get_miss, self.get_transferred)
         )
+        self.samples_taken += 1
 
     def _tps(self, index: int) -> str:
         if len(self._samples) < 2:
@@ -132,49 +138,56 @@ class BrokerStats:
 
 
 class RuntimeInfoService:
-    """A node service: samples the node's ``stats`` every second, answers code 28."""
+    """A node service: samples ``stats`` every second on ``clock``, answers code 28 with the
+    store's figures and every service's keys (``info``, the node's table)."""
 
-    def __init__(self, node, stats: BrokerStats) -> None:
-        self.node = node
+    def __init__(
+        self,
+        store: MessageStore,
+        config: LiveConfig,
+        role: BrokerRoleState,
+        stats: BrokerStats,
+        info: RuntimeInfoTable,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.role = role
         self.stats = stats
-        self._task: asyncio.Task | None = None
+        self.info = info
+        self._sampler = Periodic(
+            "runtime-stats", period_ms=SAMPLE_INTERVAL_MS, round_=self._sample, clock=clock
+        )
 
     def handlers(self) -> dict:
         return {RequestCode.GET_BROKER_RUNTIME_INFO: self.get_runtime_info}
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._sample_loop())
+        self._sampler.start()
 
-    async def _sample_loop(self) -> None:
-        while True:
-            await asyncio.sleep(SAMPLE_INTERVAL_MS / 1000)
-            self.stats.sample()
+    async def _sample(self) -> None:
+        self.stats.sample()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._sampler.stop()
 
     def table(self) -> dict[str, str]:
-        store = self.node.store
+        store = self.store
         table = {
             "brokerVersionDesc": BROKER_VERSION_DESC,
-            "brokerName": self.node.config.broker_name,
-            "brokerRole": self.node.role.role.value,
-            "epoch": str(self.node.role.epoch),
+            "brokerName": self.config.broker_name,
+            "brokerRole": self.role.role.value,
+            "epoch": str(self.role.epoch),
             "commitLogMaxOffset": str(store.max_phy_offset),
             "commitLogMinOffset": str(store.min_phy_offset),
             "dispatchBehindBytes": str(max(0, store.max_phy_offset - store.dispatched_offset)),
             # as RocketMQ's DefaultMessageStore.getRuntimeInfo (mqadmin clusterList reads them)
             "earliestMessageTimeStamp": str(self._earliest_store_time_ms()),
-            "commitLogDiskRatio": self._disk_ratio(self.node.config.store_path_commit_log),
-            "consumeQueueDiskRatio": self._disk_ratio(self.node.config.store_path_root_dir),
+            "commitLogDiskRatio": self._disk_ratio(self.config.store_path_commit_log),
+            "consumeQueueDiskRatio": self._disk_ratio(self.config.store_path_root_dir),
         }
-        table.update(self.node.runtime_info())  # every service's keys, this one's included
+        table.update(self.info.table())  # every service's keys, this one's included
         return table
 
     def runtime_info(self) -> dict[str, str]:
@@ -182,7 +195,7 @@ class RuntimeInfoService:
 
     def _earliest_store_time_ms(self) -> int:
         """Store time of the first record the commit log holds (0: empty or unreadable)."""
-        store = self.node.store
+        store = self.store
         if store.max_phy_offset <= store.min_phy_offset:
             return 0
         try:

@@ -8,22 +8,22 @@ import asyncio
 import logging
 import random
 import struct
-from typing import TYPE_CHECKING
 
 from broker.config_checks import parse_delay_levels
+from broker.ha.role_services import RoleServices
+from broker.live_config import LiveConfig
+from broker.node_parts import TopicAutoCreate
+from broker.processors.runtime import BrokerStats
 from broker.processors.send_header import SendHeaderError, send_header
 from broker.remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Eager
 from broker.store import delay
+from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
 from contracts.record.builder import encode_message
 from contracts.record.model import Message
 from contracts.record.properties import properties_to_string, string_to_properties
-
-if TYPE_CHECKING:
-    from broker.ha.role_services import RoleServices
-    from broker.processors.runtime import BrokerStats
 
 log = logging.getLogger(__name__)
 
@@ -119,22 +119,27 @@ def encode_batch(messages: list[tuple[int, bytes, dict[str, str]]]) -> bytes:
 
 
 class SendProcessor:
-    """Needs ``node`` with ``store``, ``config`` and ``ensure_topic(topic, default, nums)``;
+    """Puts into ``store``; a topic it does not hold is created by ``topics`` when allowed;
     counts puts in ``stats`` and waits for the slaves through ``replication`` (the node's
-    role services) when given."""
+    role services) when given. ``config`` is read at every put (maxMessageSize changes at
+    runtime)."""
 
     def __init__(
         self,
-        node,
+        store: MessageStore,
+        config: LiveConfig,
+        topics: TopicAutoCreate,
         stats: BrokerStats | None = None,
         replication: RoleServices | None = None,
     ) -> None:
-        self.node = node
+        self.store = store
+        self.config = config
+        self.topics = topics
         self.stats = stats
         self.replication = replication
-        self.levels_ms = parse_delay_levels(node.config.message_delay_level)
+        self.levels_ms = parse_delay_levels(config.message_delay_level)
         self._topics: dict[str, tuple[dict, tuple[int, int, int]]] = {}
-        self._created = AutoCreateCap(node.config.auto_create_topic_max_per_client)
+        self._created = AutoCreateCap(config.auto_create_topic_max_per_client)
 
     def handlers(self) -> dict:
         """Sends start eagerly in the read loop (broker/remoting/connection.Eager)."""
@@ -148,20 +153,19 @@ class SendProcessor:
         replication = self.replication
         if replication is None or replication.ha is None:
             return result.status  # nothing to wait for: skip a coroutine per message
-        return await replication.await_replication(result, self.node.config.sync_flush_timeout_ms)
+        return await replication.await_replication(result, self.config.sync_flush_timeout_ms)
 
     def _topic(self, topic: str, default_topic: str | None, default_nums: int, host: str = ""):
         """(perm, writeQueueNums, max(write, read)) of ``topic``, created when allowed; cached
         while the topic's config object stays the one in the table. None: no such topic."""
-        table = self.node.store.topic_config.table
-        tc = table.get(topic)
+        tc = self.store.topic_config.get(topic)
         cached = self._topics.get(topic)
         if cached is not None and cached[0] is tc:
             return cached[1]
         created = tc is None
         if created and not self._created.allows(host):
             return None  # this client created its share of topics already
-        tc = self.node.ensure_topic(topic, default_topic, default_nums)
+        tc = self.topics.ensure_topic(topic, default_topic, default_nums)
         if tc is None:
             return None
         if created:
@@ -255,7 +259,7 @@ class SendProcessor:
     async def put(self, msg: Message):
         """Store one message (through the schedule topic when it has a DELAY level) and wait for
         replication; returns (PutMessageResult, final status). Used by send and send-back."""
-        store = self.node.store
+        store = self.store
         tags_code = None
         if delay.to_schedule(msg, self.levels_ms):
             level = delay.delay_level(msg.properties)
@@ -288,8 +292,8 @@ class SendProcessor:
             return req.make_response(
                 ResponseCode.MESSAGE_ILLEGAL, remark="batch messages cannot have a delay level"
             )
-        store = self.node.store
-        host = self.node.config.store_host
+        store = self.store
+        host = self.config.store_host
         encoded = []
         for i, (flag, body, props) in enumerate(items):
             merged = {**header_props, **props} if header_props else props
@@ -300,7 +304,7 @@ class SendProcessor:
                 return req.make_response(
                     ResponseCode.MESSAGE_ILLEGAL, remark=f"batch message {i}: {exc}"
                 )
-            if len(enc.data) > self.node.config.max_message_size_bytes:
+            if len(enc.data) > self.config.max_message_size_bytes:
                 return req.make_response(
                     ResponseCode.MESSAGE_ILLEGAL,
                     remark=f"batch message {i}: {len(enc.data)} bytes exceeds maxMessageSize",
@@ -361,11 +365,10 @@ class AutoCreateCap:
 
 
 def _born_host(conn) -> tuple[str, int]:
-    cached = getattr(conn, "attrs", {}).get("born_host")
+    cached = conn.attrs.get("born_host")
     if cached is not None:
         return cached
     host, _, port = conn.peer.rpartition(":")
     value = (host or "127.0.0.1", int(port) if port.isdigit() else 0)
-    if hasattr(conn, "attrs"):
-        conn.attrs["born_host"] = value
+    conn.attrs["born_host"] = value
     return value

@@ -14,10 +14,13 @@ from __future__ import annotations
 import logging
 import random
 
+from broker.live_config import LiveConfig
+from broker.processors.send import SendProcessor
+from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import topic_config
 from broker.store.delay import SCHEDULE_TOPIC
+from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
 from contracts.record.model import Message
 from contracts.record.properties import (
@@ -34,7 +37,6 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 DLQ_NUMS_PER_GROUP = 1
 PERM_READ, PERM_WRITE = 0x4, 0x2
-DEFAULT_RETRY_MAX_TIMES = 16
 
 _CODES = {
     PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -52,47 +54,17 @@ def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
-def subscription_group_config(group: str) -> dict:
-    """RocketMQ SubscriptionGroupConfig defaults."""
-    return {
-        "groupName": group,
-        "consumeEnable": True,
-        "consumeFromMinEnable": True,
-        "consumeBroadcastEnable": True,
-        "retryQueueNums": 1,
-        "retryMaxTimes": DEFAULT_RETRY_MAX_TIMES,
-        "brokerId": 0,
-        "whichBrokerWhenConsumeSlowly": 1,
-        "notifyConsumerIdsChangedEnable": True,
-    }
-
-
-def find_subscription_group(node, group: str) -> dict | None:
+def find_subscription_group(store: MessageStore, config: LiveConfig, group: str) -> dict | None:
     """RocketMQ SubscriptionGroupManager.findSubscriptionGroupConfig: the group's config,
     created with the defaults when ``autoCreateSubscriptionGroup`` (default true)."""
-    groups = node.store.subscription_groups
-    sub = groups.table.get(group)
-    if sub is None:
-        auto = str(node.config.extra.get("autoCreateSubscriptionGroup", "true"))
-        if auto.lower() != "true":
-            return None
-        sub = subscription_group_config(group)
-        groups.put(group, sub)
-        groups.persist()
-        log.info("auto-created subscription group %s", group)
-    return sub
+    auto = str(config.extra.get("autoCreateSubscriptionGroup", "true"))
+    return store.subscription_groups.find(group, auto_create=auto.lower() == "true")
 
 
-def create_topic_in_send_back(node, topic: str, queue_nums: int, perm: int) -> bool:
+def create_topic_in_send_back(store: MessageStore, topic: str, queue_nums: int, perm: int) -> bool:
     """RocketMQ createTopicInSendMessageBackMethod: an existing config wins; True when the
     topic was created now (the caller then registers with the name servers)."""
-    table = node.store.topic_config
-    if table.table.get(topic) is not None:
-        return False
-    table.put(topic, topic_config(topic, queue_nums, perm))
-    table.persist()
-    log.info("created topic %s (%d queues, perm %d)", topic, queue_nums, perm)
-    return True
+    return store.topic_config.create_in_send_back(topic, queue_nums, perm)
 
 
 def foreign_record(rec, origin_topic: str | None, group: str) -> str | None:
@@ -118,21 +90,30 @@ def foreign_record(rec, origin_topic: str | None, group: str) -> str | None:
 
 
 class SendBackProcessor:
-    """Needs ``node`` (store, config, request_register) and the node's SendProcessor."""
+    """Sends a consumed message back to its group's retry topic (or DLQ) through the node's
+    SendProcessor ``send``; a retry topic it creates is registered through ``registration``."""
 
-    def __init__(self, node, send) -> None:
-        self.node = node
+    def __init__(
+        self,
+        store: MessageStore,
+        config: LiveConfig,
+        send: SendProcessor,
+        registration: NamesrvRegistration,
+    ) -> None:
+        self.store = store
+        self.config = config
         self.send = send
+        self.registration = registration
 
     def handlers(self) -> dict:
         return {RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
 
     def find_group(self, group: str) -> dict | None:
-        return find_subscription_group(self.node, group)
+        return find_subscription_group(self.store, self.config, group)
 
     def create_topic(self, topic: str, queue_nums: int, perm: int) -> None:
-        if create_topic_in_send_back(self.node, topic, queue_nums, perm):
-            self.node.request_register()
+        if create_topic_in_send_back(self.store, topic, queue_nums, perm):
+            self.registration.request()
 
     async def send_back(self, conn, req: RemotingCommand) -> RemotingCommand:
         group = req.field("group")
@@ -153,7 +134,7 @@ class SendBackProcessor:
         if retry_nums <= 0:  # RocketMQ: the group keeps no retries; the message is dropped
             return req.make_response(ResponseCode.SUCCESS)
         try:
-            rec = self.node.store.look_message_by_offset(offset)
+            rec = self.store.look_message_by_offset(offset)
         except Exception as exc:
             return req.make_response(
                 ResponseCode.SYSTEM_ERROR,

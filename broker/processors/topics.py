@@ -13,28 +13,16 @@ from __future__ import annotations
 import logging
 import re
 
+from broker.processors.names import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, TOPIC_MAX_LENGTH
+from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 
 log = logging.getLogger(__name__)
 
-TOPIC_MAX_LENGTH = 127
 _TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-# RocketMQ TopicValidator's system topics that an update may not touch.
-SYSTEM_TOPICS = frozenset(
-    {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 
@@ -52,17 +40,21 @@ def topic_name_problem(topic: str) -> str | None:
 
 
 class TopicAdminProcessor:
-    """Needs ``node`` with ``role`` (its role state), ``store`` (topic_config) and
-    ``register_all()``."""
+    """Writes ``store``'s topic table while ``role`` is a master's; registers the change through
+    ``registration`` before answering."""
 
-    def __init__(self, node) -> None:
-        self.node = node
+    def __init__(
+        self, store: MessageStore, role: BrokerRoleState, registration: NamesrvRegistration
+    ) -> None:
+        self.store = store
+        self.role = role
+        self.registration = registration
 
     def handlers(self) -> dict[int, object]:
         return {RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create}
 
     async def update_and_create(self, conn, req: RemotingCommand) -> RemotingCommand:
-        if not self.node.role.role.is_master:
+        if not self.role.role.is_master:
             return req.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 remark="Can't modify topic or subscription group from slave broker, "
@@ -88,9 +80,7 @@ class TopicAdminProcessor:
             "topicSysFlag": int(req.int_field("topicSysFlag") if sys_flag else 0),
             "order": (req.opt_field("order") or "false").lower() == "true",
         }
-        configs = self.node.store.topic_config
-        configs.put(topic, tc)
-        configs.persist()
+        self.store.topic_config.put(topic, tc)
         log.info("topic %s created/updated by %s: %s", topic, conn.peer, tc)
-        await self.node.register_all()
+        await self.registration.register_all()
         return req.make_response(ResponseCode.SUCCESS)

@@ -29,9 +29,12 @@ async def connect(
         async with asyncio.timeout(timeout_ms / 1000):
             loop = asyncio.get_running_loop()
             _, conn = await loop.create_connection(
-                lambda: Connection(dict(processors or {})), host, port, ssl=ssl,
+                lambda: Connection(dict(processors or {})),
+                host,
+                port,
+                ssl=ssl,
                 server_hostname=host if ssl is not None else None,
-            )  # fmt: skip
+            )
     except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
         raise ConnectionClosedError(f"{addr}: cannot connect: {exc!r}") from exc
     return conn

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import types
 from collections.abc import Awaitable, Callable
 
 from broker.remoting.codec import FrameReader, encode_frame
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import FrameError, MissingFieldError, RemotingCommand
-from broker.remoting.limits import ConnectionGuard
+from broker.remoting.limits import SYSTEM_SECONDS, ConnectionGuard
 from contracts.errors import HaproofError, RemotingError
 
 log = logging.getLogger(__name__)
@@ -89,7 +88,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._frames = FrameReader(self.peer)
         self._guard = guard  # a server's limits (None: a client's connection, unbounded)
-        self._clock = guard.clock if guard is not None else time.monotonic
+        self._clock = guard.clock if guard is not None else SYSTEM_SECONDS
         self.last_io_s = self._clock()  # last read or write, for the idle timeout
         self.frame_started_s: float | None = None  # first byte of the partial frame held
         self._pending: dict[int, asyncio.Future] = {}

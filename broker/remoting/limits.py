@@ -24,13 +24,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import resource
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+from broker.clock import SYSTEM_CLOCK, monotonic_seconds
 
 log = logging.getLogger("broker.remoting.limits")
 
-Clock = Callable[[], float]  # seconds, monotonic
+SecondsClock = Callable[[], float]  # seconds, monotonic
+SYSTEM_SECONDS: SecondsClock = monotonic_seconds(SYSTEM_CLOCK)
 
 DEFAULT_IDLE_TIMEOUT_MS = 120_000
 DEFAULT_FRAME_READ_TIMEOUT_MS = 30_000
@@ -38,6 +41,21 @@ DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_CONNECTIONS_PER_HOST = 1024
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_UNREAD_BYTES = 64 * 1024 * 1024
+
+
+class RemotingKeys(Protocol):
+    """The remoting keys of a broker's config (``BrokerConfig`` has them)."""
+
+    @property
+    def server_channel_max_idle_time_s(self) -> int: ...
+    @property
+    def remoting_frame_read_timeout_ms(self) -> int: ...
+    @property
+    def remoting_max_connections(self) -> int: ...
+    @property
+    def remoting_max_pending_bytes(self) -> int: ...
+    @property
+    def remoting_max_connections_per_host(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -50,10 +68,15 @@ class ServerLimits:
     max_connections_per_host: int = DEFAULT_MAX_CONNECTIONS_PER_HOST
 
     def __post_init__(self) -> None:
-        positive = ("idle_timeout_ms", "frame_read_timeout_ms", "max_connections")
-        for name in (*positive, "max_connections_per_host"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        positive = {
+            "idle_timeout_ms": self.idle_timeout_ms,
+            "frame_read_timeout_ms": self.frame_read_timeout_ms,
+            "max_connections": self.max_connections,
+            "max_connections_per_host": self.max_connections_per_host,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
         if self.max_pending_bytes < 64 * 1024:
             raise ValueError(
                 f"max_pending_bytes must be at least 64 KiB, got {self.max_pending_bytes}"
@@ -66,21 +89,14 @@ class ServerLimits:
         return max(10, min(1000, shortest // 4))
 
     @classmethod
-    def from_config(cls, config) -> ServerLimits:
-        """From a BrokerConfig (its remoting keys), defaults for any it lacks."""
+    def from_config(cls, config: RemotingKeys) -> ServerLimits:
+        """From a broker's config (its remoting keys)."""
         return cls(
-            idle_timeout_ms=1000
-            * getattr(config, "server_channel_max_idle_time_s", DEFAULT_IDLE_TIMEOUT_MS // 1000),
-            frame_read_timeout_ms=getattr(
-                config, "remoting_frame_read_timeout_ms", DEFAULT_FRAME_READ_TIMEOUT_MS
-            ),
-            max_connections=getattr(config, "remoting_max_connections", DEFAULT_MAX_CONNECTIONS),
-            max_pending_bytes=getattr(
-                config, "remoting_max_pending_bytes", DEFAULT_MAX_PENDING_BYTES
-            ),
-            max_connections_per_host=getattr(
-                config, "remoting_max_connections_per_host", DEFAULT_MAX_CONNECTIONS_PER_HOST
-            ),
+            idle_timeout_ms=1000 * config.server_channel_max_idle_time_s,
+            frame_read_timeout_ms=config.remoting_frame_read_timeout_ms,
+            max_connections=config.remoting_max_connections,
+            max_pending_bytes=config.remoting_max_pending_bytes,
+            max_connections_per_host=config.remoting_max_connections_per_host,
         )
 
 
@@ -95,8 +111,10 @@ def fit_to_fd_limit(limits: ServerLimits) -> ServerLimits:
     fitted = max(1, soft - FD_RESERVE)
     log.warning(
         "remoting: max connections %d lowered to %d: the open-file limit is %d (ulimit -n)",
-        limits.max_connections, fitted, soft,
-    )  # fmt: skip
+        limits.max_connections,
+        fitted,
+        soft,
+    )
     return dataclasses.replace(limits, max_connections=fitted)
 
 
@@ -109,8 +127,9 @@ class RefusalLog:
     """Logs a refusal once per ``interval_s`` for each (kind, host), counting the rest; the
     table is bounded (the oldest key goes first), so a flood from many hosts costs no memory."""
 
-    def __init__(self, clock: Clock = time.monotonic, interval_s: float = 60.0,
-                 max_keys: int = 1024) -> None:  # fmt: skip
+    def __init__(
+        self, clock: SecondsClock = SYSTEM_SECONDS, interval_s: float = 60.0, max_keys: int = 1024
+    ) -> None:
         self.clock, self.interval_s, self.max_keys = clock, interval_s, max_keys
         self._seen: dict[tuple[str, str], list] = {}  # key -> [last logged at, suppressed]
         self.total = 0  # every refusal, logged or not (tests, status)
@@ -138,7 +157,9 @@ class ConnectionGuard:
     when made, ``account`` after each read, ``release`` when closed; the server calls ``sweep``
     every ``limits.sweep_interval_ms`` (or a test calls it with its own clock)."""
 
-    def __init__(self, limits: ServerLimits | None = None, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, limits: ServerLimits | None = None, clock: SecondsClock = SYSTEM_SECONDS
+    ) -> None:
         self.limits = limits or ServerLimits()
         self.clock = clock
         self.connections: set = set()
@@ -150,10 +171,11 @@ class ConnectionGuard:
     def admit(self, conn) -> bool:
         if len(self.connections) >= self.limits.max_connections:
             self.refusals.refuse(
-                "refused connection from", conn.peer,
+                "refused connection from",
+                conn.peer,
                 f"{len(self.connections)} connections open (remotingMaxConnections="
                 f"{self.limits.max_connections})",
-            )  # fmt: skip
+            )
             return False
         host = peer_host_of(conn.peer)
         held = self.per_host.get(host, 0)
@@ -189,20 +211,22 @@ class ConnectionGuard:
             if self.pending_bytes <= self.limits.max_pending_bytes:
                 break
             self.refusals.refuse(
-                "dropped", victim.peer,
+                "dropped",
+                victim.peer,
                 f"partial frames hold {self.pending_bytes} bytes over all connections "
                 f"(remotingMaxPendingBytes={self.limits.max_pending_bytes}); this one's "
                 f"{self._partial.get(victim, 0)} bytes are the oldest",
-            )  # fmt: skip
+            )
             victim.abort_with("partial-frame budget exceeded")  # releases: pending drops
 
     def check_unread(self, conn, unread: int) -> None:
         """Called after each write: a peer sitting on too many unread responses goes."""
         if unread > self.limits.max_unread_bytes:
             self.refusals.refuse(
-                "dropped", conn.peer,
+                "dropped",
+                conn.peer,
                 f"{unread} bytes of responses unread (at most {self.limits.max_unread_bytes})",
-            )  # fmt: skip
+            )
             conn.abort_with("responses left unread")
 
     def sweep(self, now: float | None = None) -> None:
@@ -214,15 +238,17 @@ class ConnectionGuard:
             started = conn.frame_started_s
             if started is not None and now - started > frame_s:
                 self.refusals.refuse(
-                    "dropped", conn.peer,
+                    "dropped",
+                    conn.peer,
                     f"a frame in progress for over {self.limits.frame_read_timeout_ms} ms "
                     f"({conn.pending_bytes} bytes so far)",
-                )  # fmt: skip
+                )
                 conn.abort_with("frame read deadline passed")
             elif now - conn.last_io_s > idle_s and not conn.busy:
                 self.refusals.refuse(
-                    "closed idle", conn.peer,
+                    "closed idle",
+                    conn.peer,
                     f"nothing read or written for over {self.limits.idle_timeout_ms} ms",
                     logging.INFO,
-                )  # fmt: skip
+                )
                 conn.close_soon("idle timeout")

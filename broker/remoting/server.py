@@ -10,8 +10,10 @@ import logging
 import socket
 import ssl
 
+from broker.clock import SYSTEM_CLOCK, Clock, monotonic_seconds
+from broker.loop_service import Periodic
 from broker.remoting.connection import Connection, Handler
-from broker.remoting.limits import Clock, ConnectionGuard, ServerLimits, fit_to_fd_limit
+from broker.remoting.limits import ConnectionGuard, ServerLimits, fit_to_fd_limit
 from broker.remoting.tls import TLS_RECORD_HANDSHAKE, TlsMode
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,9 @@ def warn_if_exposed(what: str, host: str, acl_enable: bool) -> bool:
         "!!! %s listens on %s (beyond loopback) with ACL OFF: anyone who can reach this address "
         "can send, consume, reset offsets and change routes. Set aclEnable=true, or listen on "
         "127.0.0.1 (listenHost / --host) !!!",
-        what, host or "all interfaces",
-    )  # fmt: skip
+        what,
+        host or "all interfaces",
+    )
     return True
 
 
@@ -63,12 +66,20 @@ class RemotingServer:
         *,
         tls_mode: TlsMode = TlsMode.DISABLED,
         ssl_context: ssl.SSLContext | None = None,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if tls_mode is not TlsMode.DISABLED and ssl_context is None:
             raise ValueError(f"tlsMode {tls_mode.value} needs an SSL context")
         self.processors: dict[int, Handler] = dict(processors or {})
-        self.guard = ConnectionGuard(limits, clock) if clock else ConnectionGuard(limits)
+        self.clock = clock  # the connections' deadlines and the sweeper's period
+        self.guard = ConnectionGuard(limits, monotonic_seconds(clock))
+        self._sweeper = Periodic(
+            "remoting-sweep",
+            period_ms=self.guard.limits.sweep_interval_ms,
+            round_=self._sweep,
+            clock=clock,
+            stop_timeout_ms=0,
+        )
         self.connections: set[Connection] = self.guard.connections
         self.tls_mode, self.ssl_context = tls_mode, ssl_context
         self._server: asyncio.AbstractServer | None = None
@@ -101,9 +112,10 @@ class RemotingServer:
                 self._protocol, host, port, backlog=LISTEN_BACKLOG
             )
             self.port = self._server.sockets[0].getsockname()[1]
-        self._spawn(self._sweep_forever())
-        log.info("remoting server listening on %s:%d (TLS %s)", host, self.port,
-                 self.tls_mode.value)  # fmt: skip
+        self._sweeper.start()
+        log.info(
+            "remoting server listening on %s:%d (TLS %s)", host, self.port, self.tls_mode.value
+        )
         return self
 
     def _spawn(self, coro) -> None:
@@ -111,11 +123,8 @@ class RemotingServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _sweep_forever(self) -> None:
-        interval_s = self.limits.sweep_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)  # a periodic timer, not a synchronisation
-            self.guard.sweep()
+    async def _sweep(self) -> None:
+        self.guard.sweep()
 
     # -- TLS: plain and TLS on one port (permissive), or TLS only (enforcing) ----------------
 
@@ -126,12 +135,15 @@ class RemotingServer:
                 sock, addr = await loop.sock_accept(self._listener)
             except OSError as exc:  # EMFILE and friends: say so, keep serving the others
                 log.warning("remoting: accept failed: %s", exc)
-                await asyncio.sleep(0.1)
+                await self.clock.sleep_ms(100)
                 continue
             peer = f"{addr[0]}:{addr[1]}"
             if len(self.guard.connections) + self._sniffing >= self.limits.max_connections:
-                self.guard.refusals.refuse("refused connection from", peer,
-                    f"connection limit {self.limits.max_connections} reached")  # fmt: skip
+                self.guard.refusals.refuse(
+                    "refused connection from",
+                    peer,
+                    f"connection limit {self.limits.max_connections} reached",
+                )
                 sock.close()
                 continue
             self._spawn(self._sniff(sock, peer))
@@ -153,9 +165,11 @@ class RemotingServer:
                 return
             try:
                 await asyncio.get_running_loop().connect_accepted_socket(
-                    self._protocol, sock, ssl=self.ssl_context if tls else None,
+                    self._protocol,
+                    sock,
+                    ssl=self.ssl_context if tls else None,
                     ssl_handshake_timeout=self.limits.frame_read_timeout_ms / 1000 if tls else None,
-                )  # fmt: skip
+                )
             except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
                 # the transport that failed closes the socket itself
                 self.guard.refusals.refuse("dropped", peer, f"TLS handshake failed: {exc!r}")
@@ -189,6 +203,7 @@ class RemotingServer:
         return first[0]
 
     async def stop(self) -> None:
+        await self._sweeper.stop()
         if self._server is not None:
             self._server.close()
         if self._listener is not None:
@@ -205,8 +220,7 @@ class RemotingServer:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)  # fmt: skip
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, _, _, _, sockaddr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

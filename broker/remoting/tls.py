@@ -62,8 +62,9 @@ def key_password(inline: str | None = None, path: str | None = None) -> str | No
     return os.environ.get(KEY_PASSWORD_ENV) or None
 
 
-def server_context(cert_path: str | None, key_path: str | None,
-                   password: str | None = None) -> ssl.SSLContext:  # fmt: skip
+def server_context(
+    cert_path: str | None, key_path: str | None, password: str | None = None
+) -> ssl.SSLContext:
     """A server context from a PEM certificate (chain) and key; ConfigError names what is
     missing or unreadable. An encrypted key without a pass phrase is a ConfigError, never a
     prompt on the terminal."""

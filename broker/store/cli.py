@@ -111,8 +111,10 @@ def run_repair(args: argparse.Namespace) -> int:
         lo, hi = report.torn_tail
         print(f"haproof store repair: torn tail [{lo}, {hi}) left for recovery to drop")
     if not report.damages:
-        print(f"haproof store repair: {args.store_dir}: no damaged range (log ends at "
-              f"{report.log_end})")  # fmt: skip
+        print(
+            f"haproof store repair: {args.store_dir}: no damaged range (log ends at "
+            f"{report.log_end})"
+        )
     return 1 if args.dry_run and report.damages else 0
 
 

@@ -18,13 +18,14 @@ from broker.store.recovery import (
     find_resume,
     found_end,
     quarantine,
-    walk_valid,
+    walk_valid_log,
 )
 from contracts.errors import CorruptRecordError, StoreError
 from contracts.record.builder import EncodedMessage, encode_blank
 from contracts.record.layout import END_FILE_MIN_BLANK_LENGTH
 from contracts.record.model import Record
 from contracts.record.reader import decode_record, scan_records
+from contracts.record_walk import walk_valid
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,15 @@ class CommitLog:
         reason = ""
         for idx in range(start_idx, len(files)):
             mf = files[idx]
-            pos, reason, closed = self._scan_file(mf, check_crc=check_crc, on_record=on_record)
+            pos, reason, closed = walk_valid(  # the file's valid records, contracts' walk
+                mf.buffer,
+                0,
+                base_offset=mf.file_from_offset,
+                limit=mf.file_size,
+                check_crc=check_crc,
+                on_record=on_record,
+                source=mf.path,
+            )
             valid_end = mf.file_from_offset + pos
             if not closed:
                 break
@@ -244,13 +253,17 @@ class CommitLog:
         quarantined = None
         resume = find_resume(self.queue, valid_end, found) if found > valid_end else None
         if resume is not None:
-            found = max(found, walk_valid(self.queue, resume)[0])  # trailing zero bytes
+            found = max(found, walk_valid_log(self.queue, resume)[0])  # trailing zero bytes
             mf = self.queue.find(valid_end) or files[-1]
             damage = Damage(mf.path, mf.file_from_offset, valid_end, resume, found, reason)
             if not refetch_damage:
                 raise StoreDamagedError(damage, root)
-            log.error("%s; this slave refetches [%d, %d) from its master", damage.describe(),
-                      valid_end, found)  # fmt: skip
+            log.error(
+                "%s; this slave refetches [%d, %d) from its master",
+                damage.describe(),
+                valid_end,
+                found,
+            )
             quarantined = quarantine(
                 root, self.queue, valid_end, found, damage.describe(), "refetch"
             )
@@ -262,13 +275,7 @@ class CommitLog:
                 found,
                 reason or "torn tail",
             )
-        # position every file: full before the end, partial at it, deleted after it
-        self.queue.truncate_dirty(valid_end)
-        for mf in self.queue.files:
-            if mf.end_offset <= valid_end:
-                mf.wrote_position = mf.flushed_position = mf.file_size
-            else:
-                mf.wrote_position = mf.flushed_position = valid_end - mf.file_from_offset
+        self._position_files(valid_end)
         return RecoveryReport(abnormal, scanned_from, valid_end, found, reason, damage, quarantined)
 
     @staticmethod
@@ -279,38 +286,14 @@ class CommitLog:
             return None
         return None if rec.is_blank else rec.store_timestamp
 
-    @staticmethod
-    def _scan_file(
-        mf: MappedFile, check_crc: bool, on_record: Callable[[Record], None] | None
-    ) -> tuple[int, str, bool]:
-        """Walk a file's records; returns (valid end position, why it stopped, closed by BLANK)."""
-        pos = 0
-        buf = mf.buffer
-        while pos + 4 <= mf.file_size:
-            try:
-                rec = decode_record(
-                    buf, pos, base_offset=mf.file_from_offset, limit=mf.file_size, source=mf.path
-                )
-            except CorruptRecordError as exc:
-                if int.from_bytes(buf[pos : pos + 4], "big") == 0:
-                    return pos, "", False
-                return pos, exc.reason, False
-            if rec.is_blank:
-                if rec.end != mf.end_offset:
-                    return pos, f"BLANK record at {rec.physical_offset} not at the file end", False
-                return mf.file_size, "", True
-            if rec.stored_physical_offset != rec.physical_offset:
-                return (
-                    pos,
-                    (f"record at {rec.physical_offset} says it is at {rec.stored_physical_offset}"),
-                    False,
-                )
-            if check_crc and not rec.crc_ok:
-                return pos, f"body CRC mismatch at {rec.physical_offset}", False
-            if on_record is not None:
-                on_record(rec)
-            pos += rec.total_size
-        return pos, "", pos == mf.file_size
+    def _position_files(self, valid_end: int) -> None:
+        """Every file full before ``valid_end``, partial at it, deleted after it."""
+        self.queue.truncate_dirty(valid_end)
+        for mf in self.queue.files:
+            if mf.end_offset <= valid_end:
+                mf.wrote_position = mf.flushed_position = mf.file_size
+            else:
+                mf.wrote_position = mf.flushed_position = valid_end - mf.file_from_offset
 
     def _found_end(self, valid_end: int) -> int:
         return found_end(self.queue, valid_end)

@@ -1,5 +1,10 @@
 """RocketMQ's config JSON files under ``config/``: read fastjson's output, write atomically.
 
+``JsonConfigFile`` is one file; ``TableConfig`` a name -> settings table in one (``topics.json``,
+``subscriptionGroup.json``), written only by its owner: ``TopicConfigManager``
+(``broker/store/topic_configs.py``) and ``SubscriptionGroupManager``
+(``broker/store/subscription_groups.py``). ``delayOffset.json``: ``broker/store/delay_offsets.py``.
+
 fastjson writes map keys that are integers without quotes (``{0:250,1:250}``) and indents with
 tabs; :func:`loads_fastjson` accepts that. We write strict JSON (quoted keys), which fastjson
 reads back. Every write goes to a temp file, is fsynced and renamed, keeping ``.bak``.
@@ -10,9 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from typing import Any
 
+from broker.clock import SYSTEM_CLOCK
 from broker.store.checkpoint import atomic_write
 from contracts.errors import CorruptFileError
 from contracts.fastjson import loads_fastjson
@@ -21,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def new_data_version(counter: int = 0) -> dict[str, int]:
-    return {"counter": counter, "timestamp": int(time.time() * 1000)}
+    return {"counter": counter, "timestamp": SYSTEM_CLOCK.wall_ms()}
 
 
 class JsonConfigFile:
@@ -67,36 +72,6 @@ class JsonConfigFile:
             atomic_write(self.path, data, keep_backup=True)
 
 
-class DelayOffsetTable:
-    """``delayOffset.json``: ``offsetTable`` delay level → consumed queue offset."""
-
-    def __init__(self, path: str):
-        self.file = JsonConfigFile(path)
-        self.table: dict[int, int] = {}
-        self.data_version = new_data_version()
-
-    @classmethod
-    def load(cls, path: str) -> DelayOffsetTable:
-        t = cls(path)
-        doc = t.file.load() or {}
-        try:
-            t.table = {int(k): int(v) for k, v in doc.get("offsetTable", {}).items()}
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise CorruptFileError(path, f"offsetTable: {exc}") from exc
-        if isinstance(doc.get("dataVersion"), dict):
-            t.data_version = doc["dataVersion"]
-        return t
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "offsetTable": {str(k): v for k, v in self.table.items()},
-            "dataVersion": self.data_version,
-        }
-
-    def persist(self) -> None:
-        self.file.persist(self.to_json())
-
-
 class TableConfig:
     """``topics.json`` (``topicConfigTable``) or ``subscriptionGroup.json``
     (``subscriptionGroupTable``): a name → settings table with a dataVersion."""
@@ -121,10 +96,32 @@ class TableConfig:
 
     def put(self, name: str, settings: dict[str, Any]) -> None:
         self.table[name] = settings
+        self.next_version()
+
+    def next_version(self) -> None:
+        """RocketMQ DataVersion.nextVersion: counter + 1, timestamp now."""
         self.data_version = {
             "counter": int(self.data_version.get("counter", 0)) + 1,
-            "timestamp": int(time.time() * 1000),
+            "timestamp": SYSTEM_CLOCK.wall_ms(),
         }
+
+    def replace(self, doc: Any, what: str) -> bool:
+        """Take another node's whole table (a slave copying its master: the table and its
+        dataVersion); True when it differed. ValueError names ``what`` when ``doc`` is not
+        a table document."""
+        if not isinstance(doc, dict):
+            raise ValueError(f"{what}: not a JSON object")
+        table = doc.get(self.table_key) or {}
+        version = doc.get("dataVersion") or {}
+        if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+            raise ValueError(f"{what}: {self.table_key} is not an object of objects")
+        if not isinstance(version, dict):
+            raise ValueError(f"{what}: dataVersion is not an object")
+        if table == self.table:
+            return False
+        self.table = dict(table)
+        self.data_version = version
+        return True
 
     def to_json(self) -> dict[str, Any]:
         return {self.table_key: self.table, "dataVersion": self.data_version}

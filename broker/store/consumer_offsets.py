@@ -23,11 +23,11 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.clock import SYSTEM_CLOCK, Clock
 from broker.store.checkpoint import atomic_write
 from broker.store.config_store import new_data_version
 from contracts.errors import CorruptFileError, StoreError
@@ -158,6 +158,7 @@ class ConsumerOffsetManager:
         self._persisted_changes = -1
         self._lock = threading.Lock()
         self._persist_lock = threading.Lock()
+        self._persist_error: str | None = None  # the periodic write's last failure, if failing
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -201,8 +202,11 @@ class ConsumerOffsetManager:
             if best is not None:
                 log.warning(
                     "%s: %s; using %s (generation %d, written with the same content)",
-                    path, "; ".join(problems), best.path, best.generation,
-                )  # fmt: skip
+                    path,
+                    "; ".join(problems),
+                    best.path,
+                    best.generation,
+                )
             elif not accept_offset_loss:
                 raise OffsetsUnreadableError(path, problems, restore_hint)
             else:
@@ -211,8 +215,10 @@ class ConsumerOffsetManager:
                 m.accepted_loss = f"{'; '.join(problems)}; started from {source}"
                 log.error(
                     "%s: committed offsets unreadable (%s); --accept-offset-loss: serving %s",
-                    path, "; ".join(problems), source,
-                )  # fmt: skip
+                    path,
+                    "; ".join(problems),
+                    source,
+                )
         if best is not None:
             m.table = parse_table(best.doc, best.path)
             m.log_position = _log_position(best.doc)
@@ -312,8 +318,12 @@ class ConsumerOffsetManager:
         self.persist()
         log.warning(
             "admin reset of %s %s/%d: committed offset %d -> %d",
-            group, topic, queue_id, before, offset,
-        )  # fmt: skip
+            group,
+            topic,
+            queue_id,
+            before,
+            offset,
+        )
         self.notify_reset(group, topic, queue_id, before, offset)
         return before
 
@@ -340,25 +350,28 @@ class ConsumerOffsetManager:
 
     # -- persistence ---------------------------------------------------------------------------
 
-    async def persist_periodically(self, interval_ms: int) -> None:
-        """The node's flush loop (flushConsumerOffsetInterval): write after changes; a failing
-        write is logged once when it starts failing and once when it works again."""
-        import asyncio
-
-        last_error = None
+    async def persist_periodically(self, interval_ms: int, clock: Clock = SYSTEM_CLOCK) -> None:
+        """:meth:`persist_round` every ``interval_ms`` of ``clock``, for ever (a node runs the
+        rounds on its own loop service instead)."""
         while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                self.persist_if_changed()  # a small file: cheap enough inline
-            except OSError as exc:
-                error = f"{exc.filename or self.path}: {exc.strerror}"
-                if error != last_error:
-                    log.error("persisting committed offsets failed (retrying): %s", error)
-                last_error = error
-                continue
-            if last_error is not None:
-                log.warning("persisting committed offsets works again")
-                last_error = None
+            await clock.sleep_ms(interval_ms)
+            await self.persist_round()
+
+    async def persist_round(self) -> None:
+        """One round of the node's flush loop (flushConsumerOffsetInterval): write after
+        changes; a failing write is logged once when it starts failing and once when it works
+        again."""
+        try:
+            self.persist_if_changed()  # a small file: cheap enough inline
+        except OSError as exc:
+            error = f"{exc.filename or self.path}: {exc.strerror}"
+            if error != self._persist_error:
+                log.error("persisting committed offsets failed (retrying): %s", error)
+            self._persist_error = error
+            return
+        if self._persist_error is not None:
+            log.warning("persisting committed offsets works again")
+            self._persist_error = None
 
     def persist_if_changed(self) -> bool:
         """:meth:`persist` when the table changed since the last write (the periodic flush)."""
@@ -377,7 +390,7 @@ class ConsumerOffsetManager:
             generation = self.generation + 1
             data_version = {
                 "counter": int(self.data_version.get("counter", 0)) + 1,
-                "timestamp": int(time.time() * 1000),
+                "timestamp": SYSTEM_CLOCK.wall_ms(),
             }
             doc = {
                 "offsetTable": table,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from contracts.errors import ConfigError
 from contracts.record.layout import SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK
 from contracts.record.model import Message, Record
 from contracts.record.properties import (
@@ -78,3 +79,19 @@ def record_tags_code(levels_ms: list[int]) -> Callable[[Record], int]:
         return tags_hash_code(rec.tags)
 
     return tags_code
+
+
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``messageDelayLevel`` ("1s 5s 10s 30s 1m ...") as delays in ms; level N is index N-1."""
+    levels = []
+    for item in spec.split():
+        unit = item[-1:]
+        if unit not in _UNITS_MS or not item[:-1].isdigit():
+            raise ConfigError(f"messageDelayLevel={spec!r}: bad level {item!r} (like 5s, 1m, 2h)")
+        levels.append(int(item[:-1]) * _UNITS_MS[unit])
+    if not levels:
+        raise ConfigError("messageDelayLevel is empty")
+    return levels

@@ -17,15 +17,16 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
+
+from broker.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
 
 def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+    return int(SYSTEM_CLOCK.monotonic_ms())
 
 
 class GroupCommitService:
@@ -152,8 +153,13 @@ class FlushRealTimeService:
         interval_ms: int,
         least_pages: int,
         thorough_interval_ms: int,
-        clock_ms: Callable[[], int] = monotonic_ms,
+        clock_ms: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
+        """``clock`` paces the rounds (its thread wait); ``clock_ms`` is the time a round's
+        decision reads (default: ``clock``'s monotonic ms)."""
+        clock_ms = clock_ms or (lambda: int(clock.monotonic_ms()))
+        self._clock = clock
         self._flush = flush  # flush(least_pages) -> flushed offset
         self.interval_ms = interval_ms
         self.least_pages = least_pages
@@ -178,7 +184,7 @@ class FlushRealTimeService:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_ms / 1000):
+        while not self._clock.wait_event_ms(self._stop, self.interval_ms):
             try:
                 self.tick(self._clock_ms())
             except Exception:
@@ -189,3 +195,32 @@ class FlushRealTimeService:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._flush(0)
+
+
+class FlushConsumeQueueService:
+    """Every ``interval_ms`` of ``clock``, ``flush()`` the consume queues and the checkpoint
+    (RocketMQ's FlushConsumeQueueService) on a thread of its own; a failing round is logged and
+    the next one comes. ``stop()`` ends the thread (it may be mid-round: ``join`` waits)."""
+
+    def __init__(self, flush: Callable[[], None], interval_ms: int, clock: Clock = SYSTEM_CLOCK):
+        self._flush = flush
+        self.interval_ms = interval_ms
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="flush-cq", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._clock.wait_event_ms(self._stop, self.interval_ms):
+            try:
+                self._flush()
+            except Exception:
+                log.exception("consume queue flush failed")
+
+    def stop(self, join: bool = True) -> None:
+        self._stop.set()
+        if join and self._thread is not None:
+            self._thread.join(timeout=10)

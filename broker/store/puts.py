@@ -1,4 +1,4 @@
-"""Write side of the store façade: puts, their futures and the group commit hand-over
+"""Write side of the store, a part its façade owns (:class:`StorePuts`): puts, their futures and the group commit hand-over
 (RocketMQ DefaultMessageStore.putMessage / CommitLog.asyncPutMessage).
 
 Under SYNC_FLUSH a put's future completes when group commit has flushed past it; a thread's
@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from broker.config import BrokerConfig, BrokerRole
 from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.role import BrokerRoleState
+from broker.store.store_config import BrokerRole, StoreConfig
 from contracts.errors import DiskFullError, StoreError
 from contracts.record.builder import EncodedMessage, encode_message
 from contracts.record.ids import message_id_prefix
@@ -25,9 +25,9 @@ from contracts.record.model import Message
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
-    from broker.store.consume_queue import ConsumeQueue
     from broker.store.dispatcher import Dispatcher
     from broker.store.flush import GroupCommitService
+    from broker.store.queue_table import ConsumeQueueTable
 
 log = logging.getLogger(__name__)
 
@@ -98,23 +98,48 @@ class LoopBatch:
                 fut.set_result(result)
 
 
-class PutMixin:
-    """The put path of :class:`broker.store.message_store.MessageStore` (its state is set up
-    there)."""
+class StorePuts:
+    """The store's write side, a part the façade owns (RocketMQ CommitLog.asyncPutMessage and
+    the put futures): appends under the put lock, indexes them in their consume queues, tells
+    the dispatch listeners and completes futures after group commit. Built by the façade once
+    its commit log is open; the consume queues, the queue offset table and the put lock are
+    the façade's, handed in (the same objects)."""
 
-    config: BrokerConfig
-    clock_ms: Callable[[], int]
-    commit_log: CommitLog
-    queues: dict[tuple[str, int], ConsumeQueue]
-    topic_queue_table: dict[tuple[str, int], int]
-    dispatcher: Dispatcher
-    put_lock: threading.Lock
-    role: BrokerRole  # the façade's property, read from the node's role state
-    _listeners: list[DispatchListener]
-    _loop_pending: dict[asyncio.AbstractEventLoop, LoopBatch]
-    _last_store_ts: int
-    _group_commit: GroupCommitService | None
-    # and from the façade: consume_queue(topic, queue_id), _notify(topic, queue_id, max_offset)
+    def __init__(
+        self,
+        *,
+        config: StoreConfig,
+        clock_ms: Callable[[], int],
+        role_state: BrokerRoleState,
+        commit_log: CommitLog,
+        dispatcher: Dispatcher,
+        queues: ConsumeQueueTable,
+        put_lock: threading.Lock,
+    ) -> None:
+        self.config = config
+        self.clock_ms = clock_ms
+        self.role_state = role_state
+        self.commit_log = commit_log
+        self.dispatcher = dispatcher
+        self.cq_table = queues
+        # the table's dicts (the same objects for the store's life: rebuilt in place)
+        self._queues = queues.queues
+        self._next_offsets = queues.next_offsets
+        self.put_lock = put_lock
+        # group commit (SYNC_FLUSH): set by the façade's start, None before and under ASYNC_FLUSH
+        self.group_commit: GroupCommitService | None = None
+        self.listeners: list[DispatchListener] = []
+        self.last_store_ts = 0  # the newest store timestamp (the flush's checkpoint reads it)
+        # flush requests queued by each event loop, handed to group commit once per loop turn
+        self._loop_pending: dict[asyncio.AbstractEventLoop, LoopBatch] = {}
+
+    def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Tell every dispatch listener a queue grew; one that fails is logged."""
+        for listener in self.listeners:
+            try:
+                listener(topic, queue_id, max_offset)
+            except Exception:
+                log.exception("dispatch listener failed")
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
         """Slave side: append replicated bytes at exactly the log end and index what completed."""
@@ -122,9 +147,9 @@ class PutMixin:
             end = self.commit_log.append_raw(offset, data)
             touched = self.dispatcher.dispatch_until(end)
             for topic, qid, qo in touched:
-                self.topic_queue_table[(topic, qid)] = qo
+                self._next_offsets[(topic, qid)] = qo
         for topic, qid, qo in touched:
-            self._notify(topic, qid, qo)
+            self.notify(topic, qid, qo)
         return end
 
     def put_message(self, msg: Message, *, tags_code: int | None = None) -> PutFuture:
@@ -163,7 +188,7 @@ class PutMixin:
         if tags_code is not None:
             enc.tags_code = tags_code
         result = self._append(enc)
-        group_commit = self._group_commit
+        group_commit = self.group_commit
         if group_commit is None or result.status is not _PUT_OK:
             return result
         loop = asyncio.get_running_loop()
@@ -174,7 +199,7 @@ class PutMixin:
     def put_encoded(self, enc: EncodedMessage, loop=None) -> PutFuture:
         """Append; ``loop`` given: under SYNC_FLUSH the answer is an asyncio future of it."""
         result = self._append(enc)
-        group_commit = self._group_commit
+        group_commit = self.group_commit
         if group_commit is None or result.status is not _PUT_OK:
             return _CompletedFuture(result)
         end = result.wrote_offset + result.wrote_bytes
@@ -192,21 +217,21 @@ class PutMixin:
         queue_id = enc.queue_id
         key = (topic, queue_id)
         with self.put_lock:
-            if self.role is BrokerRole.SLAVE:
+            if self.role_state.role is BrokerRole.SLAVE:
                 return PutMessageResult(
                     PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave takes no writes"
                 )
-            table = self.topic_queue_table
+            table = self._next_offsets
             qo = table.get(key, 0)
             ts = self.clock_ms()
-            if ts < self._last_store_ts:
-                ts = self._last_store_ts
+            if ts < self.last_store_ts:
+                ts = self.last_store_ts
             cq = None
             try:
                 if topic and queue_id >= 0:
-                    cq = self.queues.get(key)
+                    cq = self._queues.get(key)
                     if cq is None:
-                        cq = self.consume_queue(topic, queue_id)
+                        cq = self.cq_table.get_or_open(topic, queue_id)
                     cq.reserve(qo)  # the index has room before the log takes the record
                 offset = self.commit_log.append_encoded(enc, qo, ts)
             except DiskFullError as exc:
@@ -220,22 +245,22 @@ class PutMixin:
             if cq is not None:
                 cq.put(qo, offset, size, enc.tags_code)
             table[key] = qo + 1
-            self._last_store_ts = ts
+            self.last_store_ts = ts
             self.dispatcher.dispatched_offset = offset + size
         result = PutMessageResult(
             _PUT_OK, offset, size, f"{self._msg_id_prefix()}{offset:016X}", qo, ts
         )
-        if self._listeners:
-            self._notify(topic, queue_id, qo + 1)
+        if self.listeners:
+            self.notify(topic, queue_id, qo + 1)
         return result
 
-    _disk_full_since: float | None = None  # monotonic s of the first refusal; None: writable
+    _disk_full_since: int | None = None  # store clock ms of the first refusal; None: writable
 
     def _disk_full(self, exc: DiskFullError) -> PutMessageResult:
         """A full disk refuses sends (RocketMQ: SERVICE_NOT_AVAILABLE, "the broker's disk is
         full"); reads and replication go on, and the next put that finds room resumes."""
         if self._disk_full_since is None:
-            self._disk_full_since = time.monotonic()
+            self._disk_full_since = self.clock_ms()
             log.error(
                 "disk full: refusing sends until space returns (reads and replication go on): %s",
                 exc,
@@ -246,7 +271,7 @@ class PutMixin:
         )
 
     def _disk_space_back(self) -> None:
-        refused_s = time.monotonic() - (self._disk_full_since or 0.0)
+        refused_s = (self.clock_ms() - (self._disk_full_since or 0)) / 1000
         self._disk_full_since = None
         log.warning("disk space is back: taking sends again (refused for %.1f s)", refused_s)
 
@@ -272,13 +297,13 @@ class PutMixin:
             return
         # appends are in offset order: the last one's end covers the whole batch
         last = batch.results[-1]
-        group_commit = self._group_commit
+        group_commit = self.group_commit
         if group_commit is None:  # shut down meanwhile
             batch.settle(False)
         else:
             group_commit.submit(last.wrote_offset + last.wrote_bytes, batch)
 
-    def _complete_flush(self, batch: list[tuple[_Waiter | LoopBatch, bool]]) -> None:
+    def complete_flush(self, batch: list[tuple[_Waiter | LoopBatch, bool]]) -> None:
         """Complete a batch of put waiters: thread futures directly, a loop's puts with one
         call into that loop per batch it handed over (not one wake-up per append)."""
         for waiter, ok in batch:

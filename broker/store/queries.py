@@ -1,4 +1,4 @@
-"""Read side of the store façade: pulls, queue offsets, lookups (RocketMQ getMessage & co)."""
+"""Read side of the store, a part its façade owns (:class:`StoreQueries`): pulls, queue offsets, lookups (RocketMQ getMessage & co)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from broker.store.results import GetMessageResult, GetMessageStatus
 from contracts.errors import StoreError
 from contracts.record.layout import OFFSET_BORNHOST, OFFSET_SYSFLAG, SYSFLAG_TRANSACTION_ROLLBACK
-from contracts.record.model import Record
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
@@ -23,28 +22,21 @@ _ROLLBACK = SYSFLAG_TRANSACTION_ROLLBACK
 log = logging.getLogger(__name__)
 
 
-class QueryMixin:
-    commit_log: CommitLog
-    queues: dict[tuple[str, int], ConsumeQueue]
-    dispatcher: Dispatcher
-    put_lock: threading.Lock
+class StoreQueries:
+    """The store's read side, a part the façade owns: reads the commit log, its consume queues
+    (the façade's dict, the same object) and the dispatcher; ``put_lock`` waits out an append."""
 
-    @property
-    def max_phy_offset(self) -> int:
-        return self.commit_log.max_offset
-
-    @property
-    def min_phy_offset(self) -> int:
-        return self.commit_log.min_offset
-
-    @property
-    def flushed_offset(self) -> int:
-        return self.commit_log.flushed_offset
-
-    @property
-    def dispatched_offset(self) -> int:
-        """Commit log offset up to which every complete record is in its consume queue."""
-        return self.dispatcher.dispatched_offset
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        queues: dict[tuple[str, int], ConsumeQueue],
+        dispatcher: Dispatcher,
+        put_lock: threading.Lock,
+    ) -> None:
+        self.commit_log = commit_log
+        self.queues = queues
+        self.dispatcher = dispatcher
+        self.put_lock = put_lock
 
     def is_dispatched(self, phy_offset: int) -> bool:
         """True when every record ending at or before ``phy_offset`` is in its consume queue.
@@ -69,13 +61,6 @@ class QueryMixin:
         for (topic, qid), cq in list(self.queues.items()):
             out.setdefault(topic, {})[qid] = cq.max_offset_in_queue
         return out
-
-    def read_commit_log(self, offset: int, max_bytes: int) -> bytes:
-        """Up to ``max_bytes`` at ``offset``, never across a file end (HA transfer)."""
-        return self.commit_log.read(offset, max_bytes)
-
-    def look_message_by_offset(self, phy_offset: int) -> Record:
-        return self.commit_log.lookup(phy_offset)
 
     def _store_timestamp(self, phy_offset: int) -> int:
         rec = self.commit_log.lookup(phy_offset)

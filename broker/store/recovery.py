@@ -26,13 +26,14 @@ import hashlib
 import json
 import logging
 import os
-import time
 from dataclasses import asdict, dataclass
 
+from broker.clock import SYSTEM_CLOCK
 from broker.store.checkpoint import atomic_write
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
-from contracts.errors import CorruptRecordError, StoreError
+from contracts import record_walk
+from contracts.errors import StoreError
 from contracts.record.builder import encode_blank, encode_message
 from contracts.record.layout import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -42,7 +43,7 @@ from contracts.record.layout import (
     SYSFLAG_TRANSACTION_ROLLBACK,
 )
 from contracts.record.model import Message
-from contracts.record.reader import decode_record
+from contracts.record_walk import valid_step
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +93,8 @@ class StoreDamagedError(StoreError):
 
 
 def _valid_at(mf: MappedFile, pos: int) -> bool:
-    try:
-        rec = decode_record(mf.buffer, pos, base_offset=mf.file_from_offset, limit=mf.file_size)
-    except CorruptRecordError:
-        return False
-    if rec.is_blank:
-        return pos + rec.total_size == mf.file_size
-    return rec.stored_physical_offset == rec.physical_offset and rec.crc_ok
+    rec, _ = valid_step(mf.buffer, pos, base_offset=mf.file_from_offset, limit=mf.file_size)
+    return rec is not None
 
 
 def _first_valid_in(mf: MappedFile, start: int) -> int | None:
@@ -139,28 +135,22 @@ def find_resume(queue: MappedFileQueue, start: int, found_end: int) -> int | Non
     return None
 
 
-def walk_valid(queue: MappedFileQueue, offset: int) -> tuple[int, str]:
-    """Walk valid records from ``offset``; returns where the walk stopped and why ("" at the end
-    of the written data)."""
+def walk_valid_log(queue: MappedFileQueue, offset: int) -> tuple[int, str]:
+    """Walk valid records from ``offset`` across files (:func:`contracts.record_walk.walk_valid`
+    in each); returns where the walk stopped and why ("" at the end of the written data)."""
     while True:
         mf = queue.find(offset)
         if mf is None:
             return offset, ""
-        pos = offset - mf.file_from_offset
-        if pos + 4 <= mf.file_size and int.from_bytes(mf.buffer[pos : pos + 4], "big") == 0:
-            return offset, ""
-        try:
-            rec = decode_record(mf.buffer, pos, base_offset=mf.file_from_offset, limit=mf.file_size)
-        except CorruptRecordError as exc:
-            return offset, exc.reason
-        if rec.is_blank:
-            if rec.end != mf.end_offset:
-                return offset, f"BLANK record at {offset} not at the file end"
-        elif rec.stored_physical_offset != offset:
-            return offset, f"record at {offset} says it is at {rec.stored_physical_offset}"
-        elif not rec.crc_ok:
-            return offset, f"body CRC mismatch at {offset}"
-        offset = rec.end
+        pos, reason, closed = record_walk.walk_valid(
+            mf.buffer,
+            offset - mf.file_from_offset,
+            base_offset=mf.file_from_offset,
+            limit=mf.file_size,
+        )
+        if not closed:
+            return mf.file_from_offset + pos, reason
+        offset = mf.end_offset
 
 
 def found_end(queue: MappedFileQueue, valid_end: int) -> int:
@@ -213,7 +203,7 @@ def quarantine(
             "sha256": hashlib.sha256(data).hexdigest(),
             "reason": reason,
             "action": action,
-            "at": time.time_ns() // 1_000_000,
+            "at": SYSTEM_CLOCK.wall_ms(),
             "reported": False,
         }
         atomic_write(os.path.join(directory, name + ".json"), json.dumps(desc).encode())
@@ -243,10 +233,10 @@ def filler(start: int, end: int, file_end: int, store_host: tuple[str, int], not
         bytes(pad),
         properties=props,
         sysflag=SYSFLAG_TRANSACTION_ROLLBACK,
-        born_timestamp=time.time_ns() // 1_000_000,
+        born_timestamp=SYSTEM_CLOCK.wall_ms(),
     )
     enc = encode_message(msg, store_host)
-    return bytes(enc.stamp(0, start, time.time_ns() // 1_000_000))
+    return bytes(enc.stamp(0, start, SYSTEM_CLOCK.wall_ms()))
 
 
 def fill(queue: MappedFileQueue, start: int, end: int, store_host, note: str) -> None:

@@ -22,7 +22,7 @@ from broker.store.recovery import (
     find_resume,
     found_end,
     quarantine,
-    walk_valid,
+    walk_valid_log,
 )
 from contracts.errors import CorruptRecordError, StoreError
 from contracts.record.reader import decode_record
@@ -40,7 +40,7 @@ def find_damage(queue: MappedFileQueue) -> Iterator[Damage | tuple[int, int]]:
     """Each damaged range in log order, then the torn tail ``(from, to)`` if there is one."""
     offset = queue.min_offset
     while True:
-        stop, reason = walk_valid(queue, offset)
+        stop, reason = walk_valid_log(queue, offset)
         end = found_end(queue, stop)
         if end <= stop:
             return

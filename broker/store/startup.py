@@ -2,10 +2,49 @@
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
 
-from broker.config import BrokerConfig
+from broker.store.consumer_offsets import ConsumerOffsetManager
+from broker.store.store_config import StoreConfig
 from contracts.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+
+def lock_store_dir(root: str) -> int:
+    """Create ``root`` and hold its ``lock`` file (one process per store); returns the
+    descriptor to close at the end. StoreError when it cannot be made or is held."""
+    lock_path = os.path.join(root, "lock")
+    try:
+        os.makedirs(root, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreError(
+            f"store directory {root} (storePathRootDir): cannot create or lock "
+            f"{exc.filename or lock_path}: {exc.strerror}"
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise StoreError(f"{root} is in use by another process (lock held)") from exc
+    return fd
+
+
+def warn_offsets_beyond_queues(offsets: ConsumerOffsetManager, shown: int = 20) -> None:
+    """Committed offsets above their queue's max are kept (never lowered at start): say so."""
+    for group, topic, qid, offset, top in offsets.beyond_queues()[:shown]:
+        log.warning(
+            "committed offset of %s on %s/%d is %d, above the queue's max offset %d "
+            "(kept, never lowered at start; the audit reports it)",
+            group,
+            topic,
+            qid,
+            offset,
+            top,
+        )
 
 
 def check_writable(*directories: str) -> None:
@@ -27,7 +66,7 @@ def check_writable(*directories: str) -> None:
             ) from exc
 
 
-def offsets_restore_hint(cfg: BrokerConfig) -> str:
+def offsets_restore_hint(cfg: StoreConfig) -> str:
     """Where committed offsets can be restored from, for the error that refuses to start."""
     where = [
         f"a slave's copy (config/consumerOffset.json in the store of another node of "

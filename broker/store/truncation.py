@@ -74,16 +74,15 @@ def cut(store, offset: int, on_step: OnStep | None = None) -> None:
     """Drop ``store``'s commit log and consume queue data at or above ``offset``, durably."""
     step = on_step or (lambda _name: None)
     with store.put_lock:
-        log.warning("%s: truncating the commit log [%d, %d)", store.root, offset,
-                    store.max_phy_offset)  # fmt: skip
+        log.warning(
+            "%s: truncating the commit log [%d, %d)", store.root, offset, store.max_phy_offset
+        )
         mark(store.root, offset, store.max_phy_offset)
         step("marker")
         store.commit_log.truncate_dirty(offset)
         fsync_dir(store.config.store_path_commit_log)
         step("commitlog")
-        for key, cq in store.queues.items():
-            cq.truncate_dirty(offset)
-            store.topic_queue_table[key] = cq.max_offset_in_queue
+        store.cq_table.truncate_dirty(offset)
         store.dispatcher.dispatched_offset = min(store.dispatcher.dispatched_offset, offset)
         step("queues")
         _unmark(store.root)

@@ -220,8 +220,16 @@ class S3ObjectStore:
         media_type = web_type(key)
         typed = {"ContentType": media_type} if media_type else {}
         if len(data) <= self.part_size:
-            self._op("put", "put_object", key, Body=data, Metadata=meta, **cond, **typed,
-                     **self._checksum(digest))  # fmt: skip
+            self._op(
+                "put",
+                "put_object",
+                key,
+                Body=data,
+                Metadata=meta,
+                **cond,
+                **typed,
+                **self._checksum(digest),
+            )
             return
         # multipart: nothing is visible under the key until CompleteMultipartUpload
         upload_id = self._op(
@@ -231,11 +239,23 @@ class S3ObjectStore:
             parts = []
             for n, pos in enumerate(range(0, len(data), self.part_size), 1):
                 body = data[pos : pos + self.part_size]
-                res = self._op(f"upload part {n}", "upload_part", key, UploadId=upload_id,
-                               PartNumber=n, Body=body)  # fmt: skip
+                res = self._op(
+                    f"upload part {n}",
+                    "upload_part",
+                    key,
+                    UploadId=upload_id,
+                    PartNumber=n,
+                    Body=body,
+                )
                 parts.append({"PartNumber": n, "ETag": res["ETag"]})
-            self._op("complete multipart", "complete_multipart_upload", key, UploadId=upload_id,
-                     MultipartUpload={"Parts": parts}, **cond)  # fmt: skip
+            self._op(
+                "complete multipart",
+                "complete_multipart_upload",
+                key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+                **cond,
+            )
         except BaseException:
             try:
                 self._client.abort_multipart_upload(Bucket=self.bucket, Key=k, UploadId=upload_id)

@@ -3,45 +3,21 @@ and a fingerprint of everything on disk and in the tables."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import json
 import os
 from pathlib import Path
 
-from broker.config import BrokerConfig
 from broker.node import BrokerNode
-from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from contracts.record.properties import properties_to_string
+from tests.support.nodes import node_config
+from tests.support.nodes import run_node as support_run_node
 
-
-def config(tmp_path: Path, **kw) -> BrokerConfig:
-    return BrokerConfig.from_dict(
-        {
-            "storePathRootDir": str(tmp_path / "store"),
-            "listenPort": 0,
-            "mappedFileSizeCommitLog": 1 << 20,
-            **kw,
-        }
-    )
-
-
-def run_node(tmp_path: Path, body, rpc_hook=None, **kw) -> None:
-    """Start a node on 127.0.0.1, run ``await body(node, client, addr)``, stop it."""
-
-    async def main():
-        node = await BrokerNode.start(config(tmp_path, **kw), "127.0.0.1")
-        client = RemotingClient(rpc_hook=rpc_hook)
-        try:
-            await body(node, client, f"127.0.0.1:{node.server.port}")
-        finally:
-            await client.close()
-            await node.stop()
-
-    asyncio.run(main())
+config = node_config  # the shared node config (tests/support/nodes.py)
+run_node = support_run_node  # start a node on 127.0.0.1, run body(node, client, addr), stop it
 
 
 def send_v2(topic: str, body: bytes = b"x", queue_id: int = 0) -> RemotingCommand:

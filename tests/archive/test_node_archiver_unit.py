@@ -6,9 +6,9 @@ import asyncio
 
 from broker.archive.node_archiver import NodeArchiver
 from broker.config import BrokerConfig, BrokerRole
-from broker.ha.epoch import EpochFile
-from broker.ha.role import BrokerRoleState
+from broker.store.epoch import EpochFile
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
 from contracts import archive_layout as layout
 from contracts.object_store import open_store
 from contracts.record.model import Message
@@ -184,7 +184,7 @@ def test_a_restarted_master_labels_its_backlog_by_the_epoch_file(tmp_path) -> No
 
 def test_epoch_ranges_split_a_range_at_each_epoch_start() -> None:
     from broker.archive.node_archiver import epoch_ranges
-    from broker.ha.epoch import EpochEntry
+    from broker.store.epoch import EpochEntry
 
     entries = [EpochEntry(1, 100), EpochEntry(2, 500), EpochEntry(4, 900)]
     assert list(epoch_ranges(entries, 0, 1000, 4)) == [

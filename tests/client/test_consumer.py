@@ -1,4 +1,5 @@
 import asyncio
+import functools
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from contracts.errors import CorruptFileError
 from contracts.record.builder import encode_message
 from contracts.record.model import Message
 from tests.client.fakes import register, start_namesrv
+from tests.support.waiting import wait_for
 
 TOPICS = {"T": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6}}
 
@@ -108,12 +110,7 @@ class FakeBroker:
         return req.make_response(ResponseCode.SUCCESS)
 
 
-async def _poll_until(cond, timeout_s=5.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        assert loop.time() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
+_poll_until = functools.partial(wait_for, timeout_ms=5_000)  # tests/support/waiting.py
 
 
 def test_clustering_two_members_split_queues_and_commit_offsets():

@@ -15,12 +15,13 @@ import pytest
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
-from broker.ha.role import BrokerRoleState
 from broker.processors.ha_admin import OffsetAdminService
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.consumer_offsets import ConsumerOffsetManager
+from broker.store.role import BrokerRoleState
+from broker.store.topic_configs import TopicConfigManager
 from tests.conftest import wait_until
 from tests.support import schemas
 from tools.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
@@ -196,9 +197,11 @@ def test_admin_offsets_errors(group):
 def test_reset_is_recorded_for_the_listeners(tmp_path):
     offsets = ConsumerOffsetManager(str(tmp_path / "consumerOffset.json"))
     offsets.commit(GROUP, TOPIC, 1, 30)
+    topics = TopicConfigManager.load(str(tmp_path / "topics.json"))
+    topics.put(TOPIC, {"readQueueNums": 4})
     store = SimpleNamespace(
         consumer_offsets=offsets,
-        topic_config=SimpleNamespace(table={TOPIC: {"readQueueNums": 4}}),
+        topic_config=topics,
         get_max_offset_in_queue=lambda topic, qid: 50,
     )
     events = []
@@ -208,7 +211,7 @@ def test_reset_is_recorded_for_the_listeners(tmp_path):
         role=BrokerRoleState(BrokerRole.SYNC_MASTER, 0),
     )
     offsets.reset_listeners.append(lambda *ev: events.append(ev))
-    svc = OffsetAdminService(node)
+    svc = OffsetAdminService(node.store, node.config, node.role)
     assert svc.reset(GROUP, TOPIC, 1, 10) == 30
     assert events == [(GROUP, TOPIC, 1, 30, 10)]
     assert ConsumerOffsetManager.load(offsets.path).query(GROUP, TOPIC, 1) == 10  # persisted

@@ -6,8 +6,8 @@ import asyncio
 import errno
 
 from broker.config import BrokerRole
-from broker.ha.epoch import EpochEntry
 from broker.node import BrokerNode
+from broker.store.epoch import EpochEntry
 from broker.store.results import PutMessageStatus
 from tests.ha.test_replication import _config, log_bytes, put, stop, wait_for
 from tools.localcluster import free_port
@@ -34,7 +34,7 @@ def test_promote_then_old_master_rejoins_and_truncates_its_unreplicated_tail(tmp
                        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
         truncations = []
         roles = []
-        a.truncate_listeners.append(lambda f, t: truncations.append((f, t)))
+        a.truncations.add(lambda f, t: truncations.append((f, t)))
         b.role.listeners.append(lambda old, new, epoch: roles.append((old, new, epoch)))
         try:
             assert a.role.epoch == 1 and a.role.epoch_entries == [EpochEntry(1, 0)]

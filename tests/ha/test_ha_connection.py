@@ -4,7 +4,6 @@ heartbeats when idle, housekeeping on silence, and a slave too far behind."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 from broker.ha import wire
 from broker.node import BrokerNode
@@ -18,13 +17,24 @@ async def read_frame(reader) -> tuple[int, bytes]:
         return offset, await reader.readexactly(size) if size else b""
 
 
-def test_frames_respect_batch_size_and_file_ends_then_heartbeat_then_housekeeping(tmp_path):
+def test_frames_respect_batch_size_and_file_ends_then_heartbeat_then_housekeeping(
+    tmp_path, driven_clock
+):
+    """Heartbeats and housekeeping by ticks of the master's driven clock."""
+    clock = driven_clock
+
     async def main():
         master = await BrokerNode.start(
-            _config(tmp_path, "m", haTransferBatchSize=4096, haSendHeartbeatInterval=200,
-                    haHousekeepingInterval=1500),
+            _config(
+                tmp_path,
+                "m",
+                haTransferBatchSize=4096,
+                haSendHeartbeatInterval=200,
+                haHousekeepingInterval=1500,
+            ),
             "127.0.0.1",
-        )  # fmt: skip
+            clock=clock,
+        )
         try:
             for i in range(600):  # ~400 KB: two commit log files
                 await put(master, i)
@@ -51,14 +61,17 @@ def test_frames_respect_batch_size_and_file_ends_then_heartbeat_then_housekeepin
                 lambda: master.replication.ha.status()["slaves"][0]["ackOffset"] == end, what="ack"
             )
 
-            # Idle: a heartbeat (size 0 at the current end) comes within a few intervals.
+            # Idle: a heartbeat (size 0 at the current end) when the interval has passed.
+            await clock.advance(200)
             assert await read_frame(reader) == (end, b"")
-            # Silent slave: the master closes after haHousekeepingInterval.
-            t0 = time.monotonic()
+            # Silent slave: the master closes after haHousekeepingInterval of its clock since
+            # the last report (at 0), not before.
+            await clock.advance(1299)
+            assert master.replication.ha.status()["slaves"], "closed before the housekeeping"
+            await clock.advance(1)
             async with asyncio.timeout(20):
                 while await reader.read(4096):
-                    pass  # more heartbeats until then
-            assert time.monotonic() - t0 >= 1.0
+                    pass  # the heartbeats sent until then, then the end of the stream
             await wait_for(
                 lambda: not master.replication.ha.status()["slaves"], what="connection gone"
             )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from broker.ha import wire
 from broker.node import BrokerNode
@@ -22,10 +21,15 @@ async def _closed(reader, timeout_s: float = 10.0) -> bool:
         return True
 
 
-def test_ha_connection_cap_and_silent_peer_housekeeping(tmp_path, caplog):
+def test_ha_connection_cap_and_silent_peer_housekeeping(tmp_path, caplog, driven_clock):
+    """Housekeeping by ticks of the master's driven clock."""
+    clock = driven_clock
+
     async def main():
         master = await BrokerNode.start(
-            _config(tmp_path, "m", haMaxConnections=3, haHousekeepingInterval=600), "127.0.0.1"
+            _config(tmp_path, "m", haMaxConnections=3, haHousekeepingInterval=600),
+            "127.0.0.1",
+            clock=clock,
         )
         writers = []
         try:
@@ -53,11 +57,12 @@ def test_ha_connection_cap_and_silent_peer_housekeeping(tmp_path, caplog):
                 len(master.replication.ha.connections) == 3
                 and master.replication.ha.refusals.total == 10
             )
-            # the three that reported once and then fell silent go after the housekeeping rule
-            t0 = time.monotonic()
+            # the three that reported once and then fell silent go at the housekeeping tick
+            await clock.advance(599)
+            assert len(master.replication.ha.connections) == 3
+            await clock.advance(1)
             for reader in held:
                 assert await _closed(reader)
-            assert time.monotonic() - t0 >= 0.3
             await wait_for(lambda: not master.replication.ha.connections, what="all closed")
             # a peer that connects and says nothing at all is closed the same way
             reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
@@ -65,6 +70,7 @@ def test_ha_connection_cap_and_silent_peer_housekeeping(tmp_path, caplog):
             await wait_for(
                 lambda: len(master.replication.ha.connections) == 1, what="silent peer accepted"
             )
+            await clock.advance(600)
             assert await _closed(reader)
         finally:
             for w in writers:

@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from types import SimpleNamespace
 
 import pytest
 
 from broker.client.producer import Producer, SendStatus
 from broker.config import BrokerRole
-from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets, merge_delay_offsets
-from broker.ha.role import BrokerRoleState
+from broker.ha.offset_sync import OffsetPreOnline, merge_consumer_offsets
 from broker.node_parts import PeerLinks
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.config_store import DelayOffsetTable
 from broker.store.consumer_offsets import Commit, ConsumerOffsetManager
+from broker.store.delay_offsets import DelayOffsetTable
+from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 from tests.conftest import wait_until
 from tests.support.cluster import conf_factory
+from tests.support.waiting import wait_for
 from tools.localcluster import free_port, start_broker, start_namesrv
 
 # -- units -----------------------------------------------------------------------------------
@@ -67,10 +67,29 @@ def test_merge_names_malformed_entries(tmp_path, doc, words):
         merge_consumer_offsets(t, doc)
 
 
-def test_delay_merge_keeps_the_max():
-    table = {1: 10, 2: 3}
-    assert merge_delay_offsets(table, {"offsetTable": {"1": 4, "2": 8, "3": 1}}) == 2
+def test_delay_merge_keeps_the_max(tmp_path):
+    delays = DelayOffsetTable(str(tmp_path / "delayOffset.json"))
+    delays.advance(1, 10)
+    delays.advance(2, 3)
+    assert delays.merge_forward({"offsetTable": {"1": 4, "2": 8, "3": 1}}) == 2
+    table = delays.table
     assert table == {1: 10, 2: 8, 3: 1}
+
+
+@pytest.mark.parametrize(
+    ("doc", "words"),
+    [
+        ({"offsetTable": {"x": 1}}, "'x'"),
+        ({"offsetTable": {"1": -5}}, "negative"),
+        ({"offsetTable": [1]}, "not an object"),
+    ],
+)
+def test_delay_merge_names_malformed_entries_and_changes_nothing(tmp_path, doc, words):
+    delays = DelayOffsetTable(str(tmp_path / "delayOffset.json"))
+    delays.advance(1, 10)
+    with pytest.raises(ValueError, match=words):
+        delays.merge_forward(doc)
+    assert delays.table == {1: 10}
 
 
 def _fake_node(tmp_path, role=BrokerRole.SYNC_MASTER):
@@ -137,10 +156,11 @@ def test_pre_online_sync_does_nothing_on_a_slave_until_it_is_promoted(tmp_path):
         await svc.start()
         assert calls == []
         node.role.announce(node.role.change(BrokerRole.SYNC_MASTER, 0))
-        deadline = time.monotonic() + 20
-        while node.store.consumer_offsets.query("G", "T", 0) != 5:
-            assert time.monotonic() < deadline, "promotion did not trigger the reverse sync"
-            await asyncio.sleep(0.01)
+        await wait_for(
+            lambda: node.store.consumer_offsets.query("G", "T", 0) == 5,
+            20_000,
+            what="the reverse sync a promotion triggers",
+        )
         await svc.stop()
 
     asyncio.run(main())

@@ -37,10 +37,10 @@ def test_master_pull_suggests_the_slave_when_far_behind(tmp_path):
                     _config(tmp_path, name, slaveReadEnable=read), "127.0.0.1"
                 )
                 nodes.append(node)
-                node.store.topic_config.table["T"] = topic_config("T", 4)
+                node.store.topic_config.put("T", topic_config("T", 4))
                 for i in range(40):  # 600-byte bodies on queue i % 4
                     await put(node, i)
-                pull = PullProcessor(node)
+                pull = PullProcessor(node.store, node.config, node.consumers, node.long_poll)
                 pull.physical_memory_bytes = 20_000  # injected: 40 % = 8,000 bytes
 
                 async def suggestion(offset: int, pull=pull) -> int:

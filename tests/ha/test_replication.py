@@ -7,6 +7,7 @@ a deadline, never slept on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import struct
 import time
@@ -17,6 +18,7 @@ from broker.node import BrokerNode
 from broker.store.results import PutMessageStatus
 from contracts.record.model import Message
 from contracts.record.reader import decode_record
+from tests.support.waiting import wait_for as support_wait_for
 
 FILE_SIZE = 256 * 1024
 
@@ -35,15 +37,7 @@ def _config(tmp_path, name: str, **kw) -> BrokerConfig:
     )
 
 
-async def wait_for(cond, timeout_s: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(0.01)
+wait_for = functools.partial(support_wait_for, timeout_ms=20_000)  # tests/support/waiting.py
 
 
 async def start_pair(tmp_path, role="ASYNC_MASTER", start_slave=True, **kw):

@@ -4,9 +4,9 @@ process, the HA link optionally through the fault proxy (tests/support/faultprox
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import socket
-import time
 
 from broker.admin import ha_status
 from broker.client.producer import Producer, SendStatus
@@ -17,6 +17,7 @@ from contracts.record.ids import parse_message_id
 from contracts.record.reader import scan_records
 from tests.support.cluster import conf_factory
 from tests.support.faultproxy import FaultProxy
+from tests.support.waiting import wait_for as support_wait_for
 from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "HaTopic"
@@ -64,15 +65,7 @@ async def status(addr: str) -> dict:
     return (await ha_status([addr]))[0]
 
 
-async def wait_for(cond, timeout_s: float = 60.0, what: str = "condition"):
-    """Poll an async condition with a deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        await asyncio.sleep(0.05)
+wait_for = functools.partial(support_wait_for, timeout_ms=60_000)  # tests/support/waiting.py
 
 
 async def slave_ack(master_addr: str) -> int:

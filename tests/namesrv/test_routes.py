@@ -113,3 +113,27 @@ def test_java_compressed_register_body_layout():
 
     with pytest.raises(RemotingError, match="truncated"):
         _decode_register_body(req)
+
+
+def test_the_name_servers_scan_expires_brokers_by_ticks(driven_clock):
+    """The name server's scan loop and its routes' expiry read one driven clock: a broker not
+    heard from for 120 s goes at the first scan after that, with no wall time."""
+    import asyncio
+
+    from broker.namesrv import NameServer
+
+    clock = driven_clock
+
+    async def main():
+        ns = NameServer(clock=clock, scan_interval_ms=10_000)
+        _group(ns.routes)
+        ns.scanner.start()
+        try:
+            await clock.advance(120_000)  # scans at 10 s .. 120 s: nothing expired yet
+            assert ns.routes.topic_route("T") is not None
+            await clock.advance(10_000)  # the scan at 130 s sees 130 s of silence
+            assert ns.routes.topic_route("T") is None
+        finally:
+            await ns.scanner.stop()
+
+    asyncio.run(main())

@@ -7,13 +7,9 @@ import time
 
 import pytest
 
+from tests.support.nodes import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def free_port() -> int:
-    from tools.localcluster import free_port as pick
-
-    return pick()
 
 
 def _wait_port(proc, port: int, log_path, what: str) -> None:

@@ -7,30 +7,17 @@ import struct
 import pytest
 
 from broker.client.producer import Producer
-from broker.config import BrokerConfig
-from broker.node import BrokerNode
 from broker.processors.send import BatchFormatError, decode_batch, encode_batch
-from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.record.ids import parse_message_id
 from contracts.record.properties import properties_to_string
+from tests.support.nodes import run_node as support_run_node
 
 
 def run_node(tmp_path, body):
-    async def main():
-        config = BrokerConfig.from_dict(
-            {"storePathRootDir": str(tmp_path / "store"), "listenPort": 0}
-        )
-        node = await BrokerNode.start(config, "127.0.0.1")
-        client = RemotingClient()
-        try:
-            await body(node, client, f"127.0.0.1:{node.server.port}")
-        finally:
-            await client.close()
-            await node.stop()
-
-    asyncio.run(main())
+    # the default 1 GiB commit log files, as this module always ran
+    support_run_node(tmp_path, body, mappedFileSizeCommitLog=1 << 30)
 
 
 def batch_request(topic, items, code=RequestCode.SEND_BATCH_MESSAGE, queue_id=1, props=""):

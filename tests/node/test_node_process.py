@@ -2,23 +2,21 @@
 
 import asyncio
 import json
-import time
 
 from broker.client.producer import Producer, SendStatus
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.record.reader import decode_record
+from tests.support.waiting import wait_for
 
 
 async def _poll_route(client, ns_addr, topic, deadline_s=15.0):
-    deadline = time.monotonic() + deadline_s
-    while True:
+    async def route():
         r = await client.invoke(ns_addr, RemotingCommand.request(105, {"topic": topic}))
-        if r.code == ResponseCode.SUCCESS:
-            return json.loads(r.body)
-        assert time.monotonic() < deadline, f"no route for {topic}: {r.code} {r.remark}"
-        await asyncio.sleep(0.05)
+        return json.loads(r.body) if r.code == ResponseCode.SUCCESS else None
+
+    return await wait_for(route, deadline_s * 1000, what=f"a route for {topic}", every_ms=50)
 
 
 def test_broker_registers_sends_pulls_and_shuts_down_cleanly(namesrv, start_broker):

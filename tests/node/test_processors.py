@@ -6,7 +6,6 @@ import time
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.node import BrokerNode
 from broker.processors.pull import parse_tag_codes, pull_code
 from broker.remoting.client import RemotingClient, connect
@@ -15,30 +14,10 @@ from broker.remoting.command import RemotingCommand
 from broker.store.results import GetMessageStatus, PutMessageResult, PutMessageStatus
 from contracts.record.properties import java_string_hash, properties_to_string
 from contracts.record.reader import decode_record
+from tests.support.nodes import node_config, run_node
+from tests.support.waiting import wait_for
 
-
-def _config(tmp_path, **kw):
-    return BrokerConfig.from_dict(
-        {
-            "storePathRootDir": str(tmp_path / "store"),
-            "listenPort": 0,
-            "mappedFileSizeCommitLog": 1 << 20,
-            **kw,
-        }
-    )
-
-
-def run_node(tmp_path, body, **kw):
-    async def main():
-        node = await BrokerNode.start(_config(tmp_path, **kw), "127.0.0.1")
-        client = RemotingClient()
-        try:
-            await body(node, client, f"127.0.0.1:{node.server.port}")
-        finally:
-            await client.close()
-            await node.stop()
-
-    asyncio.run(main())
+_config = node_config  # the shared node config (tests/support/nodes.py)
 
 
 def send_v2(topic, body, queue_id=0, tags=None, keys=None):
@@ -235,10 +214,7 @@ def test_long_poll_wakes_on_dispatch_and_times_out(tmp_path):
         held = asyncio.ensure_future(
             client.invoke(addr, pull("TL", 0, 1, sys_flag=0x2, suspend_ms=10_000), 15_000)
         )
-        deadline = time.monotonic() + 5
-        while ("TL", 0) not in node.long_poll._waiters:
-            assert time.monotonic() < deadline, "pull was not parked"
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: ("TL", 0) in node.long_poll._waiters, 5000, what="pull parked")
         other = RemotingClient()
         r = await other.invoke(addr, send_v2("TL", b"second"))
         await other.close()
@@ -249,7 +225,7 @@ def test_long_poll_wakes_on_dispatch_and_times_out(tmp_path):
     run_node(tmp_path, body)
 
 
-def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path):
+def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path, driven_clock):
     async def body(node, client, addr):
         for i in range(3):
             await client.invoke(addr, send_v2("TO", str(i).encode()))
@@ -297,10 +273,7 @@ def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path):
         assert node.consumers.subscription("G", "TO") == "x || y"
         # c1's connection closes: it leaves the group and c2 is told
         await conn1.close()
-        deadline = time.monotonic() + 5
-        while node.consumers.ids("G") != ["c2"]:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: node.consumers.ids("G") == ["c2"], 5000, what="c1 gone")
         await asyncio.wait_for(notified.wait(), 5)
         r = await conn2.invoke(
             RemotingCommand.request(35, {"clientID": "c2", "consumerGroup": "G"})
@@ -321,14 +294,12 @@ def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path):
         assert json.loads(r.body)["offsetTable"] == {}
         r = await client.invoke(addr, RemotingCommand.request(201))
         assert "subscriptionGroupTable" in json.loads(r.body)
-        # consumerOffset.json is persisted periodically (interval 200 ms here)
+        # consumerOffset.json is persisted periodically (every 200 ms of the node's clock)
         path = tmp_path / "store" / "config" / "consumerOffset.json"
-        deadline = time.monotonic() + 5
-        while not (path.exists() and "TO@G" in path.read_text()):
-            assert time.monotonic() < deadline, "consumerOffset.json not persisted"
-            await asyncio.sleep(0.05)
+        await driven_clock.advance(200)
+        assert path.exists() and "TO@G" in path.read_text()
 
-    run_node(tmp_path, body, flushConsumerOffsetInterval=200)
+    run_node(tmp_path, body, clock=driven_clock, flushConsumerOffsetInterval=200)
 
 
 class _FakeConn:
@@ -383,10 +354,7 @@ def test_sync_flush_send_and_stop_with_a_parked_pull(tmp_path):
         held = asyncio.ensure_future(
             client.invoke(addr, pull("TS", 0, 1, sys_flag=0x2, suspend_ms=30_000), 35_000)
         )
-        deadline = time.monotonic() + 5
-        while ("TS", 0) not in node.long_poll._waiters:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: ("TS", 0) in node.long_poll._waiters, 5000, what="pull parked")
         t0 = time.monotonic()
         await node.stop()
         assert time.monotonic() - t0 < 5  # the parked pull does not hold shutdown up

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from broker.admin.common import UsageError, iso_ms, parse_time_ms
 from broker.config import BrokerConfig, BrokerRole
+from broker.live_config import LiveConfig
 from broker.processors.broker_config import fastjson_mq_map
 from broker.runtime_config import (
     RUNTIME_KEYS,
@@ -61,36 +62,37 @@ def test_rewrite_keeps_the_file_and_replaces_the_last_occurrence():
 def _node(tmp_path, path=True):
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerName=b\nstorePathRootDir={tmp_path}\n")
-    config = BrokerConfig.from_file(str(conf))
-    store, svc, other = (SimpleNamespace(config=config), SimpleNamespace(config=config),
-                         SimpleNamespace(config=None))  # fmt: skip
-    node = SimpleNamespace(config=config, config_path=str(conf) if path else None, store=store,
-                           services=[svc, other], replication=SimpleNamespace(services=[]))  # fmt: skip
+    live = LiveConfig(BrokerConfig.from_file(str(conf)))
+    # the node hands the one holder to its parts: a store and a service here
+    store, svc = SimpleNamespace(config=live), SimpleNamespace(config=live)
+    node = SimpleNamespace(config=live, config_path=str(conf) if path else None, store=store,
+                           services=[svc])  # fmt: skip
     return node, conf
+
+
+def _update(node, updates):
+    return update_node_config(node.config, node.config_path, updates)
 
 
 def test_update_persists_then_applies_to_every_holder(tmp_path):
     node, conf = _node(tmp_path)
-    changes = update_node_config(node, {"maxMessageSize": "2048"})
+    changes = _update(node, {"maxMessageSize": "2048"})
     assert changes == {"maxMessageSize": ("4194304", "2048")}
     assert node.config.max_message_size_bytes == 2048
-    assert node.store.config is node.config and node.services[0].config is node.config
-    assert node.services[1].config is None
+    assert node.store.config.max_message_size_bytes == 2048
+    assert node.services[0].config.current is node.config.current  # one assignment, seen by all
     assert BrokerConfig.from_file(str(conf)).max_message_size_bytes == 2048
-    assert config_properties(node.config)["maxMessageSize"] == "2048"
+    assert config_properties(node.config.current)["maxMessageSize"] == "2048"
 
 
-def test_update_reaches_holders_of_an_older_config(tmp_path):
-    """Holders may hold different config objects (here the node's differs in role and id
-    from the one the store and services started with): each gets the change on its own copy."""
+def test_update_keeps_what_else_the_live_config_says(tmp_path):
+    """The change replaces only its keys: the rest of the live config (here a role and id
+    that differ from the file's) stays as it was."""
     node, conf = _node(tmp_path)
-    started = node.config
-    node.config = started.replace(broker_id=1, broker_role=BrokerRole.SLAVE)
-    update_node_config(node, {"maxMessageSize": "4096"})
+    node.config.current = node.config.current.replace(broker_id=1, broker_role=BrokerRole.SLAVE)
+    _update(node, {"maxMessageSize": "4096"})
     assert node.config.max_message_size_bytes == node.store.config.max_message_size_bytes == 4096
     assert node.config.broker_role is BrokerRole.SLAVE
-    assert node.store.config.broker_role is started.broker_role  # each keeps its own view
-    assert node.store.config is node.services[0].config  # holders that shared still share
 
 
 def test_secrets_never_leave_in_the_shown_config(tmp_path):
@@ -108,14 +110,14 @@ def test_secrets_never_leave_in_the_shown_config(tmp_path):
 
 def test_refusals_leave_file_and_node_alone(tmp_path):
     node, conf = _node(tmp_path)
-    before, config = conf.read_text(), node.config
+    before, config = conf.read_text(), node.config.current
     for updates in ({"listenPort": "1"}, {"maxMessageSize": "-1"}):
         with pytest.raises(ConfigError):
-            update_node_config(node, updates)
-    assert conf.read_text() == before and node.config is config
+            _update(node, updates)
+    assert conf.read_text() == before and node.config.current is config
     node, conf = _node(tmp_path, path=False)
     with pytest.raises(ConfigError, match="without a config file"):
-        update_node_config(node, {"maxMessageSize": "2048"})
+        _update(node, {"maxMessageSize": "2048"})
 
 
 def test_parse_time_ms_forms():

@@ -4,13 +4,14 @@ in delayOffset.json across a restart, and one real broker process with level 1 (
 import asyncio
 import json
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from broker.client.consumer import decode_pull_body
 from broker.client.producer import Producer
 from broker.config import BrokerConfig, BrokerRole
+from broker.live_config import LiveConfig
+from broker.node_parts import TopicAutoCreate
 from broker.processors.send import SendProcessor
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
@@ -40,8 +41,13 @@ def _config(tmp_path, **kw):
 def _open(tmp_path, clock, **kw):
     store = MessageStore.open(_config(tmp_path, **kw), clock_ms=clock)
     store.start()
-    node = SimpleNamespace(store=store, config=store.config)
-    return store, SendProcessor(node), ScheduleMessageService(store, clock_ms=clock)
+    config = LiveConfig(store.config)
+    topics = TopicAutoCreate(store, config, on_created=lambda: None)
+    return (
+        store,
+        SendProcessor(store, config, topics),
+        ScheduleMessageService(store, clock_ms=clock),
+    )
 
 
 def _msg(topic, body, queue_id, level, tags="TagA"):

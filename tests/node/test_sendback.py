@@ -3,33 +3,12 @@ reconsumeTimes, RETRY_TOPIC / ORIGIN_MESSAGE_ID, and %DLQ% at maxReconsumeTimes 
 
 import asyncio
 
-from broker.config import BrokerConfig
-from broker.node import BrokerNode
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.delay import SCHEDULE_TOPIC
 from contracts.record.properties import properties_to_string
-
-
-def run_node(tmp_path, body):
-    async def main():
-        config = BrokerConfig.from_dict(
-            {
-                "storePathRootDir": str(tmp_path / "store"),
-                "listenPort": 0,
-                "mappedFileSizeCommitLog": 1 << 20,
-            }
-        )
-        node = await BrokerNode.start(config, "127.0.0.1")
-        client = RemotingClient()
-        try:
-            await body(node, client, f"127.0.0.1:{node.server.port}")
-        finally:
-            await client.close()
-            await node.stop()
-
-    asyncio.run(main())
+from tests.support.nodes import run_node
 
 
 def send(topic, body, tags="TagA"):

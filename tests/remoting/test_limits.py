@@ -4,33 +4,43 @@ server's own sweeper runs on a long period here; the tests call ``guard.sweep()`
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 
 import pytest
 
+from broker.clock import SYSTEM_CLOCK
 from broker.remoting.client import connect
 from broker.remoting.codec import encode_frame
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.limits import RefusalLog, ServerLimits
 from broker.remoting.server import RemotingServer, is_loopback, warn_if_exposed
+from tests.support.waiting import wait_for
 
 
 class FakeClock:
+    """Deadlines read ``now`` (seconds, moved by the test); the server's sweeper still sleeps
+    its real period (it runs ``sweep`` against this clock's time)."""
+
     def __init__(self) -> None:
         self.now = 1000.0
 
     def __call__(self) -> float:
         return self.now
 
+    def monotonic_ms(self) -> float:
+        return self.now * 1000
 
-async def _poll(cond, timeout_s: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        assert loop.time() < deadline, "condition not reached before deadline"
-        await asyncio.sleep(0.005)
+    def wall_ms(self) -> int:
+        return SYSTEM_CLOCK.wall_ms()
+
+    async def sleep_ms(self, ms: float) -> None:
+        await SYSTEM_CLOCK.sleep_ms(ms)
+
+
+_poll = functools.partial(wait_for, timeout_ms=5_000)  # tests/support/waiting.py
 
 
 async def _echo(conn, req):

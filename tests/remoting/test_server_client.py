@@ -1,4 +1,5 @@
 import asyncio
+import functools
 import os
 import struct
 
@@ -10,14 +11,9 @@ from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import ConnectionClosedError, RemotingTimeoutError
 from broker.remoting.server import RemotingServer
+from tests.support.waiting import wait_for
 
-
-async def _poll(cond, timeout_s=5.0):
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached before deadline")
-        await asyncio.sleep(0.01)
+_poll = functools.partial(wait_for, timeout_ms=5_000)  # tests/support/waiting.py
 
 
 def _fds() -> int:
@@ -119,6 +115,7 @@ def test_bad_input_closes_only_that_connection_without_leaks(bad):
 def test_client_vanishing_mid_request_leaves_no_task():
     async def main():
         server = await _server().start()
+        await asyncio.sleep(0)  # the server's sweeper reaches its first wait
         tasks_before, fds_before = len(asyncio.all_tasks()), _fds()
         conn = await connect(f"127.0.0.1:{server.port}")
         await conn.invoke_oneway(RemotingCommand.request(34))

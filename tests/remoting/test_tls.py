@@ -24,6 +24,7 @@ from broker.remoting.connection import ConnectionClosedError
 from broker.remoting.server import RemotingServer
 from broker.remoting.tls import TlsMode, client_context, server_context
 from contracts.errors import ConfigError
+from tests.support.waiting import wait_for
 from tools.localcluster import LocalProcess, free_port
 
 
@@ -270,19 +271,14 @@ def test_enforcing_counts_handshakes_against_the_cap_and_refuses_plain_bytes(cer
         ).start("127.0.0.1", 0)
         try:
             silent = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
-            deadline = asyncio.get_running_loop().time() + 5
-            while server._sniffing < 3:
-                assert asyncio.get_running_loop().time() < deadline
-                await asyncio.sleep(0.01)
+            await wait_for(lambda: server._sniffing >= 3, 5000, what="three peers sniffed")
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
             async with asyncio.timeout(5):
                 assert await reader.read(1) == b"", "a fourth peer is refused at once"
             writer.close()
             for _, w in silent:
                 w.close()
-            while server._sniffing:
-                assert asyncio.get_running_loop().time() < deadline
-                await asyncio.sleep(0.01)
+            await wait_for(lambda: not server._sniffing, 5000, what="the sniffers released")
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
             writer.write(b"\x00\x00\x00\x10plain")
             try:  # closed with our bytes unread: a reset, or an end of stream

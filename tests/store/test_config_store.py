@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.store.config_store import (
-    DelayOffsetTable,
-    TableConfig,
-)
+from broker.store.config_store import TableConfig
 from broker.store.consumer_offsets import ConsumerOffsetManager
+from broker.store.delay_offsets import DelayOffsetTable
 from contracts.errors import CorruptFileError
 from contracts.fastjson import loads_fastjson
 

@@ -185,20 +185,25 @@ def test_offsets_above_their_queue_after_a_lost_tail_are_reported_not_lowered(tm
     assert t.query("G", "T", 0) == 50
 
 
-def test_periodic_persist_loop_writes_after_a_change(tmp_path) -> None:
+def test_periodic_persist_loop_writes_after_a_change(tmp_path, driven_clock) -> None:
+    """By ticks of a driven clock: nothing is written before the interval, the change is
+    written at it."""
     import asyncio
-    import time
 
     t = _manager(tmp_path)
 
+    def persisted() -> int:
+        return ConsumerOffsetManager.load(t.path).query("g", "t", 0)
+
     async def main() -> None:
-        task = asyncio.create_task(t.persist_periodically(10))
+        task = asyncio.create_task(t.persist_periodically(10, driven_clock))
         try:
+            await driven_clock.settle()
             t.commit("g", "t", 0, 9)
-            deadline = time.monotonic() + 10
-            while ConsumerOffsetManager.load(t.path).query("g", "t", 0) != 9:
-                assert time.monotonic() < deadline, "the loop never persisted the commit"
-                await asyncio.sleep(0.01)
+            await driven_clock.advance(9)
+            assert not os.path.exists(t.path) or persisted() != 9
+            await driven_clock.advance(1)
+            assert persisted() == 9
         finally:
             task.cancel()
 

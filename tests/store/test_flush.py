@@ -102,6 +102,36 @@ def test_async_flusher_ticks_with_an_injected_clock() -> None:
     assert calls[-1] == 4
 
 
+def test_async_flusher_runs_by_ticks_of_a_driven_clock(driven_clock) -> None:
+    """The flusher's thread waits on the clock: each interval of driven time is one round (the
+    round's decision reads the same clock), and a stop ends the thread."""
+    import asyncio
+
+    from tests.support.waiting import wait_for
+
+    calls: list[int] = []
+    svc = FlushRealTimeService(
+        lambda least: calls.append(least) or 0,
+        interval_ms=500,
+        least_pages=4,
+        thorough_interval_ms=1000,
+        clock=driven_clock,
+    )
+
+    async def main() -> None:
+        svc.start()
+        try:
+            await driven_clock.advance(500)
+            await wait_for(lambda: calls == [4], 5000, what="the round at 500 ms")
+            await driven_clock.advance(500)
+            await wait_for(lambda: calls == [4, 0], 5000, what="the thorough round at 1000 ms")
+        finally:
+            svc.shutdown()
+        assert not svc._thread.is_alive() and calls[-1] == 0  # the final flush at shutdown
+
+    asyncio.run(main())
+
+
 def test_async_flush_respects_least_pages(open_store) -> None:
     store = open_store(mapped_file_size_commit_log=1 << 20)
     store.put_message(Message("t", b"a" * 100)).result()

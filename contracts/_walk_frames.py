@@ -1,7 +1,7 @@
-"""The shipper's record scans over commit log bytes: a walk that checks each record's framing
-and body CRC (store directories) and a chain by TOTALSIZE and MAGIC alone (a live node's own,
-trusted bytes). Anything unusual goes to :func:`contracts.record.reader.decode_record`, which names
-the fault."""
+"""The archive shipper's record walks over commit log bytes (see :mod:`contracts.record_walk`):
+a walk that checks each record's framing and body CRC (store directories) and a chain by
+TOTALSIZE and MAGIC alone (a live node's own, trusted bytes). Anything unusual goes to
+:func:`contracts.record.reader.decode_record`, which names the fault."""
 
 from __future__ import annotations
 
@@ -98,18 +98,29 @@ def walk_records(view, base: int, start: int, limit: int, source: str):
                         if topic is not None and t_end + 2 + props_len == rec_end:
                             ok = zlib.crc32(view[body_at : body_at + body_len]) & 0x7FFFFFFF
                             rec = ScannedRecord(
-                                base + pos, total, False, ok == crc, topic, queue_id,
-                                queue_offset, store_ts,
-                            )  # fmt: skip
+                                base + pos,
+                                total,
+                                False,
+                                ok == crc,
+                                topic,
+                                queue_id,
+                                queue_offset,
+                                store_ts,
+                            )
         if rec is None:  # not plainly well-formed: the full decoder decides (and names why)
             full = decode_record(
                 view, pos, base_offset=base, limit=limit, source=source, with_body=True
             )
             rec = ScannedRecord(
-                full.physical_offset, full.total_size, full.is_blank,
-                full.is_blank or full.crc_ok, full.topic, full.queue_id, full.queue_offset,
+                full.physical_offset,
+                full.total_size,
+                full.is_blank,
+                full.is_blank or full.crc_ok,
+                full.topic,
+                full.queue_id,
+                full.queue_offset,
                 full.store_timestamp,
-            )  # fmt: skip
+            )
         yield rec
         if rec.is_blank:
             return

@@ -7,9 +7,9 @@ import logging
 import pytest
 
 from broker.config import BrokerConfig, BrokerRole
-from broker.ha.epoch import EpochEntry, EpochFile, EpochFileError
-from broker.ha.role import BrokerRoleState, RoleChange
+from broker.store.epoch import EpochEntry, EpochFile, EpochFileError
 from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState, RoleChange
 
 
 def _config(tmp_path, **kw) -> BrokerConfig:
@@ -67,7 +67,7 @@ def test_a_failing_listener_does_not_keep_the_others_from_hearing(tmp_path, capl
         raise ValueError("boom")
 
     state.listeners += [broken, lambda old, new, epoch: heard.append(new)]
-    with caplog.at_level(logging.ERROR, logger="broker.ha.role"):
+    with caplog.at_level(logging.ERROR, logger="broker.store.role"):
         state.announce(state.change(BrokerRole.ASYNC_MASTER, 0))
     assert heard == [BrokerRole.ASYNC_MASTER]
     assert "role-change listener" in caplog.text

@@ -2,8 +2,8 @@
 
 import pytest
 
-from broker.ha.epoch import EpochEntry as E
-from broker.ha.epoch import EpochFile, EpochFileError, consistent_point
+from broker.store.epoch import EpochEntry as E
+from broker.store.epoch import EpochFile, EpochFileError, consistent_point
 
 
 def test_round_trip_and_atomic_persistence(tmp_path):

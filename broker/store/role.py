@@ -21,8 +21,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.config import BrokerConfig, BrokerRole
-from broker.ha.epoch import EpochEntry, EpochFile
+from broker.store.epoch import EpochEntry, EpochFile
+from broker.store.store_config import BrokerRole, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class BrokerRoleState:
         self.listeners: list[RoleListener] = []
 
     @classmethod
-    def configured(cls, config: BrokerConfig, epochs: EpochFile | None = None) -> BrokerRoleState:
+    def configured(cls, config: StoreConfig, epochs: EpochFile | None = None) -> BrokerRoleState:
         """The state a node starts in: what broker.conf says."""
         return cls(config.broker_role, config.broker_id, epochs, config.ha_master_address or None)
 
