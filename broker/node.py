@@ -311,13 +311,6 @@ class BrokerNode:
         final PutMessageStatus; otherwise the put's own status."""
         return await self.replication.await_replication(result, self.config.sync_flush_timeout_ms)
 
-    def runtime_info(self) -> dict[str, str]:
-        """GET_BROKER_RUNTIME_INFO's table of every service's keys."""
-        return self.info.table()
-
-    def ensure_topic(self, topic: str, default_topic: str | None, queue_nums: int) -> dict | None:
-        return self.topics.ensure_topic(topic, default_topic, queue_nums)
-
     # -- shutdown -------------------------------------------------------------------------------
 
     async def stop(self) -> None:

@@ -26,8 +26,9 @@ import base64
 import hashlib
 import hmac
 import secrets
-import time
 from collections.abc import Mapping
+
+from broker.clock import SYSTEM_CLOCK
 
 ACCESS_KEY = "AccessKey"
 SECRET_KEY = "SecretKey"
@@ -80,7 +81,7 @@ def signature_v2_matches(
 
 
 def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 def signed_content(fields: Mapping[str, str], body: bytes | None) -> bytes:

@@ -66,8 +66,12 @@ class ControllerConfig:
                               f"{', '.join(_TYPES)}")  # fmt: skip
         if not 0 < self.listenPort < 65536:
             raise ConfigError(f"{where}: listenPort {self.listenPort} is not a TCP port")
-        for name in ("scanNotActiveBrokerInterval", "scanInactiveMasterInterval"):
-            if getattr(self, name) <= 0:
+        scans = {
+            "scanNotActiveBrokerInterval": self.scanNotActiveBrokerInterval,
+            "scanInactiveMasterInterval": self.scanInactiveMasterInterval,
+        }
+        for name, value in scans.items():
+            if value <= 0:
                 raise ConfigError(f"{where}: {name} must be > 0 ms")
         if self.archiveEnable and not self.archiveRoot:
             raise ConfigError(
@@ -90,7 +94,7 @@ _KEYS = {f.name: f for f in fields(ControllerConfig) if f.name != "extra"}
 
 def apply_setting(cfg: ControllerConfig, key: str, value: str, where: str) -> None:
     f = _KEYS[key]
-    default = getattr(ControllerConfig(), key)
+    default = f.default
     if isinstance(default, bool):
         if value.lower() not in _BOOL:
             raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")

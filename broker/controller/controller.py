@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -63,6 +64,8 @@ class Controller:
         self.heartbeats = BrokerHeartbeatManager(clock)
         self._serial = asyncio.Lock()
         self.housekeeping_tasks: set[asyncio.Task] = set()
+        # broker channels whose close is watched (a closed channel: the broker is not alive)
+        self.watched_channels: weakref.WeakSet = weakref.WeakSet()
         self.housekeeping = Housekeeping(self)
 
     @property

@@ -214,10 +214,10 @@ class ControllerProcessor:
 
 def _watch(controller: Controller, conn) -> None:
     """A broker's channel closing makes it not alive at once (BrokerHousekeepingService)."""
-    closed = getattr(conn, "closed", None)
-    if closed is None or getattr(conn, "_controller_watch", False):
+    if conn in controller.watched_channels:
         return
-    conn._controller_watch = True
+    controller.watched_channels.add(conn)
+    closed = conn.closed
 
     async def on_close() -> None:
         await closed.wait()

@@ -18,20 +18,24 @@ then recorded in :attr:`ConsumerOffsetManager.accepted_loss` for an ``offset_res
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.store.checkpoint import atomic_write
 from broker.store.config_store import new_data_version
+from broker.store.offset_file import (
+    OffsetsCopy,
+    checksum_of,
+    log_position,
+    parse_table,
+    read_copy,
+)
 from contracts.errors import CorruptFileError, StoreError
-from contracts.fastjson import loads_fastjson
 
 log = logging.getLogger(__name__)
 
@@ -66,76 +70,6 @@ class OffsetOutOfRangeError(StoreError):
 class Commit(enum.Enum):
     STORED = "stored"  # the committed offset is now this one
     KEPT_LARGER = "kept_larger"  # below the committed offset: ignored (no-regression rule)
-
-
-@dataclass(frozen=True, slots=True)
-class _Copy:
-    path: str
-    generation: int  # -1: a document without checksum (RocketMQ's, or written before them)
-    verified: bool
-    doc: dict[str, Any]
-
-
-def checksum_of(table: dict[str, dict[str, int]], generation: int) -> str:
-    canonical = json.dumps(
-        {"generation": generation, "offsetTable": table}, sort_keys=True, separators=(",", ":")
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def parse_table(doc: dict[str, Any], source: str) -> dict[str, dict[int, int]]:
-    """``offsetTable`` as {topic@group: {queue: offset}}; CorruptFileError naming the entry."""
-    table = doc.get("offsetTable", {})
-    if not isinstance(table, dict):
-        raise CorruptFileError(source, "offsetTable is not an object")
-    out: dict[str, dict[int, int]] = {}
-    for key, queues in table.items():
-        if "@" not in key or not isinstance(queues, dict):
-            raise CorruptFileError(source, f"offsetTable entry {key!r} is not topic@group")
-        try:
-            out[key] = {int(q): int(o) for q, o in queues.items()}
-        except (TypeError, ValueError) as exc:
-            raise CorruptFileError(source, f"offsetTable[{key!r}]: {exc}") from exc
-        if any(o < -1 or q < 0 for q, o in out[key].items()):
-            raise CorruptFileError(source, f"offsetTable[{key!r}]: negative queue or offset")
-    return out
-
-
-def _log_position(doc: dict[str, Any]) -> tuple[int, int]:
-    """``(logOffset, logQueueOffset)`` of a checkpoint (0, 0 when absent or not integers)."""
-    pos = (doc.get("logOffset", 0), doc.get("logQueueOffset", 0))
-    ok = all(type(v) is int and v >= 0 for v in pos)
-    return pos if ok else (0, 0)
-
-
-def _read_copy(path: str) -> _Copy | None:
-    """One copy of the file: None when absent; CorruptFileError when present but unusable."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise CorruptFileError(path, f"cannot read: {exc.strerror}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorruptFileError(path, f"not UTF-8 at byte {exc.start}") from exc
-    if not text.strip():
-        raise CorruptFileError(path, "empty")
-    doc = loads_fastjson(text, path)
-    if not isinstance(doc, dict):
-        raise CorruptFileError(path, "expected a JSON object at the top level")
-    table = parse_table(doc, path)
-    if "checksum" not in doc:
-        return _Copy(path, -1, False, doc)
-    generation = doc.get("generation")
-    if not isinstance(generation, int) or generation < 0:
-        raise CorruptFileError(path, f"generation {generation!r} is not a count")
-    strict = {k: {str(q): o for q, o in v.items()} for k, v in table.items()}
-    if doc["checksum"] != checksum_of(strict, generation):
-        raise CorruptFileError(path, f"checksum mismatch (generation {generation})")
-    return _Copy(path, generation, True, doc)
 
 
 class ConsumerOffsetManager:
@@ -177,11 +111,11 @@ class ConsumerOffsetManager:
         its file when it is created), raises :class:`OffsetsUnreadableError` unless
         ``accept_offset_loss``."""
         m = cls(path, max_offset_of)
-        copies: list[_Copy] = []
+        copies: list[OffsetsCopy] = []
         problems: list[str] = []
         for candidate in (path, path + ".bak"):
             try:
-                copy = _read_copy(candidate)
+                copy = read_copy(candidate)
             except CorruptFileError as exc:
                 problems.append(f"{os.path.basename(candidate)}: {exc.reason}")
                 continue
@@ -221,7 +155,7 @@ class ConsumerOffsetManager:
                 )
         if best is not None:
             m.table = parse_table(best.doc, best.path)
-            m.log_position = _log_position(best.doc)
+            m.log_position = log_position(best.doc)
             m.generation = max(best.generation, 0)
             if isinstance(best.doc.get("dataVersion"), dict):
                 m.data_version = best.doc["dataVersion"]

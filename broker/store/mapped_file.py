@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from broker import planted_bugs
+from broker.planted_bugs import active as planted_bug_active
 from contracts.errors import DiskFullError, StoreError
 
 log = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ class MappedFile:
             for p in range(pos, zero_end, step):
                 n = min(step, zero_end - p)
                 self._mm[p : p + n] = bytes(n)
-            if zero_end > pos and not planted_bugs.active("nondurable-truncation"):
+            if zero_end > pos and not planted_bug_active("nondurable-truncation"):
                 start = (pos // PAGE_SIZE) * PAGE_SIZE
                 self._mm.flush(start, zero_end - start)
                 if durability_observer is not None:

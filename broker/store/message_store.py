@@ -30,13 +30,13 @@ from broker.store.role import BrokerRoleState
 from broker.store.startup import (
     check_writable,
     lock_store_dir,
+    offsets_replayable,
     offsets_restore_hint,
     warn_offsets_beyond_queues,
 )
 from broker.store.store_config import BrokerRole, FlushDiskType, StoreConfig
 from broker.store.subscription_groups import SubscriptionGroupManager
 from broker.store.topic_configs import TopicConfigManager
-from contracts.offset_commits.model import OFFSETS_TOPIC
 from contracts.record.builder import EncodedMessage
 from contracts.record.model import Message, Record
 
@@ -156,7 +156,8 @@ class MessageStore:
         self.cq_table.load()
         self.dispatcher = Dispatcher(self.commit_log, self.cq_table.get_or_open, self._tags_code)
         self._build_parts()
-        self._finish_truncation()
+        # a rejoin cut a crash interrupted (its marker is still there): finished first
+        self.finished_cut = truncation.finish(self)
         redispatch: list[Record] = []
         self.recovery = self.commit_log.recover(
             abnormal,
@@ -182,7 +183,7 @@ class MessageStore:
             accept_offset_loss=self.accept_offset_loss,
             restore_hint=offsets_restore_hint(self.config),
             holds_messages=self.commit_log.max_offset > self.commit_log.min_offset
-            and not self._offsets_replayable(),
+            and not offsets_replayable(self.config, self.queries),
         )
         warn_offsets_beyond_queues(self.consumer_offsets)
         self.delay_offsets = DelayOffsetTable.load(self._cfg("delayOffset.json"))
@@ -196,21 +197,6 @@ class MessageStore:
         with open(abort_path, "wb") as fh:
             fh.flush()
             os.fsync(fh.fileno())
-
-    def _offsets_replayable(self) -> bool:
-        """offsetCommitThroughLog: every commit since the log began is a record still in it, so
-        a lost checkpoint is rebuilt from the log (broker/offset_log) rather than a loss."""
-        topic = OFFSETS_TOPIC
-        return (
-            bool(self.config.offset_commit_through_log)
-            and self.get_min_offset_in_queue(topic, 0) == 0
-            and self.get_max_offset_in_queue(topic, 0) > 0
-        )
-
-    def _finish_truncation(self) -> None:
-        """A truncation a crash interrupted (its marker is still there): finish it first;
-        ``finished_cut`` says which, for the node to announce."""
-        self.finished_cut = truncation.finish(self)
 
     def _cfg(self, name: str) -> str:
         return os.path.join(self.config_dir, name)
@@ -268,12 +254,8 @@ class MessageStore:
             self._cq_flusher.stop()
         self.flush_all()
         persisted = True
-        for table in (
-            self.consumer_offsets,
-            self.delay_offsets,
-            self.topic_config,
-            self.subscription_groups,
-        ):
+        tables = self.consumer_offsets, self.delay_offsets, self.topic_config
+        for table in (*tables, self.subscription_groups):
             try:
                 table.persist()
             except OSError as exc:  # keep shutting down; abort stays: the stop was not clean

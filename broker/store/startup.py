@@ -9,6 +9,7 @@ import os
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from broker.store.store_config import StoreConfig
 from contracts.errors import StoreError
+from contracts.offset_commits.model import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -80,3 +81,13 @@ def offsets_restore_hint(cfg: StoreConfig) -> str:
     else:
         where.append("the newest archived snapshot's consumerOffsets (ROOT/v1/.../snapshots/)")
     return " or ".join(where)
+
+
+def offsets_replayable(config, queries) -> bool:
+    """offsetCommitThroughLog: every commit since the log began is a record still in it, so a
+    lost ``consumerOffset.json`` is rebuilt from the log (broker/offset_log), not a loss."""
+    return (
+        bool(config.offset_commit_through_log)
+        and queries.get_min_offset_in_queue(OFFSETS_TOPIC, 0) == 0
+        and queries.get_max_offset_in_queue(OFFSETS_TOPIC, 0) > 0
+    )

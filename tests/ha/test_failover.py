@@ -61,7 +61,7 @@ def test_promote_then_old_master_rejoins_and_truncates_its_unreplicated_tail(tmp
             assert (described["brokerRole"], described["brokerId"], described["epoch"]) == (
                 "SYNC_MASTER", 0, 2,
             )  # fmt: skip
-            assert b.runtime_info()["haConnections"] == "0"  # its HAService runs now
+            assert b.info.table()["haConnections"] == "0"  # its HAService runs now
             assert b.registration._register_request().ext_fields["brokerId"] == "0"
             res, status = await put(b, 1000)
             assert res.status is PutMessageStatus.PUT_OK

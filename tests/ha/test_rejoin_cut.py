@@ -14,8 +14,8 @@ import textwrap
 import pytest
 
 from broker.config import BrokerConfig, FlushDiskType
-from broker.ha.epoch import EpochEntry, EpochFile
 from broker.ha.rejoin_cut import finish_interrupted
+from broker.store.epoch import EpochEntry, EpochFile
 from broker.store.message_store import MessageStore
 from contracts.record.model import Message
 
@@ -65,7 +65,7 @@ def old_master(tmp_path_factory):
 SCRIPT = textwrap.dedent(
     """
     import os, sys
-    from broker.ha.epoch import EpochEntry
+    from broker.store.epoch import EpochEntry
     from broker.ha.rejoin_cut import rejoin_cut
     from broker.store.message_store import MessageStore
     from tests.ha.test_rejoin_cut import Role, config

@@ -11,9 +11,9 @@ import pytest
 from broker import planted_bugs
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha.client import HAClient
-from broker.ha.epoch import EpochEntry
 from broker.ha.failover import FailoverError, UncleanPromotionError, promote
-from broker.ha.role import BrokerRoleState
+from broker.store.epoch import EpochEntry
+from broker.store.role import BrokerRoleState
 from tests.ha.test_failover import node
 from tests.ha.test_replication import message, put, stop, wait_for
 

@@ -82,7 +82,7 @@ def test_java_compressed_register_body_layout():
     import struct
     import zlib
 
-    from broker.namesrv import _decode_register_body
+    from broker.namesrv_register import decode_register_body as _decode_register_body
     from broker.remoting.command import RemotingCommand
 
     def chunk(b: bytes) -> bytes:
