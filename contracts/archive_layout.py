@@ -10,6 +10,7 @@ jobs read through it. Keys are relative to the archive ROOT (``s3://bucket/prefi
     v1/{cluster}/{brokerName}/{node}/snapshots/{T1}/{T2}/{takenAtMs:013d}.json
     v1/{cluster}/{brokerName}/{node}/events/{T1}/{T2}/{atMs:013d}-{kind}.json
     v1/{cluster}/{brokerName}/_audit/state.json
+    v1/{cluster}/{brokerName}/_audit/lease.json       (contracts.audit_state.audit_lease_key)
     audits/{runId}/...
 
 Bucket folders (revision 2) hold a range of the sortable number that begins the file name: the

@@ -21,9 +21,10 @@ class AuditConfigError(ValueError):
     """A DAG run was started without what it needs (no archive root, no cluster...)."""
 
 
-def base_params(*, require_evidence: bool) -> dict:
+def base_params(*, require_evidence: bool, lease_wait_s: int) -> dict:
     """The params every haproof audit DAG takes (each DAG adds its own); ``require_evidence``
-    is the DAG's default for a check that had nothing to judge (fail, or report and pass)."""
+    is the DAG's default for a check that had nothing to judge (fail, or report and pass),
+    ``lease_wait_s`` how long its audit waits for another audit of the same group."""
     from airflow.sdk import Param
 
     def text(description: str) -> Param:
@@ -45,6 +46,13 @@ def base_params(*, require_evidence: bool) -> dict:
             require_evidence,
             type="boolean",
             description="a check with nothing to judge (NO_EVIDENCE) fails the run",
+        ),
+        "lease_wait_s": Param(
+            lease_wait_s,
+            type="integer",
+            minimum=0,
+            description="seconds to wait while another audit holds a group's lease "
+            "(_audit/lease.json); then the audit task fails naming that run",
         ),
     }
 
@@ -87,6 +95,7 @@ def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, An
             ),
             incremental=bool(params.get("incremental", incremental)),
             require_evidence=bool(params.get("require_evidence", incremental)),
+            lease_wait_s=float(params.get("lease_wait_s") or 0),
         )
     except AuditInputError as exc:
         raise AuditConfigError(str(exc)) from exc
@@ -94,48 +103,106 @@ def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, An
 
 
 def audit_pipeline(*, incremental: bool) -> None:
-    """resolve → audit (Spark) → expectations (GX) → publish, inside the calling ``@dag``: the
-    steps of :mod:`pipeline.steps`, the same ``haproof audit`` runs. publish fails the run
-    (AirflowFailException: no retry) when a check or a suite failed, or a check had no
-    evidence while ``require_evidence`` (default on) is set."""
+    """resolve → audit (Spark) → expectations (GX) → report (report.html, publish), inside the
+    calling ``@dag``: the steps of :mod:`pipeline.steps`, the same ``haproof audit`` runs.
+
+    The task that failed turns red: ``audit`` fails (AirflowFailException: no retry) with the
+    verdict's summary as its error when a check failed, or had no evidence while
+    ``require_evidence`` is set; ``expectations`` fails when a suite failed. Each pushes its
+    results first (XComs ``audit_summary``, ``expectations_results``), and the later tasks run
+    whatever happened before them (trigger rule ``all_done``): the suites still judge a failed
+    audit's tables, and ``report`` still builds and publishes every report. ``report`` fails
+    whenever the run did not pass (it is the run's leaf: Airflow fails a run by its leaves),
+    and its failure sends the alerts (``haproof_alerts.AuditAlertNotifier``)."""
     from airflow.sdk import task
-    from haproof_report_link import report_task, share_report_url
+    from haproof_alerts import AuditAlertNotifier
+    from haproof_report_link import report_task
 
     @task
     def resolve(params=None) -> dict:
         return resolve_config(params or {}, incremental=incremental)
 
     @task(retries=0)
-    def audit(cfg: dict) -> dict:
-        from pipeline.steps import PipelineConfig, audit_step, compact
+    def audit(cfg: dict, ti=None) -> dict:
+        return run_audit_task(cfg, ti)
 
-        return compact(audit_step(PipelineConfig.from_json(cfg)))
+    @task(trigger_rule="all_done")
+    def expectations(cfg: dict, ti=None) -> list:
+        return run_expectations_task(cfg, ti)
 
-    @task
-    def expectations(cfg: dict, summary: dict) -> list:
-        from pipeline.steps import PipelineConfig, expectations_step
-
-        return expectations_step(PipelineConfig.from_json(cfg), summary)
-
-    @report_task(retries=0)  # @task with the "Audit report" extra link
-    def report(cfg: dict, summary: dict, gx: list) -> dict:
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from pipeline.steps import PipelineConfig, publish_step, report_step
-
-        config = PipelineConfig.from_json(cfg)
-        reports = report_step(config, summary)
-        share_report_url(reports, summary, gx)
-        doc = publish_step(config, summary, gx, reports)
-        for r in gx:
-            log.info("data-quality report for %s: %s", r["brokerName"], r["reportUrl"])
-        if not doc["passed"]:
-            raise AirflowFailException(
-                f"audit {doc['runId']} {doc['status']}: see "
-                f"{', '.join(doc['reports'].values()) or doc['root'] + '/' + doc['key']}"
-            )
-        return doc
+    @report_task(retries=0, trigger_rule="all_done", on_failure_callback=[AuditAlertNotifier()])
+    def report(cfg: dict, ti=None) -> dict:
+        return run_report_task(cfg, ti)
 
     cfg = resolve()
-    summary = audit(cfg)
-    report(cfg, summary, expectations(cfg, summary))
+    audit(cfg) >> expectations(cfg) >> report(cfg)
+
+
+def _fail(message: str):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    return AirflowFailException(message)
+
+
+def _audit_summary(ti) -> dict:
+    from haproof_alerts import SUMMARY_XCOM
+
+    summary = ti.xcom_pull(task_ids="audit", key=SUMMARY_XCOM)
+    if summary is None:
+        raise _fail("no verdict: the audit task failed before judging (see its log)")
+    return summary
+
+
+def run_audit_task(cfg: dict, ti) -> dict:
+    """The Spark jobs; pushes the compact summary, then fails with the verdict's line when the
+    audit did not pass."""
+    from haproof_alerts import SUMMARY_XCOM
+
+    from pipeline.alerts import verdict_line
+    from pipeline.steps import PipelineConfig, audit_step, compact
+
+    summary = compact(audit_step(PipelineConfig.from_json(cfg)))
+    ti.xcom_push(SUMMARY_XCOM, summary)
+    if not summary["passed"]:
+        raise _fail(verdict_line(summary))
+    return summary
+
+
+def run_expectations_task(cfg: dict, ti) -> list:
+    """The GX suites over the audit's tables (a failed audit's too); fails on a failed suite."""
+    from haproof_alerts import GX_XCOM
+
+    from pipeline.steps import PipelineConfig, expectations_step
+
+    config = PipelineConfig.from_json(cfg)
+    gx = expectations_step(config, _audit_summary(ti)) if config.expectations else []
+    ti.xcom_push(GX_XCOM, gx)
+    failed = [f"{r['brokerName']}: {', '.join(r['failedSuites'])}" for r in gx if not r["success"]]
+    if failed:
+        raise _fail(f"expectations suites failed: {'; '.join(failed)}")
+    return gx
+
+
+def run_report_task(cfg: dict, ti) -> dict:
+    """Every group's report.html and ``dag_report.json``; fails when the run did not pass."""
+    from haproof_alerts import GX_XCOM
+    from haproof_report_link import share_report_url
+
+    from pipeline.steps import PipelineConfig, publish_step, report_step
+
+    config = PipelineConfig.from_json(cfg)
+    summary = _audit_summary(ti)
+    gx = ti.xcom_pull(task_ids="expectations", key=GX_XCOM)
+    reports = report_step(config, summary)
+    share_report_url(reports, summary, gx or [])
+    doc = publish_step(config, summary, gx or [], reports)
+    for r in gx or []:
+        log.info("data-quality report for %s: %s", r["brokerName"], r["reportUrl"])
+    if gx is None and config.expectations:
+        raise _fail(f"audit {doc['runId']}: the expectations task gave no results (see its log)")
+    if not doc["passed"]:
+        raise _fail(
+            f"audit {doc['runId']} {doc['status']}: see "
+            f"{', '.join(doc['reports'].values()) or doc['root'] + '/' + doc['key']}"
+        )
+    return doc

@@ -5,10 +5,13 @@ Triggered by hand, for example after a failover: a **full** (not incremental) au
 group, or every group, over a time window — replica consistency, acknowledged durability, log
 integrity, offset monotonicity — then the Great Expectations suites and the HTML report.
 It does not need earlier runs, and a failing run leaves the nightly watermarks untouched.
+A failed check turns `audit` red, a failed suite `expectations`; `report` still publishes, then
+fails the run and alerts (webhook and e-mail, as the nightly audit). It waits up to
+`lease_wait_s` (default 10 minutes) while another audit holds a group's lease.
 
 Params: `root`, `cluster` (or `HAPROOF_ARCHIVE_ROOT` / `HAPROOF_CLUSTER`), `broker_name` (empty:
 every group), `since` / `until` (ISO-8601 or epoch ms), `spark_master`, `endpoint_url`,
-`max_lag_bytes`.
+`max_lag_bytes`, `lease_wait_s`.
 
     airflow dags trigger haproof_incident_audit --conf '{"cluster": "prod", "since": "2026-11-22T03:00Z"}'
 """
@@ -21,7 +24,7 @@ from airflow.sdk import Param, dag
 from haproof_common import audit_pipeline, base_params
 
 PARAMS = {
-    **base_params(require_evidence=False),
+    **base_params(require_evidence=False, lease_wait_s=600),
     "broker_name": Param(None, type=["null", "string"], description="one group (empty: all)"),
     "since": Param(None, type=["null", "string"], description="window start (ISO-8601 / ms)"),
     "until": Param(None, type=["null", "string"], description="window end (ISO-8601 / ms)"),

@@ -17,7 +17,9 @@ EXIT_CODES = """exit codes:
   0  every check passed (a check with no evidence is reported, and passes unless
      --require-evidence)
   1  a check failed, or an expectations suite failed
-  2  unusable input: unreadable archive root, unknown cluster, bad --since/--until"""
+  2  unusable input: unreadable archive root, unknown cluster, bad --since/--until
+  3  another audit holds a group's lease (_audit/lease.json; the message names its run);
+     HAPROOF_AUDIT_LEASE_WAIT_S=N waits up to N seconds for it instead"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -86,6 +88,7 @@ def print_table(summary: dict, gx: list[dict], reports: dict | None = None, out=
 
 def run(args: argparse.Namespace) -> int:
     from expectations.terminal import quiet_third_party
+    from spark_jobs.lease import LeaseBusyError
 
     quiet_third_party(args.verbose)
     cfg = PipelineConfig(
@@ -102,7 +105,11 @@ def run(args: argparse.Namespace) -> int:
         expectations=not args.no_expectations,
         run_id=args.run_id,
     )
-    summary, doc = run_pipeline(cfg)
+    try:
+        summary, doc = run_pipeline(cfg)
+    except LeaseBusyError as exc:
+        print(f"haproof audit: {exc}", file=sys.stderr)
+        return 3
     if args.json:
         verdict = {k: v for k, v in summary.items() if k != "groupVerdicts"}
         if summary.get("brokerName") is None:

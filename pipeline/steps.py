@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +34,24 @@ class PipelineConfig:
     require_evidence: bool = False
     expectations: bool = True
     run_id: str | None = None
+    # one audit of a group at a time (spark_jobs/lease.py): how long to wait for another
+    # audit's lease (0: give up at once, LeaseBusyError), and the lease's time to live
+    # (defaults: HAPROOF_AUDIT_LEASE_WAIT_S, HAPROOF_AUDIT_LEASE_TTL_S, else 0 and 120)
+    lease_wait_s: float = dataclasses.field(
+        default_factory=lambda: _env_seconds("HAPROOF_AUDIT_LEASE_WAIT_S", 0.0)
+    )
+    lease_ttl_s: float = dataclasses.field(
+        default_factory=lambda: _env_seconds("HAPROOF_AUDIT_LEASE_TTL_S", 120.0)
+    )
 
     def __post_init__(self) -> None:
         if not self.root or not self.cluster:
             raise AuditInputError("an audit needs an archive root and a cluster")
+        if self.lease_wait_s < 0 or self.lease_ttl_s < 3:
+            raise AuditInputError(
+                f"lease_wait_s must be >= 0 and lease_ttl_s >= 3, got {self.lease_wait_s} "
+                f"and {self.lease_ttl_s}"
+            )
         if self.max_lag_bytes < 0:
             raise AuditInputError(f"max_lag_bytes must be >= 0, got {self.max_lag_bytes}")
         parse_time(self.since, "since")
@@ -55,6 +70,16 @@ class PipelineConfig:
         return StoreSpec(self.root, endpoint_url=self.endpoint_url)
 
 
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise AuditInputError(f"{name}={raw!r} is not a number of seconds") from exc
+
+
 def parse_time(value: str | int | None, what: str) -> int | None:
     """Epoch milliseconds from epoch ms or an ISO-8601 time (UTC when no zone is given)."""
     if value is None or value == "":
@@ -71,7 +96,26 @@ def parse_time(value: str | int | None, what: str) -> int | None:
 
 
 def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
-    """The Spark jobs; the run's summary with each group's whole verdict (``groupVerdicts``)."""
+    """The Spark jobs, holding the lease of every group audited (:mod:`spark_jobs.lease`; a
+    group another audit holds: ``LeaseBusyError`` once ``lease_wait_s`` has passed); the run's
+    summary with each group's whole verdict (``groupVerdicts``)."""
+    from spark_jobs.archive_reader import list_broker_names
+    from spark_jobs.audit import new_run_id
+    from spark_jobs.lease import GroupLeases
+
+    run_id = cfg.run_id or new_run_id()
+    try:
+        store = cfg.spec().open()
+        groups = [cfg.broker_name] if cfg.broker_name else list_broker_names(store, cfg.cluster)
+        leases = GroupLeases(store, cfg.cluster, groups, run_id, ttl_s=cfg.lease_ttl_s,
+                             wait_s=cfg.lease_wait_s)  # fmt: skip
+    except (ArchiveError, ValueError) as exc:  # LayoutError: not a group name
+        raise AuditInputError(f"cannot audit {cfg.root}: {exc}") from exc
+    with leases:
+        return _audit(dataclasses.replace(cfg, run_id=run_id), leases.check)
+
+
+def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:
     from spark_jobs.audit import AuditOptions, run_audit
     from spark_jobs.session import get_spark
 
@@ -85,6 +129,7 @@ def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
         max_lag_bytes=cfg.max_lag_bytes,
         incremental=cfg.incremental,
         require_evidence=cfg.require_evidence,
+        before_save=before_save,
     )
     try:
         opts.spec.open()

@@ -22,6 +22,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,9 @@ class AuditOptions:
     incremental: bool = False
     #: a check with nothing to judge (no_evidence) fails the run
     require_evidence: bool = False
+    #: called with a group's name just before its state is written (the lease's check,
+    #: ``spark_jobs/lease.py``): raising keeps the state untouched
+    before_save: Callable[[str], None] | None = None
 
 
 _T0 = [time.monotonic()]
@@ -279,6 +283,8 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
 
 
 def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master):
+    if opts.before_save is not None:
+        opts.before_save(broker_name)  # the lease is still this run's, or this raises
     promised = [
         (max([s.confirmOffset, *s.slaves.values()]), s.takenAt,
          ga.snapshot_name(s.node, s.takenAt))

@@ -28,7 +28,7 @@ def dagbag():
 def test_every_file_in_dags_is_a_known_dag_or_ignored():
     files = {p.name for p in DAGS.glob("*.py")}
     ignored = (DAGS / ".airflowignore").read_text().split()
-    helpers = {"haproof_common.py", "haproof_report_link.py"}
+    helpers = {"haproof_common.py", "haproof_report_link.py", "haproof_alerts.py"}
     assert files == set(DAG_FILES) | helpers
     assert all(any(h.split(".")[0] in pattern for pattern in ignored) for h in helpers)
 
@@ -53,6 +53,13 @@ def test_dag_shape(dagbag, filename, dag_id):
     # The task that builds the reports shows the "Audit report" link, the others none.
     links = {t.task_id: [link.name for link in t.operator_extra_links] for t in dag.tasks}
     assert links == {"resolve": [], "audit": [], "expectations": [], "report": ["Audit report"]}
+    # a failed audit still gets its suites judged and its reports built; the report task, the
+    # run's leaf, alerts when it fails
+    rules = {t.task_id: getattr(t.trigger_rule, "value", t.trigger_rule) for t in dag.tasks}
+    assert rules["expectations"] == rules["report"] == "all_done"
+    assert [type(cb).__name__ for cb in dag.get_task("report").on_failure_callback] == [
+        "AuditAlertNotifier"
+    ]
 
 
 def test_schedules(dagbag):
