@@ -11,6 +11,7 @@ import json
 import sys
 
 from contracts import audit_tables as T
+from pipeline import history
 from pipeline.steps import PipelineConfig, run_pipeline
 
 EXIT_CODES = """exit codes:
@@ -55,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="skip the data-quality suites (GX) that run after the Spark jobs",
     )
+    history.add_arguments(p)  # haproof audit history (pipeline/history.py)
     p.set_defaults(func=run)
 
 
@@ -87,6 +89,8 @@ def print_table(summary: dict, gx: list[dict], reports: dict | None = None, out=
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "verb", None) == "history":
+        return history.run(args)
     from expectations.terminal import quiet_third_party
     from spark_jobs.lease import LeaseBusyError
 

@@ -202,7 +202,8 @@ def expectations_step(cfg: PipelineConfig, audit: dict[str, Any]) -> list[dict[s
 
 
 def report_step(cfg: PipelineConfig, audit: dict[str, Any]) -> dict[str, str]:
-    """Each audited group's evidence report (report.html, self-contained): {brokerName: URL}."""
+    """Each audited group's evidence report (report.html, self-contained): {brokerName: URL};
+    then the cluster's history page (``pipeline/history.py``)."""
     from expectations.evidence import build_and_publish_report
 
     store = cfg.spec().open()
@@ -212,6 +213,12 @@ def report_step(cfg: PipelineConfig, audit: dict[str, Any]) -> dict[str, str]:
         key = build_and_publish_report(store, audit["runId"], g["brokerName"])
         urls[g["brokerName"]] = f"{root}/{key}"
         log.info("evidence report for %s: %s", g["brokerName"], urls[g["brokerName"]])
+    from pipeline.history import publish_history
+
+    try:  # the nights beside the reports; a history that cannot be built fails no audit
+        log.info("audit history of %s: %s", cfg.cluster, publish_history(store, cfg.cluster))
+    except (ArchiveError, ValueError) as exc:
+        log.warning("audit history of %s not updated: %s", cfg.cluster, exc)
     return urls
 
 

@@ -77,3 +77,11 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
     assert last_a * 1000 <= lease_c["acquiredAt"] <= first_c * 1000
     state = json.loads((root / "v1/rmq/broker-a/_audit/state.json").read_text())
     assert state["runId"] in (lease_a["holder"], run_c)
+    # both runs are in the history, newest first; B left nothing there either
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "audit", "history", "--root", f"file://{root}",
+         "--cluster", "rmq", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert [r["runId"] for r in json.loads(res.stdout)["runs"]] == [run_c, lease_a["holder"]]
