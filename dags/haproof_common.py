@@ -116,11 +116,13 @@ def audit_pipeline(*, incremental: bool) -> None:
     and its failure sends the alerts (``haproof_alerts.AuditAlertNotifier``)."""
     from airflow.sdk import task
     from haproof_alerts import AuditAlertNotifier
+    from haproof_assets import verified_asset
     from haproof_report_link import report_task
 
     @task
-    def resolve(params=None) -> dict:
-        return resolve_config(params or {}, incremental=incremental)
+    def resolve(params=None, triggering_asset_events=None) -> dict:
+        params = with_incident(params or {}, triggering_asset_events)
+        return resolve_config(params, incremental=incremental)
 
     @task(retries=0)
     def audit(cfg: dict, ti=None) -> dict:
@@ -130,12 +132,45 @@ def audit_pipeline(*, incremental: bool) -> None:
     def expectations(cfg: dict, ti=None) -> list:
         return run_expectations_task(cfg, ti)
 
-    @report_task(retries=0, trigger_rule="all_done", on_failure_callback=[AuditAlertNotifier()])
-    def report(cfg: dict, ti=None) -> dict:
-        return run_report_task(cfg, ti)
+    verified = verified_asset()
+
+    @report_task(
+        retries=0,
+        trigger_rule="all_done",
+        on_failure_callback=[AuditAlertNotifier()],
+        outlets=[verified] if verified else [],
+    )
+    def report(cfg: dict, ti=None, outlet_events=None) -> dict:
+        doc = run_report_task(cfg, ti)
+        if verified is not None:  # a passing run: the verified archive's new event says which
+            outlet_events[verified].extra = {"runId": doc["runId"], "reports": doc["reports"]}
+        return doc
 
     cfg = resolve()
     audit(cfg) >> expectations(cfg) >> report(cfg)
+
+
+def with_incident(params: dict[str, Any], events) -> dict[str, Any]:
+    """The params of a run started by failovers (asset events of the archive's watcher,
+    ``pipeline.incident_trigger``): the group that failed over (every group when several did)
+    and the window from before the earliest failover; params given by hand win."""
+    incidents = [
+        ev.extra["payload"]
+        for evs in (dict(events).values() if events else [])
+        for ev in evs
+        if isinstance(getattr(ev, "extra", None), dict) and "payload" in ev.extra
+    ]
+    if not incidents:
+        return params
+    groups = sorted({str(i["broker_name"]) for i in incidents})
+    out = dict(params)
+    if not out.get("broker_name"):
+        out["broker_name"] = groups[0] if len(groups) == 1 else None
+    if not out.get("since"):
+        out["since"] = str(min(int(i["since_ms"]) for i in incidents))
+    log.info("started by failover(s): %s", ", ".join(
+        f"{i['broker_name']} {'/'.join(i['kinds'])} at {i['at_ms']}" for i in incidents))  # fmt: skip
+    return out
 
 
 def _fail(message: str):

@@ -1,8 +1,11 @@
 """
 ### haproof on-demand audit (after an incident)
 
-Triggered by hand, for example after a failover: a **full** (not incremental) audit of one broker
-group, or every group, over a time window — replica consistency, acknowledged durability, log
+Started by a failover: when `HAPROOF_ARCHIVE_ROOT` and `HAPROOF_CLUSTER` are set, an
+`AssetWatcher` on the cluster's archive (`pipeline.incident_trigger`, in the triggerer) sees a
+`role_changed` or `master_lost` event land in the archive and starts this DAG for that group,
+from 15 minutes before the failover. Or by hand. A **full** (not incremental) audit of one
+broker group, or every group, over a time window — replica consistency, acknowledged durability, log
 integrity, offset monotonicity — then the Great Expectations suites and the HTML report.
 It does not need earlier runs, and a failing run leaves the nightly watermarks untouched.
 A failed check turns `audit` red, a failed suite `expectations`; `report` still publishes, then
@@ -21,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 
 from airflow.sdk import Param, dag
+from haproof_assets import archive_asset
 from haproof_common import audit_pipeline, base_params
 
 PARAMS = {
@@ -31,9 +35,13 @@ PARAMS = {
 }
 
 
+ARCHIVE = archive_asset(watch=True)
+
+
 @dag(
     dag_id="haproof_incident_audit",
-    schedule=None,
+    # a failover event in the archive starts it (HAPROOF_ARCHIVE_ROOT / HAPROOF_CLUSTER set)
+    schedule=[ARCHIVE] if ARCHIVE is not None else None,
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     doc_md=__doc__,

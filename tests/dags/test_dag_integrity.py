@@ -28,7 +28,12 @@ def dagbag():
 def test_every_file_in_dags_is_a_known_dag_or_ignored():
     files = {p.name for p in DAGS.glob("*.py")}
     ignored = (DAGS / ".airflowignore").read_text().split()
-    helpers = {"haproof_common.py", "haproof_report_link.py", "haproof_alerts.py"}
+    helpers = {
+        "haproof_common.py",
+        "haproof_report_link.py",
+        "haproof_alerts.py",
+        "haproof_assets.py",
+    }
     assert files == set(DAG_FILES) | helpers
     assert all(any(h.split(".")[0] in pattern for pattern in ignored) for h in helpers)
 
@@ -91,3 +96,30 @@ def test_parsing_imports_nothing_heavy(filename):
     )
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_configured_archive_is_a_watched_asset_still_cheap_to_parse(tmp_path):
+    """With HAPROOF_ARCHIVE_ROOT/HAPROOF_CLUSTER set, the incident DAG runs on the archive
+    Asset, whose watcher is the failover trigger; parsing imports only the trigger's module."""
+    code = (
+        "import importlib.util, json, sys\n"
+        f"sys.path.insert(0, {str(DAGS)!r})\n"
+        f"spec = importlib.util.spec_from_file_location('d', {str(DAGS / 'haproof_incident_audit.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "heavy = ('pyspark', 'great_expectations', 'boto3', 'pandas',\n"
+        "         'contracts', 'broker', 'spark_jobs', 'expectations')\n"
+        "print(json.dumps({'heavy': sorted({x.split('.')[0] for x in sys.modules} & set(heavy)),\n"
+        "  'pipeline': sorted(x for x in sys.modules if x.split('.')[0] == 'pipeline'),\n"
+        "  'asset': [m.ARCHIVE.name, m.ARCHIVE.uri],\n"
+        "  'watchers': [w.trigger.serialize()[0] for w in m.ARCHIVE.watchers]}))\n"
+    )  # fmt: skip
+    env = {**os.environ, **AIRFLOW_ENV, "HAPROOF_ARCHIVE_ROOT": f"file://{tmp_path}/a",
+           "HAPROOF_CLUSTER": "prod"}  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["heavy"] == [] and got["pipeline"] == ["pipeline", "pipeline.incident_trigger"]
+    assert got["asset"] == ["haproof_archive_prod", f"file://{tmp_path}/a/v1/prod"]
+    assert got["watchers"] == ["pipeline.incident_trigger.ArchiveFailoverTrigger"]
