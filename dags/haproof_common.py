@@ -47,6 +47,12 @@ def base_params(*, require_evidence: bool, lease_wait_s: int) -> dict:
             type="boolean",
             description="a check with nothing to judge (NO_EVIDENCE) fails the run",
         ),
+        "aws_conn_id": Param(
+            None,
+            type=["null", "string"],
+            description="Airflow Connection (type aws) with the S3 keys, endpoint and region; "
+            "empty: aws_default if it exists (HAPROOF_AWS_CONN_ID), else the environment",
+        ),
         "lease_wait_s": Param(
             lease_wait_s,
             type="integer",
@@ -55,6 +61,38 @@ def base_params(*, require_evidence: bool, lease_wait_s: int) -> dict:
             "(_audit/lease.json); then the audit task fails naming that run",
         ),
     }
+
+
+def use_s3_connection(cfg: dict[str, Any]) -> None:
+    """Inside a task: the S3 keys, endpoint and region of the run's Airflow Connection (type
+    aws: ``login`` the access key, ``password`` the secret, extra ``endpoint_url``,
+    ``region_name``, ``aws_session_token``), for this task's process only, so boto3 (and the
+    spec the audit sends its Spark executors) use them. The connection named by the
+    ``aws_conn_id`` param must exist; without one, ``HAPROOF_AWS_CONN_ID`` or ``aws_default``
+    is used if it exists, else the environment's credentials. Never in an XCom or a log."""
+    from airflow.sdk import BaseHook
+
+    named = cfg.get("aws_conn_id") or os.environ.get("HAPROOF_AWS_CONN_ID")
+    if not str(cfg.get("root", "")).startswith("s3://"):
+        return
+    try:
+        conn = BaseHook.get_connection(named or "aws_default")
+    except Exception as exc:  # AirflowNotFoundException
+        if named:
+            raise AuditConfigError(f"S3 connection {named!r} not found: {exc}") from exc
+        return
+    extra = conn.extra_dejson or {}
+    values = {
+        "AWS_ACCESS_KEY_ID": conn.login,
+        "AWS_SECRET_ACCESS_KEY": conn.password,
+        "AWS_SESSION_TOKEN": extra.get("aws_session_token"),
+        "AWS_DEFAULT_REGION": extra.get("region_name"),
+        "HAPROOF_S3_ENDPOINT": cfg.get("endpoint_url") or extra.get("endpoint_url"),
+    }
+    for key, value in values.items():
+        if value:
+            os.environ[key] = str(value)
+    log.info("S3 credentials from Airflow connection %s", conn.conn_id)
 
 
 def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, Any]:
@@ -99,7 +137,7 @@ def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, An
         )
     except AuditInputError as exc:
         raise AuditConfigError(str(exc)) from exc
-    return cfg.to_json()
+    return {**cfg.to_json(), "aws_conn_id": params.get("aws_conn_id") or None}
 
 
 def audit_pipeline(*, incremental: bool) -> None:
@@ -150,6 +188,41 @@ def audit_pipeline(*, incremental: bool) -> None:
     audit(cfg) >> expectations(cfg) >> report(cfg)
 
 
+def verification_pipeline(*, bound_s: int) -> None:
+    """resolve → audit (incremental, no suites or reports) → lag, inside the calling ``@dag``
+    (``haproof_continuous_verification``): ``lag`` publishes each group's verification lag
+    (``pipeline.verification``) and fails, alerting, when one passes ``bound_s``."""
+    from airflow.sdk import task
+    from haproof_alerts import AuditAlertNotifier
+
+    @task
+    def resolve(params=None) -> dict:
+        cfg = resolve_config(params or {}, incremental=True)
+        return {**cfg, "incremental": True, "expectations": False}
+
+    @task(retries=0)
+    def audit(cfg: dict, ti=None) -> dict:
+        return run_audit_task(cfg, ti)
+
+    @task(trigger_rule="all_done", on_failure_callback=[AuditAlertNotifier()])
+    def lag(cfg: dict) -> dict:
+        from pipeline.steps import PipelineConfig
+        from pipeline.verification import publish_lags, verification_lags
+
+        use_s3_connection(cfg)
+        store = PipelineConfig.from_json(cfg).spec().open()
+        doc = publish_lags(store, cfg["cluster"], verification_lags(store, cfg["cluster"]),
+                           bound_s * 1000)  # fmt: skip
+        for g in doc["groups"]:
+            log.info("verification lag of %s: %s ms", g["group"], g["lagMs"])
+        if doc["late"]:
+            raise _fail(f"verification lag past {bound_s} s: {', '.join(doc['late'])}")
+        return doc
+
+    cfg = resolve()
+    audit(cfg) >> lag(cfg)
+
+
 def with_incident(params: dict[str, Any], events) -> dict[str, Any]:
     """The params of a run started by failovers (asset events of the archive's watcher,
     ``pipeline.incident_trigger``): the group that failed over (every group when several did)
@@ -191,6 +264,7 @@ def _audit_summary(ti) -> dict:
 def run_audit_task(cfg: dict, ti) -> dict:
     """The Spark jobs; pushes the compact summary, then fails with the verdict's line when the
     audit did not pass."""
+    use_s3_connection(cfg)
     from haproof_alerts import SUMMARY_XCOM
 
     from pipeline.alerts import verdict_line
@@ -205,6 +279,7 @@ def run_audit_task(cfg: dict, ti) -> dict:
 
 def run_expectations_task(cfg: dict, ti) -> list:
     """The GX suites over the audit's tables (a failed audit's too); fails on a failed suite."""
+    use_s3_connection(cfg)
     from haproof_alerts import GX_XCOM
 
     from pipeline.steps import PipelineConfig, expectations_step
@@ -220,6 +295,7 @@ def run_expectations_task(cfg: dict, ti) -> list:
 
 def run_report_task(cfg: dict, ti) -> dict:
     """Every group's report.html and ``dag_report.json``; fails when the run did not pass."""
+    use_s3_connection(cfg)
     from haproof_alerts import GX_XCOM
     from haproof_report_link import share_report_url
 
