@@ -12,6 +12,17 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+def _run_url(dag_id: str | None, run_id: str | None) -> str | None:
+    if not dag_id or not run_id:
+        return None
+    from urllib.parse import quote
+
+    from airflow.configuration import conf
+
+    base = conf.get("api", "base_url", fallback="http://localhost:8080").rstrip("/")
+    return f"{base}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+
 async def deadline_missed(context: dict | None = None, **kwargs: Any) -> None:
     """The continuous DAG's ``DeadlineAlert`` callback (in the triggerer): a run did not finish
     within the lag bound, so verification has stopped; POST the alert to
@@ -20,14 +31,15 @@ async def deadline_missed(context: dict | None = None, **kwargs: Any) -> None:
 
     url = kwargs.get("webhook_url") or os.environ.get("HAPROOF_ALERT_WEBHOOK_URL")
     run = (context or {}).get("dag_run") or {}
-    run_id = run.get("run_id") if isinstance(run, dict) else getattr(run, "run_id", None)
+    run = run if isinstance(run, dict) else {}
+    run_id = run.get("dag_run_id") or run.get("run_id")
     payload = alert_payload(
         status="DEADLINE_MISSED",
         cluster=kwargs.get("cluster"),
         audit=None,
         gx=None,
         report_url=None,
-        dag_run_url=None,
+        dag_run_url=_run_url(run.get("dag_id"), run_id),
     )
     payload["detail"] = (
         f"verification run {run_id} did not finish within {kwargs.get('bound_s')} s: "

@@ -77,6 +77,13 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
     assert last_a * 1000 <= lease_c["acquiredAt"] <= first_c * 1000
     state = json.loads((root / "v1/rmq/broker-a/_audit/state.json").read_text())
     assert state["runId"] in (lease_a["holder"], run_c)
+    # the verification lag continuous verification publishes: the newest verified upload
+    from contracts.object_store import open_store
+    from pipeline.verification import verification_lags
+
+    (lag,) = verification_lags(open_store(f"file://{root}"), "rmq")
+    assert lag["group"] == "broker-a" and lag["runId"] == state["runId"]
+    assert 0 <= lag["lagMs"] < 900_000 and lag["newestVerifiedUploadMs"] > 0
     # both runs are in the history, newest first; B left nothing there either
     res = subprocess.run(
         [sys.executable, "-m", "broker.cli", "audit", "history", "--root", f"file://{root}",
