@@ -197,7 +197,11 @@ def verification_pipeline(*, bound_s: int) -> None:
 
     @task
     def resolve(params=None) -> dict:
-        cfg = resolve_config(params or {}, incremental=True)
+        params = dict(params or {})  # a long-running Spark Connect server when there is one
+        params["spark_master"] = params.get("spark_master") or os.environ.get(
+            "HAPROOF_VERIFY_SPARK_MASTER"
+        )
+        cfg = resolve_config(params, incremental=True)
         return {**cfg, "incremental": True, "expectations": False}
 
     @task(retries=0)

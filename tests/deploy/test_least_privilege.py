@@ -92,3 +92,21 @@ def test_the_audit_writes_only_its_outputs(compose):
 def test_spark_workers_hold_no_key(compose):
     for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
         assert "AWS_" not in _text(compose["services"][name]), name
+
+
+def test_continuous_verification_has_a_spark_connect_server(compose):
+    import zipfile
+
+    import pyspark
+
+    svc = compose["services"]["spark-connect"]
+    cmd = svc["command"]
+    cls = cmd[cmd.index("--class") + 1]
+    jars = Path(pyspark.__file__).parent / "jars"
+    (jar,) = jars.glob("spark-connect_*.jar")
+    assert cls.replace(".", "/") + ".class" in zipfile.ZipFile(jar).namelist()
+    port = cmd[cmd.index("--conf") + 1].split("=")[1]
+    env = compose["services"]["airflow-worker"]["environment"]
+    assert env["HAPROOF_VERIFY_SPARK_MASTER"] == f"sc://spark-connect:{port}"
+    assert cmd[cmd.index("--master") + 1] == env["HAPROOF_SPARK_MASTER"]
+    assert "spark-connect" in compose["services"]["airflow-worker"]["depends_on"]
