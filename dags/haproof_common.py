@@ -209,7 +209,10 @@ def verification_pipeline(*, bound_s: int) -> None:
         return run_audit_task(cfg, ti)
 
     @task(trigger_rule="all_done", on_failure_callback=[AuditAlertNotifier()])
-    def lag(cfg: dict) -> dict:
+    def lag(cfg: dict, ti=None) -> dict:
+        """The run's leaf: publishes the lags, then fails (and alerts) when one is past the
+        bound or when the audit did not pass (a failed check must fail the run too)."""
+        from pipeline.alerts import verdict_line
         from pipeline.steps import PipelineConfig
         from pipeline.verification import publish_lags, verification_lags
 
@@ -221,6 +224,9 @@ def verification_pipeline(*, bound_s: int) -> None:
             log.info("verification lag of %s: %s ms", g["group"], g["lagMs"])
         if doc["late"]:
             raise _fail(f"verification lag past {bound_s} s: {', '.join(doc['late'])}")
+        summary = _audit_summary(ti)
+        if not summary["passed"]:
+            raise _fail(verdict_line(summary))
         return doc
 
     cfg = resolve()

@@ -184,3 +184,21 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     assert verdict["findings"]["records_issues"][0]["offset"] == rec.physical_offset
     # An incident audit is a full audit; a failing run leaves no watermark behind.
     assert not (tmp_path / "a/v1/rmq/broker-a/_audit/state.json").exists()
+
+
+def test_continuous_verification_publishes_the_lag(tmp_path, golden_stores, airflow_env):
+    _ship(golden_stores / ERIC, f"file://{tmp_path}/a")
+    res = _dags_test(airflow_env, "haproof_continuous_verification",
+                     {"root": f"file://{tmp_path}/a", "cluster": "rmq"})  # fmt: skip
+    assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
+    assert _states(airflow_env, "haproof_continuous_verification") == {
+        "run": "success", "resolve": "success", "audit": "success", "lag": "success",
+    }  # fmt: skip
+    lag = json.loads((tmp_path / "a/audits/_history/rmq/lag.json").read_text())
+    (group,) = lag["groups"]
+    assert group["group"] == "broker-a" and 0 <= group["lagMs"] < lag["boundMs"]
+    assert lag["late"] == [] and lag["boundMs"] == 1_800_000
+    # incremental, no suites and no report: only the audit's own outputs
+    (run,) = [p for p in (tmp_path / "a/audits").iterdir() if not p.name.startswith("_")]
+    assert not (run / "broker-a" / "report.html").exists()
+    assert (tmp_path / "a/v1/rmq/broker-a/_audit/state.json").exists()
