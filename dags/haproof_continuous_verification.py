@@ -13,6 +13,8 @@ When verification stops altogether (a run that does not finish: a hung Spark ser
 never freed), the DAG's **deadline** fires: a `DeadlineAlert` on each run (queued at + the lag
 bound) whose callback, in the triggerer, posts the alert (`HAPROOF_ALERT_WEBHOOK_URL`).
 One run at a time; the audit waits up to half a period for another audit's lease.
+`airflow dags test` of this DAG needs `HAPROOF_VERIFY_DEADLINE=off` (Airflow 3.3.2's
+`dag.test` fails on a DAG with a deadline; the scheduler handles it).
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ def _deadline():
     params=base_params(require_evidence=False, lease_wait_s=EVERY_S // 2),
     tags=["haproof", "audit", "continuous"],
     default_args={"retries": 0},
-    deadline=_deadline(),
+    # HAPROOF_VERIFY_DEADLINE=off builds it without: Airflow 3.3.2's `airflow dags test` fails on
+    # a DAG with a deadline (dag.test hands update_state the SDK's alerts, not their ids)
+    deadline=None if os.environ.get("HAPROOF_VERIFY_DEADLINE") == "off" else _deadline(),
 )
 def haproof_continuous_verification():
     verification_pipeline(bound_s=BOUND_S)
