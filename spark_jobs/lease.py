@@ -200,9 +200,8 @@ class GroupLeases:
     def __enter__(self) -> GroupLeases:
         try:
             for group, key in self.keys.items():
-                deadline_s = self.wait_s
                 self.leases[group] = acquire(
-                    self.store, key, self.holder, ttl_s=self.ttl_s, wait_s=deadline_s
+                    self.store, key, self.holder, ttl_s=self.ttl_s, wait_s=self.wait_s
                 )
                 log.info("%s: lease taken by run %s", key, self.holder)
         except BaseException:
