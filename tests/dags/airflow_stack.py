@@ -89,6 +89,23 @@ class AirflowStack:
         assert res.returncode == 0, res.stderr[-3000:]
         return json.loads(res.stdout.strip().splitlines()[-1])
 
+    def _in_sessions(self) -> list[int]:
+        """Every process in the components' sessions (each component leads its own): task
+        processes make process groups of their own, but stay in the session."""
+        sids = {p.pid for p in self.procs.values()}
+        out = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) in sids:  # field 6 of stat: the session id
+                out.append(int(entry))
+        return out
+
     def stop(self) -> None:
         for p in self.procs.values():  # each in its own session: its group is its pid
             if p.poll() is None:
@@ -100,3 +117,12 @@ class AirflowStack:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=30)
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # what the components left behind
+            for pid in self._in_sessions():
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            end = time.monotonic() + 10
+            while self._in_sessions() and time.monotonic() < end:
+                time.sleep(0.1)
