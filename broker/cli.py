@@ -21,6 +21,7 @@ import os
 import sys
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
+from contracts.archive_layout import LayoutError
 from contracts.errors import HaproofError
 
 log = logging.getLogger("haproof")
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(func(args) or 0)
-    except HaproofError as exc:
+    except (HaproofError, LayoutError) as exc:  # LayoutError: a name that is no path component
         print(f"haproof {args.command}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -80,6 +80,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio", 40),
     "slaveReadEnable": ("slave_read_enable", False),
     "autoCreateTopicEnable": ("auto_create_topic_enable", True),
+    "autoCreateTopicMaxPerClient": ("auto_create_topic_max_per_client", 1000),
     "defaultTopicQueueNums": ("default_topic_queue_nums", 8),
     "messageDelayLevel": ("message_delay_level", DEFAULT_DELAY_LEVELS),
     "slaveSyncIntervalMs": ("slave_sync_interval_ms", 60_000),
@@ -98,16 +99,19 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "archiveNice": ("archive_nice", 10),
     "snapshotIntervalMs": ("snapshot_interval_ms", 60_000),
     "eventLoop": ("event_loop", EventLoop.UVLOOP),
-    "listenHost": ("listen_host", "0.0.0.0"),
+    "listenHost": ("listen_host", "127.0.0.1"),
+    "insecure": ("insecure", False),
     "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_s", 120),
     "remotingFrameReadTimeoutMs": ("remoting_frame_read_timeout_ms", 30_000),
     "remotingMaxConnections": ("remoting_max_connections", 4096),
+    "remotingMaxConnectionsPerHost": ("remoting_max_connections_per_host", 1024),
     "remotingMaxPendingBytes": ("remoting_max_pending_bytes", 64 * 1024 * 1024),
     "haMaxConnections": ("ha_max_connections", 16),
     "tlsMode": ("tls_mode", TlsMode.DISABLED),
     "tlsServerCertPath": ("tls_server_cert_path", None),
     "tlsServerKeyPath": ("tls_server_key_path", None),
     "tlsServerKeyPassword": ("tls_server_key_password", None),
+    "tlsServerKeyPasswordFile": ("tls_server_key_password_file", None),
     "tlsEnable": ("tls_enable", False),
     "tlsClientTrustCertPath": ("tls_client_trust_cert_path", None),
     "strictConfig": ("strict_config", True),
@@ -117,6 +121,8 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "accessKey": ("access_key", None),
     "secretKey": ("secret_key", None),
     "haAllowedSlaves": ("ha_allowed_slaves", None),
+    "offsetCommitThroughLog": ("offset_commit_through_log", True),
+    "offsetCommitCoalesceMs": ("offset_commit_coalesce_ms", 20),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -149,6 +155,8 @@ class BrokerConfig:
     access_message_in_memory_max_ratio: int = 40
     slave_read_enable: bool = False
     auto_create_topic_enable: bool = True
+    # topics one client address may auto-create by sending (a flood of new names is refused)
+    auto_create_topic_max_per_client: int = 1000
     default_topic_queue_nums: int = 8
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     slave_sync_interval_ms: int = 60_000
@@ -173,18 +181,22 @@ class BrokerConfig:
     snapshot_interval_ms: int = 60_000
     # the node's asyncio event loop: uvloop (default) or the standard library's (asyncio)
     event_loop: EventLoop = EventLoop.UVLOOP
-    # remoting transport (broker/remoting/limits.py, tls.py): 0.0.0.0 = all interfaces, loudly
-    # warned about at start while ACL is off
-    listen_host: str = "0.0.0.0"
+    # remoting transport (broker/remoting/limits.py, tls.py): loopback unless configured; an
+    # address beyond loopback needs aclEnable, or insecure=true (then a loud warning at start)
+    listen_host: str = "127.0.0.1"
+    insecure: bool = False
     server_channel_max_idle_time_s: int = 120
     remoting_frame_read_timeout_ms: int = 30_000
     remoting_max_connections: int = 4096
+    remoting_max_connections_per_host: int = 1024  # one remote address, so it cannot take all
     remoting_max_pending_bytes: int = 64 * 1024 * 1024
     ha_max_connections: int = 16
     tls_mode: TlsMode = TlsMode.DISABLED
     tls_server_cert_path: str | None = None
     tls_server_key_path: str | None = None
     tls_server_key_password: str | None = field(default=None, repr=False)
+    # the key's pass phrase in a file (first line), else $HAPROOF_TLS_KEY_PASSWORD
+    tls_server_key_password_file: str | None = None
     # this node's own connections (name server, master, peers) over TLS, servers verified
     # against tlsClientTrustCertPath (else the system's trust store)
     tls_enable: bool = False
@@ -198,6 +210,11 @@ class BrokerConfig:
     # sends (registration, slave sync, the HA handshake)
     acl_enable: bool = False
     acl_file: str | None = None
+    # consumer offset commits go through the commit log as records of RMQ_SYS_CONSUMER_OFFSETS
+    # (broker/offset_log, DESIGN.md 3b), coalesced per (group, topic) within
+    # offsetCommitCoalesceMs; false: RocketMQ's table copied by SlaveSynchronize
+    offset_commit_through_log: bool = True
+    offset_commit_coalesce_ms: int = 20
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     # who may connect to the HA port: IPs or networks separated by ';' or ','

@@ -10,8 +10,27 @@ import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from broker.remoting.server import exposure_refusal
 from broker.remoting.tls import TlsMode
-from contracts.errors import ConfigError
+from contracts import archive_layout as layout
+from contracts.errors import ArchiveError, ConfigError
+from contracts.object_store.spec import check_root
+
+MAPPED_FILE_MAX_BYTES = (1 << 31) - 1  # RocketMQ's mapped file sizes are Java ints
+NAME_MAX_CHARS = 127  # cluster, group and node names: archive path components
+
+
+def name_problem(name: str) -> str | None:
+    """Why a cluster, group or node name cannot be used (it becomes a store and archive path
+    component), or None."""
+    if len(name) > NAME_MAX_CHARS:
+        return f"longer than {NAME_MAX_CHARS} characters"
+    try:
+        layout.check_name("name", name)
+    except layout.LayoutError:
+        return "must be letters, digits, '.', '_', '%' or '-', not starting with a symbol"
+    return None
+
 
 # fields that must be > 0 (intervals, timeouts, sizes, limits)
 POSITIVE_FIELDS = (
@@ -28,6 +47,8 @@ POSITIVE_FIELDS = (
     "server_channel_max_idle_time_s",
     "remoting_frame_read_timeout_ms",
     "remoting_max_connections",
+    "auto_create_topic_max_per_client",
+    "remoting_max_connections_per_host",
     "ha_max_connections",
 )
 
@@ -37,7 +58,10 @@ def check_config(cfg: Any, field_to_property: Mapping[str, str]) -> None:
 
     def bad(fname: str, why: str) -> ConfigError:
         key = field_to_property[fname]
-        return keyed_error(f"{key}={getattr(cfg, fname)!r}: {why}", key)
+        shown = repr(getattr(cfg, fname))
+        if len(shown) > 80:  # a 100k-character value is named, not printed
+            shown = f"{shown[:60]}...({len(shown)} characters)"
+        return keyed_error(f"{key}={shown}: {why}", key)
 
     _check_numbers(cfg, bad)
     _check_addresses_and_features(cfg, bad)
@@ -60,10 +84,14 @@ def _check_numbers(cfg: Any, bad: Callable[[str, str], ConfigError]) -> None:
         raise bad(
             "broker_ip1", "must be an IP address (it is written into every record's STOREHOST)"
         ) from None
-    if cfg.mapped_file_size_commit_log < 4096:
-        raise bad("mapped_file_size_commit_log", "must be at least 4096 bytes")
-    if cfg.mapped_file_size_consume_queue < 20 or cfg.mapped_file_size_consume_queue % 20:
-        raise bad("mapped_file_size_consume_queue", "must be a positive multiple of 20")
+    if not 4096 <= cfg.mapped_file_size_commit_log <= MAPPED_FILE_MAX_BYTES:
+        raise bad("mapped_file_size_commit_log", f"must be 4096 to {MAPPED_FILE_MAX_BYTES} bytes")
+    if not 20 <= cfg.mapped_file_size_consume_queue <= MAPPED_FILE_MAX_BYTES or (
+        cfg.mapped_file_size_consume_queue % 20
+    ):
+        raise bad("mapped_file_size_consume_queue", "must be a positive multiple of 20 (< 2 GiB)")
+    if cfg.listen_port and cfg.listen_port == cfg.ha_listen_port:
+        raise bad("ha_listen_port", "must differ from listenPort (both would bind one port)")
     for fname in POSITIVE_FIELDS:
         if getattr(cfg, fname) <= 0:
             raise bad(fname, "must be positive")
@@ -89,6 +117,15 @@ def _check_addresses_and_features(cfg: Any, bad: Callable[[str, str], ConfigErro
         for addr in (a.strip() for a in (value or "").split(";")):
             if addr and not _is_host_port(addr):
                 raise bad(fname, f"{addr!r} is not host:port (port 1-65535)")
+    for fname in ("broker_cluster_name", "broker_name", "node_name"):
+        problem = name_problem(getattr(cfg, fname))
+        if problem is not None:
+            raise bad(fname, problem)
+    if cfg.archive_root:
+        try:
+            check_root(cfg.archive_root)
+        except ArchiveError as exc:
+            raise bad("archive_root", str(exc)) from None
     if cfg.archive_enable and not cfg.archive_root:
         raise keyed_error(
             "archiveEnable=true needs archiveRoot (s3://bucket/prefix or file://)",
@@ -98,6 +135,9 @@ def _check_addresses_and_features(cfg: Any, bad: Callable[[str, str], ConfigErro
         parse_delay_levels(cfg.message_delay_level)
     except ConfigError as exc:
         raise keyed_error(str(exc), "messageDelayLevel") from None
+    exposed = exposure_refusal("the broker", cfg.listen_host, cfg.acl_enable, cfg.insecure)
+    if exposed is not None:
+        raise keyed_error(f"listenHost={cfg.listen_host!r}: {exposed}", "listenHost")
     if cfg.acl_enable and not cfg.acl_file:
         raise keyed_error("aclEnable=true needs aclFile (the path of plain_acl.yml)", "aclEnable")
     if bool(cfg.access_key) != bool(cfg.secret_key):
@@ -127,6 +167,8 @@ def convert_value(raw: Any, kind: type) -> Any:
             return False
         raise ValueError("expected true or false")
     if kind is int:
+        if len(text.lstrip("+-")) > 19:  # a Java long, as RocketMQ reads it
+            raise ValueError("out of range (a 64-bit integer)")
         return int(text)
     if issubclass(kind, enum.Enum):
         try:

@@ -23,10 +23,11 @@ from broker.remoting.limits import (
     DEFAULT_FRAME_READ_TIMEOUT_MS,
     DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_HOST,
     DEFAULT_MAX_PENDING_BYTES,
     ServerLimits,
 )
-from broker.remoting.server import RemotingServer, warn_if_exposed
+from broker.remoting.server import RemotingServer, exposure_refusal, warn_if_exposed
 from broker.remoting.tls import TlsMode
 from contracts.errors import ConfigError, RemotingError
 from contracts.fastjson import loads_fastjson
@@ -258,10 +259,16 @@ class NameServer:
                 )
 
 
-async def serve(host: str, port: int, acl: AclChecker | None = None, **server_options) -> None:
+async def serve(
+    host: str, port: int, acl: AclChecker | None = None, controller=None, **server_options
+) -> None:
     ns = NameServer(acl=acl, **server_options)
     await ns.server.start(host, port)
     log.info("namesrv listening on %s:%d", host, ns.server.port)
+    if controller is not None:  # enableControllerInNamesrv: broker/controller/ on this port
+        from broker.controller.cli import embed_in_namesrv
+
+        controller = await embed_in_namesrv(controller, ns.server)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -270,6 +277,8 @@ async def serve(host: str, port: int, acl: AclChecker | None = None, **server_op
     await stop.wait()
     log.info("namesrv shutting down")
     scanner.cancel()
+    if controller is not None:
+        await controller.stop()
     await ns.server.stop()
 
 
@@ -279,6 +288,7 @@ def _server_options(args: argparse.Namespace) -> dict:
             idle_timeout_ms=args.idle_timeout_seconds * 1000,
             frame_read_timeout_ms=args.frame_read_timeout_ms,
             max_connections=args.max_connections,
+            max_connections_per_host=args.max_connections_per_host,
             max_pending_bytes=args.max_pending_bytes,
         )
     except ValueError as exc:
@@ -286,15 +296,25 @@ def _server_options(args: argparse.Namespace) -> dict:
     mode = TlsMode.parse(args.tls_mode)
     ctx = None
     if mode is not TlsMode.DISABLED:
-        ctx = tls.server_context(args.tls_cert, args.tls_key)
+        password = tls.key_password(None, args.tls_key_password_file)
+        ctx = tls.server_context(args.tls_cert, args.tls_key, password)
     return {"limits": limits, "tls_mode": mode, "ssl_context": ctx}
 
 
 def run(args: argparse.Namespace) -> int:
     options = _server_options(args)  # ConfigError: one line, exit 2 (cli.main)
+    exposed = exposure_refusal("the name server", args.host, bool(args.acl_file), args.insecure)
+    if exposed is not None:
+        raise ConfigError(f"namesrv --host {args.host}: {exposed} (--acl-file or --insecure)")
     acl = AclChecker.from_file(args.acl_file) if args.acl_file else None
     warn_if_exposed("the name server", args.host, acl is not None)
-    aio.run(serve(args.host, args.listen_port, acl, **options), args.event_loop)
+    port, controller = args.listen_port, None
+    if args.config:
+        from broker.controller.cli import read_namesrv_conf
+
+        conf_port, controller = read_namesrv_conf(args.config)
+        port = conf_port if conf_port is not None and args.listen_port == 9876 else port
+    aio.run(serve(args.host, port, acl, controller, **options), args.event_loop)
     return 0
 
 
@@ -302,11 +322,20 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("namesrv", help="run a name server (foreground)")
     p.add_argument(
         "--host",
-        default="0.0.0.0",
-        help="address to listen on (default 0.0.0.0: all interfaces, with a loud warning while "
-        "ACL is off; 127.0.0.1 keeps it on this machine)",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; an address beyond loopback needs "
+        "--acl-file, or --insecure to accept an open name server)",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow listening beyond loopback without --acl-file (anyone who reaches the port "
+        "can register and unregister brokers and change routes)",
     )
     p.add_argument("--listen-port", type=int, default=9876, help="TCP port (default 9876)")
+    p.add_argument("-c", "--config", default=None,
+                   help="namesrv.conf: listenPort, enableControllerInNamesrv=true and the "
+                   "embedded controller's keys (broker/controller/config.py)")  # fmt: skip
     p.add_argument(
         "--idle-timeout-seconds",
         type=int,
@@ -327,6 +356,13 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         help=f"connections accepted at once (default {DEFAULT_MAX_CONNECTIONS})",
     )
     p.add_argument(
+        "--max-connections-per-host",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS_PER_HOST,
+        help="connections accepted at once from one remote address "
+        f"(default {DEFAULT_MAX_CONNECTIONS_PER_HOST})",
+    )
+    p.add_argument(
         "--max-pending-bytes",
         type=int,
         default=DEFAULT_MAX_PENDING_BYTES,
@@ -342,6 +378,11 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tls-cert", help="PEM certificate (chain) for TLS")
     p.add_argument("--tls-key", help="PEM private key for TLS")
+    p.add_argument(
+        "--tls-key-password-file",
+        help="file whose first line is the TLS key's pass phrase (else "
+        "$HAPROOF_TLS_KEY_PASSWORD; an encrypted key never prompts)",
+    )
     p.add_argument(
         "--event-loop",
         choices=[k.value for k in aio.EventLoop],

@@ -34,9 +34,10 @@ from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode
-from broker.remoting.server import RemotingServer, warn_if_exposed
+from broker.remoting.server import RemotingServer, exposure_refusal, warn_if_exposed
 from broker.store.config_store import topic_config
 from broker.store.message_store import MessageStore
+from contracts.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class BrokerNode:
         # on_truncated(from_offset, to_offset): a rejoining node cut its log back
         self.truncate_listeners: list = []
         self.services: list[NodeService] = []  # see _build_services
+        self.offset_log = None  # offsetCommitThroughLog's OffsetLogService (_build_services)
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -106,6 +108,11 @@ class BrokerNode:
         """``host`` overrides the config's listenHost; ``config_path`` is the broker.conf
         runtime config updates are written to (None: they are refused)."""
         host = config.listen_host if host is None else host
+        exposed = exposure_refusal(
+            f"broker {config.node_name}", host, config.acl_enable, config.insecure
+        )
+        if exposed is not None:  # --host beyond loopback (listenHost is checked with the file)
+            raise ConfigError(exposed)
         acl = acl_checker(config)  # a bad plain_acl.yml stops the start before the store opens
         signer = acl_signer(config)  # signs what this broker sends (None: no keys)
         if acl is not None and signer is None:
@@ -197,6 +204,11 @@ class BrokerNode:
             self.replication,
             ScheduleMessageService(self.store),  # delivers only while the store is a master
         ]
+        if self.config.offset_commit_through_log:  # commits as records (broker/offset_log)
+            from broker.offset_log.service import OffsetLogService
+
+            self.offset_log = OffsetLogService(self.store, self.role, self.replication, self.config)
+            services.append(self.offset_log)
         if self.config.archive_enable:
             from broker.archive.node_archiver import NodeArchiver
 
@@ -332,6 +344,8 @@ async def serve(
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_file(args.config)
     if args.check_config:
+        acl_checker(config)  # aclFile loads (exists, parses, no CHANGE-ME key)
+        remoting_server(config, {})  # the TLS certificate and key load (nothing is bound)
         print(
             f"{args.config}: configuration OK: broker {config.broker_name} (id {config.broker_id}, "
             f"{config.broker_role.value}, {config.flush_disk_type.value}), store "
@@ -348,8 +362,8 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--host",
         default=None,
-        help="address to listen on (default: listenHost in broker.conf, itself 0.0.0.0 -- all "
-        "interfaces, with a loud warning while ACL is off)",
+        help="address to listen on (default: listenHost in broker.conf, itself 127.0.0.1; an "
+        "address beyond loopback needs aclEnable=true or insecure=true)",
     )
     p.add_argument(
         "--check-config",
@@ -358,9 +372,11 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--accept-offset-loss",
+        "--accept-lost-offsets",
         action="store_true",
-        help="start even when consumerOffset.json and its backup are unreadable, serving what is "
-        "left (recorded as an offset_reset event); restore the file instead when you can",
+        help="start even when consumerOffset.json and its backup are unreadable (or both missing "
+        "from a store holding messages), serving what is left (recorded as an offset_reset "
+        "event); restore the file instead when you can",
     )
     p.set_defaults(func=run)
 

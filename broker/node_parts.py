@@ -87,9 +87,10 @@ def stable_node_name(config: BrokerConfig) -> str:
 def remoting_server(config: BrokerConfig, processors: dict) -> RemotingServer:
     ctx = None
     if config.tls_mode is not TlsMode.DISABLED:
-        ctx = tls.server_context(
-            config.tls_server_cert_path, config.tls_server_key_path, config.tls_server_key_password
+        password = tls.key_password(
+            config.tls_server_key_password, config.tls_server_key_password_file
         )
+        ctx = tls.server_context(config.tls_server_cert_path, config.tls_server_key_path, password)
     return RemotingServer(
         processors, ServerLimits.from_config(config), tls_mode=config.tls_mode, ssl_context=ctx
     )

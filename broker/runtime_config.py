@@ -37,9 +37,18 @@ class NotRuntimeKeyError(ConfigError):
     """The key exists (or not) but cannot change on a running node."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(
-            f"{key!r} cannot be changed at runtime (changeable: {', '.join(sorted(RUNTIME_KEYS))})"
-        )
+        from broker.config_file import ROCKETMQ_IGNORED_KEYS, closest_key
+
+        changeable = ", ".join(sorted(RUNTIME_KEYS))
+        known = set(_PROPERTIES) | ROCKETMQ_IGNORED_KEYS
+        if key in known:
+            message = f"{key!r} cannot be changed at runtime (changeable: {changeable})"
+        else:
+            # a typo is not a refusal: say so, and the key most likely meant
+            hint = closest_key(key, sorted(known | set(RUNTIME_KEYS)))
+            message = f"unknown key {key!r}" + (f"; did you mean {hint}?" if hint else "")
+            message += f" (changeable at runtime: {changeable})"
+        super().__init__(message)
         self.key = key
 
 

@@ -1,16 +1,14 @@
 """Archive layout version 1, revision 2 (DESIGN.md section 3 plus bucket folders): the keys and
 JSON documents in object storage.
 
-This module is the single owner of the layout: the shipper writes through it and the Spark audit
-jobs read through it. Keys are relative to the archive ROOT (``s3://bucket/prefix`` or
-``file:///path``)::
+The single owner of the layout: the shipper writes and the audit reads through it. Keys are
+relative to the archive ROOT (``s3://bucket/prefix`` or ``file:///path``)::
 
     v1/{cluster}/{brokerName}/{node}/commitlog/{B1}/{B2}/{B3}/{start:020d}-{end:020d}-{epoch}.log
     v1/{cluster}/{brokerName}/{node}/commitlog/{B1}/{B2}/{B3}/{start:020d}-{end:020d}-{epoch}.json
     v1/{cluster}/{brokerName}/{node}/snapshots/{T1}/{T2}/{takenAtMs:013d}.json
     v1/{cluster}/{brokerName}/{node}/events/{T1}/{T2}/{atMs:013d}-{kind}.json
     v1/{cluster}/{brokerName}/_audit/state.json
-    v1/{cluster}/{brokerName}/_audit/lease.json       (contracts.audit_state.audit_lease_key)
     audits/{runId}/...
 
 Bucket folders (revision 2) hold a range of the sortable number that begins the file name: the
@@ -31,6 +29,9 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from contracts.controller_events import CONTROLLER_EVENT_FIELDS
+from contracts.read_limits import load_json_doc
+
 VERSION = "v1"
 REVISION = 2  # 1: flat folders; 2: bucket folders (read: both)
 AUDIT_DIR = "_audit"
@@ -42,10 +43,10 @@ EVENT_KINDS = (
     "truncated",
     "master_lost",
     "offset_reset",
-)
+) + tuple(CONTROLLER_EVENT_FIELDS)  # controller mode: contracts/controller_events.py
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._%-]*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._%-]{0,254}$")  # a file system's path component
 _CHUNK_RE = re.compile(r"^(\d{20})-(\d{20})-(\d+)\.(log|json)$")
 _SNAPSHOT_RE = re.compile(r"^(\d{13})\.json$")
 _EVENT_RE = re.compile(r"^(\d{13})-([a-z_]+)\.json$")
@@ -57,7 +58,7 @@ class LayoutError(ValueError):
 
 def check_name(what: str, value: str) -> str:
     if not isinstance(value, str) or not _NAME_RE.match(value) or value == AUDIT_DIR:
-        raise LayoutError(f"{what} {value!r} is not a valid archive path component")
+        raise LayoutError(f"{what} {value!r:.80} is not a valid archive path component")
     return value
 
 
@@ -293,7 +294,7 @@ class ChunkManifest:
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "manifest") -> ChunkManifest:
-        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        doc = load_json_doc(data, what, LayoutError) if isinstance(data, (bytes, str)) else data
         _require(
             doc, what, {
                 "start": int, "end": int, "records": int, "firstStoreTs": int,
@@ -333,7 +334,7 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, what: str = "snapshot") -> Snapshot:
-        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        doc = load_json_doc(data, what, LayoutError) if isinstance(data, (bytes, str)) else data
         _require(
             doc, what, {
                 "node": str, "brokerName": str, "brokerId": int, "role": str, "epoch": int,
@@ -373,7 +374,7 @@ def make_event(
 
 
 def parse_event(data: bytes | str | dict, what: str = "event") -> dict[str, Any]:
-    doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+    doc = load_json_doc(data, what, LayoutError) if isinstance(data, (bytes, str)) else data
     _require(
         doc,
         what,
@@ -386,6 +387,7 @@ def parse_event(data: bytes | str | dict, what: str = "event") -> dict[str, Any]
         "role_changed": ("from", "to"),
         "truncated": ("from", "to"),
         "offset_reset": ("group", "topic", "queue", "from", "to"),
+        **CONTROLLER_EVENT_FIELDS,
     }.get(doc["kind"], ())
     for name in needs:
         if name not in doc:

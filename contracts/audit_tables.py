@@ -75,6 +75,12 @@ CHECK_TITLES = {
     OFFSET_MONOTONICITY: "no committed consumer offset went backwards",
 }
 
+#: informational checks: they count, and fail only past a threshold the run sets; without one
+#: they pass (what they counted is in verdict.json), so they never change a run's headline
+DELIVERY = "delivery"
+INFORMATIONAL_CHECKS = (DELIVERY,)
+CHECK_TITLES[DELIVERY] = "duplicates and redeliveries (informational unless a threshold is set)"
+
 STATUS_PASS = "pass"
 STATUS_FAIL = "fail"
 STATUS_NO_EVIDENCE = "no_evidence"
@@ -169,6 +175,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     },
     "offset_violations": {
         "kind": "object",  # regression | beyond_queue_max
+        "evidence": "object",  # records (commit records, section 3b) | snapshots
         "group_name": "object",
         "topic": "object",
         "queue_id": "int64",
@@ -180,6 +187,8 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "node_after": "object",
         "epoch_after": "int64",
         "at_after": "int64",
+        "log_offset_before": "float64",  # physical offsets of the two commit records (records)
+        "log_offset_after": "float64",
         "failover": "object",
         "reconsumed_messages": "int64",
     },
@@ -236,6 +245,23 @@ def check_status(findings: int, evidence: int) -> str:
     if findings:
         return STATUS_FAIL
     return STATUS_PASS if evidence > 0 else STATUS_NO_EVIDENCE
+
+
+def delivery_status(
+    duplicated: int,
+    redelivered: int,
+    enqueued: int,
+    max_duplicated: int | None = None,
+    max_redelivered: int | None = None,
+) -> str:
+    """The ``delivery`` check: fails when a threshold is set and exceeded; with a threshold and
+    nothing stored it had no evidence; without a threshold it only counts (pass)."""
+    limits = [(duplicated, max_duplicated), (redelivered, max_redelivered)]
+    if any(limit is not None and n > limit for n, limit in limits):
+        return STATUS_FAIL
+    if all(limit is None for _n, limit in limits):
+        return STATUS_PASS
+    return STATUS_PASS if enqueued > 0 else STATUS_NO_EVIDENCE
 
 
 #: a check's status as a run status: the run is what its worst check is

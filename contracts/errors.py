@@ -17,6 +17,10 @@ class StoreError(HaproofError):
     """Something is wrong in a store directory."""
 
 
+class DiskFullError(StoreError):
+    """Space for a store file could not be reserved (ENOSPC, EDQUOT): nothing was written."""
+
+
 class CorruptRecordError(StoreError):
     """Bytes that should be a commit log record are not one."""
 
@@ -68,3 +72,23 @@ class AuditInputError(HaproofError):
 
 class ObjectNotFoundError(ArchiveError):
     """The object (or range) asked for is not in the archive."""
+
+
+class OffsetRecordError(HaproofError):
+    """An offset commit record (DESIGN.md section 3b) breaks its format: names the field."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"offset commit record: {field} {why}")
+        self.field = field
+        self.why = why
+
+    def __reduce__(self):  # crosses process boundaries (Spark executors)
+        return (type(self), (self.field, self.why))
+
+
+class ObjectTooLargeError(ArchiveError):
+    """An object holds more bytes than its reader takes (contracts/read_limits.py)."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit

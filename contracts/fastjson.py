@@ -40,7 +40,7 @@ def loads_fastjson(
 ) -> Any:
     """Parse ``data`` (UTF-8 bytes or text) as fastjson writes it, within limits (what comes off
     the network or a damaged disk is not trusted): nesting depth, integer length, finite
-    numbers only. A limit broken is a :class:`JsonLimitError`, other bad text a
+    numbers only. A limit broken is a :class:`FastjsonLimitError` (a JsonLimitError), other bad text a
     :class:`FastjsonError` (both ``ValueError``); never RecursionError or OverflowError."""
     if isinstance(data, bytes | bytearray):
         try:
@@ -55,14 +55,14 @@ def loads_fastjson(
 def _loads_fastjson_bounded(text: str, source: str, max_depth: int) -> Any:
     try:
         return loads_bounded(text, max_depth)
-    except JsonLimitError:
-        raise
+    except JsonLimitError as exc:
+        raise FastjsonLimitError(source, str(exc)) from exc
     except ValueError:
         pass
     try:
         return loads_bounded(_TOKEN.sub(_quote, text), max_depth)
     except JsonLimitError as exc:
-        raise JsonLimitError(f"{source}: {exc}") from exc
+        raise FastjsonLimitError(source, str(exc)) from exc
     except json.JSONDecodeError as exc:
         raise FastjsonError(
             source, f"not JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
@@ -71,6 +71,12 @@ def _loads_fastjson_bounded(text: str, source: str, max_depth: int) -> Any:
 
 class JsonLimitError(ValueError):
     """A JSON document breaks a limit: nesting depth, a number's range or a size."""
+
+
+class FastjsonLimitError(FastjsonError, JsonLimitError):
+    """A limit broken in a named source: both a JsonLimitError (remoting answers it as such)
+    and a FastjsonError, so a config file over a limit is as unusable as a corrupt one (its
+    verified other copy is used instead)."""
 
 
 def parse_int(text: str) -> int:

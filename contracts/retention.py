@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveError, ObjectNotFoundError
+from contracts.read_limits import MAX_JSON_DOC_BYTES, load_json_doc
 
 MARKER_VERSION = 1
 
@@ -44,7 +45,7 @@ def read_horizon(store, cluster: str, broker_name: str) -> Horizon | None:
     """The group's retention marker, or None when it was never pruned."""
     key = retention_key(cluster, broker_name)
     try:
-        doc = json.loads(store.get(key))
+        doc = load_json_doc(store.get(key, MAX_JSON_DOC_BYTES), key)
         if doc.get("version") != MARKER_VERSION:
             raise ValueError(f"unknown version {doc.get('version')!r}")
         return Horizon(

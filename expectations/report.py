@@ -12,7 +12,6 @@ Its usage statistics are switched off: this runs on machines with no route to th
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -21,8 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts import archive_layout as layout
-from contracts.errors import HaproofError, ObjectNotFoundError
+from contracts.errors import ArchiveError, HaproofError, ObjectNotFoundError
+from contracts.read_limits import MAX_PARQUET_BYTES
 from expectations import suites
+from expectations.parquet_limits import parquet_frame
+from spark_jobs import progress
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +79,16 @@ def group_prefix(run_id: str, broker_name: str) -> str:
 
 
 def load_table(store, run_id: str, broker_name: str, table: str):
-    import pandas as pd
 
     key = layout.audit_table_key(run_id, broker_name, table)
     try:
-        data = store.get(key)
+        data = store.get(key, MAX_PARQUET_BYTES)
     except ObjectNotFoundError as exc:
         raise ExpectationsError(f"audit table {key} is missing: was the audit run?") from exc
+    except ArchiveError as exc:  # not a regular file, larger than a table is read
+        raise ExpectationsError(f"audit table {key} cannot be read: {exc}") from exc
     try:
-        df = pd.read_parquet(io.BytesIO(data))
+        df = parquet_frame(data, key)
     except Exception as exc:  # pyarrow raises several types for a damaged file
         raise ExpectationsError(f"audit table {key} is not readable Parquet: {exc}") from exc
     return suites.prepare_frame(table, df)
@@ -161,10 +164,12 @@ def run_suites(
 ) -> ReportResult:
     """Validate the group's audit tables; publish the HTML report and ``expectations.json``."""
     params = {**suites.DEFAULT_PARAMETERS, **(parameters or {})}
+    progress.line(f"{broker_name}: expectations: reading {len(suites.BUILDERS)} table(s)")
     frames = {t: load_table(store, run_id, broker_name, t) for t in suites.BUILDERS}
     import great_expectations as gx
     import great_expectations.expectations as gxe
     from great_expectations.checkpoint import UpdateDataDocsAction
+    from great_expectations.core.run_identifier import RunIdentifier
 
     prefix = group_prefix(run_id, broker_name)
     with tempfile.TemporaryDirectory(prefix="haproof-gx-") as docs_dir:
@@ -186,13 +191,16 @@ def run_suites(
                 )
             )
             run = checkpoint.run(
-                batch_parameters={"dataframe": frames[table]}, expectation_parameters=params
+                batch_parameters={"dataframe": frames[table]},
+                expectation_parameters=params,
+                run_id=RunIdentifier(run_name=f"haproof-{run_id}"),
             )
             (vr,) = run.run_results.values()
             results.append(
                 SuiteResult(table, suite.name, bool(vr.success), len(vr.results), _failed(vr))
             )
-            log.info("suite %s on %s: %s", suite.name, table, "passed" if vr.success else "FAILED")
+            progress.line(f"{broker_name}: expectations: {suite.name} on {table}: "
+                          f"{'passed' if vr.success else 'FAILED'}")  # fmt: skip
         _offline(docs_dir)
         uploaded = _upload_site(store, docs_dir, f"{prefix}{REPORT_DIR}/")
     report = ReportResult(

@@ -124,7 +124,11 @@ def build_offset_timeline(gx, gxe):
 def build_checks(gx, gxe):
     suite = gx.ExpectationSuite(name="haproof_checks")
     suite.add_expectation(_columns(gxe, "checks"))
-    suite.add_expectation(gxe.ExpectColumnValuesToBeInSet(column="check", value_set=list(T.CHECKS)))
+    suite.add_expectation(
+        gxe.ExpectColumnValuesToBeInSet(
+            column="check", value_set=list(T.CHECKS + T.INFORMATIONAL_CHECKS)
+        )
+    )
     # with --require-evidence, every check must have judged something (no_evidence fails)
     suite.add_expectation(
         gxe.ExpectColumnValuesToBeBetween(column="evidence", min_value=_param("min_evidence"))

@@ -5,7 +5,8 @@
   terminal unless ``-v`` asks for them; warnings and errors still show.
 - :class:`Progress` draws a one-line bar on stderr when a terminal is attached and prints a few
   plain lines (start, every 25 %, end) otherwise, so logs and CI output stay readable.
-- :func:`step` is one plain progress line with the seconds since the command started.
+- :func:`step` is one plain progress line with the seconds since the command started (the
+  clock of ``spark_jobs/progress.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ THIRD_PARTY = (
     "numba",
     "fsspec",
 )
-_T0 = time.monotonic()
 
 # log4j2 for the Spark driver: WARN (the level Spark's PySpark shell logic wants, so it does not
 # announce a "default log level"), and the two start-up warnings about this machine (loopback
@@ -96,8 +96,10 @@ class _BelowWarning(logging.Filter):
 
 def step(prog: str, msg: str, stream: TextIO | None = None) -> None:
     """``{prog}: [  12.3s] msg`` on stderr."""
+    from spark_jobs import progress
+
     out = stream or sys.stderr
-    print(f"{prog}: [{time.monotonic() - _T0:6.1f}s] {msg}", file=out, flush=True)
+    print(f"{prog}: [{progress.elapsed_s():6.1f}s] {msg}", file=out, flush=True)
 
 
 class Progress:

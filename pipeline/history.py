@@ -207,11 +207,17 @@ def run(args: argparse.Namespace) -> int:
 
     if args.last < 1:
         raise AuditInputError(f"--last must be >= 1, got {args.last}")
+    import os
+
+    root = args.root or os.environ.get("HAPROOF_ARCHIVE_ROOT")
+    cluster = args.cluster or os.environ.get("HAPROOF_CLUSTER")
+    if not root or not cluster:
+        raise AuditInputError("history needs --root and --cluster (or their environment)")
     try:
-        store = StoreSpec(args.root, endpoint_url=args.endpoint_url).open()
-        hist = collect_history(store, args.cluster, args.last)
+        store = StoreSpec(root, endpoint_url=args.endpoint_url).open()
+        hist = collect_history(store, cluster, args.last)
     except (ArchiveError, ValueError) as exc:
-        raise AuditInputError(f"history of {args.root}: {exc}") from exc
+        raise AuditInputError(f"history of {root}: {exc}") from exc
     if args.json:
         json.dump(hist.to_json(), sys.stdout, indent=2)
         print()

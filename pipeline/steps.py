@@ -34,6 +34,9 @@ class PipelineConfig:
     require_evidence: bool = False
     expectations: bool = True
     run_id: str | None = None
+    #: thresholds of the informational ``delivery`` check (None: it only counts)
+    max_duplicated: int | None = None
+    max_redelivered: int | None = None
     # one audit of a group at a time (spark_jobs/lease.py): how long to wait for another
     # audit's lease (0: give up at once, LeaseBusyError), and the lease's time to live
     # (defaults: HAPROOF_AUDIT_LEASE_WAIT_S, HAPROOF_AUDIT_LEASE_TTL_S, else 0 and 120)
@@ -54,8 +57,21 @@ class PipelineConfig:
             )
         if self.max_lag_bytes < 0:
             raise AuditInputError(f"max_lag_bytes must be >= 0, got {self.max_lag_bytes}")
-        parse_time(self.since, "since")
-        parse_time(self.until, "until")
+        for name in ("max_duplicated", "max_redelivered"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 0):
+                raise AuditInputError(f"{name} must be an integer >= 0, got {value!r}")
+        since, until = parse_time(self.since, "since"), parse_time(self.until, "until")
+        if since is not None and until is not None and until < since:
+            raise AuditInputError(
+                f"--until {self.until} is before --since {self.since}: an empty window"
+            )
+        for what, name in (("cluster", self.cluster), ("brokerName", self.broker_name)):
+            if name is not None:
+                try:
+                    layout.check_name(what, name)
+                except layout.LayoutError as exc:
+                    raise AuditInputError(str(exc)) from None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -129,6 +145,8 @@ def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:
         max_lag_bytes=cfg.max_lag_bytes,
         incremental=cfg.incremental,
         require_evidence=cfg.require_evidence,
+        max_duplicated=cfg.max_duplicated,
+        max_redelivered=cfg.max_redelivered,
         before_save=before_save,
     )
     try:

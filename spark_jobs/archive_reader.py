@@ -7,7 +7,6 @@ read their ranges.
 
 from __future__ import annotations
 
-import json
 import pickle
 import threading
 from collections.abc import Callable, Iterable
@@ -18,6 +17,7 @@ from contracts import archive_layout as layout
 from contracts import audit_tables as T
 from contracts.errors import ArchiveError, AuditInputError, ObjectNotFoundError
 from contracts.object_store import ObjectInfo, ObjectStore, StoreSpec
+from contracts.read_limits import MAX_JSON_DOC_BYTES, load_json_doc
 
 
 @dataclass
@@ -93,7 +93,7 @@ def fault(node: str, key: str, kind: str, detail: str, start=None, end=None) -> 
 def _fetch(store: ObjectStore, key: str) -> bytes | Exception:
     """The object's bytes, or the error that kept it from being read (a finding, not a crash)."""
     try:
-        return store.get(key)
+        return store.get(key, MAX_JSON_DOC_BYTES)
     except ArchiveError as exc:
         return exc
 
@@ -261,7 +261,7 @@ def _parse_small(na, kind, key, body, faults, cluster, broker_name) -> int:
         faults.append(fault(na.node, key, T.FAULT_UNREADABLE, _read_error(body)))
         return 0
     try:
-        doc = json.loads(body)
+        doc = load_json_doc(body, key)
     except (ValueError, UnicodeDecodeError) as exc:
         faults.append(fault(na.node, key, T.FAULT_BAD_JSON, f"not JSON: {exc}"))
         return 0

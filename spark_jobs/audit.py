@@ -18,8 +18,6 @@ this module gathers the findings and the evidence:
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -30,7 +28,7 @@ from contracts import audit_tables as T
 from contracts.object_store import StoreSpec
 from contracts.retention import read_horizon
 from spark_jobs import incremental as inc
-from spark_jobs import outputs
+from spark_jobs import outputs, progress
 from spark_jobs.acked_durability import acked_durability, promises
 from spark_jobs.archive_reader import (
     GroupArchive,
@@ -39,6 +37,8 @@ from spark_jobs.archive_reader import (
     list_broker_names,
     load_group,
 )
+from spark_jobs.commit_history import judge_offsets, ordered_records
+from spark_jobs.delivery import delivery_check, delivery_doc, duplicates_spark
 from spark_jobs.epochs import (
     conflict_plans,
     epoch_masters,
@@ -56,6 +56,7 @@ from spark_jobs.offset_monotonicity import (
     run_offset_monotonicity,
     timeline_last_rows,
 )
+from spark_jobs.redelivery import redeliveries
 from spark_jobs.replica_consistency import run_replica_consistency
 from spark_jobs.views import epoch_plans, node_view
 
@@ -77,28 +78,16 @@ class AuditOptions:
     incremental: bool = False
     #: a check with nothing to judge (no_evidence) fails the run
     require_evidence: bool = False
+    #: the informational ``delivery`` check fails past these (None: it only counts)
+    max_duplicated: int | None = None
+    max_redelivered: int | None = None
     #: called with a group's name just before its state is written (the lease's check,
     #: ``spark_jobs/lease.py``): raising keeps the state untouched
     before_save: Callable[[str], None] | None = None
 
 
-_T0 = [time.monotonic()]
-
-
 def _progress(msg: str) -> None:
-    """One progress line on stderr, with seconds since the run started and the driver's
-    resident memory (what a long audit of a large archive holds)."""
-    elapsed_s = time.monotonic() - _T0[0]
-    print(f"haproof audit: [{elapsed_s:6.1f}s {_rss_mb():5.0f}MB] {msg}", file=sys.stderr,
-          flush=True)  # fmt: skip
-
-
-def _rss_mb() -> float:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):  # not Linux
-        return 0.0
+    progress.line(msg)
 
 
 def _in_window(c: dict, since: int | None, until: int | None) -> bool:
@@ -200,6 +189,38 @@ def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
     return snapshots, timeline, violations
 
 
+@dataclass
+class RecordFindings:
+    """What the offset commit records and the stored messages showed beyond check 4's rows:
+    verdict.json's ``offsets`` (coverage per consumer group) and ``delivery``, and the
+    ``delivery`` check."""
+
+    docs: dict[str, dict]
+    checks: list[T.CheckResult]
+
+
+def records_step(spark, opts, ga, windowed, snapshots, timeline, snap_violations, integ, lost):
+    """Check 4 over the offset commit records the chunk tasks found (``commit_history``) and
+    the ``delivery`` accounting: what ``offsets_step`` gave, with the violations of both, the
+    points judged and the :class:`RecordFindings`."""
+    events = [e for na in ga.nodes.values() for e in na.events]
+    violations, records, offsets_doc = judge_offsets(
+        integ.commits, windowed, snapshots, events, snap_violations
+    )
+    points = records + master_points(timeline)
+    _progress(f"{ga.broker_name}: offsets: {points} point(s), {len(violations)} violation(s)")
+    chunks = [c for cs in windowed.values() for c in cs]
+    masters = [c for c in chunks if c["key"] in integ.checked_keys and c["role"] != "SLAVE"]
+    dups = duplicates_spark(spark, opts.spec, masters)
+    starts = {e: start for e, start, _node in epoch_masters(ga)}
+    roles = {c["key"]: c["role"] for c in chunks}
+    again = redeliveries(ordered_records(integ.commits, roles), starts)
+    doc = delivery_doc(dups, again, len(lost))
+    check = delivery_check(doc, opts.max_duplicated, opts.max_redelivered)
+    found = RecordFindings({"offsets": offsets_doc, "delivery": doc}, [check])
+    return snapshots, timeline, violations, points, found
+
+
 def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str) -> dict:
     state_f = io_pool().submit(inc.load_state, store, opts.cluster, broker_name)
     ga = load_group(
@@ -233,9 +254,8 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     durability = acked_durability(
         ga, master, rep.ranges, state_in.last_snapshot_at, tuple(state_in.max_ack)
     )
-    snapshots, timeline, violations = offsets_step(spark, opts, ga, state_in, broker_name)
-    points = master_points(timeline)
-    _progress(f"{broker_name}: offsets: {points} master point(s), {len(violations)} violation(s)")
+    off = offsets_step(spark, opts, ga, state_in, broker_name) + (integrity, durability)
+    snapshots, timeline, violations, points, found = records_step(spark, opts, ga, windowed, *off)
     checks = outputs.judge_checks(
         ga=ga,
         state_in=state_in,
@@ -247,12 +267,13 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         acks=promises(ga, state_in.last_snapshot_at),
         points=points,
         violations=violations,
+        extra=found.checks,
     )
     verdict = outputs.verdict_doc(
         opts, run_id, broker_name, master, checks, rep.ranges, integrity, faults, durability,
         violations, store, windowed,
     )  # fmt: skip
-    verdict["seconds"] = round(time.monotonic() - t0, 3)
+    verdict.update(seconds=round(time.monotonic() - t0, 3), **found.docs)  # offsets, delivery
     verdict["recordsByIdentity"] = 0  # every chunk's records are checked on its own bytes
     # where the time went (bench audit): the comparison job (with the master chunks checked on
     # its reads), the log integrity job, and the seconds inside the record checks
@@ -312,7 +333,7 @@ def new_run_id() -> str:
 
 
 def run_audit(spark, opts: AuditOptions) -> dict[str, Any]:
-    _T0[0] = time.monotonic()
+    progress.restart()
     # the store (an S3 client costs ~0.15 s to make) is opened once per process and reused by
     # later runs, like the executors' (objects are never cached, only the client)
     # executors (on a cluster: other machines) get the driver's S3 settings inside the tasks

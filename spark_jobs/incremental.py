@@ -28,7 +28,8 @@ from contracts.audit_state import (
     FIELD_VERSION,
     STATE_VERSION,
 )
-from contracts.errors import AuditInputError, ObjectNotFoundError
+from contracts.errors import AuditInputError, ObjectNotFoundError, ObjectTooLargeError
+from contracts.read_limits import MAX_JSON_DOC_BYTES, load_json_doc
 
 
 @dataclass
@@ -103,9 +104,11 @@ class AuditState:
 def load_state(store, cluster: str, broker_name: str) -> AuditState:
     key = layout.audit_state_key(cluster, broker_name)
     try:
-        doc = json.loads(store.get(key))
+        doc = load_json_doc(store.get(key, MAX_JSON_DOC_BYTES), key)
     except ObjectNotFoundError:
         return AuditState()
+    except ObjectTooLargeError as exc:
+        raise AuditInputError(str(exc)) from exc
     except ValueError as exc:
         raise AuditInputError(f"{store.root}/{key} is not JSON: {exc}") from exc
     if not isinstance(doc, dict):

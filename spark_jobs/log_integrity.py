@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from contracts import audit_tables as T
-from contracts.errors import ArchiveError, ObjectNotFoundError
+from contracts.errors import ArchiveError, ObjectNotFoundError, ObjectTooLargeError
 from contracts.object_store import StoreSpec
 from contracts.record_walk import check_chunk
 from spark_jobs.archive_reader import executor_store
+from spark_jobs.commit_history import commit_rows
 from spark_jobs.session import deal, run_tasks, task_partitions
 
 
@@ -78,6 +79,7 @@ SCAN_FIELDS = [
     ("check_cpu_s", "double"),  # count: CPU seconds of the same
     ("read_s", "double"),  # window: wall seconds reading both sides' bytes
     ("compare_s", "double"),  # window: wall seconds comparing them
+    ("at", "long"),  # commit: the record's store timestamp (its body in detail)
 ]
 SCAN_COLUMNS = [name for name, _ in SCAN_FIELDS]
 SCAN_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in SCAN_FIELDS)
@@ -116,6 +118,7 @@ def chunk_rows(
                  first_qo=first, last_qo=last)
         for (topic, qid), (first, last) in queues.items()
     ]  # fmt: skip
+    rows += commit_rows(node, key, start, data, queues, scan_row)  # offset commit records
     rows.append(
         scan_row(kind="count", start=start, end=start + len(data), node=node, key=key,
                  records=n, check_s=check_s, check_cpu_s=check_cpu_s)
@@ -133,9 +136,18 @@ def read_chunk(store, node: str, key: str, start: int, end: int) -> tuple[bytes 
     """The chunk's whole object, or None and the fault row saying why it could not be used (a
     missing object, an unreadable one, or one whose size is not its manifest's)."""
     try:
-        data = store.get(key)
+        data = store.get(key, max(0, end - start))  # never more than the manifest's size
     except ObjectNotFoundError as exc:
         return None, fault_row(node, key, T.FAULT_LOG_MISSING, start, end, str(exc))
+    except ObjectTooLargeError as exc:
+        return None, fault_row(
+            node,
+            key,
+            T.FAULT_SIZE_MISMATCH,
+            start,
+            end,
+            f"object is longer than the {end - start} bytes its manifest says ({exc})",
+        )
     except ArchiveError as exc:
         return None, fault_row(node, key, T.FAULT_UNREADABLE, start, end, str(exc))
     if len(data) != end - start:
@@ -198,6 +210,7 @@ class ScanTally:
     faults: list[dict] = field(default_factory=list)
     # (node, key, start, topic, queue_id, first_qo, last_qo)
     queues: list[tuple] = field(default_factory=list)
+    commits: list[dict] = field(default_factory=list)  # offset commit records (commit_history)
 
     def add(self, rows) -> ScanTally:
         for r in rows:
@@ -214,6 +227,8 @@ class ScanTally:
                 )  # fmt: skip
             elif kind == "issue":
                 self.issues.append({k: r.get(k) for k in ISSUE_FIELDS})
+            elif kind == "commit":
+                self.commits.append({k: r[k] for k in ("node", "key", "offset", "at", "detail")})
             elif kind == "fault":
                 self.faults.append(
                     {"node": r["node"], "key": r["key"], "kind": r["check"], "start": r["start"],
@@ -236,6 +251,7 @@ class IntegrityResult:
     check_cpu_s: float  # CPU seconds of the same
     faults: list[dict] = field(default_factory=list)  # archive faults the executors found
     checked_keys: set[str] = field(default_factory=set)  # chunks whose records were checked
+    commits: list[dict] = field(default_factory=list)  # offset commit records read (3b)
 
 
 def judge(tally: ScanTally, chunks: list[dict]) -> IntegrityResult:
@@ -267,6 +283,7 @@ def judge(tally: ScanTally, chunks: list[dict]) -> IntegrityResult:
         float(tally.check_cpu_s),
         list(tally.faults),
         checked,
+        list(tally.commits),
     )
 
 

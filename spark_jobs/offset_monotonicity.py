@@ -174,8 +174,10 @@ def _violations(df, kind: str, before: tuple, after: tuple, failover, reconsumed
     from pyspark.sql import functions as F
 
     names = ("", "node_", "epoch_", "at_")
-    cols = [F.lit(kind).alias("kind"), "group_name", "topic", "queue_id"]
+    evidence = F.lit("snapshots").alias("evidence")
+    cols = [F.lit(kind).alias("kind"), evidence, "group_name", "topic", "queue_id"]
     for side, fields in (("before", before), ("after", after)):
         cols += [F.col(f).alias(f"{n}{side}") for n, f in zip(names, fields, strict=True)]
+        cols.append(F.lit(None).cast("double").alias(f"log_offset_{side}"))  # (records only)
     cols += [failover.alias("failover"), reconsumed.alias("reconsumed_messages")]
     return df.select(*cols)

@@ -73,9 +73,21 @@ def locate_gaps(store, issues: list[dict]) -> None:
 
 
 def judge_checks(
-    *, ga, state_in, incremental, rep, integrity, faults, durability, acks, points, violations
+    *,
+    ga,
+    state_in,
+    incremental,
+    rep,
+    integrity,
+    faults,
+    durability,
+    acks,
+    points,
+    violations,
+    extra=(),
 ) -> list[T.CheckResult]:
-    """Each check's status from its findings and its evidence (what it judged)."""
+    """Each check's status from its findings and its evidence (what it judged); ``extra``:
+    checks judged elsewhere (the informational ``delivery``)."""
     verified_before = sum(state_in.verified.values()) if incremental else 0
     prior = " (and what earlier passing runs verified)" if verified_before else ""
     out = []
@@ -121,6 +133,7 @@ def judge_checks(
                "no committed consumer offset in any master snapshot"
                + (f" although the group stored {traffic} record(s)" if traffic else ""))
     )  # fmt: skip
+    out += list(extra)
     for c in out:
         c.counts = {"evidence": c.evidence}
     return out
@@ -168,6 +181,9 @@ def _witnesses(store, ranges: list[dict], windowed: dict) -> list[dict]:
                 or record_at(store, views[r["master"]], r["first_diff"]),
                 "node_record": detail.get("slave")
                 or record_at(store, views[r["node"]], r["first_diff"]),
+                # spark_jobs/witness.py: both replicas' bytes around the first difference
+                "window": detail.get("window"),
+                "differing_bytes": detail.get("differingBytes"),
             }
         )
         out[-1]["master_key"] = out[-1]["master_record"].get("key")

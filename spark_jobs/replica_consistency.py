@@ -27,6 +27,7 @@ from spark_jobs.archive_reader import executor_store
 from spark_jobs.log_integrity import SCAN_SCHEMA, chunk_rows, fault_row, scan_row
 from spark_jobs.session import deal, run_tasks, task_partitions
 from spark_jobs.views import split_windows
+from spark_jobs.witness import divergence_detail, merged_detail
 
 RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string"
 DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
@@ -180,11 +181,9 @@ def compare_window(
                 i = first_difference(mb, sb)
                 if i:
                     rows.append((pair, a, a + i, "match", ""))
-                detail = {
-                    "firstDifferingOffset": a + i,
-                    "master": record_at(store, master, a + i),
-                    "slave": record_at(store, slave, a + i),
-                }
+                detail = divergence_detail(
+                    a, mb, sb, i, record_at(store, master, a + i), record_at(store, slave, a + i)
+                )
                 rows.append((pair, a + i, b, "divergent", json.dumps(detail, sort_keys=True)))
         elif m_has:
             rows.append((pair, a, b, "master_only", ""))
@@ -261,7 +260,8 @@ def classify(rows: list[tuple], m_end: int, s_end: int, max_lag_bytes: int) -> l
         ):
             last["end"] = r["end"]
         elif last and last["verdict"] == "divergent" == r["verdict"] and last["end"] == r["start"]:
-            last["end"] = r["end"]  # keep the first differing offset's detail
+            last["end"] = r["end"]  # keep the first differing offset's witness
+            last["detail"] = merged_detail(last["detail"], r["detail"])
         else:
             merged.append(dict(r))
     for r in merged:
@@ -368,7 +368,7 @@ def run_replica_consistency(
     for key, (m_end, s_end) in ends.items():
         mine = [(key.split(":", 1)[1], *r[1:]) for r in rows if r[0] == key]
         ranges += classify(mine, m_end, s_end, max_lag_bytes)
-    check_rows = [r for r in out if r["kind"] in ("issue", "queue", "count", "fault")]
+    check_rows = [r for r in out if r["kind"] in ("issue", "queue", "count", "fault", "commit")]
     win = [r for r in out if r["kind"] == "window"]
     return ScanResult(
         sorted(ranges, key=lambda r: (r["pair"], r["start"])),

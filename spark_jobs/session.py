@@ -30,9 +30,18 @@ DEFAULT_CONF = {
 }
 
 
-def get_spark(app_name: str = "haproof-audit", master: str | None = None, conf: dict | None = None):
+def get_spark(
+    app_name: str = "haproof-audit",
+    master: str | None = None,
+    conf: dict | None = None,
+    own_session: bool = False,
+):
     """A SparkSession: ``local[*]`` by default, a cluster with ``spark://...``, or a Spark
-    Connect server with ``sc://...``."""
+    Connect server with ``sc://...``.
+
+    ``own_session``: start the driver JVM in a session (process group) of its own, so a
+    terminal's Ctrl-C reaches only the command, which then ends the JVM and its workers itself
+    (``pipeline/interrupt.py``); otherwise every Python worker prints a KeyboardInterrupt."""
     from pyspark.sql import SparkSession
 
     # py4j says INFO on every gateway connection it opens and closes, the last ones from
@@ -51,10 +60,28 @@ def get_spark(app_name: str = "haproof-audit", master: str | None = None, conf: 
         builder = SparkSession.builder.master(master).appName(app_name)
         for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
             builder = builder.config(k, v)
+        if own_session:
+            _launch_own_session_gateway(app_name, master, {**DEFAULT_CONF, **(conf or {})})
     spark = builder.getOrCreate()
     if not master.startswith("sc://"):
         spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _launch_own_session_gateway(app_name: str, master: str, conf: dict) -> None:
+    """Start the driver JVM (with the session's configuration: the driver's memory is fixed at
+    launch) in a new session; ``getOrCreate`` then reuses this gateway."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        sconf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
+        for k, v in conf.items():
+            sconf.set(k, v)
+        gateway = launch_gateway(sconf, popen_kwargs={"start_new_session": True})
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def default_parallelism(spark) -> int:

@@ -25,7 +25,7 @@ from tools.localcluster import free_port
 REPO = Path(__file__).resolve().parents[1]
 # the extras' top-level modules, as the CLI maps them to the extra that installs them
 HEAVY = tuple(sorted(EXTRA_OF_MODULE))
-BROKER_HOST_COMMANDS = ("broker", "namesrv", "admin", "archive", "store")
+BROKER_HOST_COMMANDS = ("broker", "namesrv", "controller", "admin", "archive", "store")
 
 POISON = f"""
 import importlib.abc, sys

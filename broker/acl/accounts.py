@@ -11,13 +11,19 @@
         defaultGroupPerm: SUB        # for groups not in groupPerms (default DENY)
         topicPerms: [topicA=DENY, topicB=PUB|SUB, topicC=SUB]
         groupPerms: [groupA=DENY, groupB=PUB|SUB]
+    legacySignatures: true           # accept RocketMQ clients' signatures (see below)
 
 Permissions are RocketMQ's bits: DENY 1, ANY 2, PUB 4, SUB 8 (``PUB|SUB`` = 12). Address
 patterns: ``*`` (or empty for "none"), an exact IPv4/IPv6 address, IPv4 with ``*`` in trailing
 parts (``10.1.*.*``), a range ``a-b`` or a list ``{a,b}`` in the last part (``10.1.1.1-5``,
 ``10.1.1.{3,8}``), or a CIDR network (``10.0.0.0/8``). A group's permission is kept under its
 retry topic ``%RETRY%{group}``, as RocketMQ does. Anything else in the file is an error naming
-the account and the key: exit 2 at start, never a half-read file.
+the account and the key: exit 2 at start, never a half-read file. Keys holding the example's
+``CHANGE-ME`` placeholder are refused.
+
+haproof's own clients sign with the request-bound scheme 2 (broker/acl/signing.py); RocketMQ's
+clients sign values only, with no time or nonce (a captured request can be replayed):
+``legacySignatures: false`` refuses those, and they never authorise an admin request code.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ _PERMS = {"DENY": DENY, "ANY": ANY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB
 _PERMS["SUB|PUB"] = PUB | SUB
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 MAX_FILE_CHARS = 4 * 1024 * 1024  # a plain_acl.yml larger than this is not one
+PLACEHOLDER = "CHANGE-ME"  # deploy/plain_acl.example.yml's keys: never loaded as they are
 KEY_MIN_LENGTH = 6  # RocketMQ PlainPermissionManager: keys shorter than this are refused
 _ACCOUNT_KEYS = {
     "accessKey", "secretKey", "whiteRemoteAddress", "admin", "defaultTopicPerm",
@@ -121,6 +128,8 @@ class PlainAcl:
     accounts: dict[str, Account]
     global_white_addresses: tuple[AddressPattern, ...] = ()
     source: str = "<plain_acl.yml>"
+    # RocketMQ-scheme signatures (RocketMQ's own clients) for non-admin requests; replayable
+    legacy_signatures: bool = True
 
     @classmethod
     def from_file(cls, path: str) -> PlainAcl:
@@ -154,7 +163,10 @@ class PlainAcl:
             if acc.access_key in accounts:
                 raise ConfigError(f"{source}: accounts[{i}]: accessKey {acc.access_key!r} twice")
             accounts[acc.access_key] = acc
-        return cls(accounts, whites, source)
+        legacy = doc.get("legacySignatures", True)
+        if not isinstance(legacy, bool):
+            raise ConfigError(f"{source}: legacySignatures must be true or false, got {legacy!r}")
+        return cls(accounts, whites, source, legacy)
 
     def globally_white(self, host: str) -> bool:
         return any(p.matches(host) for p in self.global_white_addresses)
@@ -178,6 +190,11 @@ def _account(raw, where: str) -> Account:
     if len(ak) < KEY_MIN_LENGTH or len(sk) < KEY_MIN_LENGTH:
         raise ConfigError(
             f"{where}: accessKey and secretKey must be at least {KEY_MIN_LENGTH} characters"
+        )
+    if PLACEHOLDER in ak.upper() or PLACEHOLDER in sk.upper():
+        raise ConfigError(
+            f"{where}: accessKey/secretKey still hold the example's {PLACEHOLDER} placeholder: "
+            "set real keys"
         )
     where = f"{where} ({ak})"
     admin = raw.get("admin", False)

@@ -13,7 +13,18 @@ import time
 from dataclasses import dataclass
 
 from broker.acl.accounts import ANY, DENY, PUB, SUB, Account, PlainAcl, group_resource
-from broker.acl.signing import ACCESS_KEY, signature_matches
+from broker.acl.replay import ReplayGuard
+from broker.acl.signing import (
+    ACCESS_KEY,
+    REMOTING_PURPOSE,
+    SIGN_NONCE,
+    SIGN_TIMESTAMP,
+    SIGNATURE_VERSION,
+    V2,
+    signature_matches,
+    signature_v2_matches,
+)
+from broker.processors.send_header import SEND_CODES, SendHeaderError, send_header
 from broker.remoting.codes import RequestCode as R
 from broker.remoting.command import RemotingCommand
 from contracts.errors import ConfigError
@@ -27,6 +38,7 @@ ADMIN_CODES = frozenset(
     {
         R.UPDATE_AND_CREATE_TOPIC,
         25,  # UPDATE_BROKER_CONFIG
+        R.GET_BROKER_CONFIG,  # the whole broker.conf: paths, addresses, limits
         200,  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
         207,  # DELETE_SUBSCRIPTIONGROUP
         215,  # DELETE_TOPIC_IN_BROKER
@@ -79,10 +91,12 @@ def _heartbeat(req: RemotingCommand) -> list[Resource]:
 def request_resources(req: RemotingCommand) -> list[Resource]:
     """The topics and groups ``req`` names and the permission each needs."""
     code = req.code
-    if code == R.SEND_MESSAGE:
-        return _fields(req, "topic", PUB, "topic")
-    if code in (R.SEND_MESSAGE_V2, R.SEND_BATCH_MESSAGE):
-        return _fields(req, "topic", PUB, "b")
+    if code in SEND_CODES:
+        try:
+            header = send_header(req)  # the same parse the handler uses (send_header.py)
+        except SendHeaderError:
+            return []  # refused by the name check: MESSAGE_ILLEGAL
+        return [Resource("topic", header.topic, PUB, header.topic_field)]
     if code == R.CONSUMER_SEND_MSG_BACK:
         return _fields(req, "topic", PUB, "originTopic") + _fields(req, "group", SUB, "group")
     if code in (R.PULL_MESSAGE, R.QUERY_CONSUMER_OFFSET, R.UPDATE_CONSUMER_OFFSET):
@@ -95,7 +109,7 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
         return [r for r in _fields(req, "group", SUB, "consumerGroup") if r.name]
     if code in (R.GET_MAX_OFFSET, R.GET_MIN_OFFSET, R.SEARCH_OFFSET_BY_TIMESTAMP):
         return _fields(req, "topic", ANY, "topic")
-    if code == R.GET_EARLIEST_MSG_STORETIME:
+    if code in (R.GET_EARLIEST_MSG_STORETIME, R.GET_TOPIC_STATS_INFO):
         return _fields(req, "topic", ANY, "topic")
     if code == R.INVOKE_BROKER_TO_RESET_OFFSET:
         return _fields(req, "topic", SUB, "topic") + _fields(req, "group", SUB, "group")
@@ -132,6 +146,7 @@ class AclChecker:
         self._mtime_ns = 0
         self._next_check = 0.0
         self._reload_check_s = self.RELOAD_CHECK_MS / 1000
+        self.replay = ReplayGuard()
 
     @classmethod
     def from_file(cls, path: str, reload_check_ms: int = RELOAD_CHECK_MS) -> AclChecker:
@@ -172,11 +187,33 @@ class AclChecker:
         white = account.white_remote_address
         if white is not None and white.matches(host):
             return None
-        if not signature_matches(req.ext_fields, req.body, account.secret_key):
-            return f"signature mismatch for accessKey {ak!r}"
+        problem = self._signature_refusal(req, account)
+        if problem is not None:
+            return problem
         if req.code in self.admin_codes and not account.admin:
             return f"request code {req.code} needs an admin account; {ak!r} is not one"
         return self._resource_refusal(req, account)
+
+    def _signature_refusal(self, req: RemotingCommand, account: Account) -> str | None:
+        """Scheme 2 (bound to the code, every field and the body; once, within the window), or
+        RocketMQ's scheme for RocketMQ's clients: only when the file allows it
+        (``legacySignatures``, default true) and never for an admin request code."""
+        f, ak = req.ext_fields, account.access_key
+        if f.get(SIGNATURE_VERSION) == V2:
+            if not signature_v2_matches(
+                REMOTING_PURPOSE, req.code, f, req.body, account.secret_key
+            ):
+                return f"signature mismatch for accessKey {ak!r}"
+            return self.replay.refusal(ak, f.get(SIGN_TIMESTAMP), f.get(SIGN_NONCE))
+        if not self.acl.legacy_signatures:
+            return (
+                "RocketMQ-scheme signatures are off (legacySignatures: false); sign with scheme 2"
+            )
+        if req.code in self.admin_codes:
+            return f"request code {req.code} needs a request-bound signature (scheme 2)"
+        if not signature_matches(f, req.body, account.secret_key):
+            return f"signature mismatch for accessKey {ak!r}"
+        return None
 
     def _resource_refusal(self, req: RemotingCommand, account: Account) -> str | None:
         if account.admin and not account.resource_perms:

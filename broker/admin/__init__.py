@@ -7,6 +7,7 @@ prints a table by default and JSON with ``--json``.
 | getBrokerConfig, updateBrokerConfig | broker_config.py | 26, 25 |
 | haStatus, promote | ha.py | 907, 1007/1008 |
 | consumerProgress, resetOffset, resetOffsetByTime | offsets.py | 208, 222 |
+| getSyncStateSet, getControllerMetaData, electMaster, cleanBrokerMetadata | controller_verbs.py | 1006, 1005, 1002, 1011 |
 
 Exit codes: 0 done, 1 a broker or name server could not be reached or refused, 2 bad usage.
 """

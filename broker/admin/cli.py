@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import broker_config, cluster, ha, offsets
+from broker.admin import broker_config, cluster, controller_verbs, ha, messages, offsets, topics
 from broker.admin.common import EXIT_CODES, signed
 
 
@@ -16,9 +16,12 @@ def add_verb(
     "namesrv"), ``--json`` and the exit codes in its epilog."""
     q = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    q.add_argument("--namesrv", default=None, help="name server address(es), ';'-separated")
+    q.add_argument("-n", "--namesrv", default=None,
+                   help="name server address(es) host:port, ';'-separated (default: "
+                   "$NAMESRV_ADDR unless -b is given, as mqadmin)")  # fmt: skip
     if targets == "both":
-        q.add_argument("--broker-addr", default=None, help="broker address(es), ';'-separated")
+        q.add_argument("-b", "--broker-addr", default=None,
+                       help="broker address(es) host:port, ';'-separated")  # fmt: skip
     q.add_argument("--json", action="store_true", help="JSON output instead of a table")
     q.add_argument(
         "--access-key",
@@ -70,6 +73,9 @@ def _ha_verbs(sub) -> None:
     q.add_argument("--node", required=True, help="the node's stable name (nodeName)")
     q.add_argument("--role", default="SYNC_MASTER", choices=["SYNC_MASTER", "ASYNC_MASTER"],
                    help="the new master's role (default SYNC_MASTER)")  # fmt: skip
+    q.add_argument("--unclean", action="store_true",
+                   help="promote even a node behind another reachable one (RocketMQ's "
+                   "enableElectUncleanMaster): what only the others hold is lost")  # fmt: skip
 
 
 def _offset_verbs(sub) -> None:
@@ -96,6 +102,50 @@ def _offset_verbs(sub) -> None:
     q.add_argument("--queue", type=int, default=None, help="only this queue (default: all)")
     q.add_argument("--no-force", action="store_true",
                    help="only rewind: leave a queue whose offset is already before the time")  # fmt: skip
+    add_verb(sub, "brokerConsumeStats", "every group's per queue offsets and lag on one broker",
+             offsets.run_broker_consume_stats)  # fmt: skip
+
+
+def _topic_verbs(sub) -> None:
+    add_verb(sub, "topicList", "every topic of the cluster's masters, one per line",
+             topics.run_topic_list, targets="namesrv")  # fmt: skip
+    q = add_verb(sub, "topicClusterList", "the clusters holding a topic, one per line",
+                 topics.run_topic_cluster_list, targets="namesrv")  # fmt: skip
+    q.add_argument("-t", "--topic", required=True)
+    q = add_verb(sub, "updateTopic", "create or update a topic on a broker or every master "
+                 "of a cluster", topics.run_update_topic)  # fmt: skip
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-c", "--cluster", default=None, help="every master of this cluster (with -n)")
+    q.add_argument("-r", "--read-queue-nums", type=int, default=8)
+    q.add_argument("-w", "--write-queue-nums", type=int, default=8)
+    q.add_argument("-p", "--perm", type=int, default=6, help="2 W, 4 R, 6 RW (default 6)")
+    q.add_argument("-o", "--order", action="store_true", help="an ordered topic")
+
+
+def _message_verbs(sub) -> None:
+    q = add_verb(sub, "queryMsgByOffset", "the message at a queue offset (from its master)",
+                 messages.run_query_msg_by_offset, targets="namesrv")  # fmt: skip
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-b", "--broker-name", required=True)
+    q.add_argument("-i", "--queue", type=int, required=True, help="queue id")
+    q.add_argument("-o", "--offset", type=int, required=True, help="queue offset")
+    for verb, what in (("printMsg", "print a topic's messages, every queue from its min offset"),
+                       ("consumeMessage", "read messages from a queue offset, committing "
+                        "nothing")):  # fmt: skip
+        q = add_verb(sub, verb, what, messages.run_print_msg, targets="namesrv")
+        q.add_argument("-t", "--topic", required=True)
+        q.add_argument("-c", "--count", type=int, default=128, help="at most this many (128)")
+        if verb == "consumeMessage":
+            q.add_argument("-b", "--broker-name", default=None, help="only this group")
+            q.add_argument("-i", "--queue", type=int, default=None, help="only this queue")
+            q.add_argument("-o", "--offset", type=int, default=None,
+                           help="from this queue offset (default: each queue's min)")  # fmt: skip
+    q = add_verb(sub, "sendMessage", "send one message", messages.run_send_message,
+                 targets="namesrv")  # fmt: skip
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-p", "--body", required=True, help="the message body (UTF-8 text)")
+    q.add_argument("-k", "--keys", default=None)
+    q.add_argument("-c", "--tags", default=None)
 
 
 def register_cli(subparsers: argparse._SubParsersAction) -> None:
@@ -109,4 +159,7 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     _config_verbs(sub)
     _ha_verbs(sub)
     _offset_verbs(sub)
+    controller_verbs.register_verbs(sub, add_verb)
+    _topic_verbs(sub)
+    _message_verbs(sub)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

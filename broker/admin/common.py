@@ -65,6 +65,7 @@ def signed(verb: str, run):
             return fail("", "an access key needs a secret key (HAPROOF_SECRET_KEY or "
                         "--secret-key-file) and the other way round", 2)  # fmt: skip
         SIGNER.set(AclSigner(ak, sk) if ak else None)
+        default_namesrv(args)
         try:
             return run(args)
         except UsageError as exc:
@@ -73,6 +74,15 @@ def signed(verb: str, run):
             return fail(verb, str(exc), 1)
 
     return wrapped
+
+
+def default_namesrv(args) -> None:
+    """mqadmin's habit: without ``-n``, the name servers in ``$NAMESRV_ADDR``, unless the
+    verb was pointed at brokers with ``-b``."""
+    if getattr(args, "namesrv", None) or getattr(args, "broker_addr", None):
+        return
+    if os.environ.get("NAMESRV_ADDR"):
+        args.namesrv = os.environ["NAMESRV_ADDR"]
 
 
 def fail(verb: str, message: str, code: int) -> int:

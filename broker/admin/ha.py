@@ -108,6 +108,7 @@ def run_promote(args: argparse.Namespace) -> int:
                 broker_addrs=addrs(args.broker_addr),
                 role=BrokerRole(args.role),
                 rpc_hook=SIGNER.get(),
+                unclean=args.unclean,
             )
         )
     except FailoverError as exc:

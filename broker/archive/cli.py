@@ -23,12 +23,13 @@ import threading
 import time
 from urllib.parse import urlparse
 
+from broker.archive.offsets_watch import OffsetsWatch
 from broker.archive.shipper import NodeIdentity, Shipper, ShipResult
 from broker.archive.sources import StoreDirSource
 from broker.store.config_store import DelayOffsetTable
 from broker.store.consumer_offsets import ConsumerOffsetManager
 from contracts import archive_layout as layout
-from contracts.errors import ArchiveError
+from contracts.errors import ArchiveError, ConfigError, StoreError
 from contracts.object_store import DEFAULT_PART_SIZE, open_store
 
 log = logging.getLogger(__name__)
@@ -149,16 +150,29 @@ def check_file_root(root: str) -> None:
         ) from exc
 
 
+def check_names(args: argparse.Namespace) -> None:
+    """--cluster, --broker-name and --node become archive path components: checked before
+    anything is opened (ConfigError: one line, exit 2)."""
+    names = (
+        ("--cluster", args.cluster),
+        ("--broker-name", args.broker_name),
+        ("--node", args.node),
+    )
+    for flag, value in names:
+        try:
+            layout.check_name(flag, value)
+        except layout.LayoutError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
+    check_names(args)
     check_file_root(args.root)
     source = StoreDirSource.open(args.store_dir, args.mapped_file_size)
     store = open_store(args.root, endpoint_url=args.endpoint_url, part_size=args.part_size_bytes)
     identity = NodeIdentity(
         args.cluster, args.broker_name, args.node, args.broker_id, args.role, args.epoch
     )
-    for what, value in (("cluster", identity.cluster), ("brokerName", identity.broker_name)):
-        layout.check_name(what, value)
-    layout.check_name("node", identity.node)
     shipper = Shipper(store, identity, args.chunk_max_bytes, progress=_progress)
     try:
         return _ship(args, shipper, source)
@@ -182,6 +196,8 @@ def _ship(args: argparse.Namespace, shipper: Shipper, source: StoreDirSource) ->
             signal.signal(sig, lambda *_: stop.set())
     code = 0
     seen: int | None = None  # --follow: where the log was seen written last round
+    last: list = [None]  # the newest round's result (a snapshot between rounds needs it)
+    watch = OffsetsWatch(args.store_dir, lambda: _snapshot_now(shipper, source, args, last[0]))
     while True:
         try:
             if args.follow:
@@ -201,6 +217,7 @@ def _ship(args: argparse.Namespace, shipper: Shipper, source: StoreDirSource) ->
             result = None
         if result is not None:
             first = False  # the started event is written
+            last[0] = result
         if result is not None:
             print(
                 f"haproof archive: node {identity.node}: {len(result.chunks)} new chunk(s), "
@@ -218,6 +235,24 @@ def _ship(args: argparse.Namespace, shipper: Shipper, source: StoreDirSource) ->
                     file=sys.stderr,
                 )
                 code = 1
-        if not args.follow or stop.wait(args.interval_ms / 1000):
+        if not args.follow or watch.wait(stop, args.interval_ms):
             break
     return code
+
+
+def _snapshot_now(shipper: Shipper, source: StoreDirSource, args, result) -> None:
+    """A snapshot between rounds (consumerOffset.json changed); after the first round only."""
+    if result is None:
+        return
+    try:
+        snap = build_snapshot(
+            args.store_dir,
+            shipper.id,
+            result.end,
+            result.queue_max_offsets,
+            source.mapped_file_size,
+            shipper.latest_snapshot(),
+        )
+        shipper.put_snapshot(snap)
+    except (ArchiveError, StoreError) as exc:  # the next round's snapshot is the retry
+        log.error("snapshot after a consumerOffset.json change failed: %s", exc)

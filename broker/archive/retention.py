@@ -18,13 +18,13 @@ an older one behind it.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
 from contracts import archive_layout as layout
 from contracts.audit_state import read_verified
 from contracts.errors import ArchiveError, ObjectNotFoundError
+from contracts.read_limits import MAX_JSON_DOC_BYTES, load_json_doc
 from contracts.retention import Horizon, read_horizon, retention_key
 
 
@@ -40,7 +40,7 @@ def _verified(store, cluster: str, broker_name: str) -> tuple[dict[str, int], in
     """(per node verified log end, newest snapshot time judged) of the group's audit state."""
     key = layout.audit_state_key(cluster, broker_name)
     try:
-        done = read_verified(json.loads(store.get(key)))
+        done = read_verified(load_json_doc(store.get(key, MAX_JSON_DOC_BYTES), key))
     except ObjectNotFoundError:
         return {}, -1
     except ValueError as exc:

@@ -25,14 +25,22 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from broker import planted_bugs
 from broker.config import BrokerRole
 from broker.ha.epoch import EpochFile, consistent_point
 from broker.ha.role import RoleChange
+from broker.ha.role_request import (
+    RoleRequest,
+    RoleRequestError,
+    master_mismatch,
+    parse_role_request,
+)
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import topic_config
 from contracts.errors import HaproofError, RemotingError
+from contracts.fastjson import loads_fastjson
 
 if TYPE_CHECKING:
     from broker.node import BrokerNode
@@ -45,6 +53,10 @@ REQUEST_TIMEOUT_MS = 5000
 
 class FailoverError(HaproofError):
     """A promotion or a rejoin could not be done; the message says which node and why."""
+
+
+class UncleanPromotionError(FailoverError):
+    """The node to promote is behind another reachable one (see ``promote``'s ``unclean``)."""
 
 
 # -- node side -----------------------------------------------------------------------------------
@@ -120,15 +132,20 @@ class FailoverService:
         return req.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
 
     async def _role_changed(self, conn, req: RemotingCommand) -> RemotingCommand:
-        master_addr = req.field("masterAddress")
-        epoch = req.int_field("masterEpoch")
+        """Validated in full (broker/ha/role_request.py) before anything changes."""
+        try:
+            change = parse_role_request(req.ext_fields, self.node.role.broker_id)
+            if change.master_addr != self.node.config.broker_addr:
+                await self._check_master(change)
+        except (RoleRequestError, FailoverError) as exc:
+            log.error("refused a role change (nothing changed): %s", exc)
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        master_addr, epoch = change.master_addr, change.epoch
         try:
             if master_addr == self.node.config.broker_addr:
-                role = BrokerRole(req.opt_field("brokerRole") or BrokerRole.SYNC_MASTER.value)
-                await self.become_master(epoch, role)
+                await self.become_master(epoch, change.role)
             else:
-                broker_id = int(req.opt_field("brokerId") or self.node.role.broker_id or 1)
-                await self.become_slave(master_addr, req.opt_field("masterHaAddress"), broker_id)
+                await self.become_slave(master_addr, change.master_ha_addr, change.broker_id)
         except (HaproofError, ValueError) as exc:
             log.error("role change to master %s (epoch %d) failed: %s", master_addr, epoch, exc)
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
@@ -136,6 +153,15 @@ class FailoverService:
             ResponseCode.SUCCESS,
             ext_fields={"epoch": self.node.role.epoch, "maxOffset": self.node.store.max_phy_offset},
         )
+
+    async def _check_master(self, change: RoleRequest) -> None:
+        """The node named as the new master must say so itself, before this one follows it."""
+        if change.broker_id <= 0:
+            raise FailoverError(f"a slave needs a brokerId > 0, not {change.broker_id}")
+        doc = await self.fetch_epochs(change.master_addr)
+        problem = master_mismatch(doc, change, self.node.config.broker_name)
+        if problem is not None:
+            raise FailoverError(problem)
 
     async def become_master(self, epoch: int, role: BrokerRole) -> None:
         node, state = self.node, self.node.role
@@ -190,15 +216,25 @@ class FailoverService:
             raise FailoverError(f"a slave needs a brokerId > 0, not {broker_id}")
         await node.replication.stop()
         change = node.role.change(BrokerRole.SLAVE, broker_id, master_ha_addr=master_ha_addr)
-        await self.reconcile(master_addr)
+        try:
+            await self.reconcile(master_addr)
+        except HaproofError:
+            # the master cannot be asked now: follow it anyway (the HA client reconciles before
+            # it replicates, and retries), never a slave that follows nobody
+            await self._follow(master_addr, master_ha_addr)
+            raise
+        await self._follow(master_addr, master_ha_addr)
+        if change.old is not BrokerRole.SLAVE:
+            log.warning("%s is now a slave of %s", node.node_name, master_addr)
+            node.role.announce(RoleChange(change.old, change.new, node.role.epoch))
+
+    async def _follow(self, master_addr: str, master_ha_addr: str | None) -> None:
+        node = self.node
         await node.replication.start()
         client = node.replication.ha_client
         if client is not None:
             client.set_master(master_ha_addr, master_addr)
         node.request_register()
-        if change.old is not BrokerRole.SLAVE:
-            log.warning("%s is now a slave of %s", node.node_name, master_addr)
-            node.role.announce(RoleChange(change.old, change.new, node.role.epoch))
 
     async def fetch_epochs(self, broker_addr: str) -> dict:
         req = RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE)
@@ -208,17 +244,33 @@ class FailoverService:
             raise FailoverError(f"cannot read the epochs of {broker_addr}: {exc}") from exc
         if resp.code != ResponseCode.SUCCESS:
             raise FailoverError(f"{broker_addr} refused GET_BROKER_EPOCH_CACHE: {resp.remark}")
-        return json.loads(resp.body)
+        try:
+            doc = loads_fastjson(resp.body)
+        except ValueError as exc:
+            raise FailoverError(f"{broker_addr} answered epochs that are not JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise FailoverError(f"{broker_addr} answered epochs that are not a JSON object")
+        return doc
 
     async def reconcile(self, master_addr: str) -> int | None:
         """Truncate this (slave) node's log to the last point it shares with the master, then
         take the master's epochs. Returns the truncation point, or None when nothing was cut."""
         node = self.node
         doc = await self.fetch_epochs(master_addr)
+        if doc.get("brokerRole") not in {r.value for r in BrokerRole if r.is_master}:
+            raise FailoverError(
+                f"{master_addr} is not a master (it is {doc.get('brokerRole')}): "
+                f"{node.node_name} will not cut its log to it"
+            )
         theirs = EpochFile.from_json(doc.get("epochList") or [])
         mine = node.role.epoch_entries
         my_end = node.store.max_phy_offset
         point = None
+        if mine and theirs and theirs[-1].epoch < mine[-1].epoch:
+            raise FailoverError(
+                f"{node.node_name} is at epoch {mine[-1].epoch}, master {master_addr} only at "
+                f"{theirs[-1].epoch}: refusing to follow a stale master"
+            )
         if mine and theirs:
             point = consistent_point(mine, my_end, theirs, int(doc["maxOffset"]))
             if point is None:
@@ -273,9 +325,20 @@ async def promote(
     broker_addrs: list[str] | None = None,
     role: BrokerRole = BrokerRole.SYNC_MASTER,
     rpc_hook=None,
+    min_epoch: int = 0,
+    unclean: bool = False,
 ) -> dict:
     """Make ``node_name`` the master of ``broker_name`` under a new epoch; point every other
-    reachable node of the group at it. Returns what was done. ``rpc_hook`` signs (ACL)."""
+    reachable node of the group at it. Returns what was done. ``rpc_hook`` signs (ACL).
+
+    The new epoch is one above the newest a reachable node knows, and at least ``min_epoch``:
+    an unreachable last master may have taken epochs nobody reachable knows of, and reusing one
+    would put two logs under the same epoch (a caller that remembers the epochs it handed out,
+    as a controller does, passes the next one).
+
+    A node behind another reachable one (by last epoch, then log end) is refused: the bytes
+    only the others hold, acknowledged ones included, would be cut when they follow it.
+    ``unclean`` (RocketMQ's enableElectUncleanMaster, ``--unclean``) promotes it anyway."""
     client = RemotingClient(rpc_hook=rpc_hook)
     try:
         addrs = list(broker_addrs or [])
@@ -300,7 +363,9 @@ async def promote(
                 f"node {node_name!r} of {broker_name} is not reachable "
                 f"(reachable: {sorted(nodes) or 'none'}; unreachable: {unreachable or 'none'})"
             )
-        epoch = max(int(d.get("epoch", 0)) for d in nodes.values()) + 1
+        if not unclean:
+            _refuse_unclean(target, nodes)
+        epoch = max(max(int(d.get("epoch", 0)) for d in nodes.values()) + 1, min_epoch)
         await _notify(client, target["brokerAddr"], target, epoch, role, target["brokerId"] or 1)
         slaves = []
         for name, doc in sorted(nodes.items()):
@@ -319,6 +384,25 @@ async def promote(
         }
     finally:
         await client.close()
+
+
+def _rank(doc: dict) -> tuple[int, int]:
+    return int(doc.get("epoch", 0)), int(doc.get("maxOffset", 0))
+
+
+def _refuse_unclean(target: dict, nodes: dict[str, dict]) -> None:
+    """Refuse to promote ``target`` when a reachable node is ahead of it."""
+    if planted_bugs.active("unclean-election"):
+        return  # the planted bug: any named node is promoted
+    ahead = [d for d in nodes.values() if _rank(d) > _rank(target)]
+    if ahead:
+        best = max(ahead, key=_rank)
+        raise UncleanPromotionError(
+            f"node {target['nodeName']} (epoch {_rank(target)[0]}, log end {_rank(target)[1]}) "
+            f"is behind {best['nodeName']} (epoch {_rank(best)[0]}, log end {_rank(best)[1]}): "
+            "promoting it would cut what only the others hold; promote the node ahead, or "
+            "pass --unclean to accept that loss"
+        )
 
 
 async def _notify(client, addr: str, target: dict, epoch: int, role: BrokerRole, broker_id: int):

@@ -258,7 +258,7 @@ class HAService:
         reason = admission.address_refusal(host)
         if reason is None and admission.acl is not None:
             try:
-                name = await admission.handshake(reader)
+                name = await admission.handshake(reader, writer)
             except wire.HAProtocolError as exc:
                 reason = str(exc)
             except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:

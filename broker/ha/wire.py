@@ -11,14 +11,16 @@ Master → slave, a frame per transfer::
     body             the commit log bytes [offset, offset + size): at most
                      haTransferBatchSize, never across a mapped file end
 
-With ``aclEnable`` the slave first sends one signed handshake frame (our own; RocketMQ's classic
-HA has no authentication)::
+With ``aclEnable`` the master first sends a fresh nonce, and the slave answers one signed
+handshake frame (our own; RocketMQ's classic HA has no authentication)::
 
+    CHALLENGE        4 bytes  b"HACH", then 32 hex characters: the nonce (master → slave)
     HANDSHAKE        4 bytes  b"HAAC"
                      u16      payload length (at most 1024)
                      payload  UTF-8 lines ``key=value``: AccessKey, NodeName, Purpose=HA,
-                              Timestamp (ms), Signature (plain ACL's signature over the other
-                              fields, see broker/acl/signing.py)
+                              SignatureVersion=2, SignTimestamp (ms), SignNonce (the master's),
+                              Signature (scheme 2 with the HA handshake's own purpose, see
+                              broker/acl/signing.py: valid for this connection and nothing else)
 
 Without ACL nothing precedes the first REPORT: the classic wire format, unchanged.
 """
@@ -41,6 +43,11 @@ HANDSHAKE_MAX_BYTES = 1024
 HANDSHAKE_PURPOSE = "HA"
 
 
+CHALLENGE_MAGIC = b"HACH"
+CHALLENGE_NONCE_CHARS = 32
+CHALLENGE_SIZE = len(CHALLENGE_MAGIC) + CHALLENGE_NONCE_CHARS
+
+
 class HAProtocolError(HaproofError):
     """A peer broke the HA protocol: the connection is dropped, nothing else."""
 
@@ -50,6 +57,22 @@ def build_handshake(fields: dict[str, str]) -> bytes:
     if len(payload) > HANDSHAKE_MAX_BYTES:
         raise ValueError(f"HA handshake of {len(payload)} bytes is too long")
     return HANDSHAKE_HEAD.pack(HANDSHAKE_MAGIC, len(payload)) + payload
+
+
+def build_challenge(nonce: str) -> bytes:
+    if len(nonce) != CHALLENGE_NONCE_CHARS:
+        raise ValueError(f"an HA challenge nonce has {CHALLENGE_NONCE_CHARS} characters")
+    return CHALLENGE_MAGIC + nonce.encode("ascii")
+
+
+def read_challenge(data: bytes) -> str:
+    """The master's nonce, after checking the magic and that it is hex."""
+    if data[:4] != CHALLENGE_MAGIC:
+        raise HAProtocolError(f"expected the master's HA challenge, got {data[:8]!r}")
+    nonce = data[4:].decode("ascii", "replace")
+    if len(nonce) != CHALLENGE_NONCE_CHARS or any(c not in "0123456789abcdef" for c in nonce):
+        raise HAProtocolError("the master's HA challenge is not a hex nonce")
+    return nonce
 
 
 def read_handshake_head(data: bytes) -> int:

@@ -9,6 +9,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from broker.offset_log.service import catch_up, writer_of
 from broker.processors.sendback import (
     create_topic_in_send_back,
     find_subscription_group,
@@ -17,8 +18,7 @@ from broker.processors.sendback import (
 from broker.processors.topics import TopicAdminProcessor
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.consumer_offsets import OffsetOutOfRangeError
-from contracts.errors import RemotingError
+from contracts.errors import RemotingError, StoreError
 from contracts.fastjson import loads_fastjson
 
 log = logging.getLogger(__name__)
@@ -151,6 +151,7 @@ class AdminProcessor:
     async def query_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
         store = self.node.store
         group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
+        catch_up(self.node)  # offsetCommitThroughLog: the table holds what the log holds
         offset = store.consumer_offsets.query(group, topic, qid)
         if offset >= 0:
             return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
@@ -171,9 +172,13 @@ class AdminProcessor:
         refusal = self._offset_refusal(req, topic, qid, offset)
         if refusal is not None:
             return refusal
+        writer = writer_of(self.node)  # offsetCommitThroughLog: a record in the log
         try:
-            store.consumer_offsets.commit(group, topic, qid, offset)
-        except OffsetOutOfRangeError as exc:
+            if writer is not None:
+                await writer.commit(group, topic, qid, offset, conn.peer)
+            else:
+                store.consumer_offsets.commit(group, topic, qid, offset)
+        except StoreError as exc:  # OffsetOutOfRangeError, or the record not appended
             log.warning("UPDATE_CONSUMER_OFFSET from %s refused: %s", conn.peer, exc)
             return req.make_response(ResponseCode.SYSTEM_ERROR, remark=f"refused: {exc}")
         return req.make_response(ResponseCode.SUCCESS)

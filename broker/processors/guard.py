@@ -9,8 +9,9 @@ and nothing else happens: no handler runs, nothing touches the disk or a table.
 from __future__ import annotations
 
 from broker.acl.permission import AclChecker
-from broker.processors.names import SEND_CODES, name_refusal, send_topic_refusal
-from broker.remoting.codes import RequestCode, ResponseCode
+from broker.processors.names import name_refusal, send_refusal
+from broker.processors.send_header import SEND_CODES
+from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Eager, Handler
 
@@ -38,7 +39,7 @@ def refusal(
 def _wrap(handler: Handler, acl: AclChecker | None, check_names: bool, code: int) -> Handler:
     inner = handler.fn if type(handler) is Eager else handler
     if acl is None and check_names and code in SEND_CODES:
-        return _wrap_send(handler, inner, "topic" if code == RequestCode.SEND_MESSAGE else "b")
+        return _wrap_send(handler, inner)
 
     async def checked(conn, req: RemotingCommand):
         refused = refusal(conn, req, acl, check_names)
@@ -57,15 +58,14 @@ def guarded(
     return {code: _wrap(h, acl, check_names, code) for code, h in processors.items()}
 
 
-def _wrap_send(handler: Handler, inner: Handler, field: str) -> Handler:
-    """The send path without ACL: the topic's verdict is one dict lookup (names.py)."""
+def _wrap_send(handler: Handler, inner: Handler) -> Handler:
+    """The send path without ACL: the header is parsed once (send_header.py, kept on the
+    request for the handler) and its topic's verdict is one dict lookup (names.py)."""
 
     async def checked(conn, req: RemotingCommand):
-        topic = req.ext_fields.get(field)
-        if topic is not None:
-            bad = send_topic_refusal(topic, field)
-            if bad is not None:
-                return req.make_response(bad[0], remark=bad[1])
+        bad = send_refusal(req)
+        if bad is not None:
+            return req.make_response(bad[0], remark=bad[1])
         return await inner(conn, req)
 
     return Eager(checked) if type(handler) is Eager else checked

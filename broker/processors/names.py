@@ -17,15 +17,13 @@ import functools
 import re
 
 from broker.acl.permission import request_resources
+from broker.processors.send_header import SEND_CODES, SendHeaderError, send_header
 from broker.processors.topics import SYSTEM_TOPICS, TOPIC_MAX_LENGTH
-from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 
 GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len("%RETRY%")
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
-SEND_CODES = frozenset(
-    {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
-)
 _SHOWN_CHARS = 60  # a bad name is quoted in the remark up to this many characters
 
 
@@ -105,9 +103,7 @@ def send_topic_refusal(topic: str, field: str) -> tuple[ResponseCode, str] | Non
 def name_refusal(req: RemotingCommand) -> tuple[ResponseCode, str] | None:
     """(response code, remark) refusing ``req`` for a bad name, or None."""
     if req.code in SEND_CODES:
-        field = "topic" if req.code == RequestCode.SEND_MESSAGE else "b"
-        topic = req.ext_fields.get(field)
-        return None if topic is None else send_topic_refusal(topic, field)
+        return send_refusal(req)
     for res in request_resources(req):
         if res.kind == "group":
             problem = group_problem(res.name)
@@ -116,3 +112,12 @@ def name_refusal(req: RemotingCommand) -> tuple[ResponseCode, str] | None:
         if problem is not None:
             return ResponseCode.SYSTEM_ERROR, f"{problem} (field {res.source})"
     return None
+
+
+def send_refusal(req: RemotingCommand) -> tuple[ResponseCode, str] | None:
+    """The send family: the verdict on the topic the handler will use (send_header.py)."""
+    try:
+        header = send_header(req)
+    except SendHeaderError as exc:
+        return ResponseCode(exc.response_code), str(exc)
+    return send_topic_refusal(header.topic, header.topic_field)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from broker.ha.read_advice import MASTER_ID, suggest_which_broker_id, total_physical_memory_bytes
+from broker.offset_log.service import writer_of
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.results import GetMessageResult, GetMessageStatus
@@ -147,7 +148,10 @@ class PullProcessor:
             self.node.stats.on_get(result.found, len(result.records))
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
             commit = _opt_int(req, "commitOffset", -1)
-            if commit >= 0:
+            writer = writer_of(self.node)  # offsetCommitThroughLog: a record in the log
+            if commit >= 0 and writer is not None:
+                writer.commit_soon(group, topic, queue_id, commit, conn.peer)
+            elif commit >= 0:
                 try:
                     store.consumer_offsets.commit(group, topic, queue_id, commit)
                 except StoreError as exc:  # beyond the queue's max offset: refused, logged

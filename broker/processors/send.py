@@ -11,8 +11,9 @@ import struct
 from typing import TYPE_CHECKING
 
 from broker.config_checks import parse_delay_levels
+from broker.processors.send_header import SendHeaderError, send_header
 from broker.remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
-from broker.remoting.command import MissingFieldError, RemotingCommand
+from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Eager
 from broker.store import delay
 from broker.store.results import PutMessageStatus
@@ -26,29 +27,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# SEND_MESSAGE_V2's one-letter header names → SendMessageRequestHeader's names.
-V2_NAMES = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-}
-
 # PutMessageStatus → RocketMQ response code (anything else: SYSTEM_ERROR with a remark).
 STATUS_CODES = {
     PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
     PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+
+# A refused put → RocketMQ's code for it (SendMessageProcessor.handlePutMessageResult); the rest
+# is SYSTEM_ERROR with the status in the remark.
+REFUSAL_CODES = {
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,  # disk full
+    PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
 }
 
 PERM_WRITE = 0x2
@@ -126,10 +118,6 @@ def encode_batch(messages: list[tuple[int, bytes, dict[str, str]]]) -> bytes:
     return b"".join(parts)
 
 
-_V2_KEYS = {name: letter for letter, name in V2_NAMES.items()}
-_V1_KEYS = {name: name for name in V2_NAMES.values()}
-
-
 class SendProcessor:
     """Needs ``node`` with ``store``, ``config`` and ``ensure_topic(topic, default, nums)``;
     counts puts in ``stats`` and waits for the slaves through ``replication`` (the node's
@@ -146,6 +134,7 @@ class SendProcessor:
         self.replication = replication
         self.levels_ms = parse_delay_levels(node.config.message_delay_level)
         self._topics: dict[str, tuple[dict, tuple[int, int, int]]] = {}
+        self._created = AutoCreateCap(node.config.auto_create_topic_max_per_client)
 
     def handlers(self) -> dict:
         """Sends start eagerly in the read loop (broker/remoting/connection.Eager)."""
@@ -161,7 +150,7 @@ class SendProcessor:
             return result.status  # nothing to wait for: skip a coroutine per message
         return await replication.await_replication(result, self.node.config.sync_flush_timeout_ms)
 
-    def _topic(self, topic: str, default_topic: str | None, default_nums: int):
+    def _topic(self, topic: str, default_topic: str | None, default_nums: int, host: str = ""):
         """(perm, writeQueueNums, max(write, read)) of ``topic``, created when allowed; cached
         while the topic's config object stays the one in the table. None: no such topic."""
         table = self.node.store.topic_config.table
@@ -169,9 +158,14 @@ class SendProcessor:
         cached = self._topics.get(topic)
         if cached is not None and cached[0] is tc:
             return cached[1]
+        created = tc is None
+        if created and not self._created.allows(host):
+            return None  # this client created its share of topics already
         tc = self.node.ensure_topic(topic, default_topic, default_nums)
         if tc is None:
             return None
+        if created:
+            self._created.count(host)
         write_nums = int(tc.get("writeQueueNums", 0))
         info = (
             int(tc.get("perm", 6)),
@@ -182,38 +176,31 @@ class SendProcessor:
         return info
 
     async def send_v1(self, conn, req: RemotingCommand) -> RemotingCommand:
-        return await self._send(conn, req, req.ext_fields, _V1_KEYS)
+        return await self._send(conn, req)
 
     async def send_v2(self, conn, req: RemotingCommand) -> RemotingCommand:
-        return await self._send(conn, req, req.ext_fields, _V2_KEYS)
+        return await self._send(conn, req)
 
     async def send_batch(self, conn, req: RemotingCommand) -> RemotingCommand:
-        # RocketMQ's client sends code 320 with a V2 header
-        keys = _V2_KEYS if "b" in req.ext_fields else _V1_KEYS
-        return await self._send(conn, req, req.ext_fields, keys, batch=True)
+        return await self._send(conn, req)
 
-    async def _send(
-        self, conn, req: RemotingCommand, f: dict[str, str], k: dict[str, str], batch=False
-    ) -> RemotingCommand:
-        """``f``: the header as sent; ``k``: long field name → its key in ``f``."""
+    async def _send(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """The header as the guard parsed and checked it (send_header.py): nothing else of
+        ``req.ext_fields`` is read here."""
         try:
-            topic = f.get(k["topic"])
-            if topic is None:
-                raise MissingFieldError("topic", req.code)
-            queue_id = _int_field(req, f, k["queueId"])
-            sys_flag = _int_field(req, f, k["sysFlag"], 0)
-            born_ts = _int_field(req, f, k["bornTimestamp"], 0)
-            flag = _int_field(req, f, k["flag"], 0)
-            reconsume = _int_field(req, f, k["reconsumeTimes"], 0)
-            default_nums = _int_field(req, f, k["defaultTopicQueueNums"], 4)
-        except _BadHeader as exc:
-            return req.make_response(ResponseCode.MESSAGE_ILLEGAL, remark=str(exc))
-        batch = batch or f.get(k["batch"], "false").lower() == "true"
-        info = self._topic(topic, f.get(k["defaultTopic"]), default_nums)
+            h = send_header(req)
+        except SendHeaderError as exc:
+            return req.make_response(exc.response_code, remark=str(exc))
+        topic, queue_id, batch = h.topic, h.queue_id, h.batch
+        sys_flag, born_ts, flag, reconsume = h.sys_flag, h.born_ts, h.flag, h.reconsume
+        default_nums = h.default_nums
+        born_host = _born_host(conn)
+        info = self._topic(topic, h.default_topic, default_nums, born_host[0])
         if info is None:
+            capped = "" if self._created.allows(born_host[0]) else self._created.remark
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                remark=f"topic[{topic}] not exist, apply first please!",
+                remark=f"topic[{topic}] not exist, apply first please!{capped}",
             )
         perm, write_nums, max_nums = info
         if not perm & PERM_WRITE:
@@ -228,8 +215,7 @@ class SendProcessor:
                 remark=f"request queueId[{queue_id}] is illegal, topic {topic} has "
                 f"{write_nums} write queues",
             )
-        born_host = _born_host(conn)
-        props = string_to_properties(f.get(k["properties"]) or "")
+        props = string_to_properties(h.properties)
         if batch:
             return await self._put_batch(req, topic, queue_id, props, sys_flag, born_ts, born_host)
         msg = Message(
@@ -247,8 +233,10 @@ class SendProcessor:
         code = STATUS_CODES.get(status)
         if code is None:
             remark = f"{status.value}: {result.remark}".rstrip(": ")
-            log.warning("send to %s/%d refused: %s", topic, queue_id, remark)
-            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+            if status is not PutMessageStatus.SERVICE_NOT_AVAILABLE:  # logged once by the store
+                log.warning("send to %s/%d refused: %s", topic, queue_id, remark)
+            refusal = REFUSAL_CODES.get(status, ResponseCode.SYSTEM_ERROR)
+            return req.make_response(refusal, remark=remark)
         return RemotingCommand(  # make_response without re-stringifying every field
             code=code,
             version=req.version,
@@ -328,7 +316,8 @@ class SendProcessor:
         first_bad = next((r for r in results if r.status is not PutMessageStatus.PUT_OK), None)
         if first_bad is not None and first_bad is results[0]:
             remark = f"{first_bad.status.value}: {first_bad.remark}".rstrip(": ")
-            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+            refusal = REFUSAL_CODES.get(first_bad.status, ResponseCode.SYSTEM_ERROR)
+            return req.make_response(refusal, remark=remark)
         ok = [r for r in results if r.wrote_offset >= 0]
         status = await self._replication(ok[-1])
         if first_bad is not None and status is PutMessageStatus.PUT_OK:
@@ -351,6 +340,26 @@ class SendProcessor:
         )
 
 
+class AutoCreateCap:
+    """How many topics each client address auto-created by sending; at ``limit`` it creates
+    no more (existing topics stay writable). The table holds at most MAX_HOSTS addresses."""
+
+    MAX_HOSTS = 4096
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._by_host: dict[str, int] = {}
+        self.remark = f" (this client auto-created autoCreateTopicMaxPerClient={limit} topics)"
+
+    def allows(self, host: str) -> bool:
+        return self._by_host.get(host, 0) < self.limit
+
+    def count(self, host: str) -> None:
+        if host not in self._by_host and len(self._by_host) >= self.MAX_HOSTS:
+            self._by_host.pop(next(iter(self._by_host)))
+        self._by_host[host] = self._by_host.get(host, 0) + 1
+
+
 def _born_host(conn) -> tuple[str, int]:
     cached = getattr(conn, "attrs", {}).get("born_host")
     if cached is not None:
@@ -360,20 +369,3 @@ def _born_host(conn) -> tuple[str, int]:
     if hasattr(conn, "attrs"):
         conn.attrs["born_host"] = value
     return value
-
-
-def _int_field(req: RemotingCommand, f: dict[str, str], key: str, default: int | None = None):
-    raw = f.get(key)
-    if raw is None:
-        if default is not None:
-            return default
-        raise MissingFieldError(V2_NAMES.get(key, key), req.code)
-    try:
-        return int(raw)
-    except ValueError:
-        raise _BadHeader(V2_NAMES.get(key, key), raw) from None
-
-
-class _BadHeader(Exception):
-    def __init__(self, name: str, raw) -> None:
-        super().__init__(f"send header field {name!r} is not an integer: {raw!r}")

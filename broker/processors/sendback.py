@@ -17,11 +17,13 @@ import random
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.config_store import topic_config
+from broker.store.delay import SCHEDULE_TOPIC
 from broker.store.results import PutMessageStatus
 from contracts.record.model import Message
 from contracts.record.properties import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_WAIT_STORE_MSG_OK,
 )
@@ -93,6 +95,28 @@ def create_topic_in_send_back(node, topic: str, queue_nums: int, perm: int) -> b
     return True
 
 
+def foreign_record(rec, origin_topic: str | None, group: str) -> str | None:
+    """Why the record at the request's offset may not be sent back (None: it may): it must be a
+    message of the origin topic the guard checked, or the group's own retry message of it (a
+    message consumed again from ``%RETRY%{group}``). Otherwise any commit log offset would copy
+    a message of a topic the caller may not read into a retry topic it may."""
+    if origin_topic is None:
+        return "send-back needs header field 'originTopic'"
+    if rec.topic == origin_topic:
+        return None
+    props = rec.properties
+    retry = retry_topic(group)
+    is_retry = rec.topic == retry or (
+        rec.topic == SCHEDULE_TOPIC and props.get(PROPERTY_REAL_TOPIC) == retry
+    )  # a retry of the group still waiting for its delay level
+    if is_retry and props.get(PROPERTY_RETRY_TOPIC) == origin_topic:
+        return None
+    return (
+        f"the message at commit log offset {rec.physical_offset} is not a message of "
+        f"topic {origin_topic[:130]!r}"
+    )
+
+
 class SendBackProcessor:
     """Needs ``node`` (store, config, request_register) and the node's SendProcessor."""
 
@@ -128,9 +152,6 @@ class SendBackProcessor:
         retry_nums = int(sub.get("retryQueueNums", 1))
         if retry_nums <= 0:  # RocketMQ: the group keeps no retries; the message is dropped
             return req.make_response(ResponseCode.SUCCESS)
-        new_topic = retry_topic(group)
-        queue_id = random.randrange(retry_nums)
-        self.create_topic(new_topic, retry_nums, PERM_READ | PERM_WRITE)
         try:
             rec = self.node.store.look_message_by_offset(offset)
         except Exception as exc:
@@ -138,6 +159,12 @@ class SendBackProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 remark=f"look message by offset failed, {offset}: {exc}",
             )
+        foreign = foreign_record(rec, req.opt_field("originTopic"), group)
+        if foreign is not None:
+            return req.make_response(ResponseCode.NO_PERMISSION, remark=foreign)
+        new_topic = retry_topic(group)
+        queue_id = random.randrange(retry_nums)
+        self.create_topic(new_topic, retry_nums, PERM_READ | PERM_WRITE)
         props = dict(rec.properties)
         props.setdefault(PROPERTY_RETRY_TOPIC, rec.topic)
         props[PROPERTY_WAIT_STORE_MSG_OK] = "false"

@@ -40,6 +40,8 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     serialize_type: SerializeType = SerializeType.JSON
+    # what the request guard parsed of the header, handed to the handler (never on the wire)
+    parsed: object = field(default=None, repr=False, compare=False)
 
     @classmethod
     def request(

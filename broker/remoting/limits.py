@@ -7,6 +7,8 @@ bytes of partial frames across all connections. Transport only: no request is lo
   whole is dropped with its connection (a peer sending a byte a second).
 - ``max_connections``: one more is accepted and closed at once. Lowered at start to what the
   process's open-file limit leaves (``fit_to_fd_limit``), so the cap, not EMFILE, refuses.
+- ``max_connections_per_host``: the same, counted per remote address, so one host cannot take
+  every connection and lock the others out.
 - ``max_pending_bytes``: the bytes of partial frames over all connections; above it the
   connections holding the oldest partial frames are dropped until the total fits again, so a
   hog cannot starve well-formed clients whose frames complete quickly.
@@ -33,6 +35,7 @@ Clock = Callable[[], float]  # seconds, monotonic
 DEFAULT_IDLE_TIMEOUT_MS = 120_000
 DEFAULT_FRAME_READ_TIMEOUT_MS = 30_000
 DEFAULT_MAX_CONNECTIONS = 4096
+DEFAULT_MAX_CONNECTIONS_PER_HOST = 1024
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_UNREAD_BYTES = 64 * 1024 * 1024
 
@@ -44,9 +47,11 @@ class ServerLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES
     max_unread_bytes: int = DEFAULT_MAX_UNREAD_BYTES
+    max_connections_per_host: int = DEFAULT_MAX_CONNECTIONS_PER_HOST
 
     def __post_init__(self) -> None:
-        for name in ("idle_timeout_ms", "frame_read_timeout_ms", "max_connections"):
+        positive = ("idle_timeout_ms", "frame_read_timeout_ms", "max_connections")
+        for name in (*positive, "max_connections_per_host"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.max_pending_bytes < 64 * 1024:
@@ -73,6 +78,9 @@ class ServerLimits:
             max_pending_bytes=getattr(
                 config, "remoting_max_pending_bytes", DEFAULT_MAX_PENDING_BYTES
             ),
+            max_connections_per_host=getattr(
+                config, "remoting_max_connections_per_host", DEFAULT_MAX_CONNECTIONS_PER_HOST
+            ),
         )
 
 
@@ -90,6 +98,11 @@ def fit_to_fd_limit(limits: ServerLimits) -> ServerLimits:
         limits.max_connections, fitted, soft,
     )  # fmt: skip
     return dataclasses.replace(limits, max_connections=fitted)
+
+
+def peer_host_of(peer: str) -> str:
+    """'10.0.0.1:5555' -> '10.0.0.1'."""
+    return peer.rpartition(":")[0] or peer
 
 
 class RefusalLog:
@@ -129,6 +142,7 @@ class ConnectionGuard:
         self.limits = limits or ServerLimits()
         self.clock = clock
         self.connections: set = set()
+        self.per_host: dict[str, int] = {}  # remote address -> its open connections
         self.pending_bytes = 0  # over all connections' partial frames
         self._partial: dict = {}  # connection -> its pending bytes (> 0 only)
         self.refusals = RefusalLog(clock)
@@ -141,11 +155,26 @@ class ConnectionGuard:
                 f"{self.limits.max_connections})",
             )  # fmt: skip
             return False
+        host = peer_host_of(conn.peer)
+        held = self.per_host.get(host, 0)
+        if held >= self.limits.max_connections_per_host:
+            limit = self.limits.max_connections_per_host
+            why = f"{held} connections open from {host} (remotingMaxConnectionsPerHost={limit})"
+            self.refusals.refuse("refused connection from", conn.peer, why)
+            return False
+        self.per_host[host] = held + 1
         self.connections.add(conn)
         return True
 
     def release(self, conn) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            host = peer_host_of(conn.peer)
+            left = self.per_host.get(host, 1) - 1
+            if left > 0:
+                self.per_host[host] = left
+            else:
+                self.per_host.pop(host, None)
         self.account(conn, 0)
 
     def account(self, conn, pending: int) -> None:

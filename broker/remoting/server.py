@@ -28,6 +28,18 @@ def is_loopback(host: str) -> bool:
         return False  # "" / a name: may be any interface
 
 
+def exposure_refusal(what: str, host: str, acl_enable: bool, insecure: bool) -> str | None:
+    """Why ``what`` may not listen on ``host`` (None: it may): beyond loopback it needs ACL, or
+    an explicit ``insecure`` setting that says the network is trusted instead."""
+    if is_loopback(host) or acl_enable or insecure:
+        return None
+    return (
+        f"{what} would listen on {host or 'all interfaces'} (beyond loopback) with ACL off: "
+        "anyone who reaches it could send, consume, reset offsets and change routes; turn ACL "
+        "on, listen on 127.0.0.1, or set insecure to accept that"
+    )
+
+
 def warn_if_exposed(what: str, host: str, acl_enable: bool) -> bool:
     """The loud start-up warning for a node reachable beyond this machine with ACL off."""
     if is_loopback(host) or acl_enable:

@@ -65,11 +65,20 @@ def commit_log_files(path: str) -> list[tuple[str, int]]:
 
 
 def iter_dump(path: str, from_offset: int = 0):
-    """Yield record dicts; raise CorruptRecordError / StoreError on structural corruption."""
+    """Yield record dicts; raise CorruptRecordError / StoreError on structural corruption: a
+    file missing between two others, or records that stop (a zero-filled page, a torn record)
+    where later bytes of the same file or later files hold data. The dump never ends early
+    with exit 0."""
     files = commit_log_files(path)
+    expected = None
     for i, (fpath, start) in enumerate(files):
+        if expected is not None and start != expected:
+            raise CorruptRecordError(
+                fpath, expected, f"the log has a hole: no file holds [{expected}, {start})"
+            )
         with open(fpath, "rb") as fh:
             data = fh.read()
+        expected = start + len(data)
         if not data:
             continue
         end = start
@@ -77,6 +86,11 @@ def iter_dump(path: str, from_offset: int = 0):
             end = rec.end
             if rec.end > from_offset:
                 yield rec
+        stop = end - start
+        if stop < len(data) and data.count(0, stop) != len(data) - stop:
+            raise CorruptRecordError(
+                fpath, end, "records stop here, but later bytes of this file hold data"
+            )
         later_data = any(os.path.getsize(p) for p, _ in files[i + 1 :])
         if end < start + len(data) and later_data:
             raise CorruptRecordError(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from typing import Any
@@ -33,28 +32,33 @@ class JsonConfigFile:
         self._lock = threading.Lock()
 
     def load(self) -> dict[str, Any] | None:
-        """The parsed document, None when neither the file nor its ``.bak`` exists."""
+        """The parsed document, None when neither the file nor its ``.bak`` exists. A copy that
+        cannot be used (unreadable, not JSON, over a JSON limit) gives way to the other with a
+        WARNING; when neither can be used, CorruptFileError names both."""
+        problems: list[str] = []
         for candidate in (self.path, self.path + ".bak"):
             try:
                 with open(candidate, encoding="utf-8") as fh:
                     text = fh.read()
+                if not text.strip():
+                    log.warning("%s is empty; trying its backup", candidate)
+                    continue
+                doc = loads_fastjson(text, candidate)
+                if not isinstance(doc, dict):
+                    raise CorruptFileError(candidate, "expected a JSON object at the top level")
             except FileNotFoundError:
                 continue
-            except OSError as exc:
-                raise CorruptFileError(candidate, f"cannot read: {exc.strerror}") from exc
-            if not text.strip():
-                log.warning("%s is empty; trying its backup", candidate)
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(f"{candidate}: cannot read: {exc}")
                 continue
-            try:
-                doc = loads_fastjson(text, candidate)
-            except CorruptFileError:
-                if candidate == self.path and os.path.exists(self.path + ".bak"):
-                    log.error("%s is corrupt; falling back to %s.bak", self.path, self.path)
-                    continue
-                raise
-            if not isinstance(doc, dict):
-                raise CorruptFileError(candidate, "expected a JSON object at the top level")
+            except CorruptFileError as exc:
+                problems.append(str(exc))
+                continue
+            if problems:
+                log.warning("%s; using %s", "; ".join(problems), candidate)
             return doc
+        if problems:
+            raise CorruptFileError(self.path, "no usable copy: " + "; ".join(problems))
         return None
 
     def persist(self, doc: dict[str, Any]) -> None:

@@ -93,6 +93,17 @@ class ConsumeQueue:
 
     # -- writing -------------------------------------------------------------------------------
 
+    def reserve(self, queue_offset: int) -> None:
+        """Make sure the file for entry ``queue_offset`` exists (DiskFullError when it cannot
+        be made), so that a record appended to the commit log can always be indexed."""
+        files = self.files.files
+        if files:
+            if not files[-1].is_full:
+                return
+        elif queue_offset > 0:
+            return  # a queue starting above 0: put() places its first file
+        self.files.last_file_for_append()
+
     def put(self, queue_offset: int, phy_offset: int, size: int, tags_code: int) -> None:
         """Write the entry for ``queue_offset``; entries must come in order."""
         files = self.files.files

@@ -101,6 +101,13 @@ def parse_table(doc: dict[str, Any], source: str) -> dict[str, dict[int, int]]:
     return out
 
 
+def _log_position(doc: dict[str, Any]) -> tuple[int, int]:
+    """``(logOffset, logQueueOffset)`` of a checkpoint (0, 0 when absent or not integers)."""
+    pos = (doc.get("logOffset", 0), doc.get("logQueueOffset", 0))
+    ok = all(type(v) is int and v >= 0 for v in pos)
+    return pos if ok else (0, 0)
+
+
 def _read_copy(path: str) -> _Copy | None:
     """One copy of the file: None when absent; CorruptFileError when present but unusable."""
     try:
@@ -142,7 +149,11 @@ class ConsumerOffsetManager:
         self.generation = 0
         self.reset_listeners: list[ResetListener] = []
         self.accepted_loss: str | None = None  # why, when started with --accept-offset-loss
+        self.fresh = False  # loaded from no file at all: a new store
         self.refused_commits = 0
+        # offsetCommitThroughLog (broker/offset_log): (logOffset, logQueueOffset) after the last
+        # record of the offsets topic applied; persisted, so a restart replays only what follows
+        self.log_position: tuple[int, int] = (0, 0)
         self._changes = 0  # table changes so far; persist() remembers the count it wrote
         self._persisted_changes = -1
         self._lock = threading.Lock()
@@ -158,9 +169,12 @@ class ConsumerOffsetManager:
         max_offset_of: Callable[[str, int], int] | None = None,
         accept_offset_loss: bool = False,
         restore_hint: str = "",
+        holds_messages: bool = False,
     ) -> ConsumerOffsetManager:
         """The newest valid of the file and its ``.bak``. An unusable copy with no verified one
-        beside it raises :class:`OffsetsUnreadableError` unless ``accept_offset_loss``."""
+        beside it, or both copies missing while the store ``holds_messages`` (a store writes
+        its file when it is created), raises :class:`OffsetsUnreadableError` unless
+        ``accept_offset_loss``."""
         m = cls(path, max_offset_of)
         copies: list[_Copy] = []
         problems: list[str] = []
@@ -172,6 +186,12 @@ class ConsumerOffsetManager:
                 continue
             if copy is not None:
                 copies.append(copy)
+        if not copies and not problems and holds_messages:
+            problems.append(
+                f"{os.path.basename(path)} and its .bak are both missing, but the store holds "
+                "messages (every offset would start again)"
+            )
+        m.fresh = not copies and not problems
         verified = [c for c in copies if c.verified]
         best = max(verified, key=lambda c: c.generation) if verified else None
         main = next((c for c in copies if c.path == path), None)
@@ -195,6 +215,7 @@ class ConsumerOffsetManager:
                 )  # fmt: skip
         if best is not None:
             m.table = parse_table(best.doc, best.path)
+            m.log_position = _log_position(best.doc)
             m.generation = max(best.generation, 0)
             if isinstance(best.doc.get("dataVersion"), dict):
                 m.data_version = best.doc["dataVersion"]
@@ -251,6 +272,17 @@ class ConsumerOffsetManager:
                 queues[queue_id] = offset
                 self._changes += 1
             return True
+
+    def apply_logged(self, group: str, topic: str, queue_id: int, offset: int, reset: bool) -> None:
+        """An offset record of the log (broker/offset_log): a commit raises, a reset sets."""
+        if not reset:
+            self._raise_to(group, topic, queue_id, offset)
+            return
+        with self._lock:
+            queues = self.table.setdefault(f"{topic}@{group}", {})
+            if queues.get(queue_id) != offset:
+                queues[queue_id] = offset
+                self._changes += 1
 
     def merge_forward(self, doc: dict[str, Any], source: str = "<peer>") -> list[Raised]:
         """Take a peer's ``GET_ALL_CONSUMER_OFFSET`` document forward-only (a slave copying its
@@ -338,6 +370,7 @@ class ConsumerOffsetManager:
     def persist(self) -> None:
         """Write the table (one generation more) to the file, then the same bytes to ``.bak``."""
         with self._persist_lock:
+            position = self.log_position  # read first: never ahead of the table written
             with self._lock:
                 table = {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}
                 changes = self._changes
@@ -352,6 +385,8 @@ class ConsumerOffsetManager:
                 "generation": generation,
                 "checksum": checksum_of(table, generation),
             }
+            if position != (0, 0):
+                doc["logOffset"], doc["logQueueOffset"] = position
             data = json.dumps(doc, indent="\t").encode()
             atomic_write(self.path, data)
             atomic_write(self.path + ".bak", data)

@@ -2,21 +2,59 @@
 
 State: ``wrote_position`` (bytes appended) and ``flushed_position`` (bytes known to be on disk).
 Appends are memory copies into the mapping; ``flush`` msyncs the dirty pages.
+
+A new file's blocks are reserved (``posix_fallocate``) before it is mapped: a write into a
+sparse mapping on a full disk is a SIGBUS that kills the process without a word, a reservation
+that fails is a :class:`DiskFullError` before anything was written (the half-made file is
+removed). A file system without fallocate gets a sparse file and one warning.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
 import threading
+from collections.abc import Callable
 
-from contracts.errors import StoreError
+from broker import planted_bugs
+from contracts.errors import DiskFullError, StoreError
 
 log = logging.getLogger(__name__)
 
+# Told (path, start, end) each time bytes [start, end) of a file are made durable (fdatasync,
+# msync). None outside the simulation, whose disk model (tools/sim/disk.py) sets it.
+durability_observer: Callable[[str, int, int], None] | None = None
+
 PAGE_SIZE = mmap.PAGESIZE
 OS_PAGE_SIZE = 4096  # RocketMQ counts dirty pages in 4 KiB units
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_NO_FALLOCATE = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+_warned_sparse: set[str] = set()
+
+
+def reserve(fd: int, path: str, size: int) -> None:
+    """Allocate ``size`` bytes for the file behind ``fd`` (DiskFullError when there is no room)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise DiskFullError(
+                f"no space for {path}: cannot reserve {size} bytes ({exc.strerror})"
+            ) from exc
+        if exc.errno not in _NO_FALLOCATE:
+            raise
+        directory = os.path.dirname(path)
+        if directory not in _warned_sparse:
+            _warned_sparse.add(directory)
+            log.warning(
+                "%s: the file system cannot reserve space (%s): files are sparse, and "
+                "a full disk may stop the process",
+                directory,
+                exc.strerror,
+            )
+        os.ftruncate(fd, size)
 
 
 def file_name(offset: int) -> str:
@@ -46,7 +84,10 @@ class MappedFile:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                raise DiskFullError(f"no space to create {path} ({exc.strerror})") from exc
             raise StoreError(f"cannot open {path}: {exc.strerror}") from exc
+        created = False
         try:
             actual = os.fstat(fd).st_size
             if actual not in (0, file_size):
@@ -55,13 +96,14 @@ class MappedFile:
                     f"{file_size} (mappedFileSize* in broker.conf)"
                 )
             if actual == 0:
-                os.ftruncate(fd, file_size)
+                created = True
+                reserve(fd, path, file_size)
             mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as exc:
-            os.close(fd)
+            _abandon(fd, path, created)
             raise StoreError(f"cannot map {path}: {exc.strerror}") from exc
         except StoreError:
-            os.close(fd)
+            _abandon(fd, path, created)
             raise
         return cls(path, int(name), file_size, fd, mm)
 
@@ -118,6 +160,8 @@ class MappedFile:
             # and unlike mmap.flush it releases the GIL, so appends go on during the fsync.
             os.fdatasync(self._fd)
             self.flushed_position = target
+            if durability_observer is not None:
+                durability_observer(self.path, 0, self.file_size)
             return target
 
     def truncate_to(self, pos: int) -> None:
@@ -129,9 +173,11 @@ class MappedFile:
             for p in range(pos, zero_end, step):
                 n = min(step, zero_end - p)
                 self._mm[p : p + n] = bytes(n)
-            if zero_end > pos:
+            if zero_end > pos and not planted_bugs.active("nondurable-truncation"):
                 start = (pos // PAGE_SIZE) * PAGE_SIZE
                 self._mm.flush(start, zero_end - start)
+                if durability_observer is not None:
+                    durability_observer(self.path, start, zero_end)
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
 
@@ -156,3 +202,13 @@ class MappedFile:
         return (
             f"MappedFile({self.path}, wrote={self.wrote_position}, flushed={self.flushed_position})"
         )
+
+
+def _abandon(fd: int, path: str, created: bool) -> None:
+    """Close a file that could not be opened; remove it when this call made it (it was empty)."""
+    os.close(fd)
+    if created:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

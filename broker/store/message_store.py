@@ -168,6 +168,7 @@ class MessageStore(PutMixin, QueryMixin):
             max_offset_of=self.get_max_offset_in_queue,
             accept_offset_loss=self.accept_offset_loss,
             restore_hint=offsets_restore_hint(self.config),
+            holds_messages=self.commit_log.max_offset > self.commit_log.min_offset,
         )
         for group, topic, qid, offset, top in self.consumer_offsets.beyond_queues()[:20]:
             log.warning(
@@ -181,6 +182,8 @@ class MessageStore(PutMixin, QueryMixin):
             self._cfg("subscriptionGroup.json"), "subscriptionGroupTable"
         )
         check_writable(self.config_dir, self.root)
+        if self.consumer_offsets.fresh:  # a new store: from now on a missing file means a loss
+            self.consumer_offsets.persist()
         with open(abort_path, "wb") as fh:
             fh.flush()
             os.fsync(fh.fileno())

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, BrokerRole
 from broker.store.results import PutMessageResult, PutMessageStatus
-from contracts.errors import StoreError
+from contracts.errors import DiskFullError, StoreError
 from contracts.record.builder import EncodedMessage, encode_message
 from contracts.record.ids import message_id_prefix
 from contracts.record.model import Message
@@ -200,16 +201,23 @@ class PutMixin:
             ts = self.clock_ms()
             if ts < self._last_store_ts:
                 ts = self._last_store_ts
+            cq = None
             try:
+                if topic and queue_id >= 0:
+                    cq = self.queues.get(key)
+                    if cq is None:
+                        cq = self.consume_queue(topic, queue_id)
+                    cq.reserve(qo)  # the index has room before the log takes the record
                 offset = self.commit_log.append_encoded(enc, qo, ts)
+            except DiskFullError as exc:
+                return self._disk_full(exc)
             except StoreError as exc:
                 log.error("append failed: %s", exc)
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+            if self._disk_full_since is not None:
+                self._disk_space_back()
             size = len(enc.data)
-            if topic and queue_id >= 0:
-                cq = self.queues.get(key)
-                if cq is None:
-                    cq = self.consume_queue(topic, queue_id)
+            if cq is not None:
                 cq.put(qo, offset, size, enc.tags_code)
             table[key] = qo + 1
             self._last_store_ts = ts
@@ -220,6 +228,27 @@ class PutMixin:
         if self._listeners:
             self._notify(topic, queue_id, qo + 1)
         return result
+
+    _disk_full_since: float | None = None  # monotonic s of the first refusal; None: writable
+
+    def _disk_full(self, exc: DiskFullError) -> PutMessageResult:
+        """A full disk refuses sends (RocketMQ: SERVICE_NOT_AVAILABLE, "the broker's disk is
+        full"); reads and replication go on, and the next put that finds room resumes."""
+        if self._disk_full_since is None:
+            self._disk_full_since = time.monotonic()
+            log.error(
+                "disk full: refusing sends until space returns (reads and replication go on): %s",
+                exc,
+            )
+        return PutMessageResult(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            remark=f"service not available now: the broker's disk is full ({exc})",
+        )
+
+    def _disk_space_back(self) -> None:
+        refused_s = time.monotonic() - (self._disk_full_since or 0.0)
+        self._disk_full_since = None
+        log.warning("disk space is back: taking sends again (refused for %.1f s)", refused_s)
 
     def _msg_id_prefix(self) -> str:
         host, port = self.config.store_host

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import stat
 from collections import Counter
 from collections.abc import Iterator
 
@@ -21,8 +22,10 @@ from contracts.errors import (
     ArchiveError,
     ConditionFailedError,
     ObjectNotFoundError,
+    ObjectTooLargeError,
 )
 from contracts.object_store.interface import ObjectInfo, check_key
+from contracts.read_limits import MAX_OBJECT_BYTES
 
 
 class FileObjectStore:
@@ -116,26 +119,52 @@ class FileObjectStore:
         data = self.get(key)
         return data, _token(data)
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str, max_bytes: int | None = None) -> bytes:
+        """The object's bytes: a regular file only, at most ``max_bytes``."""
         self.requests["get"] += 1
+        limit = MAX_OBJECT_BYTES if max_bytes is None else max_bytes
+        fd = self._open_regular(key)
         try:
-            with open(self._p(key), "rb") as fh:
-                return fh.read()
-        except FileNotFoundError as exc:
-            raise ObjectNotFoundError(f"{self.root}/{key} does not exist") from exc
+            size = os.fstat(fd).st_size
+            if size > limit:
+                raise ObjectTooLargeError(
+                    f"{self.root}/{key} is {size} bytes, more than the {limit} read", limit
+                )
+            data = _read_up_to(fd, limit + 1)  # one more: a file that grew meanwhile
         except OSError as exc:
             raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
+        finally:
+            os.close(fd)
+        if len(data) > limit:
+            raise ObjectTooLargeError(f"{self.root}/{key} holds more than {limit} bytes", limit)
+        return data
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         self.requests["get"] += 1
+        fd = self._open_regular(key)
         try:
-            with open(self._p(key), "rb") as fh:
-                fh.seek(start)
-                return fh.read(max(0, end - start))
+            return os.pread(fd, max(0, end - start), start)
+        except OSError as exc:
+            raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
+        finally:
+            os.close(fd)
+
+    def _open_regular(self, key: str) -> int:
+        """A read-only descriptor of the key's file; a FIFO, device or socket is refused before
+        a blocking read (opened non-blocking, then checked)."""
+        path = self._p(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(f"{self.root}/{key} does not exist") from exc
         except OSError as exc:
             raise ArchiveError(f"cannot read {self.root}/{key}: {exc.strerror}") from exc
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+            raise ArchiveError(f"{self.root}/{key} is not a regular file ({kind}): not read")
+        return fd
 
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
         """Keys under ``prefix`` after ``start_after``, sorted. Directories whose keys all sort
@@ -224,6 +253,17 @@ _CREATE_ATTEMPTS = 100
 
 def _token(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _read_up_to(fd: int, n: int) -> bytes:
+    parts, left = [], n
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 24))
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
 
 
 def _create(tmp: str):

@@ -21,6 +21,13 @@ PERMANENT = {
 }
 
 
+# boto3 found no credentials in its chain (a retry cannot help): where to put them
+NO_CREDENTIALS = (
+    "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, "
+    "~/.aws/credentials, or an instance/task role)"
+)
+
+
 # 4xx answers worth sending again; BadDigest: the server got other bytes than the checksum says
 TRANSIENT = ("SlowDown", "RequestTimeout", "ConditionalRequestConflict", "BadDigest")
 

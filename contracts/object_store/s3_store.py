@@ -17,10 +17,18 @@ from contracts.errors import (
     ArchiveError,
     ConditionFailedError,
     ObjectNotFoundError,
+    ObjectTooLargeError,
     TransientArchiveError,
 )
 from contracts.object_store.interface import ObjectInfo, check_key, web_type
-from contracts.object_store.s3_errors import PERMANENT, TRANSIENT, KeyExists, is_loopback
+from contracts.object_store.s3_errors import (
+    NO_CREDENTIALS,
+    PERMANENT,
+    TRANSIENT,
+    KeyExists,
+    is_loopback,
+)
+from contracts.read_limits import MAX_OBJECT_BYTES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,6 +71,7 @@ class S3ObjectStore:
             aws_session_token=session_token,
             region_name=region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         )
+        self._session = session  # presigned links get a client of their own (SigV4)
         self._client = session.client(
             "s3",
             endpoint_url=endpoint_url,
@@ -108,7 +117,7 @@ class S3ObjectStore:
         return self.prefix + check_key(key)
 
     def _call(self, what: str, key: str, fn: Callable[[], T]) -> T:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         where = f"{self.root}/{key}" if key else self.root
         self.requests[what.split()[0]] += 1
@@ -129,6 +138,8 @@ class S3ObjectStore:
                 if status and status < 500 and code not in TRANSIENT:
                     raise ArchiveError(f"{what} {where} failed: {code} (HTTP {status})") from None
                 reason = f"{code} (HTTP {status})"
+            except NoCredentialsError:
+                raise ArchiveError(f"{what} {where}: {NO_CREDENTIALS}") from None
             except BotoCoreError as exc:
                 reason = type(exc).__name__
             if attempt < self.retries:
@@ -274,12 +285,29 @@ class S3ObjectStore:
             return {}
         return {"ChecksumSHA256": base64.b64encode(bytes.fromhex(digest)).decode("ascii")}
 
-    def get(self, key: str) -> bytes:
-        return self._call(
-            "get",
-            key,
-            lambda: self._client.get_object(Bucket=self.bucket, Key=self._k(key))["Body"].read(),
-        )
+    def get(self, key: str, max_bytes: int | None = None) -> bytes:
+        """At most ``max_bytes``: a larger declared length is refused before the body is read,
+        and one byte more than the limit is read to tell an object that is longer still."""
+        limit = MAX_OBJECT_BYTES if max_bytes is None else max_bytes
+        where = f"{self.root}/{key}"
+
+        def read() -> bytes:
+            resp = self._client.get_object(Bucket=self.bucket, Key=self._k(key))
+            body = resp["Body"]
+            try:
+                declared = int(resp.get("ContentLength") or 0)
+                if declared > limit:
+                    raise ObjectTooLargeError(
+                        f"{where} is {declared} bytes, more than {limit}", limit
+                    )
+                data = body.read(limit + 1)
+            finally:
+                body.close()  # the rest of a longer body is dropped unread
+            if len(data) > limit:
+                raise ObjectTooLargeError(f"{where} holds more than {limit} bytes", limit)
+            return data
+
+        return self._call("get", key, read)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
@@ -322,6 +350,24 @@ class S3ObjectStore:
 
     def exists(self, key: str) -> bool:
         return self._head(key) is not None
+
+    def presigned_get_url(self, key: str, expires_s: int) -> str:
+        """An HTTPS (or the endpoint's scheme) link anyone can GET ``key`` with for ``expires_s``
+        seconds, signed locally with this store's credentials (no request is made)."""
+        from botocore.config import Config
+        from botocore.exceptions import NoCredentialsError
+
+        signer = self._session.client(
+            "s3", endpoint_url=self.endpoint_url,
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+        )  # fmt: skip
+        try:
+            return signer.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": self._k(key)},
+                ExpiresIn=int(expires_s),
+            )  # fmt: skip
+        except NoCredentialsError:
+            raise ArchiveError(f"presigning {self.root}/{key}: {NO_CREDENTIALS}") from None
 
     def delete(self, key: str) -> None:
         self._call(

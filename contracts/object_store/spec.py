@@ -53,6 +53,21 @@ class StoreSpec:
         )
 
 
+def check_root(root: str) -> None:
+    """ArchiveError when ``root`` can never be opened (scheme, bucket, directory)."""
+    parsed = urlparse(root)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise ArchiveError(f"archive root {root!r} names no bucket (s3://bucket/prefix)")
+    elif parsed.scheme in ("file", ""):
+        if not (parsed.path if parsed.scheme == "file" else root):
+            raise ArchiveError(f"archive root {root!r} names no directory")
+    else:
+        raise ArchiveError(
+            f"archive root {root!r}: unsupported scheme {parsed.scheme!r} (s3, file)"
+        )
+
+
 def open_store(
     root: str,
     *,
@@ -65,6 +80,7 @@ def open_store(
     session_token: str | None = None,
 ) -> ObjectStore:
     """Open ``s3://bucket[/prefix]`` or ``file:///path`` (a bare path means file://)."""
+    check_root(root)
     parsed = urlparse(root)
     if parsed.scheme == "s3":
         if not parsed.netloc:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from contracts import archive_layout as layout
+from contracts.read_limits import MAX_JSON_DOC_BYTES
 
 #: bounds: a plot is ~900 pixels wide, so more snapshots than this per node add GETs, not detail
 #: (evenly spaced in time when there are more); events are few, the last MAX_EVENTS are read
@@ -78,7 +79,7 @@ def _keys(store, cluster: str, broker_name: str, nodes: list[str]) -> list[layou
 
 def _read(store, key: str, kind: str) -> dict[str, Any] | None:
     try:
-        raw = store.get(key)
+        raw = store.get(key, MAX_JSON_DOC_BYTES)
         if kind == "snapshot":
             s = layout.Snapshot.from_json(raw, key)
             return {

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
             raise ReportInputError(f"cannot write {key}: {exc}") from exc
         out.append({"brokerName": name, "report": f"{store.root.rstrip('/')}/{key}", **stats})
     if args.json:
-        json.dump({"runId": args.run, "reports": out}, sys.stdout, indent=2)
+        # docs/schemas/report.schema.json
+        doc = {"schemaVersion": 1, "command": "report", "runId": args.run, "reports": out}
+        json.dump(doc, sys.stdout, indent=2)
         print()
     else:
         for r in out:

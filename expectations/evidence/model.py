@@ -10,8 +10,6 @@ raises :class:`ReportInputError`.
 
 from __future__ import annotations
 
-import io
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +17,8 @@ from typing import Any
 from contracts import archive_layout as layout
 from contracts import audit_tables as at
 from contracts.errors import AuditInputError, ObjectNotFoundError
+from contracts.read_limits import MAX_JSON_DOC_BYTES, MAX_PARQUET_BYTES, load_json_doc
+from expectations.parquet_limits import parquet_frame
 
 VERDICT_NAME = "verdict.json"
 EXPECTATIONS_NAME = "expectations.json"
@@ -116,18 +116,17 @@ def make_table(name: str, rows: list[dict[str, Any]], columns=None, total_rows=N
 
 def read_table(store, prefix: str, name: str) -> tuple[Table, str | None]:
     """One table and, when it is absent or partial, the line saying so."""
-    import pandas as pd
 
     key = f"{prefix}{name}.parquet"
     table = Table(name)
     try:
-        data = store.get(key)
+        data = store.get(key, MAX_PARQUET_BYTES)
     except ObjectNotFoundError:
         return table, f"table {name}: {key} is missing"
     except Exception as exc:  # an unreadable object is a note on the page, never a crash
         return table, f"table {name}: {key} could not be read ({type(exc).__name__}: {exc})"
     try:
-        df = pd.read_parquet(io.BytesIO(data))
+        df = parquet_frame(data, key)
     except Exception as exc:  # pyarrow raises several types for a damaged file
         return table, f"table {name}: {key} is not readable Parquet ({exc})"
     expected = tuple(at.TABLE_COLUMNS.get(name, {}))
@@ -188,13 +187,13 @@ def thin_timeline(df, bins: int = 1000):
 
 def _read_json(store, key: str, what: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        data = store.get(key)
+        data = store.get(key, MAX_JSON_DOC_BYTES)
     except ObjectNotFoundError:
         return None, f"{what}: {key} is missing"
     except Exception as exc:
         return None, f"{what}: {key} could not be read ({type(exc).__name__}: {exc})"
     try:
-        doc = json.loads(data)
+        doc = load_json_doc(data, key)
     except ValueError as exc:
         return None, f"{what}: {key} is not valid JSON ({exc})"
     if not isinstance(doc, dict):

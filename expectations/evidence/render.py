@@ -31,7 +31,7 @@ CHECK_LABEL = {at.STATUS_PASS: "PASS", at.STATUS_FAIL: "FAIL", at.STATUS_NO_EVID
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
-main{max-width:1100px;margin:0 auto;padding:0 20px 40px}
+main{max-width:1500px;margin:0 auto;padding:0 20px 40px}
 header.verdict{padding:18px 20px;color:#fff}
 header.verdict h1{margin:0;font-size:34px;letter-spacing:.04em}
 .s-PASSED{background:#2e7d32}.s-FAILED{background:#c62828}.s-NO_EVIDENCE{background:#f57f17}
@@ -49,8 +49,18 @@ color:#fff;font-weight:700;font-size:12px}
 table{border-collapse:collapse;margin:6px 0;font-size:13px}
 th,td{border:1px solid #e0e0e0;padding:3px 7px;text-align:left;vertical-align:top}
 thead th{background:#f5f5f5}td.none{color:#9e9e9e}
-table.witnesses td{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;word-break:break-all}
+.scroll{max-width:100%;overflow-x:auto}
+td{overflow-wrap:break-word}td.key,table.side small{overflow-wrap:anywhere}td.tok{white-space:nowrap}td.num{white-space:nowrap;overflow-wrap:normal;font-variant-numeric:tabular-nums}
+table.witnesses td{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+table.counts td{white-space:nowrap}
+table.side{width:100%;table-layout:fixed}table.side th:first-child{width:9em}
+table.side small{overflow-wrap:anywhere;font-weight:400}
 table.side tr.differs td{background:#ffebee;font-weight:700}
+caption{caption-side:top;text-align:left;color:#616161;padding:2px 0}
+table.hexdump{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace}
+table.hexdump td,table.hexdump th{white-space:pre;border-color:#eeeeee;padding:1px 6px}
+table.hexdump tr.s td,table.hexdump tr.s th{border-bottom:1px solid #bdbdbd}
+table.hexdump mark{background:#ffcdd2;color:#b71c1c}table.hexdump mark.first{background:#c62828;color:#fff}
 strong.offset{font-family:ui-monospace,Menlo,Consolas,monospace;color:#c62828}
 figure.chart{margin:10px 0 18px}figure.chart svg{width:100%;height:auto;background:#fff}
 figcaption{font-weight:600;margin-bottom:4px}
@@ -130,15 +140,16 @@ def summary(ev: RunEvidence, views) -> str:
         rows.append(
             f'<tr><td><span class="badge b-{v.status or "none"}">{badge}</span></td>'
             f'<td><a href="#check-{escape(v.name)}">{escape(v.title)}</a></td>'
-            f"<td>{'' if v.findings is None else v.findings}</td>"
-            f"<td>{'' if v.evidence is None else f'{v.evidence:,}'}</td>"
+            f'<td class="num">{"" if v.findings is None else v.findings}</td>'
+            f'<td class="num">{"" if v.evidence is None else f"{v.evidence:,}"}</td>'
             f"<td>{escape(v.detail)}</td></tr>"
         )
     head = "<tr><th>status</th><th>check</th><th>findings</th><th>evidence</th><th>detail</th></tr>"
     why_html = f'<ul class="why">{why_list}</ul>' if why_list else "<p>Every check passed.</p>"
     return (
         f'<section id="why"><h2>Checks</h2>{why_html}'
-        f'<table class="checks"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></section>'
+        f'<div class="scroll"><table class="checks"><thead>{head}</thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div></section>"
     )
 
 

@@ -6,12 +6,14 @@ Every value is escaped; nothing from the tables is trusted as markup.
 
 from __future__ import annotations
 
+import json
 import math
 from html import escape
 from typing import Any
 
 from contracts import audit_tables as at
 from expectations.evidence.checks import CheckView, failing_ranges
+from expectations.evidence.hexview import hex_window
 from expectations.evidence.svg import fmt_bytes, fmt_time_ms
 
 WITNESS_LIMIT = 50
@@ -30,17 +32,27 @@ RECORD_FIELDS = (
 
 
 def cell(v: Any) -> str:
+    """A table cell; a number is one unbreakable line (``td.num``), words wrap whole, and only
+    a long key or id may break anywhere (``td.key``)."""
     if v is None:
         return '<td class="none">-</td>'
-    if isinstance(v, float) and v.is_integer():
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
         v = int(v)
-    return f"<td>{escape(str(v))}</td>"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f'<td class="num">{escape(str(v))}</td>'
+    text = str(v)
+    if len(text) > 24 and ("/" in text or " " not in text):  # an object key, a msgId: may break
+        return f'<td class="key">{escape(text)}</td>'
+    if text and not any(ch.isspace() for ch in text):  # one short token: a node, a verdict
+        return f'<td class="tok">{escape(text)}</td>'
+    return f"<td>{escape(text)}</td>"
 
 
 def table(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(cell(v) for v in r) + "</tr>" for r in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")  # fmt: skip
 
 
 def bounded(rows: list[dict], total: int, what: str, raw: str) -> tuple[list[dict], str]:
@@ -83,15 +95,40 @@ def record_pair(w: dict[str, Any]) -> str:
         cls = ' class="differs"' if a != b else ""
         rows.append(f"<tr{cls}><th>{escape(label)}</th>{cell(a)}{cell(b)}</tr>")
     diff = w.get("first_diff")
-    diff_text = str(int(diff)) if isinstance(diff, (int, float)) and math.isfinite(diff) else "?"
+    diff = int(diff) if isinstance(diff, (int, float)) and math.isfinite(diff) else None
+    n = w.get("differing_bytes")
+    count = (f"; {n:,} differing byte(s) in the range" if isinstance(n, int)
+             and not isinstance(n, bool) else "")  # fmt: skip
     return (
         f'<div class="witness divergence"><p>First differing byte of {escape(pair)} at offset '
-        f'<strong class="offset">{escape(diff_text)}</strong>'
-        f'</p><table class="side"><thead><tr><th></th><th>{escape(names[0])} '
+        f'<strong class="offset">{"?" if diff is None else diff}</strong>{escape(count)}'
+        f"</p>{hex_window(w.get('window'), (names[0], names[1]), diff)}"
+        f'<div class="scroll"><table class="side"><caption>the records there, decoded'
+        f"</caption><thead><tr><th></th><th>{escape(names[0])} "
         f"<small>{escape(str(w.get('master_key') or ''))}</small></th><th>{escape(names[1])} "
         f"<small>{escape(str(w.get('node_key') or ''))}</small></th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f"<tbody>{''.join(rows)}</tbody></table></div></div>"
     )
+
+
+def differing(r: dict[str, Any]) -> int | None:
+    """A divergent or conflict range's count of differing bytes, from its JSON detail."""
+    d = r.get("detail")
+    if r.get("verdict") not in (at.DIVERGENT, at.CONFLICT) or not isinstance(d, str):
+        return None
+    try:
+        n = json.loads(d).get("differingBytes") if d.startswith("{") else None
+    except (ValueError, AttributeError):
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def readable_detail(r: dict[str, Any]) -> str:
+    """A range's detail for a person: its text, or for a JSON witness what it says in words."""
+    d = r.get("detail")
+    if isinstance(d, str) and d.startswith("{"):
+        return "witness below" if r.get("verdict") in (at.DIVERGENT, at.CONFLICT) else ""
+    return "" if d is None else str(d)
 
 
 def replica_section(ev, view: CheckView) -> str:
@@ -106,13 +143,18 @@ def replica_section(ev, view: CheckView) -> str:
         )
     )
     bad = failing_ranges(t.rows)
+    diffs = [n for n in (differing(r) for r in t.rows) if n is not None]
+    if diffs:
+        summary += (f"<p>{sum(diffs):,} byte(s) differ inside the divergent ranges compared "
+                    "(the table counts each range's whole length).</p>")  # fmt: skip
     shown, more = bounded(bad, len(bad), "failing ranges", f"{t.name}.parquet")
     out = [summary, _partial(t)]
     if shown:
         out.append(table(
-            ["pair", "start", "end", "bytes", "verdict", "first differing offset", "detail"],
+            ["pair", "start", "end", "bytes", "verdict", "first differing offset",
+             "differing bytes", "detail"],
             [[r.get("pair"), r.get("start"), r.get("end"), r.get("bytes"), r.get("verdict"),
-              r.get("first_diff"), r.get("detail")] for r in shown], "witnesses",
+              r.get("first_diff"), differing(r), readable_detail(r)] for r in shown], "witnesses",
         ) + more)  # fmt: skip
     found = (ev.verdict or {}).get("witnesses")
     witnesses = found.get("divergent") if isinstance(found, dict) else None

@@ -149,9 +149,13 @@ def test_the_file_is_reloaded_when_it_changes_and_a_bad_change_keeps_the_old_acc
     path = write_acl(tmp_path)
     checker = AclChecker.from_file(str(path), reload_check_ms=0)  # look at every request
     newcomer = AclSigner("newcomer1", "newSecret1")
-    req = _pull()
-    newcomer(req)
-    assert "no ACL account" in checker.refusal(req, "10.0.0.1")
+
+    def signed():
+        req = _pull()
+        newcomer(req)  # a new nonce each time: the same signed request is accepted once
+        return req
+
+    assert "no ACL account" in checker.refusal(signed(), "10.0.0.1")
 
     def rewrite(text: str, bump_s: int) -> None:
         path.write_text(text)
@@ -159,9 +163,9 @@ def test_the_file_is_reloaded_when_it_changes_and_a_bad_change_keeps_the_old_acc
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + bump_s * 1_000_000_000))
 
     rewrite(PLAIN_ACL + "  - accessKey: newcomer1\n    secretKey: newSecret1\n    admin: true\n", 1)
-    assert checker.refusal(req, "10.0.0.1") is None
+    assert checker.refusal(signed(), "10.0.0.1") is None
     rewrite("accounts: [oops\n", 2)
-    assert checker.refusal(req, "10.0.0.1") is None  # still the last good file
+    assert checker.refusal(signed(), "10.0.0.1") is None  # still the last good file
     assert any("cannot be used" in r.getMessage() for r in caplog.records)
 
 

@@ -38,7 +38,7 @@ class MemoryStore:
         self.data[key] = data
         return True
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str, max_bytes: int | None = None) -> bytes:
         self.requests["get"] += 1
         try:
             return self.data[key]

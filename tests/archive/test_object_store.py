@@ -229,3 +229,13 @@ def test_resolved_spec_carries_the_drivers_settings_without_showing_the_secret(m
     assert spec.endpoint_url == "http://127.0.0.1:1"
     assert "driver-secret-value" not in repr(spec)
     assert StoreSpec("file:///tmp/x").resolved() == StoreSpec("file:///tmp/x")
+
+
+def test_reads_are_bounded_and_a_longer_object_is_told(object_store) -> None:
+    from contracts.errors import ObjectTooLargeError
+
+    object_store.put("v1/c/b/n/big.log", b"x" * 1000)
+    assert object_store.get("v1/c/b/n/big.log", 1000) == b"x" * 1000
+    with pytest.raises(ObjectTooLargeError) as err:
+        object_store.get("v1/c/b/n/big.log", 999)
+    assert err.value.limit == 999 and "big.log" in str(err.value)

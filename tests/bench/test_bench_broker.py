@@ -49,3 +49,21 @@ def test_bench_broker_rejects_bad_arguments() -> None:
         timeout=60,
     )
     assert res.returncode == 2 and "must be positive" in res.stderr
+
+
+def test_bench_broker_with_committing_groups_compares_the_offset_log() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bench", "broker", "--producers", "2",
+         "--seconds", "2", "--body-bytes", "128", "--processes", "0", "--commit-groups", "2",
+         "--commit-queues", "8", "--offset-log", "both"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    fig = json.loads(res.stdout.strip().splitlines()[-1])
+    for side in ("off", "on"):
+        run = fig["offsetLog"][side]
+        assert run["commits"] == 2 * 8 * run["commit_rounds"] > 0 and run["commits_failed"] == 0
+        assert run["p99_commit_ms"] >= run["p50_commit_ms"] > 0
+    assert fig["on_vs_off"] > 0

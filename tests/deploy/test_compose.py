@@ -292,6 +292,14 @@ def test_brokers_run_with_acl_on_and_their_accounts_from_secrets(compose) -> Non
     assert any(a.get("admin") for a in example["accounts"]), "the brokers' admin account"
 
 
+def test_the_name_server_runs_with_acl_from_the_same_secret(compose) -> None:
+    ns = compose["services"]["namesrv"]
+    assert _flag(ns["command"], "--acl-file") == "/opt/haproof/conf/plain_acl.yml"
+    assert "--insecure" not in ns["command"]
+    mounts = [s["target"] for s in ns["secrets"] if s["source"] == "plain_acl"]
+    assert mounts == ["/opt/haproof/conf/plain_acl.yml"]
+
+
 def test_compose_refuses_to_start_without_a_secret(compose_text) -> None:
     """What docker compose does with ${VAR:?msg} when VAR is unset, re-enacted: the variable
     and the message name the missing secret."""

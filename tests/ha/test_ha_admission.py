@@ -82,6 +82,14 @@ def test_peer_outside_the_allow_list_gets_nothing_and_is_logged_once(tmp_path, c
     assert len(lines) == 1 and "127.0.0.1:" in lines[0], lines
 
 
+async def _challenged(port: int):
+    """Connect as a slave would with ACL: the master speaks first, with this connection's nonce."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async with asyncio.timeout(READ_TIMEOUT_S):
+        nonce = wire.read_challenge(await reader.readexactly(wire.CHALLENGE_SIZE))
+    return reader, writer, nonce
+
+
 def test_with_acl_only_a_signed_admin_handshake_gets_in(tmp_path):
     async def main():
         master = await BrokerNode.start(
@@ -89,27 +97,37 @@ def test_with_acl_only_a_signed_admin_handshake_gets_in(tmp_path):
                     **acl_broker_conf(tmp_path)),
             "127.0.0.1",
         )  # fmt: skip
+        port = master.replication.ha.port
         try:
             end = await _fill(master, 5)
             report = wire.build_report(0)
-            stale = handshake_frame(admin(), "old", clock_ms=lambda: 1_000_000)
-            for first in (
-                report,  # anonymous, classic
-                wire.build_report(end),  # anonymous, claiming everything
-                handshake_frame(user(), "app") + report,  # not an admin account
-                handshake_frame(AclSigner("haproofAdmin", "guessed-secret"), "x") + report,
-                stale + report,  # an old handshake replayed
-                b"HAAC\xff\xff" + report,  # oversized
-            ):
-                reader, writer = await _fake_slave(master.replication.ha.port, first)
-                assert await _everything_until_closed(reader) == b"", first[:12]
+            stale = AclSigner("haproofAdmin", "adminSecret-123", clock_ms=lambda: 1_000_000)
+            # the one a slave sent on an earlier connection: a different nonce
+            reader, writer, earlier_nonce = await _challenged(port)
+            captured = handshake_frame(admin(), "slave-1", earlier_nonce)
+            writer.close()
+            firsts = (
+                lambda nonce: report,  # anonymous, classic
+                lambda nonce: wire.build_report(end),  # anonymous, claiming everything
+                lambda nonce: handshake_frame(user(), "app", nonce) + report,  # not an admin
+                lambda nonce: (
+                    handshake_frame(AclSigner("haproofAdmin", "guessed"), "x", nonce) + report
+                ),
+                lambda nonce: handshake_frame(stale, "old", nonce) + report,  # out of the window
+                lambda nonce: captured + report,  # replayed on another connection
+                lambda nonce: b"HAAC\xff\xff" + report,  # oversized
+            )
+            for first in firsts:
+                reader, writer, nonce = await _challenged(port)
+                writer.write(first(nonce))
+                await writer.drain()
+                assert await _everything_until_closed(reader) == b""
                 writer.close()
             assert master.replication.ha.connections == []
             _, status = await put(master, 99)
             assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
-            reader, writer = await _fake_slave(
-                master.replication.ha.port, handshake_frame(admin(), "slave-1") + report
-            )
+            reader, writer, nonce = await _challenged(port)
+            writer.write(handshake_frame(admin(), "slave-1", nonce) + report)
             async with asyncio.timeout(READ_TIMEOUT_S):
                 offset, size = wire.read_header(await reader.readexactly(12))
             assert offset == 0 and size > 0

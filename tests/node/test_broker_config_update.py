@@ -76,6 +76,9 @@ def test_update_runtime_key_persists_and_survives_restart(tmp_path):
         res = admin("updateBrokerConfig", "--broker-addr", m.addr, "--key", "maxMessageSize",
                     "--value", "-1")  # fmt: skip
         assert res.returncode == 2 and "maxMessageSize='-1'" in res.stderr
+        res = admin("updateBrokerConfig", "-b", m.addr, "--key", "maxMesageSize", "--value", "9")
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert "unknown key 'maxMesageSize'; did you mean maxMessageSize?" in res.stderr
         # and by the node itself, for any other client (RocketMQ answers NO_PERMISSION)
         resp = call(m.addr, RequestCode.UPDATE_BROKER_CONFIG, body=b"listenPort=1\n")
         assert resp.code == ResponseCode.NO_PERMISSION and "'listenPort'" in resp.remark

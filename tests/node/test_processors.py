@@ -169,7 +169,7 @@ def test_slave_refuses_sends(tmp_path):
     async def body(node, client, addr):
         node.store.topic_config.put("T4", {"topicName": "T4", "writeQueueNums": 1, "perm": 6})
         r = await client.invoke(addr, send_v2("T4", b"x"))
-        assert r.code == ResponseCode.SYSTEM_ERROR and "SERVICE_NOT_AVAILABLE" in r.remark
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE and "SERVICE_NOT_AVAILABLE" in r.remark
 
     run_node(tmp_path, body, brokerRole="SLAVE", brokerId=1)
 
@@ -214,7 +214,11 @@ def test_pull_filters_tags_commits_offsets_and_reports_moves(tmp_path):
         assert r.code == ResponseCode.TOPIC_NOT_EXIST
         # commit-offset flag: the committed offset reaches the offset table on a master
         r = await client.invoke(addr, pull("TP", 0, 2, sys_flag=0x1 | 0x4, commit=2))
-        assert r.code == 0 and node.store.consumer_offsets.query("CG", "TP", 0) == 2
+        assert r.code == 0
+        deadline = time.monotonic() + 20  # (a record in the log first: offsetCommitThroughLog)
+        while node.store.consumer_offsets.query("CG", "TP", 0) != 2:
+            assert time.monotonic() < deadline, "the pull's commit never reached the table"
+            await asyncio.sleep(0.005)
 
     run_node(tmp_path, body)
 
@@ -399,3 +403,29 @@ def test_sync_flush_send_and_stop_with_a_parked_pull(tmp_path):
         assert store.get_max_offset_in_queue("TS", 0) == 1
     finally:
         store.shutdown()
+
+
+def test_an_oversized_body_is_message_illegal(tmp_path):
+    async def body(node, client, addr):
+        r = await client.invoke(addr, send_v2("T5", b"x" * 4096))
+        assert r.code == ResponseCode.MESSAGE_ILLEGAL, (r.code, r.remark)
+        assert "too large" in r.remark
+        assert (await client.invoke(addr, send_v2("T5", b"x"))).code == ResponseCode.SUCCESS
+
+    run_node(tmp_path, body, maxMessageSize=1024)
+
+
+def test_a_client_auto_creates_at_most_its_share_of_topics(tmp_path):
+    async def body(node, client, addr):
+        for i in range(3):
+            r = await client.invoke(addr, send_v2(f"Auto{i}", b"x"))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await client.invoke(addr, send_v2("Auto3", b"x"))
+        assert (
+            r.code == ResponseCode.TOPIC_NOT_EXIST and "autoCreateTopicMaxPerClient=3" in r.remark
+        )
+        assert "Auto3" not in node.store.topic_config.table
+        # what it created stays writable
+        assert (await client.invoke(addr, send_v2("Auto0", b"y"))).code == ResponseCode.SUCCESS
+
+    run_node(tmp_path, body, autoCreateTopicMaxPerClient=3)

@@ -29,8 +29,17 @@ def test_check_updates_types_values_and_refuses_others():
         "maxMessageSize": 1024, "slaveReadEnable": True}  # fmt: skip
     with pytest.raises(NotRuntimeKeyError, match="'brokerRole' cannot be changed at runtime"):
         check_updates({"brokerRole": "SLAVE"})
-    with pytest.raises(NotRuntimeKeyError, match="'noSuchKey'"):
+    with pytest.raises(NotRuntimeKeyError, match="^unknown key 'noSuchKey' \\(changeable"):
         check_updates({"noSuchKey": "1"})
+    # a typo is named as one, with the key meant (updateBrokerConfig says it before sending)
+    with pytest.raises(
+        NotRuntimeKeyError, match="^unknown key 'maxMesageSize'; did you mean maxMessageSize\\?"
+    ):
+        check_updates({"maxMesageSize": "1"})
+    with pytest.raises(
+        NotRuntimeKeyError, match="^unknown key 'slavereadenable'; did you mean slaveReadEnable\\?"
+    ):
+        check_updates({"slavereadenable": "true"})
     for key, raw in (("maxMessageSize", "0"), ("maxMessageSize", "1k"),
                      ("accessMessageInMemoryMaxRatio", "101"), ("autoCreateTopicEnable", "1")):  # fmt: skip
         with pytest.raises(ConfigError, match=key):

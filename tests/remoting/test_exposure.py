@@ -45,10 +45,31 @@ def test_acl_enable_is_read_before_the_acl_key_exists(tmp_path) -> None:
     assert _config(tmp_path, aclEnable="false").acl_enable is False
 
 
-def test_default_listen_host_is_all_interfaces_and_loud_without_acl(tmp_path, caplog) -> None:
-    cfg = _config(tmp_path)
-    assert cfg.listen_host == "0.0.0.0"
+def test_default_listen_host_is_loopback_and_beyond_it_needs_acl_or_insecure(
+    tmp_path, caplog
+) -> None:
+    import pytest
+
+    from contracts.errors import ConfigError
+
+    assert _config(tmp_path).listen_host == "127.0.0.1"
+    with pytest.raises(ConfigError, match="listenHost='0.0.0.0'.*ACL off") as err:
+        _config(tmp_path, listenHost="0.0.0.0")
+    assert err.value.key == "listenHost"
+    acl = _config(tmp_path, listenHost="0.0.0.0", aclEnable="true", aclFile="/x.yml")
+    assert acl.listen_host == "0.0.0.0"
+    cfg = _config(tmp_path, listenHost="0.0.0.0", insecure="true")
     with caplog.at_level(logging.WARNING):
         assert node_module.warn_if_exposed("broker x", cfg.listen_host, cfg.acl_enable)
     (record,) = caplog.records
     assert "0.0.0.0" in record.getMessage() and "ACL OFF" in record.getMessage()
+
+
+def test_a_host_override_beyond_loopback_is_refused_without_acl(tmp_path) -> None:
+    import pytest
+
+    from contracts.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="beyond loopback"):
+        asyncio.run(BrokerNode.start(_config(tmp_path), "0.0.0.0"))
+    assert not (tmp_path / "store").exists()  # refused before the store was opened

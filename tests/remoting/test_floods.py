@@ -57,6 +57,8 @@ def broker(tmp_path_factory):
          "serverChannelMaxIdleTimeSeconds": IDLE_S,
          "remotingFrameReadTimeoutMs": FRAME_DEADLINE_MS,
          "remotingMaxConnections": MAX_CONNECTIONS,
+         # every peer here is 127.0.0.1: the per-host cap must not be what refuses them
+         "remotingMaxConnectionsPerHost": MAX_CONNECTIONS,
          "remotingMaxPendingBytes": PENDING_BUDGET},
     )  # fmt: skip
     proc = start_broker("broker", conf, port, wd, log_level="INFO")
@@ -282,3 +284,38 @@ def test_name_server_flags_bound_its_connections(tmp_path) -> None:
     text = (tmp_path / "namesrv.log").read_text()
     assert text.count("refused connection from") == 1
     assert "a frame in progress for over 500 ms" in text
+
+
+def test_one_host_cannot_take_every_connection(tmp_path) -> None:
+    """remotingMaxConnections was one pool for all peers: one host locked everyone out. A real
+    name server with a per-host cap of 3 keeps serving 127.0.0.2 while 127.0.0.1 is at its cap."""
+    from tools.localcluster import LocalProcess
+
+    port = free_port()
+    args = f"namesrv --listen-port {port} --max-connections 50 --max-connections-per-host 3"
+    ns = LocalProcess.start("namesrv", args.split(), port, tmp_path / "namesrv.log")
+
+    async def main() -> None:
+        mine = [await asyncio.open_connection("127.0.0.1", port) for _ in range(5)]
+        for reader, _ in mine[3:]:
+            await _wait_closed(reader, 3)  # over this host's cap: closed at once
+        other_r, other_w = await asyncio.open_connection(
+            "127.0.0.1", port, local_addr=("127.0.0.2", 0)
+        )
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+        from broker.remoting.codec import encode_frame
+
+        other_w.write(encode_frame(request))
+        await other_w.drain()
+        async with asyncio.timeout(5):
+            head = await other_r.readexactly(4)
+        assert struct.unpack(">i", head)[0] > 0  # answered: another host is served
+        for _, w in (*mine, (other_r, other_w)):
+            w.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        assert ns.stop() == 0
+    text = (tmp_path / "namesrv.log").read_text()
+    assert "connections open from 127.0.0.1 (remotingMaxConnectionsPerHost=3)" in text

@@ -296,3 +296,50 @@ def test_enforcing_counts_handshakes_against_the_cap_and_refuses_plain_bytes(cer
             await server.stop()
 
     asyncio.run(main())
+
+
+def _encrypted_key(directory, pass_phrase: bytes) -> tuple[str, str]:
+    cert_path, key_path = _make_cert(directory)
+    key = serialization.load_pem_private_key(open(key_path, "rb").read(), None)
+    with open(key_path, "wb") as fh:
+        fh.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.BestAvailableEncryption(pass_phrase),
+            )
+        )
+    return cert_path, key_path
+
+
+def test_an_encrypted_key_takes_its_pass_phrase_from_a_file_or_variable_never_a_prompt(
+    tmp_path, monkeypatch
+):
+    from broker.remoting.tls import KEY_PASSWORD_ENV, key_password
+
+    cert, key = _encrypted_key(tmp_path, b"s3cret-phrase")
+    monkeypatch.delenv(KEY_PASSWORD_ENV, raising=False)
+    with pytest.raises(ConfigError, match="the key is encrypted"):
+        server_context(cert, key, key_password(None, None))
+    phrase_file = tmp_path / "phrase"
+    phrase_file.write_text("s3cret-phrase\n")
+    assert server_context(cert, key, key_password(None, str(phrase_file)))
+    monkeypatch.setenv(KEY_PASSWORD_ENV, "s3cret-phrase")
+    assert server_context(cert, key, key_password(None, None))
+    with pytest.raises(ConfigError, match="pass phrase file"):
+        key_password(None, str(tmp_path / "missing"))
+    # a real name server process with no terminal: one line, exit 2, no prompt
+    monkeypatch.delenv(KEY_PASSWORD_ENV)
+    port = free_port()
+    args = f"namesrv --listen-port {port} --tls-mode enforcing --tls-cert {cert} --tls-key {key}"
+    r = subprocess.run(
+        [sys.executable, "-m", "broker.cli", *args.split()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 2 and "the key is encrypted" in r.stderr, r.stderr
+    args += f" --tls-key-password-file {phrase_file}"
+    proc = LocalProcess.start("namesrv", args.split(), port, tmp_path / "ns.log")
+    proc.stop()

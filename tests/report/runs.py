@@ -28,6 +28,24 @@ FAILOVER_AT = T0 + 60_000
 END_AT = T0 + 120_000
 DIVERGE_AT = 1_048_576 + 4_321
 LOST = (2_000_000, 2_100_000)
+# both replicas' bytes around DIVERGE_AT as spark_jobs/witness.py writes them: two bytes
+# differ, the first at DIVERGE_AT (byte 64 of the window)
+_M_WINDOW = (
+    b"\x00\x00\x00\xb2\xda\xa3\x20\xa7" * 8 + b"hello world, from the master.\n" + bytes(range(34))
+)
+_S_WINDOW = bytearray(_M_WINDOW)
+_S_WINDOW[64] ^= 0x20
+_S_WINDOW[75] ^= 0x01
+DIFFERING_BYTES = 2
+DIVERGENCE = {
+    "firstDifferingOffset": DIVERGE_AT,
+    "differingBytes": DIFFERING_BYTES,
+    "window": {
+        "start": DIVERGE_AT - 64,
+        "master": _M_WINDOW.hex(),
+        "slave": bytes(_S_WINDOW).hex(),
+    },
+}
 RESET_AT = T0 + 95_000
 
 
@@ -112,7 +130,7 @@ def ranges(diverge: bool) -> list[dict]:
         return [r(0, 4 * mb, at.MATCH), r(4 * mb, 4 * mb + 60_000, at.LAG, detail="tail")]
     return [
         r(0, mb, at.MATCH),
-        r(mb, 2 * mb, at.DIVERGENT, float(DIVERGE_AT), "bytes differ"),
+        r(mb, 2 * mb, at.DIVERGENT, float(DIVERGE_AT), json.dumps(DIVERGENCE)),
         r(2 * mb, 4 * mb, at.MATCH),
         r(4 * mb, 4 * mb + 60_000, at.LAG, detail="tail"),
     ]
@@ -171,6 +189,7 @@ def write_run(store, run_id: str, scenario: str) -> str:
             "node_key": layout.chunk_key(CLUSTER, GROUP, S, 1_048_576, 2_097_152, 1),
             "master_record": record("T", 77, DIVERGE_AT - 40, b"hello world", T0 + 30_000),
             "node_record": record("T", 77, DIVERGE_AT - 40, b"hellO world!", T0 + 30_000),
+            "window": DIVERGENCE["window"], "differing_bytes": DIFFERING_BYTES,
         })  # fmt: skip
     verdict = {
         "runId": run_id, "cluster": CLUSTER, "brokerName": GROUP, "master": M,

@@ -124,3 +124,58 @@ def test_the_harness_sees_an_off_disk_request_and_a_blank_plot(ctx, tmp_path):
     assert "http://127.0.0.1:9/x.css" in visit.requests
     shot = screenshot(page, "harness-blank", page.locator("svg"))
     assert ink(shot) == 0.0
+
+
+LAYOUT = r"""() => {
+    const doc = document.documentElement;
+    const broken = [];
+    for (const td of document.querySelectorAll('td.num')) {
+        const r = document.createRange();
+        r.selectNodeContents(td);
+        const lines = new Set([...r.getClientRects()].map(b => Math.round(b.top)));
+        if (lines.size > 1) broken.push(td.textContent);
+    }
+    const words = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        const td = n.parentElement.closest('td');
+        const text = n.textContent.trim();
+        if (!td || td.matches('.key') || !text || /\s/.test(text)) continue;
+        const r = document.createRange();
+        r.selectNodeContents(n);
+        const lines = new Set([...r.getClientRects()].map(b => Math.round(b.top)));
+        if (lines.size > 1) words.push(text);
+    }
+    const overflowing = [...document.querySelectorAll('section')]
+        .filter(s => s.scrollWidth > s.clientWidth + 1).map(s => s.id);
+    return {page: doc.scrollWidth - window.innerWidth, broken, words, overflowing};
+}"""
+
+
+@pytest.mark.parametrize("width", [1000, 1600])
+def test_failing_report_shows_the_bytes_and_fits(ctx, root, width):
+    page = _open(ctx, root, "failing")
+    page.set_viewport_size({"width": width, "height": 900})
+    witness = page.locator(".witness.divergence")
+    screenshot(page, f"failing-{width}px")
+    screenshot(page, f"failing-{width}px-witness", witness)
+    # the differing bytes counted (not the range's 1 MiB), and in words beside the counts
+    assert f"{runs.DIFFERING_BYTES} differing byte(s) in the range" in witness.inner_text()
+    assert f"{runs.DIFFERING_BYTES:,} byte(s) differ inside the divergent ranges" in (
+        page.inner_text("#check-replica_consistency")
+    )
+    # both replicas' bytes around the first difference, the differing ones marked: hex and
+    # ASCII, on the master's line and the slave's, the first one loudest
+    dump = witness.locator("table.hexdump")
+    assert dump.locator("tbody tr").count() == 2 * 128 // 16
+    assert dump.locator("mark").count() == runs.DIFFERING_BYTES * 2 * 2
+    first = dump.locator("mark.first")
+    assert first.count() == 4 and first.first.inner_text() == f"{runs._M_WINDOW[64]:02x}"
+    assert str(runs.DIVERGE_AT - 64) in dump.locator("tbody tr").first.inner_text()
+    # no raw JSON in the ranges table: the detail says where the witness is
+    ranges_text = page.inner_text("#check-replica_consistency table.witnesses")
+    assert "firstDifferingOffset" not in ranges_text and "witness below" in ranges_text
+    # fits: no horizontal scrolling of the page or a section, no number or word broken over
+    # lines (only long object keys and ids may break)
+    layout = page.evaluate(LAYOUT)
+    assert layout == {"page": 0, "broken": [], "words": [], "overflowing": []}, layout

@@ -8,6 +8,7 @@ import sys
 
 from contracts.object_store import open_store
 from tests.report import runs
+from tests.support import schemas
 
 
 def haproof(*args: str) -> subprocess.CompletedProcess:
@@ -32,6 +33,7 @@ def test_report_rebuilds_every_group_of_a_run(tmp_path):
                   "--broker-name", runs.GROUP, "--json")  # fmt: skip
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
+    schemas.validate(doc, "report")
     (r,) = doc["reports"]
     assert (r["brokerName"], r["headline"], r["missing"]) == (runs.GROUP, "FAILED", [])
     assert r["bytes"] == page.stat().st_size
@@ -48,3 +50,15 @@ def test_unusable_input_exits_2_with_one_line(tmp_path):
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert res.stderr.count("\n") == 1 and says in res.stderr, res.stderr
         assert res.stderr.startswith("haproof report: ")
+
+
+def test_a_verdict_nested_100k_deep_is_a_note_not_a_traceback(tmp_path):
+    store = open_store(f"file://{tmp_path}")
+    runs.write_archive(store)
+    runs.write_run(store, "r-deep", "failing")
+    verdict = tmp_path / "audits" / "r-deep" / runs.GROUP / "verdict.json"
+    verdict.write_text("[" * 100_000 + "]" * 100_000)
+    res = haproof("report", "--root", f"file://{tmp_path}", "--run", "r-deep", "--json")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    (r,) = json.loads(res.stdout)["reports"]
+    assert any("verdict" in m and "nested deeper" in m for m in r["missing"]), r["missing"]

@@ -12,6 +12,7 @@ import pytest
 
 from contracts.record.reader import decode_record
 from tests.report.browser import browser_context, open_page, screenshot
+from tests.support import schemas
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
 NOISE = ("_docs_decorators", "INFO great_expectations", "Using Spark's default log4j profile",
@@ -50,8 +51,22 @@ def test_failing_audit_report_opens_offline_with_its_witness(tmp_path, golden_st
     res = haproof("audit", "--root", root, "--cluster", "rmq", "--run-id", "e2e", "--json")
     assert res.returncode == 1, res.stderr[-3000:]
     doc = json.loads(res.stdout)  # stdout is the verdict document and nothing else
+    schemas.validate(doc, "audit")
     assert doc["runId"] == "e2e" and doc["passed"] is False
-    url = doc["reports"]["broker-a"]
+    (group,) = doc["groups"]
+    url = group["report"]
+    (integrity,) = [c for c in group["checks"] if c["name"] == "log_integrity"]
+    first = {"offset": rec.physical_offset, "node": "broker-a-0", "topic": rec.topic,
+             "queue": rec.queue_id}  # fmt: skip
+    assert integrity["status"] == "fail" and integrity["first"] == first, integrity
+    # the terminal's FAIL line says where, and GX ran under the haproof run id
+    fail_line = next(
+        line for line in res.stderr.splitlines() if "FAIL        log_integrity" in line
+    )
+    assert (
+        f"first at offset {rec.physical_offset} topic {rec.topic} queue {rec.queue_id}"
+        f" node broker-a-0" in fail_line
+    ), fail_line
     assert url == f"{root}/audits/e2e/broker-a/report.html"
     noise = [line for line in res.stderr.splitlines() if any(n in line for n in NOISE)]
     assert noise == [], noise
@@ -68,3 +83,6 @@ def test_failing_audit_report_opens_offline_with_its_witness(tmp_path, golden_st
     docs, docs_visit = open_page(ctx, f"{root}/audits/e2e/broker-a/report/index.html")
     assert all(u.startswith(f"{root}/audits/e2e/broker-a/report/") for u in docs_visit.requests)
     assert docs.locator("table tbody tr").count() >= 1
+    docs_dir = tmp_path / "arch" / "audits" / "e2e" / "broker-a" / "report"
+    runs_named = {p.relative_to(docs_dir).parts[2] for p in docs_dir.glob("validations/*/*/*")}
+    assert runs_named == {"haproof-e2e"}, runs_named

@@ -126,7 +126,7 @@ def test_single_node_without_offsets_has_no_evidence(spark, tmp_path, master_sto
     strict = audit(spark, archive, require_evidence=True)
     assert strict["status"] == T.RUN_NO_EVIDENCE and not strict["passed"]
     checks = table(archive, strict, "checks")
-    assert set(checks.check) == set(T.CHECKS)
+    assert set(checks.check) == set(T.CHECKS + T.INFORMATIONAL_CHECKS)
 
 
 def test_offsets_and_acks_give_evidence(spark, tmp_path, master_store):

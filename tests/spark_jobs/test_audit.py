@@ -69,6 +69,13 @@ def test_flipped_byte_on_the_slave_is_divergent_at_that_offset(spark, tmp_path, 
     assert detail["master"]["offset"] == detail["slave"]["offset"] == target.wrote_offset
     assert detail["master"]["queueOffset"] == target.queue_offset
     assert detail["master"]["msgId"] == target.msg_id and detail["slave"]["crcOk"] is False
+    # the witness counts differing bytes (one), not the range's length, and carries both
+    # replicas' bytes around the first one (spark_jobs/witness.py)
+    assert detail["differingBytes"] == 1 < div[0]["end"] - div[0]["start"]
+    w = detail["window"]
+    m_bytes, s_bytes = bytes.fromhex(w["master"]), bytes.fromhex(w["slave"])
+    assert len(m_bytes) == len(s_bytes) == 2 * 64 and w["start"] == flip_at - 64
+    assert [k for k in range(len(m_bytes)) if m_bytes[k] != s_bytes[k]] == [64]
     issues = v["findings"]["records_issues"]
     assert [(i["node"], i["offset"], i["check"]) for i in issues] == [
         ("a-1", target.wrote_offset, "crc_mismatch")

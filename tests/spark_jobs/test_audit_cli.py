@@ -85,4 +85,4 @@ def test_unknown_cluster_is_an_input_error(tmp_path) -> None:
     (tmp_path / "empty").mkdir()
     res = haproof("audit", "--root", f"file://{tmp_path}/empty", "--cluster", "nope")
     assert res.returncode == 2
-    assert "no archive for cluster 'nope'" in res.stderr
+    assert "no cluster 'nope' under" in res.stderr

@@ -27,9 +27,9 @@ class FlakyStore:
         if key in self.gone:
             raise ObjectNotFoundError(f"{self.root}/{key} does not exist")
 
-    def get(self, key):
+    def get(self, key, max_bytes=None):
         self._check(key)
-        return self._store.get(key)
+        return self._store.get(key, max_bytes)
 
     def get_range(self, key, start, end):
         self._check(key)

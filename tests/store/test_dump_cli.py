@@ -108,6 +108,25 @@ def test_truncated_file_in_the_middle_is_reported(golden_stores, tmp_path) -> No
     assert "without a BLANK record" in res.stderr
 
 
+def test_a_zero_filled_page_in_a_file_stops_the_dump_with_exit_1(golden_stores, tmp_path) -> None:
+    store = _copy_store(golden_stores, tmp_path)
+    f = store / "commitlog" / "00000000000000016384"  # a page of zeros inside a file
+    data = bytearray(f.read_bytes())
+    data[172 : 172 + 4096] = bytes(4096)  # from the second record on, one page of zeros
+    f.write_bytes(bytes(data))
+    res = dump(str(store))
+    assert res.returncode == 1, res.stderr
+    assert "later bytes of this file hold data" in res.stderr
+
+
+def test_a_deleted_middle_file_stops_the_dump_with_exit_1(golden_stores, tmp_path) -> None:
+    store = _copy_store(golden_stores, tmp_path)
+    (store / "commitlog" / "00000000000000008192").unlink()
+    res = dump(str(store))
+    assert res.returncode == 1, res.stderr
+    assert "hole" in res.stderr and "[8192, 16384)" in res.stderr
+
+
 def test_config_files_are_printed(golden_stores, tmp_path) -> None:
     store = tmp_path / "s"
     (store / "config").mkdir(parents=True)

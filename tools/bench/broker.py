@@ -21,6 +21,7 @@ from pathlib import Path
 
 from broker import aio
 from contracts.errors import HaproofError
+from tools.bench.broker_commits import CommitLoad
 from tools.bench.broker_lag import LagSampler, ack_history, wait_slave
 from tools.bench.broker_load import pct, produce, produce_in_processes
 from tools.localcluster import (
@@ -57,11 +58,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--namesrv", default=None, help="use this running name server instead")
     p.add_argument("--topic", default=None, help="default: a fresh BenchTopic-<id>")
+    p.add_argument(
+        "--commit-groups",
+        type=int,
+        default=0,
+        help="consumer groups committing every queue of a --commit-queues topic each second",
+    )
+    p.add_argument("--commit-queues", type=int, default=256)
+    p.add_argument(
+        "--offset-log",
+        default="on",
+        choices=["on", "off", "both"],
+        help="offsetCommitThroughLog of the started nodes; both: a run with each, off first",
+    )
     p.set_defaults(func=run)
 
 
 def _start_cluster(
-    workdir: str, role: str, flush: str, with_slave: bool = False
+    workdir: str, role: str, flush: str, with_slave: bool = False, offset_log: bool = True
 ) -> tuple[list[LocalProcess], str, str]:
     """Name server, master and optionally a slave: (processes, namesrv addr, master addr); the
     master is ``processes[-2]``."""
@@ -74,6 +88,7 @@ def _start_cluster(
             "brokerName": "bench-a",
             "flushDiskType": flush,
             "namesrvAddr": ns.addr,
+            "offsetCommitThroughLog": str(offset_log).lower(),
         }
         port, ha_port = free_port(), free_port()
         conf = write_broker_conf(
@@ -114,8 +129,15 @@ async def _load(
     processes: int = 0,
     inflight: int = 1,
     broker_cpu_s=None,
+    commits: CommitLoad | None = None,
 ) -> dict:
     from broker.client.producer import Producer
+
+    committing = None
+    if commits is not None:  # the commit load runs while the producers send
+        await commits.prepare(namesrv)
+        commits_done = asyncio.Event()
+        committing = asyncio.create_task(commits.run(commits_done))
 
     sampler = LagSampler(master) if master else None
     sampling_done = asyncio.Event()
@@ -144,6 +166,9 @@ async def _load(
         sent_figures = await produce(
             namesrv, topic, producers, inflight, body, seconds, sampler is not None
         )
+    if committing is not None:
+        commits_done.set()
+        await committing
     latencies, failed = sent_figures["latencies"], sent_figures["failed"]
     send_s = sent_figures["end"] - sent_figures["start"]
     cpu = _cpu_figures(sent_figures, broker_cpu_s, broker_cpu0)
@@ -163,6 +188,7 @@ async def _load(
         "consume_msgs_per_s": round(consumed / consume_s, 1) if consume_s else 0.0,
         **cpu,
         **lag,
+        **(commits.figures() if commits is not None else {}),
     }
 
 
@@ -228,37 +254,13 @@ def run(args: argparse.Namespace) -> int:
             "bench broker: --producers, --seconds and --inflight must be positive, "
             "--processes at least 0"
         )
-    workdir = tempfile.mkdtemp(prefix="haproof-bench-broker-")
-    procs: list[LocalProcess] = []
-    with_slave = args.with_slave or args.role == "SYNC_MASTER"
-    master = None
-    try:
-        if args.namesrv:
-            namesrv = args.namesrv
-            with_slave = False  # someone else's cluster: no slave of ours to measure
-        else:
-            procs, namesrv, master = _start_cluster(workdir, args.role, args.flush, with_slave)
-        topic = args.topic or f"BenchTopic-{uuid.uuid4().hex[:6]}"
-        figures = aio.run(
-            _load(
-                namesrv,
-                topic,
-                args.producers,
-                os.urandom(args.body_bytes),
-                args.seconds,
-                master if with_slave else None,
-                args.processes,
-                args.inflight,
-                _cpu_probe(procs[-2].proc.pid) if len(procs) >= 2 else None,
-            )
-        )
-    finally:
-        for p in procs:
-            try:
-                p.stop(20)
-            except LocalProcessError:
-                pass  # killed after 20 s; the figures are already taken
-        shutil.rmtree(workdir, ignore_errors=True)
+    with_slave = (args.with_slave or args.role == "SYNC_MASTER") and not args.namesrv
+    if args.offset_log == "both":
+        runs = {"off": _one_run(args, with_slave, False), "on": _one_run(args, with_slave, True)}
+        off, on = runs["off"]["msgs_per_s"], runs["on"]["msgs_per_s"]
+        figures = {**runs["on"], "offsetLog": runs, "on_vs_off": round(on / off, 3) if off else 0}
+    else:
+        figures = _one_run(args, with_slave, args.offset_log == "on")
     out = {
         "bench": "broker",
         "role": args.role,
@@ -274,3 +276,43 @@ def run(args: argparse.Namespace) -> int:
     }
     print(json.dumps(out))
     return 0 if figures["failed"] == 0 and figures["consumed"] >= figures["sent"] else 1
+
+
+def _one_run(args: argparse.Namespace, with_slave: bool, offset_log: bool) -> dict:
+    """One cluster (unless --namesrv), one load; its figures."""
+    workdir = tempfile.mkdtemp(prefix="haproof-bench-broker-")
+    procs: list[LocalProcess] = []
+    master = None
+    try:
+        if args.namesrv:
+            namesrv = args.namesrv
+        else:
+            procs, namesrv, master = _start_cluster(
+                workdir, args.role, args.flush, with_slave, offset_log
+            )
+        commits = None
+        if args.commit_groups > 0 and master is not None:
+            commits = CommitLoad(master, args.commit_groups, args.commit_queues)
+        topic = args.topic or f"BenchTopic-{uuid.uuid4().hex[:6]}"
+        figures = aio.run(
+            _load(
+                namesrv,
+                topic,
+                args.producers,
+                os.urandom(args.body_bytes),
+                args.seconds,
+                master if with_slave else None,
+                args.processes,
+                args.inflight,
+                _cpu_probe(procs[-2].proc.pid) if len(procs) >= 2 else None,
+                commits,
+            )
+        )
+    finally:
+        for p in procs:
+            try:
+                p.stop(20)
+            except LocalProcessError:
+                pass  # killed after 20 s; the figures are already taken
+        shutil.rmtree(workdir, ignore_errors=True)
+    return figures

@@ -1,0 +1,115 @@
+"""The controller's settings (RocketMQ's ControllerConfig key names), read from
+``controller.conf`` (standalone) or from the name server's config file
+(``enableControllerInNamesrv=true``). Strict: an unknown key is an error naming the line.
+
+``controllerType``: ``journal`` (default: one controller, its events in an fsynced journal
+under ``controllerStorePath``) or ``jRaft`` (a group on PySyncObj's Raft, with RocketMQ's JRaft
+keys: ``jRaftInitConf`` the Raft addresses ``host:port,host:port,...``, ``jRaftServerId`` this
+controller's Raft address, ``jRaftControllerRPCAddr`` the remoting addresses in the same order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from broker.config_file import closest_key, parse_properties
+from contracts.errors import ConfigError
+
+_TYPES = ("journal", "jRaft")
+_BOOL = {"true": True, "false": False}
+
+
+@dataclass
+class ControllerConfig:
+    listenHost: str = "127.0.0.1"
+    listenPort: int = 9878  # RocketMQ's quick start standalone controller
+    controllerType: str = "journal"
+    controllerStorePath: str = str(Path.home() / "haproof-controller")
+    enableElectUncleanMaster: bool = False
+    notifyBrokerRoleChanged: bool = True
+    scanNotActiveBrokerInterval: int = 5_000  # ms
+    scanInactiveMasterInterval: int = 5_000  # ms
+    snapshotEveryEvents: int = 1_000  # journal: a snapshot after this many events
+    jRaftGroupId: str = "jRaft-Controller"
+    jRaftServerId: str = ""
+    jRaftInitConf: str = ""
+    jRaftControllerRPCAddr: str = ""
+    jRaftElectionTimeoutMs: int = 1_000
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def raft_peers(self) -> list[str]:
+        return [p.strip() for p in self.jRaftInitConf.split(",") if p.strip()]
+
+    @property
+    def rpc_addrs(self) -> list[str]:
+        return [p.strip() for p in self.jRaftControllerRPCAddr.split(",") if p.strip()]
+
+    def rpc_addr_of(self, raft_addr: str | None) -> str | None:
+        """The remoting address of the controller whose Raft address is ``raft_addr``."""
+        peers, rpcs = self.raft_peers, self.rpc_addrs
+        if raft_addr in peers and len(rpcs) == len(peers):
+            return rpcs[peers.index(raft_addr)]
+        return None
+
+    def check(self, where: str) -> None:
+        if self.controllerType not in _TYPES:
+            raise ConfigError(f"{where}: controllerType {self.controllerType!r} is not one of "
+                              f"{', '.join(_TYPES)}")  # fmt: skip
+        if not 0 < self.listenPort < 65536:
+            raise ConfigError(f"{where}: listenPort {self.listenPort} is not a TCP port")
+        for name in ("scanNotActiveBrokerInterval", "scanInactiveMasterInterval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{where}: {name} must be > 0 ms")
+        if self.controllerType == "jRaft":
+            peers = self.raft_peers
+            if self.jRaftServerId not in peers:
+                raise ConfigError(f"{where}: jRaftServerId {self.jRaftServerId!r} is not one of "
+                                  f"jRaftInitConf {peers}")  # fmt: skip
+            if len(self.rpc_addrs) != len(peers):
+                raise ConfigError(f"{where}: jRaftControllerRPCAddr needs one remoting address "
+                                  f"per jRaftInitConf peer ({len(peers)})")  # fmt: skip
+
+
+_KEYS = {f.name: f for f in fields(ControllerConfig) if f.name != "extra"}
+
+
+def apply_setting(cfg: ControllerConfig, key: str, value: str, where: str) -> None:
+    f = _KEYS[key]
+    default = getattr(ControllerConfig(), key)
+    if isinstance(default, bool):
+        if value.lower() not in _BOOL:
+            raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
+        setattr(cfg, key, _BOOL[value.lower()])
+    elif isinstance(default, int):
+        try:
+            setattr(cfg, key, int(value))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {key} must be an integer, got {value!r}") from exc
+    else:
+        setattr(cfg, f.name, value)
+
+
+def is_controller_key(key: str) -> bool:
+    return key in _KEYS
+
+
+def load_controller_config(path: str, ignored: frozenset[str] = frozenset()) -> ControllerConfig:
+    """``ignored``: keys another part of the file owns (the name server's, when embedded)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the controller config: {exc}") from exc
+    cfg = ControllerConfig()
+    for line in parse_properties(text, path):
+        where = f"{path}:{line.lineno}"
+        if line.key in ignored:
+            continue
+        if line.key not in _KEYS:
+            hint = closest_key(line.key, _KEYS)
+            raise ConfigError(f"{where}: unknown controller key {line.key!r}"
+                              + (f"; did you mean {hint}?" if hint else ""))  # fmt: skip
+        apply_setting(cfg, line.key, line.value, where)
+    cfg.check(path)
+    return cfg

@@ -1,0 +1,113 @@
+"""Broker liveness as one controller sees it (RocketMQ's DefaultBrokerHeartbeatManager): local
+to each controller, never replicated, which is why brokers heartbeat every controller.
+
+A broker is alive while ``now - lastUpdate <= heartbeatTimeoutMillis`` on the injected clock's
+monotonic time. Within an epoch the (epoch, maxOffset, confirmOffset) a broker reported only
+rises, as in RocketMQ: a heartbeat with a lower epoch, or the same epoch and a lower maxOffset,
+refreshes liveness but keeps the higher figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.clock import Clock
+
+DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000  # DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+DEFAULT_ELECTION_PRIORITY = 2**31 - 1  # Integer.MAX_VALUE: lower wins
+
+MAX_LIVE_BROKERS = 10_000  # a bound on what the network can make this table hold
+
+BrokerKey = tuple[str, str, int]  # (clusterName, brokerName, brokerId)
+
+
+@dataclass
+class BrokerLiveInfo:
+    brokerName: str
+    brokerAddr: str
+    brokerId: int
+    lastUpdateMs: float
+    heartbeatTimeoutMs: int
+    epoch: int
+    maxOffset: int
+    confirmOffset: int
+    electionPriority: int
+    channel: object | None = None  # the connection it last heartbeated on
+
+
+class BrokerHeartbeatManager:
+    """``on_heartbeat`` records, ``is_alive`` / ``live_info`` answer, ``scan_not_active``
+    drops the expired and returns their keys (the caller triggers elections)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.table: dict[BrokerKey, BrokerLiveInfo] = {}
+
+    def on_heartbeat(
+        self,
+        cluster: str,
+        broker_name: str,
+        broker_addr: str,
+        broker_id: int,
+        *,
+        timeout_ms: int | None = None,
+        epoch: int | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        priority: int | None = None,
+        channel: object | None = None,
+    ) -> bool:
+        """False (nothing recorded) when a new broker would grow the table past its bound."""
+        key = (cluster, broker_name, broker_id)
+        now = self.clock.monotonic_ms()
+        real_epoch = -1 if epoch is None else epoch
+        real_max = -1 if max_offset is None else max_offset
+        real_confirm = -1 if confirm_offset is None else confirm_offset
+        real_timeout = DEFAULT_HEARTBEAT_TIMEOUT_MS if timeout_ms is None else timeout_ms
+        real_priority = DEFAULT_ELECTION_PRIORITY if priority is None else priority
+        prev = self.table.get(key)
+        if prev is None:
+            if len(self.table) >= MAX_LIVE_BROKERS:
+                return False
+            self.table[key] = BrokerLiveInfo(
+                broker_name, broker_addr, broker_id, now, real_timeout,
+                real_epoch, real_max, real_confirm, real_priority, channel,
+            )  # fmt: skip
+            return True
+        prev.lastUpdateMs = now
+        prev.heartbeatTimeoutMs = real_timeout
+        prev.electionPriority = real_priority
+        prev.brokerAddr = broker_addr
+        if channel is not None:
+            prev.channel = channel
+        if real_epoch > prev.epoch or (real_epoch == prev.epoch and real_max > prev.maxOffset):
+            prev.epoch, prev.maxOffset, prev.confirmOffset = real_epoch, real_max, real_confirm
+        return True
+
+    def is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
+        info = self.table.get((cluster, broker_name, broker_id))
+        if info is None:
+            return False
+        return self.clock.monotonic_ms() - info.lastUpdateMs <= info.heartbeatTimeoutMs
+
+    def live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
+        return self.table.get((cluster, broker_name, broker_id))
+
+    def scan_not_active(self) -> list[BrokerKey]:
+        """Drop every broker silent for longer than its timeout; their keys, in key order."""
+        now = self.clock.monotonic_ms()
+        gone = sorted(
+            key
+            for key, info in self.table.items()
+            if now - info.lastUpdateMs > info.heartbeatTimeoutMs
+        )
+        for key in gone:
+            del self.table[key]
+        return gone
+
+    def on_channel_close(self, channel: object) -> list[BrokerKey]:
+        """A broker's connection closed (BrokerHousekeepingService): it is not alive any more."""
+        gone = sorted(key for key, info in self.table.items() if info.channel is channel)
+        for key in gone:
+            del self.table[key]
+        return gone

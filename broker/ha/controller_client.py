@@ -1,0 +1,295 @@
+"""The broker side of controller mode (RocketMQ's ReplicasManager), as one service on the loop
+base: every ``heartbeat_interval_ms`` it
+
+1. finds the controller leader (1005) and, once, gets its broker id (crash-safe:
+   ``broker_identity.py``) and registers (1003);
+2. heartbeats every controller (904) with its epoch, max and confirm offsets and priority;
+3. every ``sync_metadata_period_ms`` (or at once when it knows no master) pulls its set's
+   replica info (1004) and, with no master anywhere, asks the controller to elect (1002);
+4. applies a role only when the controller's masterEpoch is newer than its own (or equal, for
+   a newer SyncStateSet), through the injected role owner: the controller decides roles, not
+   ``brokerRole``/``brokerId``;
+5. keeps a **master lease**: a master whose last heartbeat the controller leader acknowledged
+   was sent more than ``lease_ms`` ago stops taking writes (``fence_writes``) and records
+   ``lease_lost``. ``lease_ms`` must be below the controller's heartbeat timeout (checked:
+   at most 80 % of it), so the master stops before the controller may consider it dead and
+   elect another (RocketMQ has no lease: #7017). Contact again and the controller still naming
+   it master under the same epoch lifts the fence.
+
+``on_notify`` answers NOTIFY_BROKER_ROLE_CHANGED (1008) from a controller (register it on the
+broker's remoting server, behind the request validation); ``alter_sync_state_set`` is what the
+master's HA service calls to widen or shrink its SyncStateSet (1001).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker.clock import Clock
+from broker.ha.broker_identity import BrokerIdentityStore, IdentityError, Invoke, allocate_broker_id
+from broker.loop_service import LoopService
+from broker.remoting.codes import RequestCode as Q
+from broker.remoting.codes import ResponseCode as RC
+from broker.remoting.command import RemotingCommand
+from contracts.errors import HaproofError
+
+log = logging.getLogger(__name__)
+TIMEOUT_MS = 3_000
+
+
+class RoleOwner(Protocol):
+    """What this service changes on the node (today BrokerRoleState; the role owner of #24)."""
+
+    def master_epoch(self) -> int: ...
+
+    async def become_master(self, *, broker_id: int, master_epoch: int,
+                            sync_state_set: set[int], sync_state_set_epoch: int) -> None: ...  # fmt: skip
+
+    async def become_slave(self, *, broker_id: int, master_epoch: int, master_broker_id: int,
+                           master_addr: str) -> None: ...  # fmt: skip
+
+    def fence_writes(self, reason: str) -> None: ...
+
+    def unfence_writes(self) -> None: ...
+
+
+class OffsetReader(Protocol):
+    def max_offset(self) -> int: ...
+
+    def confirm_offset(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    cluster: str
+    broker_name: str
+    broker_addr: str
+    controller_addrs: tuple[str, ...]  # controllerAddr=host:port;host:port
+    heartbeat_interval_ms: int = 1_000  # brokerHeartbeatInterval
+    heartbeat_timeout_ms: int = 10_000  # controllerHeartBeatTimeoutMills
+    lease_ms: int = 8_000
+    sync_metadata_period_ms: int = 5_000  # syncBrokerMetadataPeriod
+    election_priority: int = 2**31 - 1  # brokerElectionPriority: lower wins
+
+    def __post_init__(self) -> None:
+        if not self.controller_addrs:
+            raise ValueError("controllerAddr names no controller")
+        if not 0 < self.lease_ms <= self.heartbeat_timeout_ms * 0.8:
+            raise ValueError(f"lease {self.lease_ms} ms must be > 0 and at most 80% of the "
+                             f"controller heartbeat timeout {self.heartbeat_timeout_ms} ms")  # fmt: skip
+
+
+@dataclass
+class Replica:
+    """What this broker last applied from the controller."""
+
+    master_broker_id: int | None = None
+    master_addr: str | None = None
+    master_epoch: int = 0
+    sync_state_set: frozenset[int] = frozenset()
+    sync_state_set_epoch: int = 0
+
+
+class ControllerClient(LoopService):
+    def __init__(
+        self, config: ClientConfig, identity: BrokerIdentityStore, invoke: Invoke,
+        role: RoleOwner, offsets: OffsetReader, clock: Clock,
+        on_event: Callable[[str, dict], None] = lambda kind, fields: None,
+    ) -> None:  # fmt: skip
+        super().__init__("controller-client", period_ms=config.heartbeat_interval_ms, clock=clock,
+                         run_first_round_at_once=True)  # fmt: skip
+        self.cfg, self.identity, self.invoke = config, identity, invoke
+        self.role, self.offsets, self.on_event = role, offsets, on_event
+        self.broker_id: int | None = None
+        self.leader: str | None = None
+        self.replica = Replica()
+        self.last_leader_ack_ms: float | None = None  # monotonic send time of the acked beat
+        self.last_contact_wall_ms: int | None = None
+        self.fenced = False
+        self._next_pull_ms = 0.0
+        self._role_lock = asyncio.Lock()
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_id is not None and self.replica.master_broker_id == self.broker_id
+
+    async def run_once(self) -> None:
+        try:
+            await self._ensure_leader()
+            if self.broker_id is None:
+                await self._register()
+            await self._heartbeat_all()
+            now = self.clock.monotonic_ms()
+            if now >= self._next_pull_ms or self.replica.master_broker_id is None:
+                self._next_pull_ms = now + self.cfg.sync_metadata_period_ms
+                await self._pull()
+        finally:
+            self._check_lease()
+
+    async def _call(self, addr: str, code: int, fields: dict, body=None) -> RemotingCommand:
+        raw = b"" if body is None else json.dumps(body).encode()
+        return await self.invoke(addr, RemotingCommand.request(code, fields, raw), TIMEOUT_MS)
+
+    async def _ensure_leader(self) -> None:
+        if self.leader is not None:
+            return
+        for addr in self.cfg.controller_addrs:
+            try:
+                resp = await self._call(addr, Q.CONTROLLER_GET_METADATA_INFO, {})
+            except HaproofError as exc:
+                log.info("controller %s unreachable: %s", addr, exc)
+                continue
+            if resp.ext_fields.get("isLeader") == "true":
+                self.leader = addr
+                return
+        raise HaproofError(f"no controller leader among {';'.join(self.cfg.controller_addrs)}")
+
+    async def _register(self) -> None:
+        bid = await allocate_broker_id(self.identity, self.invoke, self.leader,
+                                       self.cfg.broker_addr, self.clock.wall_ms())  # fmt: skip
+        resp = await self._call(self.leader, Q.CONTROLLER_REGISTER_BROKER, {
+            "clusterName": self.cfg.cluster, "brokerName": self.cfg.broker_name,
+            "brokerId": bid, "brokerAddress": self.cfg.broker_addr})  # fmt: skip
+        if resp.code != RC.SUCCESS:
+            self._forget_leader_if(resp)
+            raise IdentityError(f"REGISTER to controller: {resp.code} {resp.remark}")
+        self.broker_id = bid
+        await self._apply_response(resp)
+
+    async def _heartbeat_all(self) -> None:
+        fields = {
+            "clusterName": self.cfg.cluster, "brokerName": self.cfg.broker_name,
+            "brokerAddr": self.cfg.broker_addr, "brokerId": self.broker_id,
+            "epoch": self.role.master_epoch(), "maxOffset": self.offsets.max_offset(),
+            "confirmOffset": self.offsets.confirm_offset(),
+            "heartbeatTimeoutMills": self.cfg.heartbeat_timeout_ms,
+            "electionPriority": self.cfg.election_priority,
+        }  # fmt: skip
+        sent_ms, sent_wall = self.clock.monotonic_ms(), self.clock.wall_ms()
+        results = await asyncio.gather(
+            *(self._call(a, Q.BROKER_HEARTBEAT, fields) for a in self.cfg.controller_addrs),
+            return_exceptions=True,
+        )
+        for addr, resp in zip(self.cfg.controller_addrs, results, strict=True):
+            if addr != self.leader:
+                continue
+            if isinstance(resp, RemotingCommand) and resp.code == RC.SUCCESS:
+                self.last_leader_ack_ms, self.last_contact_wall_ms = sent_ms, sent_wall
+            else:  # the leader is gone or moved: look for it again next round
+                self.leader = None
+
+    async def _pull(self) -> None:
+        resp = await self._call(self.leader, Q.CONTROLLER_GET_REPLICA_INFO,
+                                {"brokerName": self.cfg.broker_name})  # fmt: skip
+        if resp.code != RC.SUCCESS:
+            self._forget_leader_if(resp)
+            return
+        await self._apply_response(resp)
+        if self.replica.master_broker_id is None:  # nobody leads: ask for an election
+            resp = await self._call(self.leader, Q.CONTROLLER_ELECT_MASTER, {
+                "clusterName": self.cfg.cluster, "brokerName": self.cfg.broker_name,
+                "brokerId": self.broker_id})  # fmt: skip
+            if resp.code in (RC.SUCCESS, RC.CONTROLLER_MASTER_STILL_EXIST):
+                await self._apply_response(resp)
+
+    def _forget_leader_if(self, resp: RemotingCommand) -> None:
+        if resp.code == RC.CONTROLLER_NOT_LEADER:
+            self.leader = None
+
+    async def _apply_response(self, resp: RemotingCommand) -> None:
+        h = resp.ext_fields
+        body = json.loads(resp.body) if resp.body else {}
+        await self.apply_role(_opt_int(h.get("masterBrokerId")), h.get("masterAddress"),
+                              _opt_int(h.get("masterEpoch")) or 0,
+                              body.get("syncStateSet"),
+                              _opt_int(body.get("syncStateSetEpoch", h.get("syncStateSetEpoch"))))  # fmt: skip
+
+    async def apply_role(
+        self, master_id: int | None, master_addr: str | None, master_epoch: int,
+        sync_set: list[int] | None, set_epoch: int | None,
+    ) -> None:  # fmt: skip
+        """Apply the controller's view when it is newer than this broker's."""
+        async with self._role_lock:
+            r, me = self.replica, self.broker_id
+            if master_id is None or me is None:
+                return
+            if master_epoch > r.master_epoch:
+                r.master_broker_id, r.master_addr, r.master_epoch = (
+                    master_id,
+                    master_addr,
+                    master_epoch,
+                )
+                if sync_set is not None and set_epoch is not None:
+                    r.sync_state_set, r.sync_state_set_epoch = frozenset(sync_set), set_epoch
+                if master_id == me:
+                    await self.role.become_master(broker_id=me, master_epoch=master_epoch,
+                                                  sync_state_set=set(r.sync_state_set),
+                                                  sync_state_set_epoch=r.sync_state_set_epoch)  # fmt: skip
+                else:
+                    await self.role.become_slave(broker_id=me, master_epoch=master_epoch,
+                                                 master_broker_id=master_id,
+                                                 master_addr=master_addr or "")  # fmt: skip
+            elif master_epoch == r.master_epoch and set_epoch is not None and sync_set is not None:
+                if set_epoch > r.sync_state_set_epoch:
+                    r.sync_state_set, r.sync_state_set_epoch = frozenset(sync_set), set_epoch
+            if (
+                self.fenced
+                and master_epoch == r.master_epoch
+                and master_id == me == r.master_broker_id
+            ):
+                if not self._lease_expired():
+                    self.fenced = False
+                    self.role.unfence_writes()
+                    log.warning("master lease renewed under epoch %d: writes resume", master_epoch)
+
+    def _lease_expired(self) -> bool:
+        last = self.last_leader_ack_ms
+        return last is None or self.clock.monotonic_ms() - last > self.cfg.lease_ms
+
+    def _check_lease(self) -> None:
+        if not self.is_master or self.fenced or not self._lease_expired():
+            return
+        self.fenced = True
+        self.role.fence_writes(f"master lease of {self.cfg.lease_ms} ms ended: no heartbeat "
+                               "acknowledged by the controller leader")  # fmt: skip
+        self.leader = None  # find the leader again
+        self.on_event("lease_lost", {"epoch": self.replica.master_epoch,
+                                     "lastContactAt": self.last_contact_wall_ms or 0})  # fmt: skip
+
+    async def on_notify(self, conn, req: RemotingCommand) -> None:
+        """NOTIFY_BROKER_ROLE_CHANGED (1008), one-way; applied only when newer."""
+        h = req.ext_fields
+        body = json.loads(req.body) if req.body else {}
+        await self.apply_role(_opt_int(h.get("masterBrokerId")), h.get("masterAddress"),
+                              _opt_int(h.get("masterEpoch")) or 0, body.get("syncStateSet"),
+                              _opt_int(body.get("syncStateSetEpoch", h.get("syncStateSetEpoch"))))  # fmt: skip
+        return None
+
+    async def alter_sync_state_set(self, new_set: set[int]) -> bool:
+        """The master proposes a new SyncStateSet (1001); True when the controller took it."""
+        r = self.replica
+        if not self.is_master or self.leader is None:
+            return False
+        resp = await self._call(self.leader, Q.CONTROLLER_ALTER_SYNC_STATE_SET, {
+            "brokerName": self.cfg.broker_name, "masterBrokerId": self.broker_id,
+            "masterEpoch": r.master_epoch},
+            {"syncStateSet": sorted(new_set), "syncStateSetEpoch": r.sync_state_set_epoch})  # fmt: skip
+        if resp.code != RC.SUCCESS:
+            self._forget_leader_if(resp)
+            return False
+        r.sync_state_set = frozenset(new_set)
+        r.sync_state_set_epoch = int(resp.ext_fields["newSyncStateSetEpoch"])
+        self.on_event("sync_state_set_changed", {"epoch": r.master_epoch,
+                      "memberIds": sorted(new_set), "syncStateSetEpoch": r.sync_state_set_epoch})  # fmt: skip
+        return True
+
+
+def _opt_int(value) -> int | None:
+    if value is None or value == "" or value == "null":
+        return None
+    return int(value)

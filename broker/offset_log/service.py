@@ -1,0 +1,105 @@
+"""The node service of ``offsetCommitThroughLog``: builds the applier and the writer over the
+node's store, role and replication, applies records as they are dispatched (a slave) or
+acknowledged (a master), and records admin resets."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.loop_service import LoopService
+from broker.offset_log.applier import OffsetLogApplier
+from broker.offset_log.writer import OffsetCommitWriter
+from contracts.offset_commits.model import OFFSETS_TOPIC
+
+#: a master re-checks what its slaves acknowledged this often (an ASYNC_MASTER's commits become
+#: visible then; a SYNC_MASTER's at once, after the wait for its slaves)
+CATCH_UP_PERIOD_MS = 20
+
+
+class _CatchUp(LoopService):
+    def __init__(self, applier: OffsetLogApplier, clock: Clock) -> None:
+        period = CATCH_UP_PERIOD_MS
+        super().__init__("offset-log", period_ms=period, clock=clock, run_first_round_at_once=True)
+        self.applier = applier
+
+    async def run_once(self) -> None:
+        self.applier.catch_up()
+
+
+class OffsetLogService:
+    """``store``, ``role`` (BrokerRoleState), ``replication`` (RoleServices: ``ha``,
+    ``await_replication``), ``config`` (syncFlushTimeout, offsetCommitCoalesceMs)."""
+
+    def __init__(self, store, role, replication, config, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.store = store
+        self.role = role
+        self.replication = replication
+        self.applier = OffsetLogApplier(store, self.visible_end)
+        self.writer = OffsetCommitWriter(
+            store,
+            role,
+            self._await_replication,
+            self.applier.catch_up,
+            coalesce_ms=config.offset_commit_coalesce_ms,
+            clock=clock,
+        )
+        self.timeout_ms = config.sync_flush_timeout_ms
+        self.loop_service = _CatchUp(self.applier, clock)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def visible_end(self) -> int | None:
+        """Where a master may apply up to (its in-sync slaves' confirm offset); None on a
+        slave (everything its log holds)."""
+        if not self.role.role.is_master:
+            return None
+        ha = self.replication.ha
+        return self.store.max_phy_offset if ha is None else ha.status()["confirmOffset"]
+
+    async def _await_replication(self, result):
+        return await self.replication.await_replication(result, self.timeout_ms)
+
+    def _on_dispatch(self, topic: str, queue_id: int, max_offset: int) -> None:
+        if topic == OFFSETS_TOPIC and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self.loop_service.wakeup)
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.applier.catch_up()  # what the log holds beyond the checkpoint file
+        self.store.add_dispatch_listener(self._on_dispatch)
+        self.store.consumer_offsets.reset_listeners.append(self.writer.on_reset)
+        self.loop_service.start()
+
+    async def stop(self) -> None:
+        self.store.remove_dispatch_listener(self._on_dispatch)
+        if self.writer.on_reset in self.store.consumer_offsets.reset_listeners:
+            self.store.consumer_offsets.reset_listeners.remove(self.writer.on_reset)
+        await self.loop_service.stop()
+        await self.writer.stop()
+
+    def runtime_info(self) -> dict[str, object]:
+        return {
+            "offsetLogRecords": self.writer.records,
+            "offsetLogApplied": self.applier.applied,
+            "offsetLogOffset": self.applier.log_offset,
+        }
+
+
+def writer_of(node) -> OffsetCommitWriter | None:
+    """The processors' hook: the node's offset commit writer while it is a master with
+    ``offsetCommitThroughLog`` on (a slave keeps RocketMQ's table commit)."""
+    service = node.offset_log
+    if service is None or not node.role.role.is_master:
+        return None
+    return service.writer
+
+
+def catch_up(node) -> None:
+    """The query hook: apply what the log holds (and a master's slaves acknowledged) before
+    answering, so a just-promoted slave never answers from a table behind its log."""
+    service = node.offset_log
+    if service is not None:
+        service.applier.catch_up()

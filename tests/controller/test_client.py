@@ -1,0 +1,173 @@
+"""The broker-side controller client against an in-process controller (its processor, journal
+and housekeeping), on one DrivenClock: registration, election, SyncStateSet, a partitioned
+master's lease ending before the controller elects another, rejoin as slave; crash-safe ids."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.clock import DrivenClock
+from broker.controller.config import ControllerConfig
+from broker.controller.controller import Controller
+from broker.controller.journal import Journal
+from broker.controller.processor import ControllerProcessor
+from broker.controller.state_machine import ControllerStateMachine
+from broker.ha.broker_identity import BrokerIdentityStore, RegisterState, allocate_broker_id
+from broker.ha.controller_client import ClientConfig, ControllerClient
+from broker.remoting.command import RemotingCommand
+from contracts.errors import RemotingError
+
+CTL = "127.0.0.1:9878"
+
+
+class FakeNode:
+    """Role owner and offset reader of one broker."""
+
+    def __init__(self, offset: int) -> None:
+        self.epoch, self.offset, self.role, self.fenced_at = 0, offset, "NONE", None
+        self.clock: DrivenClock | None = None
+
+    def master_epoch(self) -> int:
+        return self.epoch
+
+    async def become_master(self, *, broker_id, master_epoch, sync_state_set, sync_state_set_epoch):
+        self.role, self.epoch = "MASTER", master_epoch
+
+    async def become_slave(self, *, broker_id, master_epoch, master_broker_id, master_addr):
+        self.role, self.epoch = "SLAVE", master_epoch
+
+    def fence_writes(self, reason: str) -> None:
+        self.fenced_at = self.clock.monotonic_ms()
+
+    def unfence_writes(self) -> None:
+        self.fenced_at = None
+
+    def max_offset(self) -> int:
+        return self.offset
+
+    def confirm_offset(self) -> int:
+        return self.offset
+
+
+class Net:
+    def __init__(self, handlers: dict) -> None:
+        self.handlers, self.cut, self.clients = handlers, set(), {}
+
+    def invoke_for(self, who: str):
+        conn = object()  # one channel per broker
+
+        async def invoke(addr: str, req: RemotingCommand, timeout_ms: int) -> RemotingCommand:
+            if who in self.cut:
+                raise RemotingError(f"{who} -> {addr}: partitioned")
+            return await self.handlers[req.code](conn, req)
+
+        return invoke
+
+    async def notify(self, addr: str, header: dict, body: dict) -> None:
+        if addr in self.cut:
+            raise RemotingError("partitioned")
+        req = RemotingCommand.request(1008, header, __import__("json").dumps(body).encode())
+        await self.clients[addr].on_notify(None, req)
+
+
+def test_lease_ends_before_the_controller_elects_and_the_old_master_rejoins_as_slave(tmp_path):
+    async def go():
+        clock = DrivenClock()
+        sm = ControllerStateMachine()
+        journal = Journal(tmp_path / "ctl", sm)
+        journal.open()
+        cfg = ControllerConfig(scanNotActiveBrokerInterval=500, scanInactiveMasterInterval=500)
+        ctl = Controller(cfg, journal, sm, clock=clock, self_addr=CTL)
+        net = Net(ControllerProcessor(ctl).handlers())
+        ctl.notifier = net.notify
+        nodes, clients = {}, {}
+        for i, offset in ((1, 100), (2, 300), (3, 200)):
+            addr = f"127.0.0.1:{10910 + i}"
+            nodes[addr] = FakeNode(offset)
+            nodes[addr].clock = clock
+            cc = ClientConfig("DefaultCluster", "broker-a", addr, (CTL,), lease_ms=8000)
+            clients[addr] = ControllerClient(
+                cc, BrokerIdentityStore(tmp_path / f"b{i}", "DefaultCluster", "broker-a"),
+                net.invoke_for(addr), nodes[addr], nodes[addr], clock)  # fmt: skip
+            (tmp_path / f"b{i}").mkdir()
+        net.clients = clients
+        ctl.housekeeping.start()
+        for c in clients.values():
+            c.start()
+            await clock.advance(100)  # they start one after another
+        await clock.advance(6000)
+        roles = {a: n.role for a, n in nodes.items()}
+        master = next(a for a, r in roles.items() if r == "MASTER")
+        assert list(roles.values()).count("MASTER") == 1
+        assert (
+            master == "127.0.0.1:10911"
+        )  # alone when it asked: the first election's only candidate
+        assert all(r == "SLAVE" for a, r in roles.items() if a != master)
+        assert await clients[master].alter_sync_state_set({1, 2, 3})
+        # partition the master from the controller
+        net.cut.add(master)
+        cut_at = clock.monotonic_ms()
+        elected_at = None
+        for _ in range(300):
+            await clock.advance(100)
+            info = sm.tables.sync_states["broker-a"]
+            if elected_at is None and info.masterBrokerId != clients[master].broker_id:
+                elected_at = clock.monotonic_ms()
+                break
+        fenced_at = nodes[master].fenced_at
+        assert fenced_at is not None and elected_at is not None
+        assert fenced_at < elected_at, (fenced_at - cut_at, elected_at - cut_at)
+        assert 7000 < fenced_at - cut_at <= 9100 and 9000 < elected_at - cut_at <= 11_600
+        new_master = next(a for a, c in clients.items()
+                          if c.broker_id == sm.tables.sync_states["broker-a"].masterBrokerId)  # fmt: skip
+        # heal: the old master learns the newer epoch and becomes a slave, still fenced out of
+        # mastership; the new master took writes after the old one had stopped
+        net.cut.clear()
+        await clock.advance(7000)
+        assert nodes[master].role == "SLAVE" and nodes[new_master].role == "MASTER"
+        assert nodes[master].epoch == nodes[new_master].epoch == 2
+        for c in clients.values():
+            await c.stop()
+        await ctl.housekeeping.stop()
+        journal.close()
+        return fenced_at - cut_at, elected_at - cut_at
+
+    fenced_after_ms, elected_after_ms = asyncio.run(go())
+    print(
+        f"lease: fenced {fenced_after_ms:.0f} ms, elected {elected_after_ms:.0f} ms after the cut"
+    )
+
+
+def test_broker_id_allocation_survives_a_lost_answer_and_a_crash(tmp_path):
+    async def go():
+        sm = ControllerStateMachine()
+        journal = Journal(tmp_path / "ctl", sm)
+        journal.open()
+        ctl = Controller(ControllerConfig(), journal, sm, clock=DrivenClock())
+        handlers = ControllerProcessor(ctl).handlers()
+        lose_apply_answer = True
+
+        async def invoke(addr, req, timeout_ms):
+            nonlocal lose_apply_answer
+            resp = await handlers[req.code](None, req)
+            if req.code == 1013 and lose_apply_answer:
+                lose_apply_answer = False
+                raise RemotingError("answer lost")  # applied on the controller, never seen
+            return resp
+
+        store = BrokerIdentityStore(tmp_path, "DefaultCluster", "broker-a")
+        try:
+            await allocate_broker_id(store, invoke, CTL, "127.0.0.1:10911", 1)
+        except RemotingError:
+            pass
+        assert store.state()[0] is RegisterState.CREATE_TEMP_METADATA_FILE_DONE
+        # "restart": the same id and check code are applied again and accepted
+        assert await allocate_broker_id(store, invoke, CTL, "127.0.0.1:10911", 2) == 1
+        assert store.state()[0] is RegisterState.CREATE_METADATA_FILE_DONE
+        other = BrokerIdentityStore(tmp_path / "o", "DefaultCluster", "broker-a")
+        (tmp_path / "o").mkdir()
+        assert await allocate_broker_id(other, invoke, CTL, "127.0.0.1:10912", 3) == 2
+        assert sorted(sm.tables.replicas["broker-a"].brokerIdInfo) == [1, 2]
+        journal.close()
+
+    asyncio.run(go())

@@ -1,0 +1,38 @@
+"""Controller config files: strict keys, the name server's file with the controller embedded."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.controller.cli import read_namesrv_conf
+from broker.controller.config import load_controller_config
+from contracts.errors import ConfigError
+
+
+def test_controller_conf_is_strict_and_checked(tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text("listenPort=9878\nenableElectUncleanMaster=true\n")
+    cfg = load_controller_config(str(conf))
+    assert cfg.enableElectUncleanMaster is True and cfg.controllerType == "journal"
+    for text, message in (
+        ("enableElectUncleanMastr=true\n", "did you mean enableElectUncleanMaster"),
+        ("enableElectUncleanMaster=yes\n", "true or false"),
+        ("listenPort=70000\n", "not a TCP port"),
+        ("controllerType=dledger\n", "controllerType"),
+        ("controllerType=jRaft\njRaftInitConf=a:1,b:2\njRaftServerId=a:1\n"
+         "jRaftControllerRPCAddr=a:3\n", "one remoting address per"),
+    ):  # fmt: skip
+        conf.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_controller_config(str(conf))
+
+
+def test_namesrv_conf_embeds_the_controller_only_when_enabled(tmp_path):
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("listenPort=9877\nrocketmqHome=/opt/rmq\n")
+    assert read_namesrv_conf(str(conf)) == (9877, None)
+    conf.write_text(
+        "listenPort=9877\nenableControllerInNamesrv=true\nnotifyBrokerRoleChanged=false\n"
+    )
+    port, cfg = read_namesrv_conf(str(conf))
+    assert port == 9877 and cfg.listenPort == 9877 and cfg.notifyBrokerRoleChanged is False

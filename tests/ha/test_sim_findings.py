@@ -1,0 +1,138 @@
+"""Fixes for what the deterministic simulation (``haproof sim``) found, each pinned here on real
+nodes (in process, over TCP) or on the part itself."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from broker import planted_bugs
+from broker.config import BrokerConfig, BrokerRole
+from broker.ha.client import HAClient
+from broker.ha.epoch import EpochEntry
+from broker.ha.failover import FailoverError, UncleanPromotionError, promote
+from broker.ha.role import BrokerRoleState
+from tests.ha.test_failover import node
+from tests.ha.test_replication import message, put, stop, wait_for
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.flushes = 0
+
+    def flush(self, least_pages: int = 0) -> int:
+        self.flushes += 1
+        return 700
+
+
+def _client(tmp_path, flush_disk_type: str, failover=None) -> tuple[HAClient, _Log]:
+    config = BrokerConfig.from_dict(
+        {"storePathRootDir": str(tmp_path), "brokerRole": "SLAVE", "brokerId": 1,
+         "flushDiskType": flush_disk_type}
+    )  # fmt: skip
+    log = _Log()
+    store = SimpleNamespace(commit_log=log, max_phy_offset=900)
+    role = BrokerRoleState.configured(config)
+    client = HAClient(store, config, role, node_name="s", namesrv_addrs=[], failover=failover)
+    return client, log
+
+
+def test_a_sync_flush_slave_acknowledges_only_what_it_flushed(tmp_path):
+    client, log = _client(tmp_path, "SYNC_FLUSH")
+    assert client._ack_offset() == 700 and log.flushes == 1
+    planted_bugs.switch_on({"early-ack"})
+    try:
+        assert client._ack_offset() == 900  # the planted bug: written, not flushed
+    finally:
+        planted_bugs.switch_off()
+
+
+def test_an_async_flush_slave_acknowledges_what_it_wrote_as_rocketmq(tmp_path):
+    client, log = _client(tmp_path, "ASYNC_FLUSH")
+    assert client._ack_offset() == 900 and log.flushes == 0
+
+
+@pytest.mark.parametrize("entries", [[], [EpochEntry(1, 0)]])
+def test_no_unchecked_replication_into_a_log_that_has_epochs(tmp_path, entries):
+    failover = SimpleNamespace(node=SimpleNamespace(role=SimpleNamespace(epoch_entries=entries)))
+    client, _ = _client(tmp_path, "ASYNC_FLUSH", failover)
+    # master's remoting address unknown (no name server, no answer to the guess)
+    assert asyncio.run(client._reconcile()) is (not entries)
+
+
+def test_a_slave_refuses_to_cut_its_log_to_a_stale_master_or_to_a_slave(tmp_path):
+    async def main():
+        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+        b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
+                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+        try:
+            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
+            await put(a, 1)
+            # asked to cut its log to a slave's: refused, nothing cut
+            with pytest.raises(FailoverError, match="not a master"):
+                await a.failover.reconcile(b.config.broker_addr)
+            # b becomes master under epoch 2; a, still at epoch 1, is no master to follow
+            await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
+            end = b.store.max_phy_offset
+            with pytest.raises(FailoverError, match="stale master"):
+                await b.failover.reconcile(a.config.broker_addr)
+            assert b.role.epoch == 2 and b.store.max_phy_offset == end
+        finally:
+            await stop(b, a)
+
+    asyncio.run(main())
+
+
+def test_become_slave_of_an_unreachable_master_still_follows_it(tmp_path):
+    async def main():
+        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+        try:
+            with pytest.raises(FailoverError, match="cannot read the epochs"):
+                await a.failover.become_slave("127.0.0.1:9", "127.0.0.1:10", 1)
+            # a slave now, whose HA client reconciles and replicates once the master answers
+            assert a.role.role is BrokerRole.SLAVE
+            client = a.replication.ha_client
+            assert client is not None and client.master_ha_addr == "127.0.0.1:10"
+        finally:
+            await stop(a)
+
+    asyncio.run(main())
+
+
+def test_promote_takes_an_epoch_no_lower_than_min_epoch(tmp_path):
+    async def main():
+        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+        try:
+            result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr],
+                                   min_epoch=7)  # fmt: skip
+            assert result["epoch"] == 7 and a.role.epoch == 7
+            result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr])
+            assert result["epoch"] == 8
+        finally:
+            await stop(a)
+
+    asyncio.run(main())
+
+
+def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
+    async def main():
+        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+        b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
+                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+        addrs = [a.config.broker_addr, b.config.broker_addr]
+        try:
+            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
+            await put(a, 1)
+            await b.replication.ha_client.stop()
+            await a.store.put_message_async(message(2))  # only a holds it
+            with pytest.raises(UncleanPromotionError, match="is behind a"):
+                await promote("broker-a", "b", broker_addrs=addrs)
+            assert (a.role.epoch, b.role.epoch) == (1, 1) and b.role.role is BrokerRole.SLAVE
+            done = await promote("broker-a", "b", broker_addrs=addrs, unclean=True)
+            assert done["master"] == "b" and b.role.role is BrokerRole.SYNC_MASTER
+        finally:
+            await stop(b, a)
+
+    asyncio.run(main())

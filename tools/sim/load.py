@@ -1,0 +1,75 @@
+"""The load of a simulated run: producers sending with SYNC_MASTER to the operator's master
+(an acknowledgement is recorded and checked at once), and a consumer pulling from it."""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from typing import TYPE_CHECKING
+
+from contracts.record.model import Message
+from contracts.record.reader import decode_record
+from tools.sim.invariants import Ack, Violation, log_bytes
+
+if TYPE_CHECKING:
+    from tools.sim.world import World
+
+
+async def produce(world: World, pid: int) -> None:
+    rng = world.rt_rng
+    while world.producing:
+        await asyncio.sleep(rng.uniform(0.01, 0.1))
+        sim = world.operator.master
+        if sim is None or not sim.up or not world.producing:
+            continue
+        node, gen = sim.node, sim.gen
+        world.seq += 1
+        seq = world.seq
+        size = rng.randint(20, 400)
+        body = (f"p{pid}-m{seq}-".encode() * (size // 8 + 1))[:size]
+        msg = Message(topic="T", body=body, queue_id=seq % 4, properties={"KEYS": f"k{seq}"},
+                      born_host=("127.0.9.9", 5555))  # fmt: skip
+        try:
+            result = await node.store.put_message_async(msg)
+            status = await node.await_replication(result)
+        except Exception as exc:  # noqa: BLE001 - a put on a node dying under it
+            world.log(f"put #{seq} on {sim.name} failed: {type(exc).__name__}")
+            continue
+        if status.name != "PUT_OK" or sim.gen != gen or not sim.up:
+            continue
+        offset, n = result.wrote_offset, result.wrote_bytes
+        crc = zlib.crc32(log_bytes(node.store, offset, offset + n))
+        ack = Ack(seq, offset, n, crc, sim.name, node.role.epoch)
+        world.log(f"ack #{seq} [{offset},{offset + n}) on {sim.name} epoch {ack.epoch}")
+        try:
+            world.checker.on_ack(ack, list(world.nodes.values()), world.disk)
+        except Violation as v:
+            world.fail(v)
+        if world.knobs.crash_after_ack and rng.random() < world.knobs.crash_after_ack:
+            world._spawn_crash(sim, True, "after an ack")
+
+
+async def consume(world: World) -> None:
+    """A consumer pulling every queue of T from the master: each read is checked against the
+    master's confirmOffset (what every in-sync slave acknowledged) at that moment."""
+    rng = world.rt_rng
+    next_offset = dict.fromkeys(range(4), 0)
+    while world.producing:
+        await asyncio.sleep(rng.uniform(0.05, 0.3))
+        sim = world.operator.master
+        if sim is None or not sim.up or sim.node.replication.ha is None:
+            continue
+        store = sim.node.store
+        confirm = sim.node.replication.ha.status()["confirmOffset"]
+        for qid in range(4):
+            got = store.get_message("T", qid, next_offset[qid], 16)
+            for raw in got.records:
+                rec = decode_record(raw, 0)
+                end = rec.stored_physical_offset + rec.total_size
+                world.reads += 1
+                if end > confirm:
+                    world.reads_beyond_confirm += 1
+                    if world.strict_reads:
+                        world.fail(Violation("read-beyond-confirm", f"read [{rec.stored_physical_offset},"
+                                            f"{end}) from {sim.name} whose confirmOffset is {confirm}"))  # fmt: skip
+            next_offset[qid] = got.next_begin_offset

@@ -1,0 +1,68 @@
+"""The fault schedule of one seed: steps drawn up front, each removable by the shrinker.
+
+A step names a role (``master``, ``slave``, ``any``) or two roles, resolved when it runs with
+the run's random generator, so a step means the same thing in any schedule it is left in.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+# kind -> weight
+KINDS = {"kill": 3, "power": 3, "partition": 3, "slow-disk": 1, "clock-jump": 1}
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    at_s: float
+    kind: str  # kill, power, restart, partition, heal, slow-disk, fast-disk, clock-jump
+    target: str  # master, slave, any, down (restart), all (heal)
+    value: float = 0.0  # slow-disk ms, clock-jump ms
+
+    def describe(self) -> str:
+        extra = f" {self.value:+.0f}ms" if self.kind in ("slow-disk", "clock-jump") else ""
+        return f"step {self.index} {self.kind} {self.target}{extra}"
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Per-seed choices that are not steps (FoundationDB's BUGGIFY-style crash points)."""
+
+    crash_after_truncation: bool
+    crash_after_ack: float  # probability a master loses power right after an acknowledgement
+    producers: int
+    careless: bool  # the operator sometimes names any up node (promote must refuse a lagging one)
+
+
+def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
+    rng = random.Random(seed)
+    knobs = Knobs(
+        crash_after_truncation=rng.random() < 0.75,
+        crash_after_ack=rng.choice((0.0, 0.0, 0.01, 0.05)),
+        producers=rng.randint(1, 3),
+        careless=rng.random() < 0.5,
+    )
+    raw: list[tuple[float, str, str, float]] = []
+    n = max(1, int(seconds / 3 * rng.uniform(0.5, 1.5)))
+    kinds = list(KINDS)
+    weights = list(KINDS.values())
+    for _ in range(n):
+        at = round(rng.uniform(1.0, max(1.5, seconds - 2.0)), 3)
+        kind = rng.choices(kinds, weights)[0]
+        back = round(at + rng.uniform(0.5, 8.0), 3)
+        if kind in ("kill", "power"):
+            raw.append((at, kind, rng.choice(("master", "master", "slave", "any")), 0.0))
+            raw.append((back, "restart", "down", 0.0))
+        elif kind == "partition":
+            raw.append((at, kind, rng.choice(("master-slave", "slave-slave", "master-all")), 0.0))
+            raw.append((back, "heal", "all", 0.0))
+        elif kind == "slow-disk":
+            raw.append((at, kind, rng.choice(("master", "slave")), rng.uniform(50, 1500)))
+            raw.append((back, "fast-disk", "all", 0.0))
+        else:
+            raw.append((at, kind, "any", rng.uniform(-2000, 2000)))
+    raw.sort()
+    steps = [Step(i, at, kind, target, value) for i, (at, kind, target, value) in enumerate(raw)]
+    return steps, knobs
