@@ -127,8 +127,14 @@ def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
                              wait_s=cfg.lease_wait_s)  # fmt: skip
     except (ArchiveError, ValueError) as exc:  # LayoutError: not a group name
         raise AuditInputError(f"cannot audit {cfg.root}: {exc}") from exc
+    from pipeline import interrupt
+
     with leases:
-        return _audit(dataclasses.replace(cfg, run_id=run_id), leases.check)
+        interrupt.at_interrupt(leases.release_now)  # a signal releases them too
+        try:
+            return _audit(dataclasses.replace(cfg, run_id=run_id), leases.check)
+        finally:
+            interrupt.forget(leases.release_now)
 
 
 def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:

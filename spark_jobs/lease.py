@@ -216,6 +216,19 @@ class GroupLeases:
             self._thread.join(timeout=self.ttl_s)
         self._release_all()
 
+    def release_now(self) -> None:
+        """From a signal handler: stop renewing and release what is held (waits at most a few
+        seconds for a renewal in flight)."""
+        self._stop.set()
+        if self._lock.acquire(timeout=5):
+            try:
+                for group, lease in self.leases.items():
+                    if group not in self.lost:
+                        release(lease)
+                self.leases = {}
+            finally:
+                self._lock.release()
+
     def _release_all(self) -> None:
         with self._lock:
             for group, lease in self.leases.items():
