@@ -116,7 +116,7 @@ def test_nightly_dag_passes_on_a_real_rocketmq_archive(tmp_path, golden_stores, 
     }  # fmt: skip
     assert [c["name"] for c in report["audit"]["groups"][0]["checks"]] == [
         "archive_integrity", "replica_consistency", "acknowledged_durability", "log_integrity",
-        "offset_monotonicity",
+        "offset_monotonicity", "delivery",
     ]  # fmt: skip
     (gx,) = report["expectations"]
     assert gx["success"] is True and gx["failedSuites"] == []
