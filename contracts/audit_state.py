@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from contracts import archive_layout as layout
+
 #: the version the audit writes; version 1 (``objects``) is still read
 STATE_VERSION = 2
 STATE_VERSIONS_READ = (1, STATE_VERSION)
@@ -51,3 +53,9 @@ def read_verified(doc: object) -> VerifiedEnds:
             f"malformed {FIELD_VERIFIED!r} or {FIELD_LAST_SNAPSHOT_AT!r}: {exc}"
         ) from exc
     return VerifiedEnds(ends, last)
+
+
+def audit_lease_key(cluster: str, broker_name: str) -> str:
+    """The group's audit lease beside its state, ``ROOT/v1/{cluster}/{brokerName}/_audit/
+    lease.json`` (written by ``spark_jobs/lease.py``): one audit of a group at a time."""
+    return f"{layout.group_prefix(cluster, broker_name)}{layout.AUDIT_DIR}/lease.json"

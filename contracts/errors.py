@@ -61,6 +61,11 @@ class ArchiveConflictError(ArchiveError):
     """An immutable archive key already holds different content."""
 
 
+class ConditionFailedError(ArchiveError):
+    """A conditional write lost: the key was already there (create), or no longer held what the
+    writer read (replace)."""
+
+
 class AuditInputError(HaproofError):
     """The audit cannot read its input (unreadable root, unknown cluster, bad window)."""
 

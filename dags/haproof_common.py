@@ -21,9 +21,10 @@ class AuditConfigError(ValueError):
     """A DAG run was started without what it needs (no archive root, no cluster...)."""
 
 
-def base_params(*, require_evidence: bool) -> dict:
+def base_params(*, require_evidence: bool, lease_wait_s: int) -> dict:
     """The params every haproof audit DAG takes (each DAG adds its own); ``require_evidence``
-    is the DAG's default for a check that had nothing to judge (fail, or report and pass)."""
+    is the DAG's default for a check that had nothing to judge (fail, or report and pass),
+    ``lease_wait_s`` how long its audit waits for another audit of the same group."""
     from airflow.sdk import Param
 
     def text(description: str) -> Param:
@@ -46,7 +47,52 @@ def base_params(*, require_evidence: bool) -> dict:
             type="boolean",
             description="a check with nothing to judge (NO_EVIDENCE) fails the run",
         ),
+        "aws_conn_id": Param(
+            None,
+            type=["null", "string"],
+            description="Airflow Connection (type aws) with the S3 keys, endpoint and region; "
+            "empty: aws_default if it exists (HAPROOF_AWS_CONN_ID), else the environment",
+        ),
+        "lease_wait_s": Param(
+            lease_wait_s,
+            type="integer",
+            minimum=0,
+            description="seconds to wait while another audit holds a group's lease "
+            "(_audit/lease.json); then the audit task fails naming that run",
+        ),
     }
+
+
+def use_s3_connection(cfg: dict[str, Any]) -> None:
+    """Inside a task: the S3 keys, endpoint and region of the run's Airflow Connection (type
+    aws: ``login`` the access key, ``password`` the secret, extra ``endpoint_url``,
+    ``region_name``, ``aws_session_token``), for this task's process only, so boto3 (and the
+    spec the audit sends its Spark executors) use them. The connection named by the
+    ``aws_conn_id`` param must exist; without one, ``HAPROOF_AWS_CONN_ID`` or ``aws_default``
+    is used if it exists, else the environment's credentials. Never in an XCom or a log."""
+    from airflow.sdk import BaseHook
+
+    named = cfg.get("aws_conn_id") or os.environ.get("HAPROOF_AWS_CONN_ID")
+    if not str(cfg.get("root", "")).startswith("s3://"):
+        return
+    try:
+        conn = BaseHook.get_connection(named or "aws_default")
+    except Exception as exc:  # AirflowNotFoundException
+        if named:
+            raise AuditConfigError(f"S3 connection {named!r} not found: {exc}") from exc
+        return
+    extra = conn.extra_dejson or {}
+    values = {
+        "AWS_ACCESS_KEY_ID": conn.login,
+        "AWS_SECRET_ACCESS_KEY": conn.password,
+        "AWS_SESSION_TOKEN": extra.get("aws_session_token"),
+        "AWS_DEFAULT_REGION": extra.get("region_name"),
+        "HAPROOF_S3_ENDPOINT": cfg.get("endpoint_url") or extra.get("endpoint_url"),
+    }
+    for key, value in values.items():
+        if value:
+            os.environ[key] = str(value)
+    log.info("S3 credentials from Airflow connection %s", conn.conn_id)
 
 
 def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, Any]:
@@ -87,55 +133,197 @@ def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, An
             ),
             incremental=bool(params.get("incremental", incremental)),
             require_evidence=bool(params.get("require_evidence", incremental)),
+            lease_wait_s=float(params.get("lease_wait_s") or 0),
         )
     except AuditInputError as exc:
         raise AuditConfigError(str(exc)) from exc
-    return cfg.to_json()
+    return {**cfg.to_json(), "aws_conn_id": params.get("aws_conn_id") or None}
 
 
 def audit_pipeline(*, incremental: bool) -> None:
-    """resolve → audit (Spark) → expectations (GX) → publish, inside the calling ``@dag``: the
-    steps of :mod:`pipeline.steps`, the same ``haproof audit`` runs. publish fails the run
-    (AirflowFailException: no retry) when a check or a suite failed, or a check had no
-    evidence while ``require_evidence`` (default on) is set."""
+    """resolve → audit (Spark) → expectations (GX) → report (report.html, publish), inside the
+    calling ``@dag``: the steps of :mod:`pipeline.steps`, the same ``haproof audit`` runs.
+
+    The task that failed turns red: ``audit`` fails (AirflowFailException: no retry) with the
+    verdict's summary as its error when a check failed, or had no evidence while
+    ``require_evidence`` is set; ``expectations`` fails when a suite failed. Each pushes its
+    results first (XComs ``audit_summary``, ``expectations_results``), and the later tasks run
+    whatever happened before them (trigger rule ``all_done``): the suites still judge a failed
+    audit's tables, and ``report`` still builds and publishes every report. ``report`` fails
+    whenever the run did not pass (it is the run's leaf: Airflow fails a run by its leaves),
+    and its failure sends the alerts (``haproof_alerts.AuditAlertNotifier``)."""
     from airflow.sdk import task
-    from haproof_report_link import report_task, share_report_url
+    from haproof_alerts import AuditAlertNotifier
+    from haproof_assets import verified_asset
+    from haproof_report_link import report_task
 
     @task
-    def resolve(params=None) -> dict:
-        return resolve_config(params or {}, incremental=incremental)
+    def resolve(params=None, triggering_asset_events=None) -> dict:
+        params = with_incident(params or {}, triggering_asset_events)
+        return resolve_config(params, incremental=incremental)
 
     @task(retries=0)
-    def audit(cfg: dict) -> dict:
-        from pipeline.steps import PipelineConfig, audit_step, compact
+    def audit(cfg: dict, ti=None) -> dict:
+        return run_audit_task(cfg, ti)
 
-        return compact(audit_step(PipelineConfig.from_json(cfg)))
+    @task(trigger_rule="all_done")
+    def expectations(cfg: dict, ti=None) -> list:
+        return run_expectations_task(cfg, ti)
 
-    @task
-    def expectations(cfg: dict, summary: dict) -> list:
-        from pipeline.steps import PipelineConfig, expectations_step
+    verified = verified_asset()
 
-        return expectations_step(PipelineConfig.from_json(cfg), summary)
-
-    @report_task(retries=0)  # @task with the "Audit report" extra link
-    def report(cfg: dict, summary: dict, gx: list) -> dict:
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from pipeline.steps import PipelineConfig, publish_step, report_step
-
-        config = PipelineConfig.from_json(cfg)
-        reports = report_step(config, summary)
-        share_report_url(reports, summary, gx)
-        doc = publish_step(config, summary, gx, reports)
-        for r in gx:
-            log.info("data-quality report for %s: %s", r["brokerName"], r["reportUrl"])
-        if not doc["passed"]:
-            raise AirflowFailException(
-                f"audit {doc['runId']} {doc['status']}: see "
-                f"{', '.join(doc['reports'].values()) or doc['root'] + '/' + doc['key']}"
-            )
+    @report_task(
+        retries=0,
+        trigger_rule="all_done",
+        on_failure_callback=[AuditAlertNotifier()],
+        outlets=[verified] if verified else [],
+    )
+    def report(cfg: dict, ti=None, outlet_events=None) -> dict:
+        doc = run_report_task(cfg, ti)
+        if verified is not None:  # a passing run: the verified archive's new event says which
+            outlet_events[verified].extra = {"runId": doc["runId"], "reports": doc["reports"]}
         return doc
 
     cfg = resolve()
-    summary = audit(cfg)
-    report(cfg, summary, expectations(cfg, summary))
+    audit(cfg) >> expectations(cfg) >> report(cfg)
+
+
+def verification_pipeline(*, bound_s: int) -> None:
+    """resolve → audit (incremental, no suites or reports) → lag, inside the calling ``@dag``
+    (``haproof_continuous_verification``): ``lag`` publishes each group's verification lag
+    (``pipeline.verification``) and fails, alerting, when one passes ``bound_s``."""
+    from airflow.sdk import task
+    from haproof_alerts import AuditAlertNotifier
+
+    @task
+    def resolve(params=None) -> dict:
+        params = dict(params or {})  # a long-running Spark Connect server when there is one
+        params["spark_master"] = params.get("spark_master") or os.environ.get(
+            "HAPROOF_VERIFY_SPARK_MASTER"
+        )
+        cfg = resolve_config(params, incremental=True)
+        return {**cfg, "incremental": True, "expectations": False}
+
+    @task(retries=0)
+    def audit(cfg: dict, ti=None) -> dict:
+        return run_audit_task(cfg, ti)
+
+    @task(trigger_rule="all_done", on_failure_callback=[AuditAlertNotifier()])
+    def lag(cfg: dict, ti=None) -> dict:
+        """The run's leaf: publishes the lags, then fails (and alerts) when one is past the
+        bound or when the audit did not pass (a failed check must fail the run too)."""
+        from pipeline.alerts import verdict_line
+        from pipeline.steps import PipelineConfig
+        from pipeline.verification import publish_lags, verification_lags
+
+        use_s3_connection(cfg)
+        store = PipelineConfig.from_json(cfg).spec().open()
+        doc = publish_lags(store, cfg["cluster"], verification_lags(store, cfg["cluster"]),
+                           bound_s * 1000)  # fmt: skip
+        for g in doc["groups"]:
+            log.info("verification lag of %s: %s ms", g["group"], g["lagMs"])
+        if doc["late"]:
+            raise _fail(f"verification lag past {bound_s} s: {', '.join(doc['late'])}")
+        summary = _audit_summary(ti)
+        if not summary["passed"]:
+            raise _fail(verdict_line(summary))
+        return doc
+
+    cfg = resolve()
+    audit(cfg) >> lag(cfg)
+
+
+def with_incident(params: dict[str, Any], events) -> dict[str, Any]:
+    """The params of a run started by failovers (asset events of the archive's watcher,
+    ``pipeline.incident_trigger``): the group that failed over (every group when several did)
+    and the window from before the earliest failover; params given by hand win."""
+    incidents = [
+        ev.extra["payload"]
+        for evs in (dict(events).values() if events else [])
+        for ev in evs
+        if isinstance(getattr(ev, "extra", None), dict) and "payload" in ev.extra
+    ]
+    if not incidents:
+        return params
+    groups = sorted({str(i["broker_name"]) for i in incidents})
+    out = dict(params)
+    if not out.get("broker_name"):
+        out["broker_name"] = groups[0] if len(groups) == 1 else None
+    if not out.get("since"):
+        out["since"] = str(min(int(i["since_ms"]) for i in incidents))
+    log.info("started by failover(s): %s", ", ".join(
+        f"{i['broker_name']} {'/'.join(i['kinds'])} at {i['at_ms']}" for i in incidents))  # fmt: skip
+    return out
+
+
+def _fail(message: str):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    return AirflowFailException(message)
+
+
+def _audit_summary(ti) -> dict:
+    from haproof_alerts import SUMMARY_XCOM
+
+    summary = ti.xcom_pull(task_ids="audit", key=SUMMARY_XCOM)
+    if summary is None:
+        raise _fail("no verdict: the audit task failed before judging (see its log)")
+    return summary
+
+
+def run_audit_task(cfg: dict, ti) -> dict:
+    """The Spark jobs; pushes the compact summary, then fails with the verdict's line when the
+    audit did not pass."""
+    use_s3_connection(cfg)
+    from haproof_alerts import SUMMARY_XCOM
+
+    from pipeline.alerts import verdict_line
+    from pipeline.steps import PipelineConfig, audit_step, compact
+
+    summary = compact(audit_step(PipelineConfig.from_json(cfg)))
+    ti.xcom_push(SUMMARY_XCOM, summary)
+    if not summary["passed"]:
+        raise _fail(verdict_line(summary))
+    return summary
+
+
+def run_expectations_task(cfg: dict, ti) -> list:
+    """The GX suites over the audit's tables (a failed audit's too); fails on a failed suite."""
+    use_s3_connection(cfg)
+    from haproof_alerts import GX_XCOM
+
+    from pipeline.steps import PipelineConfig, expectations_step
+
+    config = PipelineConfig.from_json(cfg)
+    gx = expectations_step(config, _audit_summary(ti)) if config.expectations else []
+    ti.xcom_push(GX_XCOM, gx)
+    failed = [f"{r['brokerName']}: {', '.join(r['failedSuites'])}" for r in gx if not r["success"]]
+    if failed:
+        raise _fail(f"expectations suites failed: {'; '.join(failed)}")
+    return gx
+
+
+def run_report_task(cfg: dict, ti) -> dict:
+    """Every group's report.html and ``dag_report.json``; fails when the run did not pass."""
+    use_s3_connection(cfg)
+    from haproof_alerts import GX_XCOM
+    from haproof_report_link import share_report_url
+
+    from pipeline.steps import PipelineConfig, publish_step, report_step
+
+    config = PipelineConfig.from_json(cfg)
+    summary = _audit_summary(ti)
+    gx = ti.xcom_pull(task_ids="expectations", key=GX_XCOM)
+    reports = report_step(config, summary)
+    share_report_url(reports, summary, gx or [])
+    doc = publish_step(config, summary, gx or [], reports)
+    for r in gx or []:
+        log.info("data-quality report for %s: %s", r["brokerName"], r["reportUrl"])
+    if gx is None and config.expectations:
+        raise _fail(f"audit {doc['runId']}: the expectations task gave no results (see its log)")
+    if not doc["passed"]:
+        raise _fail(
+            f"audit {doc['runId']} {doc['status']}: see "
+            f"{', '.join(doc['reports'].values()) or doc['root'] + '/' + doc['key']}"
+        )
+    return doc

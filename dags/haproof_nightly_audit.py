@@ -7,9 +7,16 @@ acknowledged durability, log integrity and offset monotonicity (Spark), then the
 Expectations suites over the audit's tables, then publishes `audits/{runId}/dag_report.json`
 and one HTML data-quality report per group.
 
-The run **fails** when any check or suite fails, so the failure shows in Airflow's UI and alerts,
-and, by default (`require_evidence`), when a check had nothing to judge (NO_EVIDENCE: one node
-only, no committed offsets, no acknowledged offsets): a green night must rest on evidence.
+The run **fails** when any check or suite fails, and, by default (`require_evidence`), when a
+check had nothing to judge (NO_EVIDENCE: one node only, no committed offsets, no acknowledged
+offsets): a green night must rest on evidence. The task that failed is red (`audit` with the
+verdict's line, `expectations` with the failed suites); `report` still builds and publishes the
+reports, then fails the run and **alerts**: a webhook (HTTP Connection `haproof_alerts` or
+`HAPROOF_ALERT_WEBHOOK_URL`) and an e-mail (`HAPROOF_ALERT_EMAIL`, SMTP Connection
+`smtp_default` or `HAPROOF_ALERT_SMTP_CONN`), both with the report's link.
+
+One audit of a group at a time: the audit holds each group's lease (`_audit/lease.json`) and
+waits up to `lease_wait_s` (default an hour) for another audit's, then fails naming that run.
 
 Params (or environment): `root` (`HAPROOF_ARCHIVE_ROOT`, e.g. `s3://bucket/prefix`), `cluster`
 (`HAPROOF_CLUSTER`), `spark_master` (`HAPROOF_SPARK_MASTER`, default `local[*]`),
@@ -24,7 +31,7 @@ from airflow.sdk import Param, dag
 from haproof_common import audit_pipeline, base_params
 
 PARAMS = {
-    **base_params(require_evidence=True),
+    **base_params(require_evidence=True, lease_wait_s=3600),
     "incremental": Param(True, type="boolean", description="only what is new since last pass"),
 }
 

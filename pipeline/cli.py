@@ -13,7 +13,7 @@ import sys
 
 from contracts import audit_tables as T
 from contracts.errors import AuditInputError
-from pipeline import audit_json, interrupt, links, metrics, preflight
+from pipeline import audit_json, history, interrupt, links, metrics, preflight
 from pipeline.steps import PipelineConfig, run_pipeline
 from spark_jobs import progress
 
@@ -21,7 +21,9 @@ EXIT_CODES = """exit codes:
   0  every check passed (a check with no evidence is reported, and passes unless
      --require-evidence)
   1  a check failed, or an expectations suite failed
-  2  unusable input: unreadable archive root, unknown cluster, bad --since/--until"""
+  2  unusable input: unreadable archive root, unknown cluster, bad --since/--until
+  3  another audit holds a group's lease (_audit/lease.json; the message names its run);
+     HAPROOF_AUDIT_LEASE_WAIT_S=N waits up to N seconds for it instead"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -101,6 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="skip the data-quality suites (GX) that run after the Spark jobs",
     )
+    history.add_arguments(p)  # haproof audit history (pipeline/history.py)
     p.set_defaults(func=run)
 
 
@@ -200,6 +203,8 @@ def require_spark() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "verb", None) == "history":
+        return history.run(args)
     progress.pin()
     interrupt.install("haproof audit")
     require_spark()
@@ -211,7 +216,13 @@ def run(args: argparse.Namespace) -> int:
     groups = preflight.check_input(cfg.spec(), cfg.cluster, cfg.broker_name)
     progress.line(f"{cfg.root}: cluster {cfg.cluster}, {len(groups)} group(s): {', '.join(groups)}")
     start_spark(cfg)
-    summary, published = run_pipeline(cfg)
+    from spark_jobs.lease import LeaseBusyError
+
+    try:
+        summary, published = run_pipeline(cfg)
+    except LeaseBusyError as exc:
+        print(f"haproof audit: {exc}", file=sys.stderr)
+        return 3
     published = links.relink(published, links.link_maker(cfg.spec(), args.report_url))
     doc = audit_json.audit_document(summary, published)
     metrics.publish(doc, progress.elapsed_s(), args.metrics_pushgateway, args.metrics_textfile)

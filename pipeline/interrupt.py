@@ -133,6 +133,20 @@ def become_subreaper() -> bool:
         return False
 
 
+_CLEANUPS: list = []  # called (each at most a few seconds) before an interrupted run exits
+
+
+def at_interrupt(fn) -> None:
+    """Call ``fn()`` when a signal ends the run (the audit's leases: released, not left to
+    expire)."""
+    _CLEANUPS.append(fn)
+
+
+def forget(fn) -> None:
+    if fn in _CLEANUPS:
+        _CLEANUPS.remove(fn)
+
+
 def install(prog: str) -> None:
     """SIGINT and SIGTERM end ``prog`` as described above (call once, from the main thread)."""
     become_subreaper()
@@ -142,6 +156,11 @@ def install(prog: str) -> None:
         for s in EXIT_STATUS:
             signal.signal(s, signal.SIG_IGN)
         kill_descendants()
+        for fn in list(_CLEANUPS):
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 (exiting anyway)
+                pass
         try:
             sys.stdout.flush()
         except (OSError, ValueError, RuntimeError):

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +37,24 @@ class PipelineConfig:
     #: thresholds of the informational ``delivery`` check (None: it only counts)
     max_duplicated: int | None = None
     max_redelivered: int | None = None
+    # one audit of a group at a time (spark_jobs/lease.py): how long to wait for another
+    # audit's lease (0: give up at once, LeaseBusyError), and the lease's time to live
+    # (defaults: HAPROOF_AUDIT_LEASE_WAIT_S, HAPROOF_AUDIT_LEASE_TTL_S, else 0 and 120)
+    lease_wait_s: float = dataclasses.field(
+        default_factory=lambda: _env_seconds("HAPROOF_AUDIT_LEASE_WAIT_S", 0.0)
+    )
+    lease_ttl_s: float = dataclasses.field(
+        default_factory=lambda: _env_seconds("HAPROOF_AUDIT_LEASE_TTL_S", 120.0)
+    )
 
     def __post_init__(self) -> None:
         if not self.root or not self.cluster:
             raise AuditInputError("an audit needs an archive root and a cluster")
+        if self.lease_wait_s < 0 or self.lease_ttl_s < 3:
+            raise AuditInputError(
+                f"lease_wait_s must be >= 0 and lease_ttl_s >= 3, got {self.lease_wait_s} "
+                f"and {self.lease_ttl_s}"
+            )
         if self.max_lag_bytes < 0:
             raise AuditInputError(f"max_lag_bytes must be >= 0, got {self.max_lag_bytes}")
         for name in ("max_duplicated", "max_redelivered"):
@@ -71,6 +86,16 @@ class PipelineConfig:
         return StoreSpec(self.root, endpoint_url=self.endpoint_url)
 
 
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise AuditInputError(f"{name}={raw!r} is not a number of seconds") from exc
+
+
 def parse_time(value: str | int | None, what: str) -> int | None:
     """Epoch milliseconds from epoch ms or an ISO-8601 time (UTC when no zone is given)."""
     if value is None or value == "":
@@ -87,7 +112,32 @@ def parse_time(value: str | int | None, what: str) -> int | None:
 
 
 def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
-    """The Spark jobs; the run's summary with each group's whole verdict (``groupVerdicts``)."""
+    """The Spark jobs, holding the lease of every group audited (:mod:`spark_jobs.lease`; a
+    group another audit holds: ``LeaseBusyError`` once ``lease_wait_s`` has passed); the run's
+    summary with each group's whole verdict (``groupVerdicts``)."""
+    from spark_jobs.archive_reader import list_broker_names
+    from spark_jobs.audit import new_run_id
+    from spark_jobs.lease import GroupLeases
+
+    run_id = cfg.run_id or new_run_id()
+    try:
+        store = cfg.spec().open()
+        groups = [cfg.broker_name] if cfg.broker_name else list_broker_names(store, cfg.cluster)
+        leases = GroupLeases(store, cfg.cluster, groups, run_id, ttl_s=cfg.lease_ttl_s,
+                             wait_s=cfg.lease_wait_s)  # fmt: skip
+    except (ArchiveError, ValueError) as exc:  # LayoutError: not a group name
+        raise AuditInputError(f"cannot audit {cfg.root}: {exc}") from exc
+    from pipeline import interrupt
+
+    with leases:
+        interrupt.at_interrupt(leases.release_now)  # a signal releases them too
+        try:
+            return _audit(dataclasses.replace(cfg, run_id=run_id), leases.check)
+        finally:
+            interrupt.forget(leases.release_now)
+
+
+def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:
     from spark_jobs.audit import AuditOptions, run_audit
     from spark_jobs.session import get_spark
 
@@ -103,6 +153,7 @@ def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
         require_evidence=cfg.require_evidence,
         max_duplicated=cfg.max_duplicated,
         max_redelivered=cfg.max_redelivered,
+        before_save=before_save,
     )
     try:
         opts.spec.open()
@@ -175,7 +226,8 @@ def expectations_step(cfg: PipelineConfig, audit: dict[str, Any]) -> list[dict[s
 
 
 def report_step(cfg: PipelineConfig, audit: dict[str, Any]) -> dict[str, str]:
-    """Each audited group's evidence report (report.html, self-contained): {brokerName: URL}."""
+    """Each audited group's evidence report (report.html, self-contained): {brokerName: URL};
+    then the cluster's history page (``pipeline/history.py``)."""
     from expectations.evidence import build_and_publish_report
 
     store = cfg.spec().open()
@@ -185,6 +237,12 @@ def report_step(cfg: PipelineConfig, audit: dict[str, Any]) -> dict[str, str]:
         key = build_and_publish_report(store, audit["runId"], g["brokerName"])
         urls[g["brokerName"]] = f"{root}/{key}"
         log.info("evidence report for %s: %s", g["brokerName"], urls[g["brokerName"]])
+    from pipeline.history import publish_history
+
+    try:  # the nights beside the reports; a history that cannot be built fails no audit
+        log.info("audit history of %s: %s", cfg.cluster, publish_history(store, cfg.cluster))
+    except (ArchiveError, ValueError) as exc:
+        log.warning("audit history of %s not updated: %s", cfg.cluster, exc)
     return urls
 
 

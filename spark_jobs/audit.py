@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,9 @@ class AuditOptions:
     #: the informational ``delivery`` check fails past these (None: it only counts)
     max_duplicated: int | None = None
     max_redelivered: int | None = None
+    #: called with a group's name just before its state is written (the lease's check,
+    #: ``spark_jobs/lease.py``): raising keeps the state untouched
+    before_save: Callable[[str], None] | None = None
 
 
 def _progress(msg: str) -> None:
@@ -304,6 +308,8 @@ def _timing(scan_s: float, li_s: float, rep, integrity) -> dict:
 
 
 def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master):
+    if opts.before_save is not None:
+        opts.before_save(broker_name)  # the lease is still this run's, or this raises
     promised = [
         (max([s.confirmOffset, *s.slaves.values()]), s.takenAt,
          ga.snapshot_name(s.node, s.takenAt))

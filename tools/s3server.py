@@ -13,7 +13,12 @@ the body into the object's buffer and later reads it all back to compute the MD5
 fresh copies of every chunk, most of the server's CPU per MB. :func:`read_bodies_in_one_piece`
 and :func:`store_bodies_without_copies` keep one (the bytes read from the socket) and hash it
 once (4.7 -> 2.7 ms of server CPU per MB PUT on 2 cores). What moto answers is unchanged.
-``HAPROOF_S3_MOTO_PLAIN=1`` runs moto with no patches at all.
+``HAPROOF_S3_MOTO_PLAIN=1`` runs moto with no patches but the next one.
+
+Conditional writes: moto honours ``If-None-Match: *`` and ``If-Match`` on PutObject, but checks
+the condition and stores the object as two steps, and its server answers requests on threads:
+two conditional PUTs of one key could both pass. :func:`conditional_puts_one_at_a_time` makes a
+conditional PUT's check and write one step, as S3 does (the audit's lease rests on it).
 
 Listings: moto walks and sorts every key of a bucket for each ListObjectsV2 page;
 :func:`list_from_a_sorted_index` answers from a sorted index instead, as S3 does, so a
@@ -336,6 +341,26 @@ def store_bodies_without_copies() -> None:
     FakeKey.value = property(value.fget, set_value)
 
 
+def conditional_puts_one_at_a_time() -> None:
+    """Patch moto, in the server process, so that PUTs carrying ``If-Match`` or
+    ``If-None-Match`` run one at a time (their condition checked and the object stored under
+    one lock); other requests are untouched."""
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    put_object = S3Response.put_object
+    lock = threading.Lock()
+
+    def put_object_conditionally(self):
+        if "If-Match" in self.headers or "If-None-Match" in self.headers:
+            with lock:
+                return put_object(self)
+        return put_object(self)
+
+    S3Response.put_object = put_object_conditionally
+
+
 def list_moto_modules_once() -> None:
     """Patch moto, in the server process, so that the list of its service packages (which its
     dispatcher asks for on every request, to map a host name to a backend) is read from disk
@@ -361,6 +386,7 @@ def main() -> None:
         list_from_a_sorted_index()  # tools/s3server_index.py
         if os.environ.get("HAPROOF_S3_MOTO_RANGES") != "1":
             serve_ranges_from_the_buffer()
+    conditional_puts_one_at_a_time()
     preload_from_env()  # tools/s3server_preload.py: before the server answers
     from moto.server import main as moto_main
 

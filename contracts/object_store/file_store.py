@@ -9,6 +9,8 @@ temporary file there (once that file exists, the folder is not empty).
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import stat
 from collections import Counter
@@ -18,6 +20,7 @@ from contracts import archive_layout as layout
 from contracts.errors import (
     ArchiveConflictError,
     ArchiveError,
+    ConditionFailedError,
     ObjectNotFoundError,
     ObjectTooLargeError,
 )
@@ -64,6 +67,57 @@ class FileObjectStore:
     def put_mutable(self, key: str, data: bytes) -> None:
         self.requests["put"] += 1
         self._write(self._p(key), data)
+
+    def create(self, key: str, data: bytes) -> str:
+        """Write ``key`` only if absent: the bytes go to a temporary file (fsynced), then a hard
+        link gives them the key's name, which fails if the name exists (interface)."""
+        self.requests["put"] += 1
+        path = self._p(key)
+        tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            with _create(tmp) as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.link(tmp, path)
+        except FileExistsError as exc:
+            raise ConditionFailedError(f"{self.root}/{key} exists") from exc
+        except OSError as exc:
+            raise ArchiveError(f"cannot create {self.root}/{key}: {exc.strerror}") from exc
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return _token(data)
+
+    def replace(self, key: str, data: bytes, token: str) -> str:
+        """Write ``key`` only if it still holds the version ``token`` names: under an exclusive
+        ``flock`` of the file, the bytes are compared, then replaced (temp, fsync, rename). A
+        writer that waited on the lock of a file renamed away meanwhile opens the new one."""
+        self.requests["put"] += 1
+        path = self._p(key)
+        for _ in range(_CREATE_ATTEMPTS):
+            try:
+                fh = open(path, "rb")
+            except FileNotFoundError as exc:
+                raise ConditionFailedError(f"{self.root}/{key} is gone") from exc
+            with fh:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                try:
+                    if os.fstat(fh.fileno()).st_ino != os.stat(path).st_ino:
+                        continue  # replaced while this writer waited: read the new one
+                except FileNotFoundError as exc:
+                    raise ConditionFailedError(f"{self.root}/{key} is gone") from exc
+                if _token(fh.read()) != token:
+                    raise ConditionFailedError(f"{self.root}/{key} changed since it was read")
+                self._write(path, data)
+                return _token(data)
+        raise ArchiveError(f"{self.root}/{key}: replaced {_CREATE_ATTEMPTS} times while waiting")
+
+    def get_versioned(self, key: str) -> tuple[bytes, str]:
+        data = self.get(key)
+        return data, _token(data)
 
     def get(self, key: str, max_bytes: int | None = None) -> bytes:
         """The object's bytes: a regular file only, at most ``max_bytes``."""
@@ -195,6 +249,10 @@ class FileObjectStore:
 
 _NODE_DEPTH = 4  # v1/{cluster}/{brokerName}/{node}: a delete keeps the node's folder
 _CREATE_ATTEMPTS = 100
+
+
+def _token(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _read_up_to(fd: int, n: int) -> bytes:

@@ -42,6 +42,16 @@ class ObjectStore(Protocol):
     def exists(self, key: str) -> bool: ...
     def delete(self, key: str) -> None: ...
 
+    # Conditional writes of a small mutable object (the audit's lease): each version has a
+    # token (S3: its ETag; file://: the SHA-256 of its bytes). ``create`` writes only if the
+    # key is absent (S3 ``If-None-Match: *``; file://: a hard link, which fails on an existing
+    # name) and ``replace`` only if the key still holds the version ``token`` names (S3
+    # ``If-Match``; file://: under an exclusive lock of the file); each returns the new token
+    # or raises ``ConditionFailedError``. ``get_versioned``: (bytes, token).
+    def create(self, key: str, data: bytes) -> str: ...
+    def replace(self, key: str, data: bytes, token: str) -> str: ...
+    def get_versioned(self, key: str) -> tuple[bytes, str]: ...
+
 
 _WEB_TYPES = {
     ".html": "text/html; charset=utf-8", ".css": "text/css", ".js": "text/javascript",

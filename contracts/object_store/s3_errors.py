@@ -5,10 +5,10 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlparse
 
-from contracts.errors import ArchiveError
+from contracts.errors import ConditionFailedError
 
 
-class KeyExists(ArchiveError):
+class KeyExists(ConditionFailedError):
     """A conditional put found the key taken (HTTP 412)."""
 
 

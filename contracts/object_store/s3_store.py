@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from contracts.errors import (
     ArchiveConflictError,
     ArchiveError,
+    ConditionFailedError,
     ObjectNotFoundError,
     ObjectTooLargeError,
     TransientArchiveError,
@@ -208,6 +209,37 @@ class S3ObjectStore:
 
     def put_mutable(self, key: str, data: bytes) -> None:
         self._upload(key, data, hashlib.sha256(data).hexdigest())
+
+    def create(self, key: str, data: bytes) -> str:
+        """Write ``key`` only if absent (``If-None-Match: *``); its ETag (interface)."""
+        self._require_conditions()
+        res = self._op("put", "put_object", key, Body=data, IfNoneMatch="*")
+        return str(res["ETag"])
+
+    def replace(self, key: str, data: bytes, token: str) -> str:
+        """Write ``key`` only if its ETag is still ``token`` (``If-Match``); its new ETag."""
+        self._require_conditions()
+        try:
+            res = self._op("put", "put_object", key, Body=data, IfMatch=token)
+        except ObjectNotFoundError as exc:  # gone since it was read
+            raise ConditionFailedError(f"{self.root}/{key} is gone") from exc
+        return str(res["ETag"])
+
+    def get_versioned(self, key: str) -> tuple[bytes, str]:
+        def read() -> tuple[bytes, str]:
+            res = self._client.get_object(Bucket=self.bucket, Key=self._k(key))
+            return res["Body"].read(), str(res["ETag"])
+
+        return self._call("get", key, read)
+
+    def _require_conditions(self) -> None:
+        """Conditional writes are what a lease rests on: a server that ignores
+        ``If-None-Match`` (probed once, :meth:`_conditional_puts`) cannot hold one."""
+        if not self._conditional_puts():
+            raise ArchiveError(
+                f"{self.root}: the S3 server ignores conditional writes (If-None-Match); "
+                "an audit lease needs them (AWS S3, MinIO and the embedded server honour them)"
+            )
 
     def _upload(self, key: str, data: bytes, digest: str, if_absent: bool = False) -> None:
         """PUT (multipart above the part size); ``if_absent``: raise :class:`KeyExists` when

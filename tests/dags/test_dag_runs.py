@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from contracts.record.reader import decode_record
+from tests.dags.alert_servers import SmtpServer, WebhookServer, html_of, wait_for
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
 
@@ -49,6 +50,34 @@ print(json.dumps(links.extra_links))
 """
 
 
+_STATES = """
+import json, sys
+from sqlalchemy import select
+from airflow.models import DagRun, TaskInstance
+from airflow.utils.session import create_session
+dag_id = sys.argv[1]
+with create_session() as session:
+    run = session.scalars(
+        select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc())
+    ).first()
+    tis = session.scalars(
+        select(TaskInstance).where(TaskInstance.dag_id == dag_id,
+                                   TaskInstance.run_id == run.run_id)
+    ).all()
+    print(json.dumps({"run": str(run.state), **{ti.task_id: str(ti.state) for ti in tis}}))
+"""
+
+
+def _states(env, dag_id: str) -> dict:
+    """The latest run's state and its task instances' states, from the metadata database."""
+    res = subprocess.run(
+        [sys.executable, "-c", _STATES, dag_id], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def _report_links(env, dag_id: str) -> dict:
     res = subprocess.run(
         [sys.executable, "-c", _LINKS, dag_id], env=env, capture_output=True, text=True,
@@ -81,9 +110,13 @@ def test_nightly_dag_passes_on_a_real_rocketmq_archive(tmp_path, golden_stores, 
     (report,) = _reports(tmp_path / "a")
     assert report["passed"] is True
     assert report["status"] == "NO_EVIDENCE"
+    assert _states(airflow_env, "haproof_nightly_audit") == {
+        "run": "success", "resolve": "success", "audit": "success", "expectations": "success",
+        "report": "success",
+    }  # fmt: skip
     assert [c["name"] for c in report["audit"]["groups"][0]["checks"]] == [
         "archive_integrity", "replica_consistency", "acknowledged_durability", "log_integrity",
-        "offset_monotonicity",
+        "offset_monotonicity", "delivery",
     ]  # fmt: skip
     (gx,) = report["expectations"]
     assert gx["success"] is True and gx["failedSuites"] == []
@@ -107,11 +140,26 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     f.write_bytes(bytes(data))
     rec = decode_record(bytes(data), 172 * 3, base_offset=16384)
     _ship(bad, f"file://{tmp_path}/a")
-    res = _dags_test(airflow_env, "haproof_incident_audit",
-                     {"root": f"file://{tmp_path}/a", "cluster": "rmq",
-                      "broker_name": "broker-a"})  # fmt: skip
+    with WebhookServer() as hook, SmtpServer() as smtp:
+        env = {**airflow_env, "AIRFLOW_CONN_HAPROOF_ALERTS": json.dumps(
+            {"conn_type": "http", "host": f"http://127.0.0.1:{hook.port}",
+             "extra": {"endpoint": "/alerts"}}
+        ), "AIRFLOW_CONN_SMTP_DEFAULT": smtp.connection_json(),
+               "HAPROOF_ALERT_EMAIL": "oncall@example.com"}  # fmt: skip
+        res = _dags_test(env, "haproof_incident_audit",
+                         {"root": f"file://{tmp_path}/a", "cluster": "rmq",
+                          "broker_name": "broker-a"})  # fmt: skip
+        wait_for(lambda: hook.posts and smtp.messages, what="the alerts")
+    out = res.stdout + res.stderr
     assert res.returncode != 0
-    assert "FAILED" in res.stdout + res.stderr
+    # the task that failed is red: audit with the verdict's line, expectations with its suite;
+    # the report was still built and published; the run failed
+    assert _states(airflow_env, "haproof_incident_audit") == {
+        "run": "failed", "resolve": "success", "audit": "failed", "expectations": "failed",
+        "report": "failed",
+    }  # fmt: skip
+    assert "FAILED: broker-a log_integrity fail (1 finding(s))" in out
+    assert "expectations suites failed: broker-a: haproof_records_issues" in out
     (report,) = _reports(tmp_path / "a")
     assert report["passed"] is False
     checks = {c["name"]: c for c in report["audit"]["groups"][0]["checks"]}
@@ -119,7 +167,41 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     (gx,) = report["expectations"]
     assert gx["failedSuites"] == ["haproof_records_issues"]
     _assert_links_to_the_report(airflow_env, "haproof_incident_audit", report)  # failed: linked
+    # one alert per failed run, on each channel, naming the check and linking the report
+    (post,) = hook.posts
+    alert = post["json"]
+    assert post["path"] == "/alerts" and alert["status"] == "FAILED"
+    assert alert["cluster"] == "rmq" and alert["groups"] == ["broker-a"]
+    assert alert["runId"] == report["runId"]
+    assert alert["reportUrl"] == report["reports"]["broker-a"]
+    assert {(f["check"], f["status"]) for f in alert["failedChecks"]} >= {
+        ("log_integrity", "fail"), ("expectations:haproof_records_issues", "fail")
+    }  # fmt: skip
+    assert "/dags/haproof_incident_audit/runs/" in alert["dagRunUrl"]
+    (mail,) = smtp.messages
+    assert report["reports"]["broker-a"] in html_of(mail) and "log_integrity" in html_of(mail)
     verdict = json.loads(next((tmp_path / "a").glob("audits/*/broker-a/verdict.json")).read_text())
     assert verdict["findings"]["records_issues"][0]["offset"] == rec.physical_offset
     # An incident audit is a full audit; a failing run leaves no watermark behind.
     assert not (tmp_path / "a/v1/rmq/broker-a/_audit/state.json").exists()
+
+
+def test_continuous_verification_publishes_the_lag(tmp_path, golden_stores, airflow_env):
+    _ship(golden_stores / ERIC, f"file://{tmp_path}/a")
+    # Airflow 3.3.2's dags test cannot run a DAG with a deadline (the deadline itself is
+    # tested with the real scheduler and triggerer in test_continuous.py)
+    res = _dags_test({**airflow_env, "HAPROOF_VERIFY_DEADLINE": "off"},
+                     "haproof_continuous_verification",
+                     {"root": f"file://{tmp_path}/a", "cluster": "rmq"})  # fmt: skip
+    assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
+    assert _states(airflow_env, "haproof_continuous_verification") == {
+        "run": "success", "resolve": "success", "audit": "success", "lag": "success",
+    }  # fmt: skip
+    lag = json.loads((tmp_path / "a/audits/_history/rmq/lag.json").read_text())
+    (group,) = lag["groups"]
+    assert group["group"] == "broker-a" and 0 <= group["lagMs"] < lag["boundMs"]
+    assert lag["late"] == [] and lag["boundMs"] == 1_800_000
+    # incremental, no suites and no report: only the audit's own outputs
+    (run,) = [p for p in (tmp_path / "a/audits").iterdir() if not p.name.startswith("_")]
+    assert not (run / "broker-a" / "report.html").exists()
+    assert (tmp_path / "a/v1/rmq/broker-a/_audit/state.json").exists()
