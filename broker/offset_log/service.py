@@ -80,6 +80,9 @@ class OffsetLogService:
         await self.loop_service.stop()
         await self.writer.stop()
 
+    def handlers(self) -> dict:
+        return {}  # answers no request of its own: the processors call it
+
     def master_writer(self) -> OffsetCommitWriter | None:
         """The commit writer while this node is a master (a slave keeps RocketMQ's table
         commit)."""
