@@ -239,9 +239,24 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         "can register and unregister brokers and change routes)",
     )
     p.add_argument("--listen-port", type=int, default=9876, help="TCP port (default 9876)")
-    p.add_argument("-c", "--config", default=None,
-                   help="namesrv.conf: listenPort, enableControllerInNamesrv=true and the "
-                   "embedded controller's keys (broker/controller/config.py)")  # fmt: skip
+    p.add_argument(
+        "-c",
+        "--config",
+        default=None,
+        help="namesrv.conf: listenPort, enableControllerInNamesrv=true and the "
+        "embedded controller's keys (broker/controller/config.py)",
+    )
+    _add_connection_arguments(p)
+    p.add_argument(
+        "--acl-file",
+        default=None,
+        help="plain_acl.yml: check every request's ACL signature (off when not given)",
+    )
+    p.set_defaults(func=run)
+
+
+def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
+    """How the listener treats its connections: limits, TLS and the event loop."""
     p.add_argument(
         "--idle-timeout-seconds",
         type=int,
@@ -295,12 +310,6 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         default=aio.EventLoop.UVLOOP.value,
         help="asyncio event loop (default uvloop)",
     )
-    p.add_argument(
-        "--acl-file",
-        default=None,
-        help="plain_acl.yml: check every request's ACL signature (off when not given)",
-    )
-    p.set_defaults(func=run)
 
 
 if __name__ == "__main__":

@@ -75,8 +75,10 @@ async def update_broker_config(targets: list[str], updates: dict[str, str]) -> l
         if err is None:
             try:
                 changes = json.loads(resp.body) if resp.body else {}
-                out += [{"brokerAddr": addr, "key": k, "from": c["from"], "to": c["to"]}
-                        for k, c in changes.items()]  # fmt: skip
+                out += [
+                    {"brokerAddr": addr, "key": k, "from": c["from"], "to": c["to"]}
+                    for k, c in changes.items()
+                ]
                 continue
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 err = f"unreadable answer: {exc!r}"

@@ -14,14 +14,24 @@ def add_verb(
 ) -> argparse.ArgumentParser:
     """A verb's parser with ``--namesrv`` / ``--broker-addr`` (as ``targets`` says: "both",
     "namesrv"), ``--json`` and the exit codes in its epilog."""
-    q = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    q.add_argument("-n", "--namesrv", default=None,
-                   help="name server address(es) host:port, ';'-separated (default: "
-                   "$NAMESRV_ADDR unless -b is given, as mqadmin)")  # fmt: skip
+    q = sub.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    q.add_argument(
+        "-n",
+        "--namesrv",
+        default=None,
+        help="name server address(es) host:port, ';'-separated (default: "
+        "$NAMESRV_ADDR unless -b is given, as mqadmin)",
+    )
     if targets == "both":
-        q.add_argument("-b", "--broker-addr", default=None,
-                       help="broker address(es) host:port, ';'-separated")  # fmt: skip
+        q.add_argument(
+            "-b", "--broker-addr", default=None, help="broker address(es) host:port, ';'-separated"
+        )
     q.add_argument("--json", action="store_true", help="JSON output instead of a table")
     q.add_argument(
         "--access-key",
@@ -39,26 +49,52 @@ def _group_option(q: argparse.ArgumentParser, help_text: str = "only this broker
 
 
 def _cluster_verbs(sub) -> None:
-    add_verb(sub, "clusterList", "every broker the name servers know, with runtime figures",
-             cluster.run_cluster_list, targets="namesrv")  # fmt: skip
-    q = add_verb(sub, "topicRoute", "a topic's route: broker groups, nodes, queues",
-                 cluster.run_topic_route, targets="namesrv")  # fmt: skip
+    add_verb(
+        sub,
+        "clusterList",
+        "every broker the name servers know, with runtime figures",
+        cluster.run_cluster_list,
+        targets="namesrv",
+    )
+    q = add_verb(
+        sub,
+        "topicRoute",
+        "a topic's route: broker groups, nodes, queues",
+        cluster.run_topic_route,
+        targets="namesrv",
+    )
     q.add_argument("--topic", required=True)
-    q = add_verb(sub, "topicStatus", "per queue min/max offset and last store time of a topic",
-                 cluster.run_topic_status, targets="namesrv")  # fmt: skip
+    q = add_verb(
+        sub,
+        "topicStatus",
+        "per queue min/max offset and last store time of a topic",
+        cluster.run_topic_status,
+        targets="namesrv",
+    )
     q.add_argument("--topic", required=True)
-    q = add_verb(sub, "brokerStatus", "a node's runtime table (GET_BROKER_RUNTIME_INFO)",
-                 cluster.run_broker_status)  # fmt: skip
+    q = add_verb(
+        sub,
+        "brokerStatus",
+        "a node's runtime table (GET_BROKER_RUNTIME_INFO)",
+        cluster.run_broker_status,
+    )
     _group_option(q, "with --namesrv: only this broker group's nodes")
 
 
 def _config_verbs(sub) -> None:
-    q = add_verb(sub, "getBrokerConfig", "a node's running configuration",
-                 broker_config.run_get_broker_config)  # fmt: skip
+    q = add_verb(
+        sub,
+        "getBrokerConfig",
+        "a node's running configuration",
+        broker_config.run_get_broker_config,
+    )
     _group_option(q, "with --namesrv: only this broker group's nodes")
-    q = add_verb(sub, "updateBrokerConfig",
-                 "change a runtime-changeable key, persisted to each node's config file",
-                 broker_config.run_update_broker_config)  # fmt: skip
+    q = add_verb(
+        sub,
+        "updateBrokerConfig",
+        "change a runtime-changeable key, persisted to each node's config file",
+        broker_config.run_update_broker_config,
+    )
     _group_option(q, "with --namesrv: only this broker group's nodes")
     q.add_argument("--key", required=True, help="RocketMQ property name, e.g. maxMessageSize")
     q.add_argument("--value", required=True)
@@ -67,53 +103,92 @@ def _config_verbs(sub) -> None:
 def _ha_verbs(sub) -> None:
     q = add_verb(sub, "haStatus", "replication state of a group's nodes", ha.run_ha_status)
     _group_option(q, "with --namesrv: the group whose nodes to ask")
-    q = add_verb(sub, "promote", "make a node the group's master under a new epoch",
-                 ha.run_promote)  # fmt: skip
+    q = add_verb(sub, "promote", "make a node the group's master under a new epoch", ha.run_promote)
     q.add_argument("--broker-name", required=True)
     q.add_argument("--node", required=True, help="the node's stable name (nodeName)")
-    q.add_argument("--role", default="SYNC_MASTER", choices=["SYNC_MASTER", "ASYNC_MASTER"],
-                   help="the new master's role (default SYNC_MASTER)")  # fmt: skip
-    q.add_argument("--unclean", action="store_true",
-                   help="promote even a node behind another reachable one (RocketMQ's "
-                   "enableElectUncleanMaster): what only the others hold is lost")  # fmt: skip
+    q.add_argument(
+        "--role",
+        default="SYNC_MASTER",
+        choices=["SYNC_MASTER", "ASYNC_MASTER"],
+        help="the new master's role (default SYNC_MASTER)",
+    )
+    q.add_argument(
+        "--unclean",
+        action="store_true",
+        help="promote even a node behind another reachable one (RocketMQ's "
+        "enableElectUncleanMaster): what only the others hold is lost",
+    )
 
 
 def _offset_verbs(sub) -> None:
-    q = add_verb(sub, "consumerProgress", "per queue broker/consumer offsets of a group",
-                 offsets.run_consumer_progress)  # fmt: skip
+    q = add_verb(
+        sub,
+        "consumerProgress",
+        "per queue broker/consumer offsets of a group",
+        offsets.run_consumer_progress,
+    )
     q.add_argument("--group", required=True)
     q.add_argument("--topic", default=None, help="only this topic")
-    q = add_verb(sub, "resetOffset", "move a group's committed offset (recorded)",
-                 offsets.run_reset_offset)  # fmt: skip
+    q = add_verb(
+        sub, "resetOffset", "move a group's committed offset (recorded)", offsets.run_reset_offset
+    )
     _group_option(q, "with --namesrv, when the topic spans groups")
     q.add_argument("--group", required=True)
     q.add_argument("--topic", required=True)
     q.add_argument("--queue", type=int, required=True)
     q.add_argument("--offset", type=int, required=True)
-    q = add_verb(sub, "resetOffsetByTime",
-                 "move a group's committed offsets to the first message stored at or after a "
-                 "time (recorded)", offsets.run_reset_offset_by_time)  # fmt: skip
+    q = add_verb(
+        sub,
+        "resetOffsetByTime",
+        "move a group's committed offsets to the first message stored at or after a "
+        "time (recorded)",
+        offsets.run_reset_offset_by_time,
+    )
     _group_option(q, "with --namesrv, when the topic spans groups")
     q.add_argument("--group", required=True)
     q.add_argument("--topic", required=True)
-    q.add_argument("--timestamp", required=True,
-                   help="ms since the epoch, now, ISO 8601 (UTC unless a zone is given) or "
-                   "yyyy-MM-dd#HH:mm:ss:SSS (UTC)")  # fmt: skip
+    q.add_argument(
+        "--timestamp",
+        required=True,
+        help="ms since the epoch, now, ISO 8601 (UTC unless a zone is given) or "
+        "yyyy-MM-dd#HH:mm:ss:SSS (UTC)",
+    )
     q.add_argument("--queue", type=int, default=None, help="only this queue (default: all)")
-    q.add_argument("--no-force", action="store_true",
-                   help="only rewind: leave a queue whose offset is already before the time")  # fmt: skip
-    add_verb(sub, "brokerConsumeStats", "every group's per queue offsets and lag on one broker",
-             offsets.run_broker_consume_stats)  # fmt: skip
+    q.add_argument(
+        "--no-force",
+        action="store_true",
+        help="only rewind: leave a queue whose offset is already before the time",
+    )
+    add_verb(
+        sub,
+        "brokerConsumeStats",
+        "every group's per queue offsets and lag on one broker",
+        offsets.run_broker_consume_stats,
+    )
 
 
 def _topic_verbs(sub) -> None:
-    add_verb(sub, "topicList", "every topic of the cluster's masters, one per line",
-             topics.run_topic_list, targets="namesrv")  # fmt: skip
-    q = add_verb(sub, "topicClusterList", "the clusters holding a topic, one per line",
-                 topics.run_topic_cluster_list, targets="namesrv")  # fmt: skip
+    add_verb(
+        sub,
+        "topicList",
+        "every topic of the cluster's masters, one per line",
+        topics.run_topic_list,
+        targets="namesrv",
+    )
+    q = add_verb(
+        sub,
+        "topicClusterList",
+        "the clusters holding a topic, one per line",
+        topics.run_topic_cluster_list,
+        targets="namesrv",
+    )
     q.add_argument("-t", "--topic", required=True)
-    q = add_verb(sub, "updateTopic", "create or update a topic on a broker or every master "
-                 "of a cluster", topics.run_update_topic)  # fmt: skip
+    q = add_verb(
+        sub,
+        "updateTopic",
+        "create or update a topic on a broker or every master of a cluster",
+        topics.run_update_topic,
+    )
     q.add_argument("-t", "--topic", required=True)
     q.add_argument("-c", "--cluster", default=None, help="every master of this cluster (with -n)")
     q.add_argument("-r", "--read-queue-nums", type=int, default=8)
@@ -123,25 +198,37 @@ def _topic_verbs(sub) -> None:
 
 
 def _message_verbs(sub) -> None:
-    q = add_verb(sub, "queryMsgByOffset", "the message at a queue offset (from its master)",
-                 messages.run_query_msg_by_offset, targets="namesrv")  # fmt: skip
+    q = add_verb(
+        sub,
+        "queryMsgByOffset",
+        "the message at a queue offset (from its master)",
+        messages.run_query_msg_by_offset,
+        targets="namesrv",
+    )
     q.add_argument("-t", "--topic", required=True)
     q.add_argument("-b", "--broker-name", required=True)
     q.add_argument("-i", "--queue", type=int, required=True, help="queue id")
     q.add_argument("-o", "--offset", type=int, required=True, help="queue offset")
-    for verb, what in (("printMsg", "print a topic's messages, every queue from its min offset"),
-                       ("consumeMessage", "read messages from a queue offset, committing "
-                        "nothing")):  # fmt: skip
+    for verb, what in (
+        ("printMsg", "print a topic's messages, every queue from its min offset"),
+        ("consumeMessage", "read messages from a queue offset, committing nothing"),
+    ):
         q = add_verb(sub, verb, what, messages.run_print_msg, targets="namesrv")
         q.add_argument("-t", "--topic", required=True)
         q.add_argument("-c", "--count", type=int, default=128, help="at most this many (128)")
         if verb == "consumeMessage":
             q.add_argument("-b", "--broker-name", default=None, help="only this group")
             q.add_argument("-i", "--queue", type=int, default=None, help="only this queue")
-            q.add_argument("-o", "--offset", type=int, default=None,
-                           help="from this queue offset (default: each queue's min)")  # fmt: skip
-    q = add_verb(sub, "sendMessage", "send one message", messages.run_send_message,
-                 targets="namesrv")  # fmt: skip
+            q.add_argument(
+                "-o",
+                "--offset",
+                type=int,
+                default=None,
+                help="from this queue offset (default: each queue's min)",
+            )
+    q = add_verb(
+        sub, "sendMessage", "send one message", messages.run_send_message, targets="namesrv"
+    )
     q.add_argument("-t", "--topic", required=True)
     q.add_argument("-p", "--body", required=True, help="the message body (UTF-8 text)")
     q.add_argument("-k", "--keys", default=None)
@@ -150,10 +237,12 @@ def _message_verbs(sub) -> None:
 
 def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "admin", help="mqadmin's verbs on a running cluster (clusterList, haStatus, ...)",
+        "admin",
+        help="mqadmin's verbs on a running cluster (clusterList, haStatus, ...)",
         description="Operate a running cluster; every verb prints a table, or JSON with --json.",
-        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="admin_command", metavar="VERB")
     _cluster_verbs(sub)
     _config_verbs(sub)

@@ -65,8 +65,14 @@ async def cluster_list(namesrv_addrs: list[str]) -> dict:
     brokers = []
     for name, data in sorted((info.get("brokerAddrTable") or {}).items()):
         for bid, addr in sorted((data.get("brokerAddrs") or {}).items(), key=lambda x: int(x[0])):
-            brokers.append({"cluster": data.get("cluster"), "brokerName": name,
-                            "brokerId": int(bid), "brokerAddr": addr})  # fmt: skip
+            brokers.append(
+                {
+                    "cluster": data.get("cluster"),
+                    "brokerName": name,
+                    "brokerId": int(bid),
+                    "brokerAddr": addr,
+                }
+            )
     tables = await runtime_tables([b["brokerAddr"] for b in brokers])
     for b, t in zip(brokers, tables, strict=True):
         b.update({k: v for k, v in t.items() if k != "brokerAddr"})
@@ -87,13 +93,32 @@ def run_cluster_list(args: argparse.Namespace) -> int:
         rows = []
         for b in doc["brokers"]:
             t = b.get("table", {})
-            rows.append([b["cluster"], b["brokerName"], b["brokerId"], b["brokerAddr"],
-                         t.get("brokerRole", "UNREACHABLE"), t.get("brokerVersionDesc", "-"),
-                         t.get("epoch", "-"), _first(t.get("putTps", "")),
-                         _first(t.get("getTransferedTps", "")),
-                         t.get("commitLogMaxOffset", "-")])  # fmt: skip
-        headers = ["cluster", "brokerName", "BID", "addr", "role", "version", "epoch",
-                   "inTPS", "outTPS", "maxOffset"]  # fmt: skip
+            rows.append(
+                [
+                    b["cluster"],
+                    b["brokerName"],
+                    b["brokerId"],
+                    b["brokerAddr"],
+                    t.get("brokerRole", "UNREACHABLE"),
+                    t.get("brokerVersionDesc", "-"),
+                    t.get("epoch", "-"),
+                    _first(t.get("putTps", "")),
+                    _first(t.get("getTransferedTps", "")),
+                    t.get("commitLogMaxOffset", "-"),
+                ]
+            )
+        headers = [
+            "cluster",
+            "brokerName",
+            "BID",
+            "addr",
+            "role",
+            "version",
+            "epoch",
+            "inTPS",
+            "outTPS",
+            "maxOffset",
+        ]
         print_table(headers, rows, numeric={2, 6, 7, 8, 9})
     return report_errors("clusterList", doc["brokers"])
 
@@ -130,9 +155,17 @@ def route_rows(route: dict) -> list[list]:
     for bd in route.get("brokerDatas") or []:
         q = queues.get(bd["brokerName"], {})
         for bid, addr in sorted(bd.get("brokerAddrs", {}).items(), key=lambda x: int(x[0])):
-            rows.append([bd.get("cluster", "-"), bd["brokerName"], int(bid), addr,
-                         q.get("readQueueNums", "-"), q.get("writeQueueNums", "-"),
-                         q.get("perm", "-")])  # fmt: skip
+            rows.append(
+                [
+                    bd.get("cluster", "-"),
+                    bd["brokerName"],
+                    int(bid),
+                    addr,
+                    q.get("readQueueNums", "-"),
+                    q.get("writeQueueNums", "-"),
+                    q.get("perm", "-"),
+                ]
+            )
     return rows
 
 
@@ -181,10 +214,22 @@ def run_topic_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        table = [[r["brokerName"], r["queueId"], r["minOffset"], r["maxOffset"],
-                  iso_ms(r["lastUpdateTimestamp"])] for r in rows if "error" not in r]  # fmt: skip
-        print_table(["brokerName", "queue", "minOffset", "maxOffset", "lastUpdated"], table,
-                    numeric={1, 2, 3})  # fmt: skip
+        table = [
+            [
+                r["brokerName"],
+                r["queueId"],
+                r["minOffset"],
+                r["maxOffset"],
+                iso_ms(r["lastUpdateTimestamp"]),
+            ]
+            for r in rows
+            if "error" not in r
+        ]
+        print_table(
+            ["brokerName", "queue", "minOffset", "maxOffset", "lastUpdated"],
+            table,
+            numeric={1, 2, 3},
+        )
     return report_errors("topicStatus", rows, lambda r: f"{r['brokerName']} {r['brokerAddr']}")
 
 

@@ -62,8 +62,12 @@ def signed(verb: str, run):
             except OSError as exc:
                 return fail("", f"cannot read --secret-key-file {key_file}: {exc.strerror}", 2)
         if bool(ak) != bool(sk):
-            return fail("", "an access key needs a secret key (HAPROOF_SECRET_KEY or "
-                        "--secret-key-file) and the other way round", 2)  # fmt: skip
+            return fail(
+                "",
+                "an access key needs a secret key (HAPROOF_SECRET_KEY or "
+                "--secret-key-file) and the other way round",
+                2,
+            )
         SIGNER.set(AclSigner(ak, sk) if ak else None)
         default_namesrv(args)
         try:
@@ -184,8 +188,10 @@ def print_table(headers: list[str], rows: list[list[object]], numeric: set[int] 
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
 
     def line(values: list[str]) -> str:
-        out = [v.rjust(w) if i in numeric else v.ljust(w)
-               for i, (v, w) in enumerate(zip(values, widths, strict=True))]  # fmt: skip
+        out = [
+            v.rjust(w) if i in numeric else v.ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        ]
         return "  ".join(out).rstrip()
 
     print(line(headers))

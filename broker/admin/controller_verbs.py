@@ -52,8 +52,9 @@ async def _ask(controllers: list[str], code: int, fields: dict, body=None) -> Re
     finally:
         await client.close()
     if resp.code != RC.SUCCESS:
-        raise AdminError(f"controller {leader}: {resp.remark or 'code ' + str(resp.code)} "
-                         f"(code {resp.code})")  # fmt: skip
+        raise AdminError(
+            f"controller {leader}: {resp.remark or 'code ' + str(resp.code)} (code {resp.code})"
+        )
     return resp
 
 
@@ -96,15 +97,21 @@ def run_get_sync_state_set(args) -> int:
         print(json.dumps(table, sort_keys=True))
         return 0
     for name, info in sorted(table.items()):
-        print(f"#brokerName\t{name}\n#MasterBrokerId\t{info['masterBrokerId']}\n"
-              f"#MasterAddr\t{info['masterAddress']}\n#MasterEpoch\t{info['masterEpoch']}\n"
-              f"#SyncStateSetEpoch\t{info['syncStateSetEpoch']}\n"
-              f"#SyncStateSetNums\t{len(info['inSyncReplicas'])}")  # fmt: skip
-        for kind, rows in (("InSyncReplica", "inSyncReplicas"),
-                           ("NotInSyncReplica", "notInSyncReplicas")):  # fmt: skip
+        print(
+            f"#brokerName\t{name}\n#MasterBrokerId\t{info['masterBrokerId']}\n"
+            f"#MasterAddr\t{info['masterAddress']}\n#MasterEpoch\t{info['masterEpoch']}\n"
+            f"#SyncStateSetEpoch\t{info['syncStateSetEpoch']}\n"
+            f"#SyncStateSetNums\t{len(info['inSyncReplicas'])}"
+        )
+        for kind, rows in (
+            ("InSyncReplica", "inSyncReplicas"),
+            ("NotInSyncReplica", "notInSyncReplicas"),
+        ):
             for r in info[rows]:
-                print(f"{kind}:\tbrokerId={r['brokerId']} brokerAddress={r['brokerAddress']} "
-                      f"alive={str(r['alive']).lower()}")  # fmt: skip
+                print(
+                    f"{kind}:\tbrokerId={r['brokerId']} brokerAddress={r['brokerAddress']} "
+                    f"alive={str(r['alive']).lower()}"
+                )
     missing = sorted(set(names) - set(table))
     if missing:
         raise AdminError(f"the controller knows no broker set {', '.join(missing)}")
@@ -112,16 +119,22 @@ def run_get_sync_state_set(args) -> int:
 
 
 def run_elect_master(args) -> int:
-    fields = {"clusterName": args.cluster_name, "brokerName": args.broker_name,
-              "brokerId": args.broker_id, "designateElect": True}  # fmt: skip
+    fields = {
+        "clusterName": args.cluster_name,
+        "brokerName": args.broker_name,
+        "brokerId": args.broker_id,
+        "designateElect": True,
+    }
     resp = asyncio.run(_ask(_controllers(args), Q.CONTROLLER_ELECT_MASTER, fields))
     h, body = resp.ext_fields, json.loads(resp.body) if resp.body else {}
     if args.json:
         print(json.dumps({"header": h, "body": body}, sort_keys=True))
         return 0
-    print(f"#ClusterName\t{args.cluster_name}\n#BrokerName\t{args.broker_name}\n"
-          f"#BrokerMasterAddr\t{h.get('masterAddress')}\n#MasterEpoch\t{h.get('masterEpoch')}\n"
-          f"#SyncStateSetEpoch\t{h.get('syncStateSetEpoch')}")  # fmt: skip
+    print(
+        f"#ClusterName\t{args.cluster_name}\n#BrokerName\t{args.broker_name}\n"
+        f"#BrokerMasterAddr\t{h.get('masterAddress')}\n#MasterEpoch\t{h.get('masterEpoch')}\n"
+        f"#SyncStateSetEpoch\t{h.get('syncStateSetEpoch')}"
+    )
     group = (body.get("brokerMemberGroup") or {}).get("brokerAddrs") or {}
     for bid, addr in sorted(group.items(), key=lambda kv: int(kv[0])):
         print(f"\t#Broker\t{bid}\t{addr}")
@@ -129,9 +142,12 @@ def run_elect_master(args) -> int:
 
 
 def run_clean_broker_metadata(args) -> int:
-    fields = {"clusterName": args.cluster_name, "brokerName": args.broker_name,
-              "brokerControllerIdsToClean": args.broker_controller_ids_to_clean,
-              "isCleanLivingBroker": bool(args.clean_living_broker)}  # fmt: skip
+    fields = {
+        "clusterName": args.cluster_name,
+        "brokerName": args.broker_name,
+        "brokerControllerIdsToClean": args.broker_controller_ids_to_clean,
+        "isCleanLivingBroker": bool(args.clean_living_broker),
+    }
     asyncio.run(_ask(_controllers(args), Q.CLEAN_BROKER_DATA, fields))
     if args.json:
         print(json.dumps({"cleaned": args.broker_name}))
@@ -145,25 +161,41 @@ def register_verbs(sub, add_verb) -> None:
 
     def verb(name: str, help_text: str, run):
         q = add_verb(sub, name, help_text, run, targets="namesrv")
-        q.add_argument("-a", "--controller-addr", required=True,
-                       help="controller address(es), ';'-separated")  # fmt: skip
+        q.add_argument(
+            "-a", "--controller-addr", required=True, help="controller address(es), ';'-separated"
+        )
         return q
 
-    verb("getControllerMetaData", "the controller group: leader and peers",
-         run_get_controller_metadata)  # fmt: skip
-    q = verb("getSyncStateSet", "per broker set: master, epochs, in-sync and other replicas",
-             run_get_sync_state_set)  # fmt: skip
+    verb(
+        "getControllerMetaData",
+        "the controller group: leader and peers",
+        run_get_controller_metadata,
+    )
+    q = verb(
+        "getSyncStateSet",
+        "per broker set: master, epochs, in-sync and other replicas",
+        run_get_sync_state_set,
+    )
     q.add_argument("-b", "--broker-name", required=True, help="broker name(s), ','-separated")
-    q = verb("electMaster", "make this broker its set's master (designated election)",
-             run_elect_master)  # fmt: skip
+    q = verb(
+        "electMaster", "make this broker its set's master (designated election)", run_elect_master
+    )
     q.add_argument("-c", "--cluster-name", required=True)
     q.add_argument("--broker-name", "-bn", dest="broker_name", required=True)
     q.add_argument("-b", "--broker-id", type=int, required=True, help="the controller's id")
-    q = verb("cleanBrokerMetadata", "forget a broker set (or some of its ids) on the controller",
-             run_clean_broker_metadata)  # fmt: skip
+    q = verb(
+        "cleanBrokerMetadata",
+        "forget a broker set (or some of its ids) on the controller",
+        run_clean_broker_metadata,
+    )
     q.add_argument("-c", "--cluster-name", required=True)
     q.add_argument("--broker-name", "-bn", dest="broker_name", required=True)
-    q.add_argument("-b", "--broker-controller-ids-to-clean", default=None,
-                   help="ids to clean, ';'-separated (default: the whole set)")  # fmt: skip
-    q.add_argument("-l", "--clean-living-broker", action="store_true",
-                   help="clean even brokers that are alive")  # fmt: skip
+    q.add_argument(
+        "-b",
+        "--broker-controller-ids-to-clean",
+        default=None,
+        help="ids to clean, ';'-separated (default: the whole set)",
+    )
+    q.add_argument(
+        "-l", "--clean-living-broker", action="store_true", help="clean even brokers that are alive"
+    )

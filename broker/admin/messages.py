@@ -72,8 +72,9 @@ def args_q(topic: str, queue) -> str:
 
 
 async def _offset(client, addr: str, code: RequestCode, topic: str, q: int) -> int:
-    resp = await client.invoke(addr, RemotingCommand.request(code, {"topic": topic, "queueId": q}),
-                               TIMEOUT_MS)  # fmt: skip
+    resp = await client.invoke(
+        addr, RemotingCommand.request(code, {"topic": topic, "queueId": q}), TIMEOUT_MS
+    )
     if resp.code != ResponseCode.SUCCESS:
         raise AdminError(f"{addr}: {code.name} {topic}/{q} refused: {resp.remark}")
     return resp.int_field("offset")
@@ -83,18 +84,31 @@ async def pull(client, addr: str, topic: str, q: int, offset: int, n: int) -> tu
     """Up to ``n`` records of queue ``q`` from ``offset``, and the next offset to pull."""
     from broker.client.consumer import decode_pull_body
 
-    header = {"consumerGroup": TOOLS_GROUP, "topic": topic, "queueId": q, "queueOffset": offset,
-              "maxMsgNums": n, "sysFlag": PULL_FLAG_SUBSCRIPTION, "commitOffset": 0,
-              "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0,
-              "expressionType": "TAG"}  # fmt: skip
-    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header),
-                               TIMEOUT_MS)  # fmt: skip
+    header = {
+        "consumerGroup": TOOLS_GROUP,
+        "topic": topic,
+        "queueId": q,
+        "queueOffset": offset,
+        "maxMsgNums": n,
+        "sysFlag": PULL_FLAG_SUBSCRIPTION,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": 0,
+        "subscription": "*",
+        "subVersion": 0,
+        "expressionType": "TAG",
+    }
+    resp = await client.invoke(
+        addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header), TIMEOUT_MS
+    )
     if resp.code == ResponseCode.SUCCESS:
         return decode_pull_body(resp.body, f"pull {addr} {topic}/{q}"), resp.int_field(
             "nextBeginOffset"
         )
-    if resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                     ResponseCode.PULL_OFFSET_MOVED):  # fmt: skip
+    if resp.code in (
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    ):
         return [], resp.int_field("nextBeginOffset")
     raise AdminError(f"{addr}: pull {topic}/{q}@{offset} refused: {resp.code} {resp.remark}")
 
@@ -134,16 +148,23 @@ def print_message(name: str, rec) -> None:
     tags, keys = _tags_keys(rec)
     body = rec.body.decode("utf-8", errors="replace")
     for label, value in (
-        ("OffsetID", rec.msg_id), ("Topic", rec.topic), ("Tags", f"[{tags}]"),
-        ("Keys", f"[{keys}]"), ("Broker Name", name), ("Queue ID", rec.queue_id),
-        ("Queue Offset", rec.queue_offset), ("CommitLog Offset", rec.physical_offset),
-        ("Reconsume Times", rec.reconsume_times), ("Born Timestamp", iso_ms(rec.born_timestamp)),
+        ("OffsetID", rec.msg_id),
+        ("Topic", rec.topic),
+        ("Tags", f"[{tags}]"),
+        ("Keys", f"[{keys}]"),
+        ("Broker Name", name),
+        ("Queue ID", rec.queue_id),
+        ("Queue Offset", rec.queue_offset),
+        ("CommitLog Offset", rec.physical_offset),
+        ("Reconsume Times", rec.reconsume_times),
+        ("Born Timestamp", iso_ms(rec.born_timestamp)),
         ("Store Timestamp", iso_ms(rec.store_timestamp)),
         ("Born Host", f"{rec.born_host[0]}:{rec.born_host[1]}"),
         ("Store Host", f"{rec.store_host[0]}:{rec.store_host[1]}"),
-        ("System Flag", rec.sysflag), ("Properties", json.dumps(rec.properties)),
+        ("System Flag", rec.sysflag),
+        ("Properties", json.dumps(rec.properties)),
         ("Message Body", body),
-    ):  # fmt: skip
+    ):
         print(f"{label + ':':<21}{value}")
 
 
@@ -151,11 +172,13 @@ def run_query_msg_by_offset(args: argparse.Namespace) -> int:
     need_targets(args, broker_addr=False)
     if args.queue < 0 or args.offset < 0:
         raise UsageError(f"-i ({args.queue}) and -o ({args.offset}) must be >= 0")
-    got = asyncio.run(read_messages(addrs(args.namesrv), args.topic, args.broker_name,
-                                    args.queue, args.offset, 1))  # fmt: skip
+    got = asyncio.run(
+        read_messages(addrs(args.namesrv), args.topic, args.broker_name, args.queue, args.offset, 1)
+    )
     if not got or got[0][1].queue_offset != args.offset:
-        raise AdminError(f"no message at {args.broker_name} {args.topic}/{args.queue} offset "
-                         f"{args.offset}")  # fmt: skip
+        raise AdminError(
+            f"no message at {args.broker_name} {args.topic}/{args.queue} offset {args.offset}"
+        )
     name, rec = got[0]
     if args.json:
         print(json.dumps({"brokerName": name, **message_json(rec)}, indent=2))
@@ -168,16 +191,25 @@ def run_print_msg(args: argparse.Namespace) -> int:
     need_targets(args, broker_addr=False)
     if args.count <= 0:
         raise UsageError(f"-c/--count must be > 0, got {args.count}")
-    got = asyncio.run(read_messages(addrs(args.namesrv), args.topic, getattr(args, "broker_name", None),
-                                    getattr(args, "queue", None), getattr(args, "offset", None),
-                                    args.count))  # fmt: skip
+    got = asyncio.run(
+        read_messages(
+            addrs(args.namesrv),
+            args.topic,
+            getattr(args, "broker_name", None),
+            getattr(args, "queue", None),
+            getattr(args, "offset", None),
+            args.count,
+        )
+    )
     if args.json:
         print(json.dumps([{"brokerName": n, **message_json(r)} for n, r in got], indent=2))
     else:
         for name, rec in got:
             body = rec.body.decode("utf-8", errors="replace")
-            print(f"MSGID: {rec.msg_id} {name}/{rec.queue_id}@{rec.queue_offset} "
-                  f"TAGS: {_tags_keys(rec)[0]} BODY: {body}")  # fmt: skip
+            print(
+                f"MSGID: {rec.msg_id} {name}/{rec.queue_id}@{rec.queue_offset} "
+                f"TAGS: {_tags_keys(rec)[0]} BODY: {body}"
+            )
     return 0
 
 
@@ -191,18 +223,28 @@ async def send_message(namesrv: list[str], topic: str, body: bytes, tags, keys) 
         raise AdminError(f"send to {topic!r} failed: {exc}") from exc
     finally:
         await producer.close()
-    return {"brokerName": res.queue.broker_name, "queueId": res.queue.queue_id,
-            "sendResult": res.status.name, "msgId": res.msg_id,
-            "offsetMsgId": res.offset_msg_id, "queueOffset": res.queue_offset}  # fmt: skip
+    return {
+        "brokerName": res.queue.broker_name,
+        "queueId": res.queue.queue_id,
+        "sendResult": res.status.name,
+        "msgId": res.msg_id,
+        "offsetMsgId": res.offset_msg_id,
+        "queueOffset": res.queue_offset,
+    }
 
 
 def run_send_message(args: argparse.Namespace) -> int:
     need_targets(args, broker_addr=False)
-    doc = asyncio.run(send_message(addrs(args.namesrv), args.topic, args.body.encode("utf-8"),
-                                   args.tags, args.keys))  # fmt: skip
+    doc = asyncio.run(
+        send_message(
+            addrs(args.namesrv), args.topic, args.body.encode("utf-8"), args.tags, args.keys
+        )
+    )
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        print_table(["#Broker Name", "#QID", "#Send Result", "#MsgId"],
-                    [[doc["brokerName"], doc["queueId"], doc["sendResult"], doc["msgId"]]])  # fmt: skip
+        print_table(
+            ["#Broker Name", "#QID", "#Send Result", "#MsgId"],
+            [[doc["brokerName"], doc["queueId"], doc["sendResult"], doc["msgId"]]],
+        )
     return 0 if doc["sendResult"] == "SEND_OK" else 1

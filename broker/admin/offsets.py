@@ -69,8 +69,16 @@ def print_consumer_progress(group: str, docs: list[dict]) -> None:
             continue
         for r in d["offsetTable"]:
             total += r["diff"]
-            rows.append([r["topic"], r["brokerName"], r["queueId"], r["brokerOffset"],
-                         r["consumerOffset"], r["diff"]])  # fmt: skip
+            rows.append(
+                [
+                    r["topic"],
+                    r["brokerName"],
+                    r["queueId"],
+                    r["brokerOffset"],
+                    r["consumerOffset"],
+                    r["diff"],
+                ]
+            )
     headers = ["topic", "broker", "queue", "brokerOffset", "consumerOffset", "diff"]
     print_table(headers, rows, numeric={2, 3, 4, 5})
     print(f"diff total: {total}")
@@ -105,8 +113,14 @@ async def reset_offset(
     broker_addrs: list[str], group: str, topic: str, queue_id: int, offset: int
 ) -> list[dict]:
     """Reset on each address in order; ``{brokerAddr, previousOffset}`` or ``{.., error}``."""
-    fields = {"group": group, "topic": topic, "queueId": queue_id, "offset": offset,
-              "timestamp": -1, "isForce": True}  # fmt: skip
+    fields = {
+        "group": group,
+        "topic": topic,
+        "queueId": queue_id,
+        "offset": offset,
+        "timestamp": -1,
+        "isForce": True,
+    }
     out = []
     for addr, resp in await invoke_all(
         broker_addrs,
@@ -169,8 +183,10 @@ def _report_resets(verb: str, rows: list[dict], as_json: bool, args) -> int:
                 print(f"{r['brokerAddr']}: FAILED: {r['error']}")
             else:
                 kept = " (unchanged)" if r.get("changed") is False else ""
-                print(f"{r['brokerAddr']}: {args.group} {args.topic}/{r.get('queueId', args.queue)} "
-                      f"{r['previousOffset']} -> {r['offset']}{kept}")  # fmt: skip
+                print(
+                    f"{r['brokerAddr']}: {args.group} {args.topic}/{r.get('queueId', args.queue)} "
+                    f"{r['previousOffset']} -> {r['offset']}{kept}"
+                )
     return report_errors(verb, rows) or (0 if rows else 1)
 
 
@@ -185,15 +201,26 @@ def run_reset_offset(args: argparse.Namespace) -> int:
 
 
 async def reset_offset_by_time(
-    broker_addrs: list[str], group: str, topic: str, timestamp_ms: int, queue_id: int = -1,
+    broker_addrs: list[str],
+    group: str,
+    topic: str,
+    timestamp_ms: int,
+    queue_id: int = -1,
     force: bool = True,
-) -> list[dict]:  # fmt: skip
+) -> list[dict]:
     """The first address picks each queue's offset by time; the others get the offsets it
     changed. One row per (node, queue): ``{brokerAddr, queueId, previousOffset, offset}`` or an error."""
     if not broker_addrs:
         return []
-    fields = {"group": group, "topic": topic, "timestamp": timestamp_ms, "queueId": queue_id,
-              "offset": -1, "isForce": force, "strictJson": True}  # fmt: skip
+    fields = {
+        "group": group,
+        "topic": topic,
+        "timestamp": timestamp_ms,
+        "queueId": queue_id,
+        "offset": -1,
+        "isForce": force,
+        "strictJson": True,
+    }
     first, *rest = broker_addrs
     [(addr, resp)] = await invoke_all(
         [first], lambda: RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
@@ -205,8 +232,16 @@ async def reset_offset_by_time(
         picked = json.loads(resp.body)["offsetTable"]
     except (ValueError, KeyError, TypeError) as exc:
         return [{"brokerAddr": addr, "error": f"unreadable answer: {exc!r}"}]
-    rows = [{"brokerAddr": addr, "queueId": p["queueId"], "previousOffset": p["previousOffset"],
-             "offset": p["offset"], "changed": p.get("changed", True)} for p in picked]  # fmt: skip
+    rows = [
+        {
+            "brokerAddr": addr,
+            "queueId": p["queueId"],
+            "previousOffset": p["previousOffset"],
+            "offset": p["offset"],
+            "changed": p.get("changed", True),
+        }
+        for p in picked
+    ]
     for p in picked:
         if not p.get("changed", True):
             continue  # the master kept this queue's offset: nothing to carry to the others
@@ -225,12 +260,14 @@ def run_reset_offset_by_time(args: argparse.Namespace) -> int:
     queue = -1 if args.queue is None else args.queue
     rows = []
     for targets in groups:  # each group holding the topic, as mqadmin resets them all
-        rows += asyncio.run(reset_offset_by_time(
-            targets, args.group, args.topic, when_ms, queue, not args.no_force
-        ))  # fmt: skip
+        rows += asyncio.run(
+            reset_offset_by_time(targets, args.group, args.topic, when_ms, queue, not args.no_force)
+        )
     if not args.json:
-        print(f"reset {args.group} on {args.topic} to the first message stored at or after "
-              f"{iso_ms(when_ms)} ({when_ms} ms)")  # fmt: skip
+        print(
+            f"reset {args.group} on {args.topic} to the first message stored at or after "
+            f"{iso_ms(when_ms)} ({when_ms} ms)"
+        )
     return _report_resets("resetOffsetByTime", rows, args.json, args)
 
 
@@ -239,8 +276,9 @@ async def broker_consume_stats(addr: str) -> dict:
     and lag: the consumer offset table's groups (GET_ALL_CONSUMER_OFFSET 43), each asked with
     GET_CONSUME_STATS 208 (RocketMQ's GET_BROKER_CONSUME_STATS 317 answers the same from one
     request; haproof's broker does not serve it yet)."""
-    [(_a, resp)] = await invoke_all([addr], lambda: RemotingCommand.request(
-        RequestCode.GET_ALL_CONSUMER_OFFSET))  # fmt: skip
+    [(_a, resp)] = await invoke_all(
+        [addr], lambda: RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
+    )
     err = error_of(resp)
     if err is not None:
         raise AdminError(f"{addr}: {err}")
@@ -265,10 +303,32 @@ def run_broker_consume_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
-    rows = [[r["topic"], r["group"], r["brokerName"], r["queueId"], r["brokerOffset"],
-             r["consumerOffset"], r["diff"], iso_ms(int(r.get("lastTimestamp") or 0))]
-            for r in doc["rows"]]  # fmt: skip
-    print_table(["#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
-                 "#Diff", "#LastTime"], rows, numeric={3, 4, 5, 6})  # fmt: skip
+    rows = [
+        [
+            r["topic"],
+            r["group"],
+            r["brokerName"],
+            r["queueId"],
+            r["brokerOffset"],
+            r["consumerOffset"],
+            r["diff"],
+            iso_ms(int(r.get("lastTimestamp") or 0)),
+        ]
+        for r in doc["rows"]
+    ]
+    print_table(
+        [
+            "#Topic",
+            "#Group",
+            "#Broker Name",
+            "#QID",
+            "#Broker Offset",
+            "#Consumer Offset",
+            "#Diff",
+            "#LastTime",
+        ],
+        rows,
+        numeric={3, 4, 5, 6},
+    )
     print(f"\nDiff Total: {doc['totalDiff']}")
     return 0

@@ -87,9 +87,11 @@ async def topic_clusters(namesrv_addrs: list[str], topic: str) -> list[str]:
     info = await cluster_info(namesrv_addrs)
     of_group = {n: c for c, names in (info.get("clusterAddrTable") or {}).items() for n in names}
     return sorted(
-        {bd.get("cluster") or of_group.get(bd["brokerName"], "?")
-         for bd in route.get("brokerDatas") or []}
-    )  # fmt: skip
+        {
+            bd.get("cluster") or of_group.get(bd["brokerName"], "?")
+            for bd in route.get("brokerDatas") or []
+        }
+    )
 
 
 def run_topic_cluster_list(args: argparse.Namespace) -> int:
@@ -104,30 +106,47 @@ def run_topic_cluster_list(args: argparse.Namespace) -> int:
 
 
 def topic_config(args: argparse.Namespace) -> dict:
-    for what, n in (("-r/--read-queue-nums", args.read_queue_nums),
-                    ("-w/--write-queue-nums", args.write_queue_nums)):  # fmt: skip
+    for what, n in (
+        ("-r/--read-queue-nums", args.read_queue_nums),
+        ("-w/--write-queue-nums", args.write_queue_nums),
+    ):
         if not 1 <= n <= 1024:
             raise UsageError(f"{what} must be 1-1024, got {n}")
     if args.perm not in PERMS:
         raise UsageError(f"-p/--perm must be 2 (W), 4 (R) or 6 (RW), got {args.perm}")
-    return {"topicName": args.topic, "readQueueNums": args.read_queue_nums,
-            "writeQueueNums": args.write_queue_nums, "perm": args.perm,
-            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": args.order}  # fmt: skip
+    return {
+        "topicName": args.topic,
+        "readQueueNums": args.read_queue_nums,
+        "writeQueueNums": args.write_queue_nums,
+        "perm": args.perm,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": args.order,
+    }
 
 
 async def update_topic(targets: list[str], tc: dict) -> list[dict]:
-    fields = {"topic": tc["topicName"], "defaultTopic": "TBW102", "readQueueNums":
-              tc["readQueueNums"], "writeQueueNums": tc["writeQueueNums"], "perm": tc["perm"],
-              "topicFilterType": tc["topicFilterType"], "topicSysFlag": 0,
-              "order": "true" if tc["order"] else "false"}  # fmt: skip
+    fields = {
+        "topic": tc["topicName"],
+        "defaultTopic": "TBW102",
+        "readQueueNums": tc["readQueueNums"],
+        "writeQueueNums": tc["writeQueueNums"],
+        "perm": tc["perm"],
+        "topicFilterType": tc["topicFilterType"],
+        "topicSysFlag": 0,
+        "order": "true" if tc["order"] else "false",
+    }
     out = []
     answers = await invoke_all(
         targets, lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
     )
     for addr, resp in answers:
         err = error_of(resp)
-        out.append({"brokerAddr": addr, "topicConfig": tc} if err is None
-                   else {"brokerAddr": addr, "error": err})  # fmt: skip
+        out.append(
+            {"brokerAddr": addr, "topicConfig": tc}
+            if err is None
+            else {"brokerAddr": addr, "error": err}
+        )
     return out
 
 
@@ -152,7 +171,9 @@ def run_update_topic(args: argparse.Namespace) -> int:
             if "error" not in r:
                 print(f"create topic to {r['brokerAddr']} success.")
         if any("error" not in r for r in rows):
-            print(f"TopicConfig [topicName={tc['topicName']}, readQueueNums={tc['readQueueNums']}, "
-                  f"writeQueueNums={tc['writeQueueNums']}, perm={PERMS[tc['perm']]}, "
-                  f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order={str(tc['order']).lower()}]")  # fmt: skip
+            print(
+                f"TopicConfig [topicName={tc['topicName']}, readQueueNums={tc['readQueueNums']}, "
+                f"writeQueueNums={tc['writeQueueNums']}, perm={PERMS[tc['perm']]}, "
+                f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order={str(tc['order']).lower()}]"
+            )
     return report_errors("updateTopic", rows)

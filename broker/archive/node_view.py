@@ -74,8 +74,9 @@ class NodeView:
             events.append(("recovered", {"from": rec.found_end, "to": rec.valid_end}))
         cut = store.finished_cut  # a rejoin cut a crash interrupted
         if cut is not None:
-            events.append(("truncated", {"from": cut[1] if cut[1] is not None else cut[0],
-                                         "to": cut[0]}))  # fmt: skip
+            events.append(
+                ("truncated", {"from": cut[1] if cut[1] is not None else cut[0], "to": cut[0]})
+            )
         for q in store.quarantine_reports:
             refetch = q.get("action") == "refetch"
             end = store.max_phy_offset

@@ -62,8 +62,11 @@ class ControllerArchiver(LoopService):
         if records and self.shipped_seq and records[0][0] > self.shipped_seq + 1:
             gone = records[0][0] - self.shipped_seq - 1
             self.dropped += gone
-            log.warning("controller archiver: %d record(s) left memory before they were "
-                        "shipped (archive unreachable too long)", gone)  # fmt: skip
+            log.warning(
+                "controller archiver: %d record(s) left memory before they were "
+                "shipped (archive unreachable too long)",
+                gone,
+            )
         n = 0
         for seq, doc in records:
             key, data = controller_event_key(doc)
@@ -86,5 +89,10 @@ def open_archiver(config, sm, event_log, clock: Clock = SYSTEM_CLOCK) -> Control
         endpoint_url=config.archiveS3Endpoint or None,
         region=config.archiveS3Region or None,
     )
-    return ControllerArchiver(sm.records_since, event_log.is_leader, store,
-                              period_ms=config.archiveIntervalMs, clock=clock)  # fmt: skip
+    return ControllerArchiver(
+        sm.records_since,
+        event_log.is_leader,
+        store,
+        period_ms=config.archiveIntervalMs,
+        clock=clock,
+    )

@@ -17,8 +17,12 @@ log = logging.getLogger(__name__)
 
 async def serve(config: ControllerConfig) -> None:
     node = await ControllerNode(config).start()
-    log.info("controller listening on %s:%d (%s)", config.listenHost,
-             node.server.port, config.controllerType)  # fmt: skip
+    log.info(
+        "controller listening on %s:%d (%s)",
+        config.listenHost,
+        node.server.port,
+        config.controllerType,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -62,8 +62,9 @@ class ControllerConfig:
 
     def check(self, where: str) -> None:
         if self.controllerType not in _TYPES:
-            raise ConfigError(f"{where}: controllerType {self.controllerType!r} is not one of "
-                              f"{', '.join(_TYPES)}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: controllerType {self.controllerType!r} is not one of {', '.join(_TYPES)}"
+            )
         if not 0 < self.listenPort < 65536:
             raise ConfigError(f"{where}: listenPort {self.listenPort} is not a TCP port")
         scans = {
@@ -82,11 +83,15 @@ class ControllerConfig:
         if self.controllerType == "jRaft":
             peers = self.raft_peers
             if self.jRaftServerId not in peers:
-                raise ConfigError(f"{where}: jRaftServerId {self.jRaftServerId!r} is not one of "
-                                  f"jRaftInitConf {peers}")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: jRaftServerId {self.jRaftServerId!r} is not one of "
+                    f"jRaftInitConf {peers}"
+                )
             if len(self.rpc_addrs) != len(peers):
-                raise ConfigError(f"{where}: jRaftControllerRPCAddr needs one remoting address "
-                                  f"per jRaftInitConf peer ({len(peers)})")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: jRaftControllerRPCAddr needs one remoting address "
+                    f"per jRaftInitConf peer ({len(peers)})"
+                )
 
 
 _KEYS = {f.name: f for f in fields(ControllerConfig) if f.name != "extra"}
@@ -125,8 +130,10 @@ def load_controller_config(path: str, ignored: frozenset[str] = frozenset()) -> 
             continue
         if line.key not in _KEYS:
             hint = closest_key(line.key, _KEYS)
-            raise ConfigError(f"{where}: unknown controller key {line.key!r}"
-                              + (f"; did you mean {hint}?" if hint else ""))  # fmt: skip
+            raise ConfigError(
+                f"{where}: unknown controller key {line.key!r}"
+                + (f"; did you mean {hint}?" if hint else "")
+            )
         apply_setting(cfg, line.key, line.value, where)
     cfg.check(path)
     return cfg

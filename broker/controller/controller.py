@@ -76,9 +76,11 @@ class Controller:
 
     def not_leader(self) -> Result:
         leader = self.log.leader_addr()
-        return Result(code=RC.CONTROLLER_NOT_LEADER,
-                      remark=f"The controller is not in leader state; leader: {leader or 'unknown'}",
-                      header={"controllerLeaderAddress": leader})  # fmt: skip
+        return Result(
+            code=RC.CONTROLLER_NOT_LEADER,
+            remark=f"The controller is not in leader state; leader: {leader or 'unknown'}",
+            header={"controllerLeaderAddress": leader},
+        )
 
     async def submit(self, decide: Callable[[ReplicasInfoManager], Result]) -> Result:
         """Decide on the leader, append the decision's events, answer once applied."""
@@ -120,8 +122,10 @@ class Controller:
         if self.notifier is None or not group:
             return
         header = dict(result.header)
-        body = {"syncStateSet": result.body["syncStateSet"],
-                "syncStateSetEpoch": header.get("syncStateSetEpoch")}  # fmt: skip
+        body = {
+            "syncStateSet": result.body["syncStateSet"],
+            "syncStateSetEpoch": header.get("syncStateSetEpoch"),
+        }
         for bid, addr in sorted(group["brokerAddrs"].items()):
             if self.heartbeats.is_alive(group["cluster"], group["brokerName"], int(bid)):
                 try:
@@ -140,8 +144,12 @@ class Controller:
         results = []
         for name in names:
             result = await self.elect(name, -1, False)
-            log.warning("master of %s gone: election -> %s %s", name, result.code,
-                        result.header.get("masterBrokerId"))  # fmt: skip
+            log.warning(
+                "master of %s gone: election -> %s %s",
+                name,
+                result.code,
+                result.header.get("masterBrokerId"),
+            )
             results.append(result)
         return results
 

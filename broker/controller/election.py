@@ -51,8 +51,16 @@ def candidate(
     alive = live.is_alive(cluster, name, broker_id)
     if info is None:
         return Candidate(broker_id, addr, -1, -1, -1, 2**31 - 1, in_set, alive)
-    return Candidate(broker_id, addr, info.epoch, info.maxOffset, info.confirmOffset,
-                     info.electionPriority, in_set, alive)  # fmt: skip
+    return Candidate(
+        broker_id,
+        addr,
+        info.epoch,
+        info.maxOffset,
+        info.confirmOffset,
+        info.electionPriority,
+        in_set,
+        alive,
+    )
 
 
 def choose(

@@ -70,9 +70,17 @@ class BrokerHeartbeatManager:
             if len(self.table) >= MAX_LIVE_BROKERS:
                 return False
             self.table[key] = BrokerLiveInfo(
-                broker_name, broker_addr, broker_id, now, real_timeout,
-                real_epoch, real_max, real_confirm, real_priority, channel,
-            )  # fmt: skip
+                broker_name,
+                broker_addr,
+                broker_id,
+                now,
+                real_timeout,
+                real_epoch,
+                real_max,
+                real_confirm,
+                real_priority,
+                channel,
+            )
             return True
         prev.lastUpdateMs = now
         prev.heartbeatTimeoutMs = real_timeout

@@ -100,8 +100,12 @@ class Journal:
         data = self.path.read_bytes() if self.path.exists() else b""
         records, good = read_records(data, str(self.path))
         if good < len(data):
-            log.warning("%s: a torn record at byte %d (%d bytes, never acknowledged) cut off",
-                        self.path, good, len(data) - good)  # fmt: skip
+            log.warning(
+                "%s: a torn record at byte %d (%d bytes, never acknowledged) cut off",
+                self.path,
+                good,
+                len(data) - good,
+            )
             with open(self.path, "r+b") as f:
                 f.truncate(good)
                 os.fsync(f.fileno())

@@ -47,9 +47,15 @@ class ReplicasInfoManager:
         self.unclean_allowed = unclean_allowed
 
     def alter_sync_state_set(
-        self, broker_name: str, master_id: int, master_epoch: int,
-        new_set: set[int], set_epoch: int, live: election.Liveness, now_ms: int = 0,
-    ) -> Result:  # fmt: skip
+        self,
+        broker_name: str,
+        master_id: int,
+        master_epoch: int,
+        new_set: set[int],
+        set_epoch: int,
+        live: election.Liveness,
+        now_ms: int = 0,
+    ) -> Result:
         """RocketMQ's checks, in its order and with its codes."""
         t = self.tables
         if not t.contains(broker_name):
@@ -58,25 +64,35 @@ class ReplicasInfoManager:
             )
         info, replica = t.sync_states[broker_name], t.replicas[broker_name]
         if set(new_set) == info.syncStateSet:
-            return _fail(RC.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
-                         "The newSyncStateSet is equal with oldSyncStateSet")  # fmt: skip
+            return _fail(
+                RC.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+                "The newSyncStateSet is equal with oldSyncStateSet",
+            )
         if info.masterBrokerId is None or info.masterBrokerId != master_id:
-            return _fail(RC.CONTROLLER_INVALID_MASTER, f"the current master is "
-                         f"{info.masterBrokerId}, not {master_id}")  # fmt: skip
+            return _fail(
+                RC.CONTROLLER_INVALID_MASTER,
+                f"the current master is {info.masterBrokerId}, not {master_id}",
+            )
         if master_epoch != info.masterEpoch:
-            return _fail(RC.CONTROLLER_FENCED_MASTER_EPOCH, f"the current master epoch is "
-                         f"{info.masterEpoch}, not {master_epoch}")  # fmt: skip
+            return _fail(
+                RC.CONTROLLER_FENCED_MASTER_EPOCH,
+                f"the current master epoch is {info.masterEpoch}, not {master_epoch}",
+            )
         if set_epoch != info.syncStateSetEpoch:
-            return _fail(RC.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH, f"the current syncStateSet "
-                         f"epoch is {info.syncStateSetEpoch}, not {set_epoch}")  # fmt: skip
+            return _fail(
+                RC.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+                f"the current syncStateSet epoch is {info.syncStateSetEpoch}, not {set_epoch}",
+            )
         for replica_id in sorted(new_set):
             if replica_id not in replica.brokerIdInfo:
                 return _fail(RC.CONTROLLER_INVALID_REPLICAS, f"replica {replica_id} doesn't exist")
             if not live.is_alive(replica.clusterName, broker_name, replica_id):
                 return _fail(RC.CONTROLLER_BROKER_NOT_ALIVE, f"replica {replica_id} isn't alive")
         if info.masterBrokerId not in new_set:
-            return _fail(RC.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
-                         f"the newSyncStateSet lacks the master {info.masterBrokerId}")  # fmt: skip
+            return _fail(
+                RC.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+                f"the newSyncStateSet lacks the master {info.masterBrokerId}",
+            )
         epoch = info.syncStateSetEpoch + 1
         return Result(
             header={"newSyncStateSetEpoch": epoch},
@@ -85,9 +101,13 @@ class ReplicasInfoManager:
         )
 
     def elect_master(
-        self, broker_name: str, broker_id: int, designate: bool,
-        live: election.Liveness, now_ms: int = 0,
-    ) -> Result:  # fmt: skip
+        self,
+        broker_name: str,
+        broker_id: int,
+        designate: bool,
+        live: election.Liveness,
+        now_ms: int = 0,
+    ) -> Result:
         t = self.tables
         if not t.contains(broker_name):
             return _fail(
@@ -103,9 +123,12 @@ class ReplicasInfoManager:
             cands = tuple(c if c.brokerId != broker_id else _alive(c) for c in cands)
         designated = broker_id if designate and broker_id >= 0 else None
         new_master, unclean = election.choose(
-            cands, old_master=info.masterBrokerId, designated=designated,
-            unclean_allowed=self.unclean_allowed, first_election=first,
-        )  # fmt: skip
+            cands,
+            old_master=info.masterBrokerId,
+            designated=designated,
+            unclean_allowed=self.unclean_allowed,
+            first_election=first,
+        )
         if new_master is not None and new_master == info.masterBrokerId:
             return Result(
                 code=RC.CONTROLLER_MASTER_STILL_EXIST,
@@ -114,8 +137,9 @@ class ReplicasInfoManager:
                 header=self._master_header(broker_name, info.masterEpoch, info.syncStateSetEpoch),
                 body={"syncStateSet": sorted(info.syncStateSet)},
             )
-        event_args = dict(at=now_ms, designated=designated is not None,
-                          requester=broker_id, candidates=cands)  # fmt: skip
+        event_args = dict(
+            at=now_ms, designated=designated is not None, requester=broker_id, candidates=cands
+        )
         if new_master is not None:
             event = ElectMasterEvent(broker_name, True, new_master, unclean=unclean, **event_args)
             header = {
@@ -124,8 +148,10 @@ class ReplicasInfoManager:
                 "masterEpoch": info.masterEpoch + 1,
                 "syncStateSetEpoch": info.syncStateSetEpoch + 1,
             }
-            body = {"brokerMemberGroup": self._member_group(broker_name),
-                    "syncStateSet": [new_master]}  # fmt: skip
+            body = {
+                "brokerMemberGroup": self._member_group(broker_name),
+                "syncStateSet": [new_master],
+            }
             return Result(header=header, body=body, events=[event])
         if broker_id < 0:  # the controller asked: record that the master is gone
             return Result(
@@ -171,29 +197,44 @@ class ReplicasInfoManager:
         if replica is None:
             if broker_id == FIRST_BROKER_CONTROLLER_ID:
                 return Result(header=header, events=[event])
-            return _fail(RC.CONTROLLER_BROKER_ID_INVALID, f"Broker-set: {broker_name} hasn't "
-                         f"been registered in controller, but broker try to apply brokerId: "
-                         f"{broker_id}", **header)  # fmt: skip
+            return _fail(
+                RC.CONTROLLER_BROKER_ID_INVALID,
+                f"Broker-set: {broker_name} hasn't "
+                f"been registered in controller, but broker try to apply brokerId: "
+                f"{broker_id}",
+                **header,
+            )
         if broker_id not in replica.brokerIdInfo or replica.check_code(broker_id) == check_code:
             return Result(header=header, events=[event])
-        return _fail(RC.CONTROLLER_BROKER_ID_INVALID,
-                     f"Fail to apply brokerId: {broker_id} in broker-set: {broker_name}",
-                     **header)  # fmt: skip
+        return _fail(
+            RC.CONTROLLER_BROKER_ID_INVALID,
+            f"Fail to apply brokerId: {broker_id} in broker-set: {broker_name}",
+            **header,
+        )
 
     def register_broker(
-        self, cluster: str, broker_name: str, broker_id: int, address: str,
+        self,
+        cluster: str,
+        broker_name: str,
+        broker_id: int,
+        address: str,
         live: election.Liveness,
-    ) -> Result:  # fmt: skip
+    ) -> Result:
         t = self.tables
         header: dict[str, Any] = {"clusterName": cluster, "brokerName": broker_name}
         if not t.contains(broker_name):
-            return _fail(RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                         f"Broker-set: {broker_name} hasn't been registered in controller",
-                         **header)  # fmt: skip
+            return _fail(
+                RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                f"Broker-set: {broker_name} hasn't been registered in controller",
+                **header,
+            )
         info, replica = t.sync_states[broker_name], t.replicas[broker_name]
         if broker_id not in replica.brokerIdInfo:
-            return _fail(RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"BrokerId: {broker_id} "
-                         f"hasn't been registered in broker-set: {broker_name}", **header)  # fmt: skip
+            return _fail(
+                RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                f"BrokerId: {broker_id} hasn't been registered in broker-set: {broker_name}",
+                **header,
+            )
         master = info.masterBrokerId
         if master is not None and live.is_alive(cluster, broker_name, master):
             header.update(
@@ -240,25 +281,33 @@ class ReplicasInfoManager:
         return Result(body={"replicasInfoTable": table})
 
     def clean_broker_data(
-        self, cluster: str, broker_name: str, ids_to_clean: str | None, clean_living: bool,
+        self,
+        cluster: str,
+        broker_name: str,
+        ids_to_clean: str | None,
+        clean_living: bool,
         live: election.Liveness,
-    ) -> Result:  # fmt: skip
+    ) -> Result:
         ids: tuple[int, ...] | None = None
         bad = RC.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
         if ids_to_clean and ids_to_clean.strip():
             try:
                 ids = tuple(sorted({int(x) for x in ids_to_clean.split(";") if x.strip()}))
             except ValueError:
-                return _fail(bad, "Please set the option <brokerControllerIdsToClean> as "
-                             f"id;id;..., got {ids_to_clean!r}")  # fmt: skip
+                return _fail(
+                    bad,
+                    "Please set the option <brokerControllerIdsToClean> as "
+                    f"id;id;..., got {ids_to_clean!r}",
+                )
         if not clean_living:
             info = self.tables.sync_states.get(broker_name)
             if ids is None and info is not None and info.masterBrokerId is not None:
                 return _fail(bad, f"Broker {broker_name} is still alive, clean up failure")
             for bid in ids or ():
                 if live.is_alive(cluster, broker_name, bid):
-                    return _fail(bad, f"Broker [{broker_name}, {bid}] is still alive, "
-                                 "clean up failure")  # fmt: skip
+                    return _fail(
+                        bad, f"Broker [{broker_name}, {bid}] is still alive, clean up failure"
+                    )
         if self.tables.contains(broker_name):
             return Result(events=[CleanBrokerDataEvent(broker_name, ids)])
         return _fail(bad, f"Broker {broker_name} is not existed,clean broker data failure.")
@@ -277,5 +326,13 @@ class ReplicasInfoManager:
 
 
 def _alive(c: election.Candidate) -> election.Candidate:
-    return election.Candidate(c.brokerId, c.brokerAddr, c.epoch, c.maxOffset, c.confirmOffset,
-                              c.priority, c.inSyncStateSet, True)  # fmt: skip
+    return election.Candidate(
+        c.brokerId,
+        c.brokerAddr,
+        c.epoch,
+        c.maxOffset,
+        c.confirmOffset,
+        c.priority,
+        c.inSyncStateSet,
+        True,
+    )

@@ -35,13 +35,15 @@ class ControllerNode:
 
             self.log = RaftLog(config, self.sm)
         else:
-            self.log = Journal(config.controllerStorePath, self.sm,
-                               snapshot_every=config.snapshotEveryEvents)  # fmt: skip
+            self.log = Journal(
+                config.controllerStorePath, self.sm, snapshot_every=config.snapshotEveryEvents
+            )
         self_addr = f"{config.listenHost}:{config.listenPort}"
         if config.controllerType == "jRaft":
             self_addr = config.rpc_addr_of(config.jRaftServerId) or self_addr
-        self.controller = Controller(config, self.log, self.sm, clock=clock,
-                                     notifier=self._notify, self_addr=self_addr)  # fmt: skip
+        self.controller = Controller(
+            config, self.log, self.sm, clock=clock, notifier=self._notify, self_addr=self_addr
+        )
         self.processor = ControllerProcessor(self.controller)
         self.archiver = open_archiver(config, self.sm, self.log, clock)  # archiveEnable
         self.server: RemotingServer | None = None
@@ -51,8 +53,12 @@ class ControllerNode:
         """Open the log (replay) and serve on ``server`` (the name server's), or on a server
         of its own at listenHost:listenPort."""
         replayed = self.log.open()
-        log.info("controller: %s log open, %d events replayed, %d broker sets",
-                 self.config.controllerType, replayed, len(self.sm.tables.replicas))  # fmt: skip
+        log.info(
+            "controller: %s log open, %d events replayed, %d broker sets",
+            self.config.controllerType,
+            replayed,
+            len(self.sm.tables.replicas),
+        )
         if server is None:
             server = RemotingServer()
             for code, handler in self.processor.handlers().items():

@@ -80,8 +80,11 @@ def _body(req: RemotingCommand):
 
 def _sync_state_set(req: RemotingCommand) -> tuple[set[int], int]:
     doc = _body(req)
-    ids, epoch = (doc.get("syncStateSet"), doc.get("syncStateSetEpoch")) if isinstance(
-        doc, dict) else (None, None)  # fmt: skip
+    ids, epoch = (
+        (doc.get("syncStateSet"), doc.get("syncStateSetEpoch"))
+        if isinstance(doc, dict)
+        else (None, None)
+    )
     if not isinstance(ids, list) or not isinstance(epoch, int) or len(ids) > MAX_SET_SIZE:
         raise BadRequest("body is not a SyncStateSet {syncStateSet: [ids], syncStateSetEpoch}")
     if not all(isinstance(i, int) and 0 <= i < _I64 for i in ids):
@@ -133,16 +136,24 @@ class ControllerProcessor:
         timeout_ms = _int(req, "heartbeatTimeoutMills", 10_000)
         epoch, priority = _int(req, "epoch", -1), _int(req, "electionPriority", 2**31 - 1)
         if not MIN_HEARTBEAT_TIMEOUT_MS <= timeout_ms <= MAX_HEARTBEAT_TIMEOUT_MS:
-            raise BadRequest(f"heartbeatTimeoutMills {timeout_ms} is outside "
-                             f"[{MIN_HEARTBEAT_TIMEOUT_MS}, {MAX_HEARTBEAT_TIMEOUT_MS}]")  # fmt: skip
+            raise BadRequest(
+                f"heartbeatTimeoutMills {timeout_ms} is outside "
+                f"[{MIN_HEARTBEAT_TIMEOUT_MS}, {MAX_HEARTBEAT_TIMEOUT_MS}]"
+            )
         if not -1 <= epoch < 2**31 or not -(2**31) <= priority < 2**31:
             raise BadRequest("epoch or electionPriority is not a Java int")
         accepted = self.c.heartbeats.on_heartbeat(
-            _name(req, "clusterName"), _name(req, "brokerName"), _addr(req, "brokerAddr"),
-            _int(req, "brokerId"), timeout_ms=timeout_ms, epoch=epoch,
-            max_offset=_int(req, "maxOffset", -1), confirm_offset=_int(req, "confirmOffset", -1),
-            priority=priority, channel=conn,
-        )  # fmt: skip
+            _name(req, "clusterName"),
+            _name(req, "brokerName"),
+            _addr(req, "brokerAddr"),
+            _int(req, "brokerId"),
+            timeout_ms=timeout_ms,
+            epoch=epoch,
+            max_offset=_int(req, "maxOffset", -1),
+            confirm_offset=_int(req, "confirmOffset", -1),
+            priority=priority,
+            channel=conn,
+        )
         if not accepted:
             return Result(code=RC.SYSTEM_BUSY, remark="too many brokers heartbeating")
         _watch(self.c, conn)
@@ -153,8 +164,11 @@ class ControllerProcessor:
         epoch = _int(req, "masterEpoch")
         ids, set_epoch = _sync_state_set(req)
         now = self.c.clock.wall_ms()
-        return await self.c.submit(lambda m: m.alter_sync_state_set(
-            name, master, epoch, ids, set_epoch, self.c.heartbeats, now))  # fmt: skip
+        return await self.c.submit(
+            lambda m: m.alter_sync_state_set(
+                name, master, epoch, ids, set_epoch, self.c.heartbeats, now
+            )
+        )
 
     async def elect_master(self, conn, req: RemotingCommand) -> Result:
         name = _name(req, "brokerName")
@@ -175,13 +189,15 @@ class ControllerProcessor:
         cfg, leader = self.c.config, self.c.log.leader_addr()
         if leader is None and self.c.log.is_leader():
             leader = self.c.self_addr
-        return Result(header={
-            "group": cfg.jRaftGroupId if cfg.controllerType == "jRaft" else "journal",
-            "controllerLeaderId": leader or "",
-            "controllerLeaderAddress": leader or "",
-            "isLeader": self.c.log.is_leader(),
-            "peers": ";".join(cfg.rpc_addrs) if cfg.rpc_addrs else self.c.self_addr,
-        })  # fmt: skip
+        return Result(
+            header={
+                "group": cfg.jRaftGroupId if cfg.controllerType == "jRaft" else "journal",
+                "controllerLeaderId": leader or "",
+                "controllerLeaderAddress": leader or "",
+                "isLeader": self.c.log.is_leader(),
+                "peers": ";".join(cfg.rpc_addrs) if cfg.rpc_addrs else self.c.self_addr,
+            }
+        )
 
     async def get_sync_state_data(self, conn, req: RemotingCommand) -> Result:
         names = _body(req)

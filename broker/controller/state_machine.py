@@ -56,11 +56,16 @@ class ControllerStateMachine:
                 return None
             members = [replica.address(b) or str(b) for b in sorted(info.syncStateSet)]
             return make_event(
-                "sync_state_set_changed", replica.address(info.masterBrokerId) or "",
-                info.clusterName, event.brokerName, event.at, info.masterEpoch,
-                members=members, memberIds=sorted(info.syncStateSet),
+                "sync_state_set_changed",
+                replica.address(info.masterBrokerId) or "",
+                info.clusterName,
+                event.brokerName,
+                event.at,
+                info.masterEpoch,
+                members=members,
+                memberIds=sorted(info.syncStateSet),
                 syncStateSetEpoch=info.syncStateSetEpoch,
-            )  # fmt: skip
+            )
         return None
 
     def _election_record(self, event: ElectMasterEvent) -> dict | None:
@@ -81,13 +86,31 @@ class ControllerStateMachine:
             }
             for c in event.candidates
         ]
-        common = dict(masterEpoch=info.masterEpoch, candidates=candidates,
-                      designated=event.designated, requester=event.requester)  # fmt: skip
+        common = dict(
+            masterEpoch=info.masterEpoch,
+            candidates=candidates,
+            designated=event.designated,
+            requester=event.requester,
+        )
         if not event.newMasterElected:
-            return make_event("election_failed", "", info.clusterName, event.brokerName,
-                              event.at, info.masterEpoch, **common)  # fmt: skip
+            return make_event(
+                "election_failed",
+                "",
+                info.clusterName,
+                event.brokerName,
+                event.at,
+                info.masterEpoch,
+                **common,
+            )
         return make_event(
-            "elected", replica.address(event.newMasterBrokerId) or "", info.clusterName,
-            event.brokerName, event.at, info.masterEpoch, brokerId=event.newMasterBrokerId,
-            syncStateSetEpoch=info.syncStateSetEpoch, unclean=event.unclean, **common,
-        )  # fmt: skip
+            "elected",
+            replica.address(event.newMasterBrokerId) or "",
+            info.clusterName,
+            event.brokerName,
+            event.at,
+            info.masterEpoch,
+            brokerId=event.newMasterBrokerId,
+            syncStateSetEpoch=info.syncStateSetEpoch,
+            unclean=event.unclean,
+            **common,
+        )

@@ -74,8 +74,12 @@ class BrokerIdentityStore:
             return None
         try:
             doc = json.loads(path.read_text())
-            ident = Identity(doc["clusterName"], doc["brokerName"], int(doc["brokerId"]),
-                             doc.get("registerCheckCode", ""))  # fmt: skip
+            ident = Identity(
+                doc["clusterName"],
+                doc["brokerName"],
+                int(doc["brokerId"]),
+                doc.get("registerCheckCode", ""),
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise IdentityError(f"{path}: not a broker identity: {exc}") from exc
         if (ident.clusterName, ident.brokerName) != (self.cluster, self.broker_name):
@@ -99,8 +103,14 @@ class BrokerIdentityStore:
 
     def commit(self, ident: Identity) -> None:
         """The id the controller accepted: the final file first, then the temp goes."""
-        _write_atomic(self.path, {"clusterName": ident.clusterName,
-                                  "brokerName": ident.brokerName, "brokerId": ident.brokerId})  # fmt: skip
+        _write_atomic(
+            self.path,
+            {
+                "clusterName": ident.clusterName,
+                "brokerName": ident.brokerName,
+                "brokerId": ident.brokerId,
+            },
+        )
         self.temp_path.unlink(missing_ok=True)
 
     def drop_temp(self) -> None:
@@ -117,17 +127,27 @@ async def allocate_broker_id(
         return ident.brokerId
     if state is RegisterState.INITIAL:
         fields = {"clusterName": store.cluster, "brokerName": store.broker_name}
-        resp = await invoke(leader, RemotingCommand.request(Q.CONTROLLER_GET_NEXT_BROKER_ID,
-                                                            fields), TIMEOUT_MS)  # fmt: skip
+        resp = await invoke(
+            leader, RemotingCommand.request(Q.CONTROLLER_GET_NEXT_BROKER_ID, fields), TIMEOUT_MS
+        )
         if resp.code != RC.SUCCESS:
             raise IdentityError(f"GET_NEXT_BROKER_ID refused: {resp.code} {resp.remark}")
-        ident = Identity(store.cluster, store.broker_name, int(resp.ext_fields["nextBrokerId"]),
-                         f"{broker_addr};{now_ms}")  # fmt: skip
+        ident = Identity(
+            store.cluster,
+            store.broker_name,
+            int(resp.ext_fields["nextBrokerId"]),
+            f"{broker_addr};{now_ms}",
+        )
         store.write_temp(ident)
-    fields = {"clusterName": ident.clusterName, "brokerName": ident.brokerName,
-              "appliedBrokerId": ident.brokerId, "registerCheckCode": ident.registerCheckCode}  # fmt: skip
-    resp = await invoke(leader, RemotingCommand.request(Q.CONTROLLER_APPLY_BROKER_ID, fields),
-                        TIMEOUT_MS)  # fmt: skip
+    fields = {
+        "clusterName": ident.clusterName,
+        "brokerName": ident.brokerName,
+        "appliedBrokerId": ident.brokerId,
+        "registerCheckCode": ident.registerCheckCode,
+    }
+    resp = await invoke(
+        leader, RemotingCommand.request(Q.CONTROLLER_APPLY_BROKER_ID, fields), TIMEOUT_MS
+    )
     if resp.code == RC.CONTROLLER_BROKER_ID_INVALID:
         store.drop_temp()  # taken by another broker: start over with a new id
         raise IdentityError(f"brokerId {ident.brokerId} refused: {resp.remark}")

@@ -47,11 +47,18 @@ class RoleOwner(Protocol):
 
     def master_epoch(self) -> int: ...
 
-    async def become_master(self, *, broker_id: int, master_epoch: int,
-                            sync_state_set: set[int], sync_state_set_epoch: int) -> None: ...  # fmt: skip
+    async def become_master(
+        self,
+        *,
+        broker_id: int,
+        master_epoch: int,
+        sync_state_set: set[int],
+        sync_state_set_epoch: int,
+    ) -> None: ...
 
-    async def become_slave(self, *, broker_id: int, master_epoch: int, master_broker_id: int,
-                           master_addr: str) -> None: ...  # fmt: skip
+    async def become_slave(
+        self, *, broker_id: int, master_epoch: int, master_broker_id: int, master_addr: str
+    ) -> None: ...
 
     def fence_writes(self, reason: str) -> None: ...
 
@@ -80,8 +87,10 @@ class ClientConfig:
         if not self.controller_addrs:
             raise ValueError("controllerAddr names no controller")
         if not 0 < self.lease_ms <= self.heartbeat_timeout_ms * 0.8:
-            raise ValueError(f"lease {self.lease_ms} ms must be > 0 and at most 80% of the "
-                             f"controller heartbeat timeout {self.heartbeat_timeout_ms} ms")  # fmt: skip
+            raise ValueError(
+                f"lease {self.lease_ms} ms must be > 0 and at most 80% of the "
+                f"controller heartbeat timeout {self.heartbeat_timeout_ms} ms"
+            )
 
 
 @dataclass
@@ -97,12 +106,21 @@ class Replica:
 
 class ControllerClient(LoopService):
     def __init__(
-        self, config: ClientConfig, identity: BrokerIdentityStore, invoke: Invoke,
-        role: RoleOwner, offsets: OffsetReader, clock: Clock,
+        self,
+        config: ClientConfig,
+        identity: BrokerIdentityStore,
+        invoke: Invoke,
+        role: RoleOwner,
+        offsets: OffsetReader,
+        clock: Clock,
         on_event: Callable[[str, dict], None] = lambda kind, fields: None,
-    ) -> None:  # fmt: skip
-        super().__init__("controller-client", period_ms=config.heartbeat_interval_ms, clock=clock,
-                         run_first_round_at_once=True)  # fmt: skip
+    ) -> None:
+        super().__init__(
+            "controller-client",
+            period_ms=config.heartbeat_interval_ms,
+            clock=clock,
+            run_first_round_at_once=True,
+        )
         self.cfg, self.identity, self.invoke = config, identity, invoke
         self.role, self.offsets, self.on_event = role, offsets, on_event
         self.broker_id: int | None = None
@@ -150,11 +168,19 @@ class ControllerClient(LoopService):
         raise HaproofError(f"no controller leader among {';'.join(self.cfg.controller_addrs)}")
 
     async def _register(self) -> None:
-        bid = await allocate_broker_id(self.identity, self.invoke, self.leader,
-                                       self.cfg.broker_addr, self.clock.wall_ms())  # fmt: skip
-        resp = await self._call(self.leader, Q.CONTROLLER_REGISTER_BROKER, {
-            "clusterName": self.cfg.cluster, "brokerName": self.cfg.broker_name,
-            "brokerId": bid, "brokerAddress": self.cfg.broker_addr})  # fmt: skip
+        bid = await allocate_broker_id(
+            self.identity, self.invoke, self.leader, self.cfg.broker_addr, self.clock.wall_ms()
+        )
+        resp = await self._call(
+            self.leader,
+            Q.CONTROLLER_REGISTER_BROKER,
+            {
+                "clusterName": self.cfg.cluster,
+                "brokerName": self.cfg.broker_name,
+                "brokerId": bid,
+                "brokerAddress": self.cfg.broker_addr,
+            },
+        )
         if resp.code != RC.SUCCESS:
             self._forget_leader_if(resp)
             raise IdentityError(f"REGISTER to controller: {resp.code} {resp.remark}")
@@ -163,13 +189,16 @@ class ControllerClient(LoopService):
 
     async def _heartbeat_all(self) -> None:
         fields = {
-            "clusterName": self.cfg.cluster, "brokerName": self.cfg.broker_name,
-            "brokerAddr": self.cfg.broker_addr, "brokerId": self.broker_id,
-            "epoch": self.role.master_epoch(), "maxOffset": self.offsets.max_offset(),
+            "clusterName": self.cfg.cluster,
+            "brokerName": self.cfg.broker_name,
+            "brokerAddr": self.cfg.broker_addr,
+            "brokerId": self.broker_id,
+            "epoch": self.role.master_epoch(),
+            "maxOffset": self.offsets.max_offset(),
             "confirmOffset": self.offsets.confirm_offset(),
             "heartbeatTimeoutMills": self.cfg.heartbeat_timeout_ms,
             "electionPriority": self.cfg.election_priority,
-        }  # fmt: skip
+        }
         sent_ms, sent_wall = self.clock.monotonic_ms(), self.clock.wall_ms()
         results = await asyncio.gather(
             *(self._call(a, Q.BROKER_HEARTBEAT, fields) for a in self.cfg.controller_addrs),
@@ -184,16 +213,23 @@ class ControllerClient(LoopService):
                 self.leader = None
 
     async def _pull(self) -> None:
-        resp = await self._call(self.leader, Q.CONTROLLER_GET_REPLICA_INFO,
-                                {"brokerName": self.cfg.broker_name})  # fmt: skip
+        resp = await self._call(
+            self.leader, Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.cfg.broker_name}
+        )
         if resp.code != RC.SUCCESS:
             self._forget_leader_if(resp)
             return
         await self._apply_response(resp)
         if self.replica.master_broker_id is None:  # nobody leads: ask for an election
-            resp = await self._call(self.leader, Q.CONTROLLER_ELECT_MASTER, {
-                "clusterName": self.cfg.cluster, "brokerName": self.cfg.broker_name,
-                "brokerId": self.broker_id})  # fmt: skip
+            resp = await self._call(
+                self.leader,
+                Q.CONTROLLER_ELECT_MASTER,
+                {
+                    "clusterName": self.cfg.cluster,
+                    "brokerName": self.cfg.broker_name,
+                    "brokerId": self.broker_id,
+                },
+            )
             if resp.code in (RC.SUCCESS, RC.CONTROLLER_MASTER_STILL_EXIST):
                 await self._apply_response(resp)
 
@@ -204,15 +240,22 @@ class ControllerClient(LoopService):
     async def _apply_response(self, resp: RemotingCommand) -> None:
         h = resp.ext_fields
         body = json.loads(resp.body) if resp.body else {}
-        await self.apply_role(_opt_int(h.get("masterBrokerId")), h.get("masterAddress"),
-                              _opt_int(h.get("masterEpoch")) or 0,
-                              body.get("syncStateSet"),
-                              _opt_int(body.get("syncStateSetEpoch", h.get("syncStateSetEpoch"))))  # fmt: skip
+        await self.apply_role(
+            _opt_int(h.get("masterBrokerId")),
+            h.get("masterAddress"),
+            _opt_int(h.get("masterEpoch")) or 0,
+            body.get("syncStateSet"),
+            _opt_int(body.get("syncStateSetEpoch", h.get("syncStateSetEpoch"))),
+        )
 
     async def apply_role(
-        self, master_id: int | None, master_addr: str | None, master_epoch: int,
-        sync_set: list[int] | None, set_epoch: int | None,
-    ) -> None:  # fmt: skip
+        self,
+        master_id: int | None,
+        master_addr: str | None,
+        master_epoch: int,
+        sync_set: list[int] | None,
+        set_epoch: int | None,
+    ) -> None:
         """Apply the controller's view when it is newer than this broker's."""
         async with self._role_lock:
             r, me = self.replica, self.broker_id
@@ -227,13 +270,19 @@ class ControllerClient(LoopService):
                 if sync_set is not None and set_epoch is not None:
                     r.sync_state_set, r.sync_state_set_epoch = frozenset(sync_set), set_epoch
                 if master_id == me:
-                    await self.role.become_master(broker_id=me, master_epoch=master_epoch,
-                                                  sync_state_set=set(r.sync_state_set),
-                                                  sync_state_set_epoch=r.sync_state_set_epoch)  # fmt: skip
+                    await self.role.become_master(
+                        broker_id=me,
+                        master_epoch=master_epoch,
+                        sync_state_set=set(r.sync_state_set),
+                        sync_state_set_epoch=r.sync_state_set_epoch,
+                    )
                 else:
-                    await self.role.become_slave(broker_id=me, master_epoch=master_epoch,
-                                                 master_broker_id=master_id,
-                                                 master_addr=master_addr or "")  # fmt: skip
+                    await self.role.become_slave(
+                        broker_id=me,
+                        master_epoch=master_epoch,
+                        master_broker_id=master_id,
+                        master_addr=master_addr or "",
+                    )
             elif master_epoch == r.master_epoch and set_epoch is not None and sync_set is not None:
                 if set_epoch > r.sync_state_set_epoch:
                     r.sync_state_set, r.sync_state_set_epoch = frozenset(sync_set), set_epoch
@@ -255,19 +304,27 @@ class ControllerClient(LoopService):
         if not self.is_master or self.fenced or not self._lease_expired():
             return
         self.fenced = True
-        self.role.fence_writes(f"master lease of {self.cfg.lease_ms} ms ended: no heartbeat "
-                               "acknowledged by the controller leader")  # fmt: skip
+        self.role.fence_writes(
+            f"master lease of {self.cfg.lease_ms} ms ended: no heartbeat "
+            "acknowledged by the controller leader"
+        )
         self.leader = None  # find the leader again
-        self.on_event("lease_lost", {"epoch": self.replica.master_epoch,
-                                     "lastContactAt": self.last_contact_wall_ms or 0})  # fmt: skip
+        self.on_event(
+            "lease_lost",
+            {"epoch": self.replica.master_epoch, "lastContactAt": self.last_contact_wall_ms or 0},
+        )
 
     async def on_notify(self, conn, req: RemotingCommand) -> None:
         """NOTIFY_BROKER_ROLE_CHANGED (1008), one-way; applied only when newer."""
         h = req.ext_fields
         body = json.loads(req.body) if req.body else {}
-        await self.apply_role(_opt_int(h.get("masterBrokerId")), h.get("masterAddress"),
-                              _opt_int(h.get("masterEpoch")) or 0, body.get("syncStateSet"),
-                              _opt_int(body.get("syncStateSetEpoch", h.get("syncStateSetEpoch"))))  # fmt: skip
+        await self.apply_role(
+            _opt_int(h.get("masterBrokerId")),
+            h.get("masterAddress"),
+            _opt_int(h.get("masterEpoch")) or 0,
+            body.get("syncStateSet"),
+            _opt_int(body.get("syncStateSetEpoch", h.get("syncStateSetEpoch"))),
+        )
         return None
 
     async def alter_sync_state_set(self, new_set: set[int]) -> bool:
@@ -275,17 +332,29 @@ class ControllerClient(LoopService):
         r = self.replica
         if not self.is_master or self.leader is None:
             return False
-        resp = await self._call(self.leader, Q.CONTROLLER_ALTER_SYNC_STATE_SET, {
-            "brokerName": self.cfg.broker_name, "masterBrokerId": self.broker_id,
-            "masterEpoch": r.master_epoch},
-            {"syncStateSet": sorted(new_set), "syncStateSetEpoch": r.sync_state_set_epoch})  # fmt: skip
+        resp = await self._call(
+            self.leader,
+            Q.CONTROLLER_ALTER_SYNC_STATE_SET,
+            {
+                "brokerName": self.cfg.broker_name,
+                "masterBrokerId": self.broker_id,
+                "masterEpoch": r.master_epoch,
+            },
+            {"syncStateSet": sorted(new_set), "syncStateSetEpoch": r.sync_state_set_epoch},
+        )
         if resp.code != RC.SUCCESS:
             self._forget_leader_if(resp)
             return False
         r.sync_state_set = frozenset(new_set)
         r.sync_state_set_epoch = int(resp.ext_fields["newSyncStateSetEpoch"])
-        self.on_event("sync_state_set_changed", {"epoch": r.master_epoch,
-                      "memberIds": sorted(new_set), "syncStateSetEpoch": r.sync_state_set_epoch})  # fmt: skip
+        self.on_event(
+            "sync_state_set_changed",
+            {
+                "epoch": r.master_epoch,
+                "memberIds": sorted(new_set),
+                "syncStateSetEpoch": r.sync_state_set_epoch,
+            },
+        )
         return True
 
 

@@ -115,11 +115,11 @@ class SyncStateSet:
         now = self.clock.monotonic_ms()
         limit = self.config.ha_max_time_slave_not_catchup_ms
         keep = {
-            m for m in self.members
+            m
+            for m in self.members
             if m == self.master_id
-            or (m in self.caught_up_ms and m in self.slaves
-                and now - self.caught_up_ms[m] <= limit)
-        }  # fmt: skip
+            or (m in self.caught_up_ms and m in self.slaves and now - self.caught_up_ms[m] <= limit)
+        }
         return self._propose(frozenset(keep)) if keep != self.members else None
 
     def applied(self, members: frozenset[int] | set[int], master_max_offset: int) -> None:

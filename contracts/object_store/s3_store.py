@@ -378,14 +378,16 @@ class S3ObjectStore:
         from botocore.exceptions import NoCredentialsError
 
         signer = self._session.client(
-            "s3", endpoint_url=self.endpoint_url,
+            "s3",
+            endpoint_url=self.endpoint_url,
             config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
-        )  # fmt: skip
+        )
         try:
             return signer.generate_presigned_url(
-                "get_object", Params={"Bucket": self.bucket, "Key": self._k(key)},
+                "get_object",
+                Params={"Bucket": self.bucket, "Key": self._k(key)},
                 ExpiresIn=int(expires_s),
-            )  # fmt: skip
+            )
         except NoCredentialsError:
             raise ArchiveError(f"presigning {self.root}/{key}: {NO_CREDENTIALS}") from None
 
