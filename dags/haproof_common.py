@@ -109,9 +109,10 @@ def resolve_config(params: dict[str, Any], *, incremental: bool) -> dict[str, An
         return value
 
     missing = [
-        k for k, env in (("root", "HAPROOF_ARCHIVE_ROOT"), ("cluster", "HAPROOF_CLUSTER"))
+        k
+        for k, env in (("root", "HAPROOF_ARCHIVE_ROOT"), ("cluster", "HAPROOF_CLUSTER"))
         if not pick(k, env)
-    ]  # fmt: skip
+    ]
     if missing:
         raise AuditConfigError(
             f"the DAG run needs {' and '.join(missing)}: pass them as params "
@@ -218,8 +219,9 @@ def verification_pipeline(*, bound_s: int) -> None:
 
         use_s3_connection(cfg)
         store = PipelineConfig.from_json(cfg).spec().open()
-        doc = publish_lags(store, cfg["cluster"], verification_lags(store, cfg["cluster"]),
-                           bound_s * 1000)  # fmt: skip
+        doc = publish_lags(
+            store, cfg["cluster"], verification_lags(store, cfg["cluster"]), bound_s * 1000
+        )
         for g in doc["groups"]:
             log.info("verification lag of %s: %s ms", g["group"], g["lagMs"])
         if doc["late"]:
@@ -251,8 +253,10 @@ def with_incident(params: dict[str, Any], events) -> dict[str, Any]:
         out["broker_name"] = groups[0] if len(groups) == 1 else None
     if not out.get("since"):
         out["since"] = str(min(int(i["since_ms"]) for i in incidents))
-    log.info("started by failover(s): %s", ", ".join(
-        f"{i['broker_name']} {'/'.join(i['kinds'])} at {i['at_ms']}" for i in incidents))  # fmt: skip
+    log.info(
+        "started by failover(s): %s",
+        ", ".join(f"{i['broker_name']} {'/'.join(i['kinds'])} at {i['at_ms']}" for i in incidents),
+    )
     return out
 
 

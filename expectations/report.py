@@ -199,8 +199,10 @@ def run_suites(
             results.append(
                 SuiteResult(table, suite.name, bool(vr.success), len(vr.results), _failed(vr))
             )
-            progress.line(f"{broker_name}: expectations: {suite.name} on {table}: "
-                          f"{'passed' if vr.success else 'FAILED'}")  # fmt: skip
+            progress.line(
+                f"{broker_name}: expectations: {suite.name} on {table}: "
+                f"{'passed' if vr.success else 'FAILED'}"
+            )
         _offline(docs_dir)
         uploaded = _upload_site(store, docs_dir, f"{prefix}{REPORT_DIR}/")
     report = ReportResult(

@@ -35,13 +35,20 @@ def first_finding(verdict: dict[str, Any], check: str) -> dict[str, Any] | None:
     """Where a failing check's first finding is: offset, node, topic and queue where known."""
     found = verdict.get("findings") or {}
     if check == T.REPLICA_CONSISTENCY:
-        failing = [r for r in found.get("ranges", []) if T.range_fails(
-            r.get("verdict"), bool(r.get("allowed")), bool(r.get("lag_exceeded")))]  # fmt: skip
+        failing = [
+            r
+            for r in found.get("ranges", [])
+            if T.range_fails(r.get("verdict"), bool(r.get("allowed")), bool(r.get("lag_exceeded")))
+        ]
         if not failing:
             return None
         r = failing[0]
-        where = {"offset": _num(r.get("first_diff")), "node": r.get("node"),
-                 "topic": None, "queue": None}  # fmt: skip
+        where = {
+            "offset": _num(r.get("first_diff")),
+            "node": r.get("node"),
+            "topic": None,
+            "queue": None,
+        }
         if where["offset"] is None:
             where["offset"] = _num(r.get("start"))
         for w in (verdict.get("witnesses") or {}).get("divergent", []):
@@ -54,26 +61,42 @@ def first_finding(verdict: dict[str, Any], check: str) -> dict[str, Any] | None:
         rows = found.get("records_issues") or []
         if rows:
             r = rows[0]
-            return {"offset": _num(r.get("offset")), "node": r.get("node"),
-                    "topic": r.get("topic"), "queue": _num(r.get("queue_id"))}  # fmt: skip
+            return {
+                "offset": _num(r.get("offset")),
+                "node": r.get("node"),
+                "topic": r.get("topic"),
+                "queue": _num(r.get("queue_id")),
+            }
     if check == T.ARCHIVE_INTEGRITY:
         rows = found.get("archive_faults") or []
         if rows:
             r = rows[0]
-            return {"offset": _num(r.get("start")), "node": r.get("node"),
-                    "topic": None, "queue": None}  # fmt: skip
+            return {
+                "offset": _num(r.get("start")),
+                "node": r.get("node"),
+                "topic": None,
+                "queue": None,
+            }
     if check == T.ACKNOWLEDGED_DURABILITY:
         rows = found.get("acknowledged_durability") or []
         if rows:
             r = rows[0]
-            return {"offset": _num(r.get("lost_start")), "node": r.get("slave"),
-                    "topic": None, "queue": None}  # fmt: skip
+            return {
+                "offset": _num(r.get("lost_start")),
+                "node": r.get("slave"),
+                "topic": None,
+                "queue": None,
+            }
     if check == T.OFFSET_MONOTONICITY:
         rows = found.get("offset_violations") or []
         if rows:
             r = rows[0]
-            return {"offset": _num(r.get("after")), "node": r.get("node_after"),
-                    "topic": r.get("topic"), "queue": _num(r.get("queue_id"))}  # fmt: skip
+            return {
+                "offset": _num(r.get("after")),
+                "node": r.get("node_after"),
+                "topic": r.get("topic"),
+                "queue": _num(r.get("queue_id")),
+            }
     return None
 
 
@@ -159,6 +182,7 @@ def where_text(first: dict[str, Any] | None) -> str:
     """`` first at offset 123 topic T queue 1 node n`` for a FAIL line (the known parts)."""
     if not first:
         return ""
-    parts = [f"{k} {first[k]}" for k in ("offset", "topic", "queue", "node")
-             if first.get(k) is not None]  # fmt: skip
+    parts = [
+        f"{k} {first[k]}" for k in ("offset", "topic", "queue", "node") if first.get(k) is not None
+    ]
     return f"; first at {' '.join(parts)}" if parts else ""

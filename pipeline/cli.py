@@ -118,8 +118,10 @@ def print_table(doc: dict, out=sys.stdout) -> None:
         for c in g["checks"]:
             mark = _MARK.get(c["status"], c["status"])
             where = audit_json.where_text(c["first"])
-            print(f"  {mark:<11} {c['name']:<24} findings {c['findings']:<5} {c['detail']}{where}",
-                  file=out)  # fmt: skip
+            print(
+                f"  {mark:<11} {c['name']:<24} findings {c['findings']:<5} {c['detail']}{where}",
+                file=out,
+            )
         ranges = ", ".join(
             f"{k} {r['count']} ({r['bytes']} bytes"
             + (f", {r['differingBytes']} differing)" if "differingBytes" in r else ")")
@@ -157,8 +159,11 @@ def coverage_lines(v: dict) -> list[str]:
 
 
 def config_from(args: argparse.Namespace) -> PipelineConfig:
-    missing = [f"--{n} (or ${env})" for n, env in (("root", "HAPROOF_ARCHIVE_ROOT"),
-               ("cluster", "HAPROOF_CLUSTER")) if not getattr(args, n)]  # fmt: skip
+    missing = [
+        f"--{n} (or ${env})"
+        for n, env in (("root", "HAPROOF_ARCHIVE_ROOT"), ("cluster", "HAPROOF_CLUSTER"))
+        if not getattr(args, n)
+    ]
     if missing:
         raise AuditInputError(f"give {' and '.join(missing)}")
     return PipelineConfig(
@@ -231,8 +236,10 @@ def run(args: argparse.Namespace) -> int:
         print()
     print_table(doc, out=sys.stderr if args.json else sys.stdout)
     if summary["status"] == T.RUN_NO_EVIDENCE and not published["passed"]:
-        print("haproof audit: a check had nothing to judge and --require-evidence is set",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "haproof audit: a check had nothing to judge and --require-evidence is set",
+            file=sys.stderr,
+        )
     elif summary["status"] == T.RUN_PASSED and not published["passed"]:
         print("haproof audit: an expectations suite failed", file=sys.stderr)
     # the last line is the audit's headline, as verdict.json's status says it

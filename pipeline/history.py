@@ -51,8 +51,12 @@ class History:
     skipped: list[str] = field(default_factory=list)  # "runId: why"
 
     def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "root": self.root, "runs": self.rows,
-                "skipped": self.skipped}  # fmt: skip
+        return {
+            "cluster": self.cluster,
+            "root": self.root,
+            "runs": self.rows,
+            "skipped": self.skipped,
+        }
 
 
 def run_time_ms(run_id: str) -> int | None:
@@ -104,8 +108,10 @@ def _run_rows(store, cluster: str, run_id: str) -> list[dict[str, Any]]:
     if run.get("brokerName"):  # a one-group run: its verdict is the group's
         return [group_row(store, run_id, run)]
     groups = [str(g) for g in run.get("groups", [])]
-    return [group_row(store, run_id, _read_json(store, layout.audit_verdict_key(run_id, g)))
-            for g in groups]  # fmt: skip
+    return [
+        group_row(store, run_id, _read_json(store, layout.audit_verdict_key(run_id, g)))
+        for g in groups
+    ]
 
 
 def collect_history(store, cluster: str, last: int = DEFAULT_LAST) -> History:
@@ -161,9 +167,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """``haproof audit history --root R --cluster C [--json] [--last N]`` beside the audit's own
     options (``pipeline/cli.py`` hands the parser here)."""
     p.add_argument(
-        "verb", nargs="?", choices=["history"], default=None,
+        "verb",
+        nargs="?",
+        choices=["history"],
+        default=None,
         help="history: list the cluster's audit runs (table, or --json) instead of auditing",
-    )  # fmt: skip
+    )
     p.add_argument("--last", type=int, default=DEFAULT_LAST, help="history: newest N runs")
 
 
@@ -175,17 +184,35 @@ def _fmt_ms(ms: int | None) -> str:
 
 def print_history(hist: History, out=sys.stdout) -> None:
     names = sorted({n for r in hist.rows for n in r["checks"]}, key=_check_order)
-    head = ["run", "group", "window", "status", *[_short(n) for n in names], "findings",
-            "verified", "lag", "blind", "secs"]  # fmt: skip
+    head = [
+        "run",
+        "group",
+        "window",
+        "status",
+        *[_short(n) for n in names],
+        "findings",
+        "verified",
+        "lag",
+        "blind",
+        "secs",
+    ]
     rows = [head]
     for r in hist.rows:
         w = r["window"]
         rows.append(
-            [r["runId"], r["group"], f"{_fmt_ms(w.get('since'))}..{_fmt_ms(w.get('until'))}",
-             r["status"], *[r["checks"].get(n, "-") for n in names], str(r["findings"]),
-             str(r["bytesVerified"]), str(r["lagBytes"]), str(r["blindBytes"]),
-             "-" if r["seconds"] is None else f"{r['seconds']:.1f}"]
-        )  # fmt: skip
+            [
+                r["runId"],
+                r["group"],
+                f"{_fmt_ms(w.get('since'))}..{_fmt_ms(w.get('until'))}",
+                r["status"],
+                *[r["checks"].get(n, "-") for n in names],
+                str(r["findings"]),
+                str(r["bytesVerified"]),
+                str(r["lagBytes"]),
+                str(r["blindBytes"]),
+                "-" if r["seconds"] is None else f"{r['seconds']:.1f}",
+            ]
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)

@@ -91,8 +91,7 @@ class ArchiveFailoverTrigger(BaseEventTrigger):
             before_ms=self.before_ms if self.before_ms is not None else DEFAULT_BEFORE_MS,
             marks=dict(saved.get("marks") or {}),
         )
-        log.info("watching %s/%s for failovers since %d ms", self.root, self.cluster,
-                 scan.start_ms)  # fmt: skip
+        log.info("watching %s/%s for failovers since %d ms", self.root, self.cluster, scan.start_ms)
         while True:
             try:
                 incidents = await asyncio.to_thread(scan.poll)
@@ -102,7 +101,12 @@ class ArchiveFailoverTrigger(BaseEventTrigger):
             if incidents:
                 await self._save_marks({"startMs": scan.start_ms, "marks": scan.marks})
             for incident in incidents:
-                log.info("failover in %s/%s at %d ms: %s", self.cluster, incident.broker_name,
-                         incident.at_ms, ", ".join(incident.kinds))  # fmt: skip
+                log.info(
+                    "failover in %s/%s at %d ms: %s",
+                    self.cluster,
+                    incident.broker_name,
+                    incident.at_ms,
+                    ", ".join(incident.kinds),
+                )
                 yield TriggerEvent(incident.to_json())
             await asyncio.sleep(self.poll_interval_s)

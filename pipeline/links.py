@@ -28,9 +28,7 @@ def check_mode(how: str | None) -> str:
     how = (how or "store").strip()
     if how in ("store", "presign") or urlparse(how).scheme in ("http", "https"):
         return how
-    raise AuditInputError(
-        f"--report-url {how!r}: give store, presign or an http(s):// base URL"
-    )  # fmt: skip
+    raise AuditInputError(f"--report-url {how!r}: give store, presign or an http(s):// base URL")
 
 
 def link_maker(spec, how: str | None) -> Callable[[str], str]:

@@ -68,8 +68,9 @@ def registry_of(doc: dict[str, Any], duration_s: float):
     return reg
 
 
-def publish(doc: dict[str, Any], duration_s: float, pushgateway: str | None,
-            textfile: str | None) -> None:  # fmt: skip
+def publish(
+    doc: dict[str, Any], duration_s: float, pushgateway: str | None, textfile: str | None
+) -> None:
     """Push and/or write the run's metrics; a failure is one line on stderr."""
     if not pushgateway and not textfile:
         return
@@ -78,14 +79,22 @@ def publish(doc: dict[str, Any], duration_s: float, pushgateway: str | None,
     reg = registry_of(doc, duration_s)
     if pushgateway:
         try:
-            push_to_gateway(pushgateway, job=JOB, grouping_key={"cluster": doc["cluster"]},
-                            registry=reg, timeout=10)  # fmt: skip
+            push_to_gateway(
+                pushgateway,
+                job=JOB,
+                grouping_key={"cluster": doc["cluster"]},
+                registry=reg,
+                timeout=10,
+            )
         except OSError as exc:
-            print(f"haproof audit: warning: metrics not pushed to {pushgateway}: {exc}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"haproof audit: warning: metrics not pushed to {pushgateway}: {exc}",
+                file=sys.stderr,
+            )
     if textfile:
         try:
             write_to_textfile(textfile, reg)
         except OSError as exc:
-            print(f"haproof audit: warning: metrics not written to {textfile}: {exc}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"haproof audit: warning: metrics not written to {textfile}: {exc}", file=sys.stderr
+            )

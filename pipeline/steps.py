@@ -123,8 +123,9 @@ def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
     try:
         store = cfg.spec().open()
         groups = [cfg.broker_name] if cfg.broker_name else list_broker_names(store, cfg.cluster)
-        leases = GroupLeases(store, cfg.cluster, groups, run_id, ttl_s=cfg.lease_ttl_s,
-                             wait_s=cfg.lease_wait_s)  # fmt: skip
+        leases = GroupLeases(
+            store, cfg.cluster, groups, run_id, ttl_s=cfg.lease_ttl_s, wait_s=cfg.lease_wait_s
+        )
     except (ArchiveError, ValueError) as exc:  # LayoutError: not a group name
         raise AuditInputError(f"cannot audit {cfg.root}: {exc}") from exc
     from pipeline import interrupt
@@ -168,9 +169,12 @@ def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:
         spark.stop()
     for v in summary["groupVerdicts"]:
         log.info(
-            "audit %s/%s: %s (%s)", cfg.cluster, v["brokerName"], v["status"],
+            "audit %s/%s: %s (%s)",
+            cfg.cluster,
+            v["brokerName"],
+            v["status"],
             ", ".join(f"{c['name']} {c['status']}" for c in v["checks"]),
-        )  # fmt: skip
+        )
     return summary
 
 
@@ -192,7 +196,7 @@ def compact(summary: dict[str, Any]) -> dict[str, Any]:
                         for k in ("name", "status", "passed", "findings", "evidence", "detail")
                     }
                     for c in v["checks"]
-                ],  # fmt: skip
+                ],
             }
             for v in summary["groupVerdicts"]
         ],

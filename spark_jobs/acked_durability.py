@@ -66,9 +66,16 @@ def acks_not_on_slaves(ga: GroupArchive, ranges: list[dict], since_snapshot_at: 
                     if r.get("allowed") or r.get("acked_tail"):
                         continue  # the slave's own old-master tail: judged below
                     findings.append(
-                        _loss("ack_not_on_slave", slave, r["start"], min(r["end"], ack),
-                              r["verdict"], na.snapshot_name(snap.takenAt), ack)
-                    )  # fmt: skip
+                        _loss(
+                            "ack_not_on_slave",
+                            slave,
+                            r["start"],
+                            min(r["end"], ack),
+                            r["verdict"],
+                            na.snapshot_name(snap.takenAt),
+                            ack,
+                        )
+                    )
     return findings
 
 
@@ -87,9 +94,16 @@ def acks_not_on_new_master(ga: GroupArchive, ranges: list[dict]) -> list[dict]:
             continue  # reported as acknowledged_bytes_truncated
         ack = r["ack"]
         findings.append(
-            _loss("acknowledged_not_on_new_master", old_master, r["start"], min(r["end"], ack),
-                  "extra", r["ack_snapshot"], ack)
-        )  # fmt: skip
+            _loss(
+                "acknowledged_not_on_new_master",
+                old_master,
+                r["start"],
+                min(r["end"], ack),
+                "extra",
+                r["ack_snapshot"],
+                ack,
+            )
+        )
     return findings
 
 
@@ -105,8 +119,7 @@ def promises_made(
         for snap in na.snapshots:
             if snap.role != "SLAVE":
                 acks = [snap.confirmOffset, *snap.slaves.values()]
-                out.append((max(acks), snap.takenAt, na.snapshot_name(snap.takenAt),
-                            snap.epoch))  # fmt: skip
+                out.append((max(acks), snap.takenAt, na.snapshot_name(snap.takenAt), snap.epoch))
     return out
 
 
@@ -125,7 +138,14 @@ def acks_truncated(
             for ack, at, snap, epoch in made:
                 if at <= ev["at"] and epoch < int(ev["epoch"]) and ack > ev["to"]:
                     findings.append(
-                        _loss("acknowledged_bytes_truncated", na.node, ev["to"],
-                              min(ev["from"], ack), "data_loss", snap, ack)
-                    )  # fmt: skip
+                        _loss(
+                            "acknowledged_bytes_truncated",
+                            na.node,
+                            ev["to"],
+                            min(ev["from"], ack),
+                            "data_loss",
+                            snap,
+                            ack,
+                        )
+                    )
     return findings

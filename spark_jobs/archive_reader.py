@@ -192,8 +192,14 @@ def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) ->
         parsed = layout.parse_key(info.key)
         if parsed is None and layout.in_node_folder(info.key):
             # a misplaced bucket, a stray file: never out of the audit's view without a word
-            faults.append(fault(info.key.split("/")[3], info.key, T.FAULT_UNKNOWN_KEY,
-                                "a key archive layout v1 does not name"))  # fmt: skip
+            faults.append(
+                fault(
+                    info.key.split("/")[3],
+                    info.key,
+                    T.FAULT_UNKNOWN_KEY,
+                    "a key archive layout v1 does not name",
+                )
+            )
             continue
         if parsed is None or parsed.kind == "audit_state":
             continue
@@ -212,38 +218,61 @@ def _read_group(store, cluster: str, broker_name: str, listed, partial: bool) ->
             docs_read += _parse_small(nodes[node], kind, key, body, faults, cluster, broker_name)
     del small
     for na in nodes.values():
-        keys = {c["key"] for c in na.chunks}
-        na.orphans = sorted(k for k, (n, _size) in logs.items() if n == na.node and k not in keys)
-        for k in na.orphans:
-            pk = layout.parse_key(k)
-            faults.append(
-                fault(na.node, k, T.FAULT_MANIFEST_MISSING, "a .log object without its manifest",
-                      pk.start, pk.end)
-            )  # fmt: skip
-        for c in na.chunks:
-            listed = logs.get(c["key"])
-            want = c["end"] - c["start"]
-            if listed is None:
-                c["absent"] = True
-                faults.append(
-                    fault(na.node, c["key"], T.FAULT_LOG_MISSING,
-                          f"manifest says [{c['start']}, {c['end']}) but the .log object is absent",
-                          c["start"], c["end"])
-                )  # fmt: skip
-            elif listed[1] != want:
-                c["size_mismatch"] = True
-                word = "shorter" if listed[1] < want else "longer"
-                faults.append(
-                    fault(na.node, c["key"], T.FAULT_SIZE_MISMATCH,
-                          f"object is {listed[1]} bytes, {word} than the {want} its manifest "
-                          f"says for [{c['start']}, {c['end']})", c["start"], c["end"])
-                )  # fmt: skip
+        _match_logs(na, logs, faults)
         na.chunks.sort(key=lambda c: (c["start"], c["epoch"]))
         na.snapshots.sort(key=lambda s: s.takenAt)
         na.events.sort(key=lambda e: e["at"])
         na.snapshot_keys.sort()
         na.event_keys.sort()
     return GroupArchive(cluster, broker_name, nodes, faults, docs_read, incremental_listing=partial)
+
+
+def _match_logs(na: NodeArchive, logs: dict[str, tuple[str, int]], faults: list[dict]) -> None:
+    """One node's manifests against its listed .log objects: a .log without its manifest is an
+    orphan, a manifest's .log absent or of another size is marked and a fault."""
+    keys = {c["key"] for c in na.chunks}
+    na.orphans = sorted(k for k, (n, _size) in logs.items() if n == na.node and k not in keys)
+    for k in na.orphans:
+        pk = layout.parse_key(k)
+        faults.append(
+            fault(
+                na.node,
+                k,
+                T.FAULT_MANIFEST_MISSING,
+                "a .log object without its manifest",
+                pk.start,
+                pk.end,
+            )
+        )
+    for c in na.chunks:
+        listed = logs.get(c["key"])
+        want = c["end"] - c["start"]
+        if listed is None:
+            c["absent"] = True
+            faults.append(
+                fault(
+                    na.node,
+                    c["key"],
+                    T.FAULT_LOG_MISSING,
+                    f"manifest says [{c['start']}, {c['end']}) but the .log object is absent",
+                    c["start"],
+                    c["end"],
+                )
+            )
+        elif listed[1] != want:
+            c["size_mismatch"] = True
+            word = "shorter" if listed[1] < want else "longer"
+            faults.append(
+                fault(
+                    na.node,
+                    c["key"],
+                    T.FAULT_SIZE_MISMATCH,
+                    f"object is {listed[1]} bytes, {word} than the {want} its manifest "
+                    f"says for [{c['start']}, {c['end']})",
+                    c["start"],
+                    c["end"],
+                )
+            )
 
 
 #: JSON objects requested together while reading a group (bounds the bytes held at once)

@@ -173,11 +173,12 @@ def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
     an earlier passing run recorded."""
     snapshots = [s for na in ga.nodes.values() for s in na.snapshots]
     snapshots = [
-        s for s in snapshots
+        s
+        for s in snapshots
         if (opts.since_ms is None or s.takenAt >= opts.since_ms)
         and (opts.until_ms is None or s.takenAt <= opts.until_ms)
         and s.takenAt > state_in.last_snapshot_at
-    ]  # fmt: skip
+    ]
     events = [e for na in ga.nodes.values() for e in na.events]
     seeds = inc.seed_snapshots(state_in, broker_name)
     if snapshots and has_points(seeds + snapshots):  # (seeds alone were judged before)
@@ -223,14 +224,8 @@ def records_step(spark, opts, ga, windowed, snapshots, timeline, snap_violations
 
 
 def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str) -> dict:
-    state_f = io_pool().submit(inc.load_state, store, opts.cluster, broker_name)
-    marks = (lambda: state_f.result().marks()) if opts.incremental else None
-    ga = load_group(store, opts.cluster, broker_name, marks=marks)
-    state = state_f.result()
+    ga, state, horizon = _load(store, opts, broker_name)
     state_in = state if opts.incremental else inc.AuditState()
-    ga.master_hint = state.master if opts.incremental else ""
-    horizon = read_horizon(store, opts.cluster, broker_name)
-    apply_horizon(ga, horizon)
     master = pick_master(ga)
     mode = f"incremental from run {state.run_id or '(none)'}" if opts.incremental else "full"
     _progress(f"{broker_name}: {len(ga.nodes)} node(s), master {master or '(unknown)'}, {mode}")
@@ -269,9 +264,19 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         extra=found.checks,
     )
     verdict = outputs.verdict_doc(
-        opts, run_id, broker_name, master, checks, rep.ranges, integrity, faults, durability,
-        violations, store, windowed,
-    )  # fmt: skip
+        opts,
+        run_id,
+        broker_name,
+        master,
+        checks,
+        rep.ranges,
+        integrity,
+        faults,
+        durability,
+        violations,
+        store,
+        windowed,
+    )
     verdict.update(seconds=round(time.monotonic() - t0, 3), elections=elections.timeline)
     verdict.update(found.docs)  # offsets, delivery
     verdict["recordsByIdentity"] = 0  # every chunk's records are checked on its own bytes
@@ -279,20 +284,45 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     # its reads), the log integrity job, and the seconds inside the record checks
     verdict["timing"] = _timing(scan_s, li_s, rep, integrity)
     outputs.write_group(
-        store, run_id, broker_name, verdict, single_group=bool(opts.broker_name),
-        tables={
-            "ranges": rep.ranges, "records_issues": integrity.issues, "archive_faults": faults,
-            "acked_losses": durability, "offset_timeline": timeline,
-            "offset_violations": violations,
-            "checks": [outputs.check_row(c) for c in checks],
-        },
-    )  # fmt: skip
+        store,
+        run_id,
+        broker_name,
+        verdict,
+        single_group=bool(opts.broker_name),
+        tables=_tables(rep, integrity, faults, durability, timeline, violations, checks),
+    )
     # the watermarks move only after every output of a run that failed no check is written
     if verdict["status"] != T.RUN_FAILED:
         _save_state(
             store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master
         )
     return verdict
+
+
+def _load(store, opts: AuditOptions, broker_name: str):
+    """The group's archive (its horizon applied), its stored audit state (read alongside) and
+    that horizon."""
+    state_f = io_pool().submit(inc.load_state, store, opts.cluster, broker_name)
+    marks = (lambda: state_f.result().marks()) if opts.incremental else None
+    ga = load_group(store, opts.cluster, broker_name, marks=marks)
+    state = state_f.result()
+    ga.master_hint = state.master if opts.incremental else ""
+    horizon = read_horizon(store, opts.cluster, broker_name)
+    apply_horizon(ga, horizon)
+    return ga, state, horizon
+
+
+def _tables(rep, integrity, faults, durability, timeline, violations, checks) -> dict:
+    """The group's output tables by name."""
+    return {
+        "ranges": rep.ranges,
+        "records_issues": integrity.issues,
+        "archive_faults": faults,
+        "acked_losses": durability,
+        "offset_timeline": timeline,
+        "offset_violations": violations,
+        "checks": [outputs.check_row(c) for c in checks],
+    }
 
 
 def _timing(scan_s: float, li_s: float, rep, integrity) -> dict:
@@ -311,10 +341,10 @@ def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline,
     if opts.before_save is not None:
         opts.before_save(broker_name)  # the lease is still this run's, or this raises
     promised = [
-        (max([s.confirmOffset, *s.slaves.values()]), s.takenAt,
-         ga.snapshot_name(s.node, s.takenAt))
-        for s in snapshots if s.role != "SLAVE"
-    ]  # fmt: skip
+        (max([s.confirmOffset, *s.slaves.values()]), s.takenAt, ga.snapshot_name(s.node, s.takenAt))
+        for s in snapshots
+        if s.role != "SLAVE"
+    ]
     new_state = inc.next_state(
         state_in if opts.incremental else state,
         run_id,

@@ -49,8 +49,14 @@ def load_records(store, cluster: str, broker_name: str) -> tuple[list[dict], lis
     keys = []
     for info in store.list(controller_events_prefix(cluster, broker_name)):
         if parse_controller_key(info.key) is None:
-            faults.append(fault(CONTROLLER_NODE, info.key, T.FAULT_UNKNOWN_KEY,
-                                "a key the controller's archive layout does not name"))  # fmt: skip
+            faults.append(
+                fault(
+                    CONTROLLER_NODE,
+                    info.key,
+                    T.FAULT_UNKNOWN_KEY,
+                    "a key the controller's archive layout does not name",
+                )
+            )
         else:
             keys.append(info.key)
     records = []
@@ -106,8 +112,12 @@ def elected_node(ga: GroupArchive, rec: dict) -> str | None:
     """The archive node that became master in the election's epoch (its role_changed event)."""
     for na in ga.nodes.values():
         for ev in na.events:
-            if (ev["kind"] == "role_changed" and ev.get("to") in MASTER_ROLES
-                    and ev["epoch"] == rec["masterEpoch"] and ev["at"] >= rec["at"]):  # fmt: skip
+            if (
+                ev["kind"] == "role_changed"
+                and ev.get("to") in MASTER_ROLES
+                and ev["epoch"] == rec["masterEpoch"]
+                and ev["at"] >= rec["at"]
+            ):
                 return na.node
     return None
 
@@ -142,8 +152,12 @@ def election_loss(ga: GroupArchive, rec: dict, acked: int, promise: str) -> dict
 
 def timeline_row(rec: dict) -> dict:
     """One row of the report's timeline for a controller record."""
-    row = {"at": rec["at"], "kind": rec["kind"], "node": rec["node"],
-           "masterEpoch": rec.get("masterEpoch", rec["epoch"])}  # fmt: skip
+    row = {
+        "at": rec["at"],
+        "kind": rec["kind"],
+        "node": rec["node"],
+        "masterEpoch": rec.get("masterEpoch", rec["epoch"]),
+    }
     if rec["kind"] == "sync_state_set_changed":
         row.update(members=rec["members"], syncStateSetEpoch=rec["syncStateSetEpoch"])
     else:
@@ -151,9 +165,20 @@ def timeline_row(rec: dict) -> dict:
             unclean=bool(rec.get("unclean", False)),
             syncStateSetEpoch=rec.get("syncStateSetEpoch"),
             candidates=[
-                {k: c[k] for k in ("node", "brokerId", "epoch", "maxOffset", "confirmOffset",
-                                   "priority", "inSyncStateSet", "alive")}
+                {
+                    k: c[k]
+                    for k in (
+                        "node",
+                        "brokerId",
+                        "epoch",
+                        "maxOffset",
+                        "confirmOffset",
+                        "priority",
+                        "inSyncStateSet",
+                        "alive",
+                    )
+                }
                 for c in rec["candidates"]
             ],
-        )  # fmt: skip
+        )
     return row

@@ -166,8 +166,10 @@ def tail_ranges(ga, tails: dict[str, list[dict]], start_at: dict[str, int]) -> l
                 row["allowed"] = True
             last = rows[-1] if rows else None
             if last and (last["pair"], last["end"], last["detail"]) == (
-                row["pair"], row["start"], row["detail"]
-            ):  # fmt: skip
+                row["pair"],
+                row["start"],
+                row["detail"],
+            ):
                 last["end"] = row["end"]  # chunk boundaries do not matter
             else:
                 rows.append(row)

@@ -44,9 +44,14 @@ def mark_expired(ranges: list[dict], horizon: Horizon | None, start_at: dict[str
         low = min(horizon.expired_below.get(a, 0), horizon.expired_below.get(b, 0))
         if start_at.get(pair, 0) < low and a != b:
             out.append(
-                {"pair": pair, "start": start_at.get(pair, 0), "end": low,
-                 "verdict": "expired", "detail": _detail(horizon, low)}
-            )  # fmt: skip
+                {
+                    "pair": pair,
+                    "start": start_at.get(pair, 0),
+                    "end": low,
+                    "verdict": "expired",
+                    "detail": _detail(horizon, low),
+                }
+            )
         for r in (r for r in ranges if r["pair"] == pair):
             if r["verdict"] not in _ABSENT or r["start"] >= h:
                 out.append(r)

@@ -132,8 +132,9 @@ def try_acquire(
     except ConditionFailedError:
         return try_acquire(store, key, holder, ttl_ms, clock)  # someone else changed it first
     if held is not None and not held.get("released"):
-        log.warning("%s: took over the expired lease of run %s (%s)", key, held["holder"],
-                    held.get("owner"))  # fmt: skip
+        log.warning(
+            "%s: took over the expired lease of run %s (%s)", key, held["holder"], held.get("owner")
+        )
     return Lease(store, key, doc, token)
 
 
@@ -177,8 +178,9 @@ def release(lease: Lease, clock: Callable[[], float] = time.time) -> None:
         lease.token = lease.store.replace(lease.key, _encode(doc), lease.token)
         lease.doc = doc
     except ConditionFailedError:
-        log.warning("%s: lease of run %s was taken over before its release", lease.key,
-                    lease.holder)  # fmt: skip
+        log.warning(
+            "%s: lease of run %s was taken over before its release", lease.key, lease.holder
+        )
 
 
 class GroupLeases:
@@ -186,9 +188,15 @@ class GroupLeases:
     groups cannot each wait on the other), renewed by a thread, released on exit."""
 
     def __init__(
-        self, store, cluster: str, groups: list[str], holder: str, *,
-        ttl_s: float = DEFAULT_TTL_S, wait_s: float = 0.0,
-    ) -> None:  # fmt: skip
+        self,
+        store,
+        cluster: str,
+        groups: list[str],
+        holder: str,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        wait_s: float = 0.0,
+    ) -> None:
         self.store, self.holder, self.ttl_s, self.wait_s = store, holder, ttl_s, wait_s
         self.keys = {g: audit_lease_key(cluster, g) for g in sorted(set(groups))}
         self.leases: dict[str, Lease] = {}

@@ -101,35 +101,70 @@ def chunk_rows(
         got = hashlib.sha256(data).hexdigest()
         if got != sha256:
             rows.append(
-                fault_row(node, key, T.FAULT_SHA256_MISMATCH, start, start + len(data),
-                          f"sha256 {got} != manifest's {sha256}")
-            )  # fmt: skip
+                fault_row(
+                    node,
+                    key,
+                    T.FAULT_SHA256_MISMATCH,
+                    start,
+                    start + len(data),
+                    f"sha256 {got} != manifest's {sha256}",
+                )
+            )
     t0, c0 = time.perf_counter(), time.thread_time()
     issues, queues, n = check_chunk(data, start, file_size, node)
     check_s, check_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     rows += [
-        scan_row(kind="issue", start=start, node=node, key=key, offset=off, check=check,
-                 detail=detail, topic=topic, queue_id=qid, queue_offset=qo, msg_id=msg_id,
-                 expected=expected, found=found)
+        scan_row(
+            kind="issue",
+            start=start,
+            node=node,
+            key=key,
+            offset=off,
+            check=check,
+            detail=detail,
+            topic=topic,
+            queue_id=qid,
+            queue_offset=qo,
+            msg_id=msg_id,
+            expected=expected,
+            found=found,
+        )
         for off, check, detail, topic, qid, qo, msg_id, expected, found in issues
-    ]  # fmt: skip
+    ]
     rows += [
-        scan_row(kind="queue", start=start, node=node, key=key, topic=topic, queue_id=qid,
-                 first_qo=first, last_qo=last)
+        scan_row(
+            kind="queue",
+            start=start,
+            node=node,
+            key=key,
+            topic=topic,
+            queue_id=qid,
+            first_qo=first,
+            last_qo=last,
+        )
         for (topic, qid), (first, last) in queues.items()
-    ]  # fmt: skip
+    ]
     rows += commit_rows(node, key, start, data, queues, scan_row)  # offset commit records
     rows.append(
-        scan_row(kind="count", start=start, end=start + len(data), node=node, key=key,
-                 records=n, check_s=check_s, check_cpu_s=check_cpu_s)
-    )  # fmt: skip
+        scan_row(
+            kind="count",
+            start=start,
+            end=start + len(data),
+            node=node,
+            key=key,
+            records=n,
+            check_s=check_s,
+            check_cpu_s=check_cpu_s,
+        )
+    )
     return rows
 
 
 def fault_row(node: str, key: str, kind: str, start: int, end: int, detail: str) -> tuple:
     """An archive fault found by an executor (``archive_faults``)."""
-    return scan_row(kind="fault", node=node, key=key, check=kind, start=start, end=end,
-                    detail=detail)  # fmt: skip
+    return scan_row(
+        kind="fault", node=node, key=key, check=kind, start=start, end=end, detail=detail
+    )
 
 
 def read_chunk(store, node: str, key: str, start: int, end: int) -> tuple[bytes | None, tuple]:
@@ -153,9 +188,13 @@ def read_chunk(store, node: str, key: str, start: int, end: int) -> tuple[bytes 
     if len(data) != end - start:
         word = "shorter" if len(data) < end - start else "longer"
         return None, fault_row(
-            node, key, T.FAULT_SIZE_MISMATCH, start, end,
+            node,
+            key,
+            T.FAULT_SIZE_MISMATCH,
+            start,
+            end,
             f"object is {len(data)} bytes, {word} than the {end - start} its manifest says",
-        )  # fmt: skip
+        )
     return data, ()
 
 
@@ -222,18 +261,31 @@ class ScanTally:
                 self.checked.add(r["key"])
             elif kind == "queue":
                 self.queues.append(
-                    (r["node"], r["key"], r["start"], r["topic"], r["queue_id"], r["first_qo"],
-                     r["last_qo"])
-                )  # fmt: skip
+                    (
+                        r["node"],
+                        r["key"],
+                        r["start"],
+                        r["topic"],
+                        r["queue_id"],
+                        r["first_qo"],
+                        r["last_qo"],
+                    )
+                )
             elif kind == "issue":
                 self.issues.append({k: r.get(k) for k in ISSUE_FIELDS})
             elif kind == "commit":
                 self.commits.append({k: r[k] for k in ("node", "key", "offset", "at", "detail")})
             elif kind == "fault":
                 self.faults.append(
-                    {"node": r["node"], "key": r["key"], "kind": r["check"], "start": r["start"],
-                     "end": r["end"], "detail": r["detail"]}
-                )  # fmt: skip
+                    {
+                        "node": r["node"],
+                        "key": r["key"],
+                        "kind": r["check"],
+                        "start": r["start"],
+                        "end": r["end"],
+                        "detail": r["detail"],
+                    }
+                )
         return self
 
 

@@ -26,9 +26,18 @@ def timeline_rows(snapshots: list[Snapshot]) -> list[tuple]:
             for q, off in queues.items():
                 qmax = s.queueMaxOffsets.get(topic, {}).get(str(q))
                 rows.append(
-                    (s.takenAt, s.node, s.role, s.epoch, group, topic, int(q), int(off),
-                     None if qmax is None else int(qmax))
-                )  # fmt: skip
+                    (
+                        s.takenAt,
+                        s.node,
+                        s.role,
+                        s.epoch,
+                        group,
+                        topic,
+                        int(q),
+                        int(off),
+                        None if qmax is None else int(qmax),
+                    )
+                )
     return rows
 
 
@@ -51,8 +60,17 @@ def timeline_table(snapshots: list[Snapshot]):
         for row in timeline_rows([s]):
             for col, v in zip(cols, row, strict=True):
                 col.append(v)
-    types = [pa.int64(), pa.string(), pa.string(), pa.int64(), pa.string(), pa.string(),
-             pa.int32(), pa.int64(), pa.int64()]  # fmt: skip
+    types = [
+        pa.int64(),
+        pa.string(),
+        pa.string(),
+        pa.int64(),
+        pa.string(),
+        pa.string(),
+        pa.int32(),
+        pa.int64(),
+        pa.int64(),
+    ]
     return pa.table(
         {n: pa.array(c, t) for n, c, t in zip(TIMELINE_COLUMNS, cols, types, strict=True)}
     )
@@ -81,9 +99,15 @@ def timeline_last_rows(timeline) -> list[dict]:
     keys = timeline.select(["group_name", "topic", "queue_id", "node", "role"])
     keys = keys.take(order).to_pydict()
     for i, (g, t, q, n, role) in enumerate(
-        zip(keys["group_name"], keys["topic"], keys["queue_id"], keys["node"], keys["role"],
-            strict=True)
-    ):  # fmt: skip
+        zip(
+            keys["group_name"],
+            keys["topic"],
+            keys["queue_id"],
+            keys["node"],
+            keys["role"],
+            strict=True,
+        )
+    ):
         last[(g, t, q, n)] = i
         if role != "SLAVE":
             last[(g, t, q, "\0master")] = i

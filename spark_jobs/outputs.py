@@ -64,8 +64,9 @@ def locate_gaps(store, issues: list[dict]) -> None:
             data = store.get(issue["key"])
             for rec in scan_records(data, base_offset=issue["offset"], with_body=False):
                 if not rec.is_blank and (rec.topic, rec.queue_id) == (
-                    issue["topic"], issue["queue_id"]
-                ):  # fmt: skip
+                    issue["topic"],
+                    issue["queue_id"],
+                ):
                     issue["offset"], issue["msg_id"] = rec.physical_offset, rec.msg_id
                     break
         except (ArchiveError, CorruptRecordError):
@@ -95,48 +96,74 @@ def judge_checks(
     # an incremental run with nothing new stands on what earlier passing runs verified
     earlier = 1 if incremental and verified_before and not objects else 0
     out.append(
-        _check(T.ARCHIVE_INTEGRITY, len(faults), objects + earlier,
-               f"{len(integrity.checked_keys)} chunk(s) matched against their manifest's size "
-               f"and sha256, {ga.docs_read} JSON document(s) read",
-               "no archived object was read")
-    )  # fmt: skip
-    failing = [
-        r for r in rep.ranges if T.range_fails(r["verdict"], r["allowed"], r["lag_exceeded"])
-    ]
-    if rep.nodes < 2:
-        out.append(T.CheckResult(T.REPLICA_CONSISTENCY, T.STATUS_NO_EVIDENCE if not failing
-                                 else T.STATUS_FAIL, len(failing), 0,
-                                 "one node only: no replica to compare"))  # fmt: skip
-    else:
-        evidence = rep.compared_bytes + (verified_before if not rep.compared_bytes else 0)
-        out.append(
-            _check(T.REPLICA_CONSISTENCY, len(failing), evidence,
-                   f"{rep.compared_bytes} byte(s) read on both sides and compared{prior}",
-                   "no byte range is held by both a master and a slave")
-        )  # fmt: skip
+        _check(
+            T.ARCHIVE_INTEGRITY,
+            len(faults),
+            objects + earlier,
+            f"{len(integrity.checked_keys)} chunk(s) matched against their manifest's size "
+            f"and sha256, {ga.docs_read} JSON document(s) read",
+            "no archived object was read",
+        )
+    )
+    out.append(_replica_check(rep, verified_before, prior))
     prior_ack = state_in.max_ack[0] if incremental else 0
     out.append(
-        _check(T.ACKNOWLEDGED_DURABILITY, len(durability), acks + (1 if prior_ack else 0),
-               f"{acks} acknowledgement(s) in master snapshots judged{prior}",
-               "no master snapshot carries an acknowledged offset")
-    )  # fmt: skip
+        _check(
+            T.ACKNOWLEDGED_DURABILITY,
+            len(durability),
+            acks + (1 if prior_ack else 0),
+            f"{acks} acknowledgement(s) in master snapshots judged{prior}",
+            "no master snapshot carries an acknowledged offset",
+        )
+    )
     out.append(
-        _check(T.LOG_INTEGRITY, len(integrity.issues),
-               integrity.records + (1 if verified_before and not integrity.records else 0),
-               f"{integrity.records} record(s) checked{prior}", "no record was read")
-    )  # fmt: skip
+        _check(
+            T.LOG_INTEGRITY,
+            len(integrity.issues),
+            integrity.records + (1 if verified_before and not integrity.records else 0),
+            f"{integrity.records} record(s) checked{prior}",
+            "no record was read",
+        )
+    )
     traffic = sum(c["records"] for na in ga.nodes.values() for c in na.chunks)
     prior_points = len(state_in.offsets) if incremental and not points else 0
     out.append(
-        _check(T.OFFSET_MONOTONICITY, len(violations), points + prior_points,
-               f"{points} committed offset point(s) of masters judged{prior}",
-               "no committed consumer offset in any master snapshot"
-               + (f" although the group stored {traffic} record(s)" if traffic else ""))
-    )  # fmt: skip
+        _check(
+            T.OFFSET_MONOTONICITY,
+            len(violations),
+            points + prior_points,
+            f"{points} committed offset point(s) of masters judged{prior}",
+            "no committed consumer offset in any master snapshot"
+            + (f" although the group stored {traffic} record(s)" if traffic else ""),
+        )
+    )
     out += list(extra)
     for c in out:
         c.counts = {"evidence": c.evidence}
     return out
+
+
+def _replica_check(rep, verified_before: int, prior: str) -> T.CheckResult:
+    """Replica consistency: no evidence with one node only (unless a range already fails)."""
+    failing = [
+        r for r in rep.ranges if T.range_fails(r["verdict"], r["allowed"], r["lag_exceeded"])
+    ]
+    if rep.nodes < 2:
+        return T.CheckResult(
+            T.REPLICA_CONSISTENCY,
+            T.STATUS_NO_EVIDENCE if not failing else T.STATUS_FAIL,
+            len(failing),
+            0,
+            "one node only: no replica to compare",
+        )
+    evidence = rep.compared_bytes + (verified_before if not rep.compared_bytes else 0)
+    return _check(
+        T.REPLICA_CONSISTENCY,
+        len(failing),
+        evidence,
+        f"{rep.compared_bytes} byte(s) read on both sides and compared{prior}",
+        "no byte range is held by both a master and a slave",
+    )
 
 
 def _check(name: str, findings: int, evidence: int, said: str, none: str) -> T.CheckResult:
@@ -192,9 +219,19 @@ def _witnesses(store, ranges: list[dict], windowed: dict) -> list[dict]:
 
 
 def verdict_doc(
-    opts, run_id, broker_name, master, checks, ranges, integrity, faults, durability, violations,
-    store, windowed,
-) -> dict[str, Any]:  # fmt: skip
+    opts,
+    run_id,
+    broker_name,
+    master,
+    checks,
+    ranges,
+    integrity,
+    faults,
+    durability,
+    violations,
+    store,
+    windowed,
+) -> dict[str, Any]:
     status = T.run_status([c.status for c in checks])
     counts: dict[str, int] = {}
     nbytes: dict[str, int] = {}
@@ -270,10 +307,13 @@ def write_group(store, run_id, broker_name, verdict, *, single_group: bool, tabl
     body = json.dumps(verdict, indent=2, default=str).encode()
     pool = io_pool()  # independent small PUTs
     done = [
-        pool.submit(store.put_mutable, layout.audit_table_key(run_id, broker_name, name),
-                    table_bytes(name, rows))
+        pool.submit(
+            store.put_mutable,
+            layout.audit_table_key(run_id, broker_name, name),
+            table_bytes(name, rows),
+        )
         for name, rows in tables.items()
-    ]  # fmt: skip
+    ]
     done.append(pool.submit(store.put_mutable, prefix + layout.VERDICT_NAME, body))
     if single_group:
         done.append(pool.submit(store.put_mutable, layout.audit_verdict_key(run_id), body))
@@ -309,7 +349,7 @@ def run_summary(store, opts, run_id: str, verdicts: list[dict]) -> dict[str, Any
                 "findings": sum(c["findings"] for c in v["checks"]),
             }
             for v in verdicts
-        ],  # fmt: skip
+        ],
         "groups": [v["brokerName"] for v in verdicts],
     }
     for v in verdicts:

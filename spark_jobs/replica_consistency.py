@@ -203,8 +203,19 @@ WINDOW_COLUMNS += "s_check_node string, s_check_key string, s_file_size long, s_
 def _compare_partition(spec: StoreSpec, pairs: dict):
     def run(windows: Iterator[tuple]) -> Iterator[tuple]:
         store = executor_store(spec)
-        for (pair, start, end, check_node, check_key, file_size, check_sha256, s_node, s_key,
-             s_file_size, s_sha256) in windows:  # fmt: skip
+        for (
+            pair,
+            start,
+            end,
+            check_node,
+            check_key,
+            file_size,
+            check_sha256,
+            s_node,
+            s_key,
+            s_file_size,
+            s_sha256,
+        ) in windows:
             master, slave = pairs[pair]
             ranges, m_pieces, s_pieces, (read_s, compare_s) = compare_window(
                 store, pair, master, slave, start, end
@@ -348,10 +359,20 @@ def run_replica_consistency(
         for k, a, b in mine:
             c, d = checks.get((a, b)), s_checks.get((a, b))
             windows.append(
-                (k, a, b, c and c["node"], c and c["key"], c and c["mappedFileSize"],
-                 c and c.get("sha256"), d and d["node"], d and d["key"],
-                 d and d["mappedFileSize"], d and d.get("sha256"))
-            )  # fmt: skip
+                (
+                    k,
+                    a,
+                    b,
+                    c and c["node"],
+                    c and c["key"],
+                    c and c["mappedFileSize"],
+                    c and c.get("sha256"),
+                    d and d["node"],
+                    d and d["key"],
+                    d and d["mappedFileSize"],
+                    d and d.get("sha256"),
+                )
+            )
     if not windows:
         return ScanResult([], [], set())
     n = task_partitions(spark, len(windows))

@@ -51,16 +51,24 @@ def check_views(ev) -> list[CheckView]:
     for c in reported if isinstance(reported, list) else []:
         if isinstance(c, dict) and isinstance(c.get("name"), str):
             found[c["name"]] = CheckView(
-                c["name"], _status(c), _int(c.get("findings")), _int(c.get("evidence")),
-                str(c.get("detail") or ""), c.get("counts") if isinstance(c.get("counts"), dict) else {},
-            )  # fmt: skip
+                c["name"],
+                _status(c),
+                _int(c.get("findings")),
+                _int(c.get("evidence")),
+                str(c.get("detail") or ""),
+                c.get("counts") if isinstance(c.get("counts"), dict) else {},
+            )
     for row in ev.tables["checks"].rows:
         name = row.get("check")
         if isinstance(name, str) and name not in found:
             found[name] = CheckView(
-                name, _status(row), _int(row.get("findings")), _int(row.get("evidence")),
-                str(row.get("reason") or ""), {},
-            )  # fmt: skip
+                name,
+                _status(row),
+                _int(row.get("findings")),
+                _int(row.get("evidence")),
+                str(row.get("reason") or ""),
+                {},
+            )
     order = [n for n in at.CHECKS] + sorted(n for n in found if n not in at.CHECKS)
     return [found.get(n) or CheckView(n, None, None, None, "", {}) for n in order]
 
@@ -80,9 +88,12 @@ def run_status(ev, views: list[CheckView]) -> str | None:
 
 def failing_ranges(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        r for r in rows
-        if at.range_fails(str(r.get("verdict")), bool(r.get("allowed")), bool(r.get("lag_exceeded")))
-    ]  # fmt: skip
+        r
+        for r in rows
+        if at.range_fails(
+            str(r.get("verdict")), bool(r.get("allowed")), bool(r.get("lag_exceeded"))
+        )
+    ]
 
 
 def _more(n: int) -> str:

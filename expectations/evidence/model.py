@@ -175,8 +175,13 @@ def thin_timeline(df, bins: int = 1000):
     t0, t1 = int(df["taken_at"].min()), int(df["taken_at"].max())
     df = df.sort_values("taken_at", kind="stable").reset_index(drop=True)
     slave = df["role"] == "SLAVE"
-    keys = [df["group_name"], df["topic"], df["queue_id"], slave,
-            (df["taken_at"] - t0) * bins // max(1, t1 - t0)]  # fmt: skip
+    keys = [
+        df["group_name"],
+        df["topic"],
+        df["queue_id"],
+        slave,
+        (df["taken_at"] - t0) * bins // max(1, t1 - t0),
+    ]
     committed = df.groupby(keys)["committed"]
     keep = set(committed.idxmin()) | set(committed.idxmax())
     series = df.groupby([df["group_name"], df["topic"], df["queue_id"], slave])

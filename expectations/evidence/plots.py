@@ -61,8 +61,12 @@ def lag_chart(snapshots: list[dict[str, Any]], events: list[dict[str, Any]]) -> 
     marks = [e for e in events if e.get("kind") in _EVENT_MARKS]
     times = [t for pts in series.values() for t, _ in pts] + [int(e["at"]) for e in marks]
     top = max(v for pts in series.values() for _, v in pts)
-    chart = Chart.make("lag", "Replication lag per slave (master maxPhyOffset - slave ack)",
-                       (min(times), max(times)), (0, max(top * 1.1, 1024)))  # fmt: skip
+    chart = Chart.make(
+        "lag",
+        "Replication lag per slave (master maxPhyOffset - slave ack)",
+        (min(times), max(times)),
+        (0, max(top * 1.1, 1024)),
+    )
     for e in marks:
         cls = "event failover" if e.get("kind") in ("role_changed", "master_lost") else "event"
         chart.vline(int(e["at"]), _event_label(e), cls)
@@ -98,9 +102,14 @@ def offset_chart(qkey, rows, violations, resets) -> str:
     times = [int(r["taken_at"]) for r in rows]
     times += [int(v.get("at_after") or 0) for v in violations if v.get("at_after")]
     times += [int(e["at"]) for e in resets]
-    chart = Chart.make("offsets", f"Committed offset of {group} on {topic} queue {queue}",
-                       (min(times), max(times)), (0, max(max(values) * 1.1, 10)),
-                       height=220, y_fmt="int")  # fmt: skip
+    chart = Chart.make(
+        "offsets",
+        f"Committed offset of {group} on {topic} queue {queue}",
+        (min(times), max(times)),
+        (0, max(max(values) * 1.1, 10)),
+        height=220,
+        y_fmt="int",
+    )
     for i, (a, b, epoch, node) in enumerate(_epoch_spans(masters)):
         fill = ("#e3f2fd", "#fff3e0")[i % 2]
         chart.span(a, b, fill, f"epoch {epoch} ({node})")
@@ -114,9 +123,11 @@ def offset_chart(qkey, rows, violations, resets) -> str:
     for v in violations:
         if v.get("at_after") is None:
             continue
-        label = (f"{v.get('kind')}: {v.get('before')} \u2192 {v.get('after')} "
-                 f"({v.get('node_before')} epoch {v.get('epoch_before')} \u2192 "
-                 f"{v.get('node_after')} epoch {v.get('epoch_after')})")  # fmt: skip
+        label = (
+            f"{v.get('kind')}: {v.get('before')} \u2192 {v.get('after')} "
+            f"({v.get('node_before')} epoch {v.get('epoch_before')} \u2192 "
+            f"{v.get('node_after')} epoch {v.get('epoch_after')})"
+        )
         chart.marker(int(v["at_after"]), int(v.get("after") or 0), label)
     return chart.svg()
 
@@ -174,8 +185,10 @@ def ranges_chart(ranges: list[dict[str, Any]]) -> str | None:
             )
     y_axis = top + len(pairs) * (bar_h + gap) + 6
     for v in x.ticks(5):
-        parts.append(f'<text class="tick" x="{x(v)}" y="{y_axis + 10}" text-anchor="middle">'
-                     f"{escape(fmt_bytes(v))}</text>")  # fmt: skip
+        parts.append(
+            f'<text class="tick" x="{x(v)}" y="{y_axis + 10}" text-anchor="middle">'
+            f"{escape(fmt_bytes(v))}</text>"
+        )
     seen = sorted({str(r.get("verdict")) for r in rows})
     legend = "".join(
         f'<span class="key"><i style="background:{VERDICT_COLORS.get(v, "#000")}"></i>{escape(v)}</span>'

@@ -155,9 +155,11 @@ def summary(ev: RunEvidence, views) -> str:
 
 def plots_section(ev: RunEvidence) -> str:
     out = ['<section id="plots"><h2>Plots</h2>', "<h3>Replication lag</h3>"]
-    out.append(plots.lag_chart(ev.snapshots, ev.events)
-               or '<p class="incomplete">No master snapshot in the window carries slave ack '
-               "offsets: no lag to plot.</p>")  # fmt: skip
+    out.append(
+        plots.lag_chart(ev.snapshots, ev.events)
+        or '<p class="incomplete">No master snapshot in the window carries slave ack '
+        "offsets: no lag to plot.</p>"
+    )
     out.append("<h3>Committed consumer offsets</h3>")
     charts, rest = plots.offset_charts(
         ev.tables["offset_timeline"].rows, ev.tables["offset_violations"].rows, ev.events
@@ -168,8 +170,10 @@ def plots_section(ev: RunEvidence) -> str:
             f'<p class="more">{rest} more queue(s) not plotted: see offset_timeline.parquet</p>'
         )
     out.append("<h3>Archived byte ranges</h3>")
-    out.append(plots.ranges_chart(ev.tables["ranges"].rows)
-               or '<p class="incomplete">No byte ranges to draw.</p>')  # fmt: skip
+    out.append(
+        plots.ranges_chart(ev.tables["ranges"].rows)
+        or '<p class="incomplete">No byte ranges to draw.</p>'
+    )
     out.extend(f'<p class="incomplete">{escape(n)}</p>' for n in ev.archive_notes)
     out.append("</section>")
     return "".join(out)
@@ -178,8 +182,10 @@ def plots_section(ev: RunEvidence) -> str:
 def links(ev: RunEvidence) -> str:
     items = []
     if ev.has_data_docs:
-        items.append(f'<li><a id="data-docs" href="{DATA_DOCS_INDEX}">Great Expectations Data Docs '
-                     "of this run</a></li>")  # fmt: skip
+        items.append(
+            f'<li><a id="data-docs" href="{DATA_DOCS_INDEX}">Great Expectations Data Docs '
+            "of this run</a></li>"
+        )
     else:
         items.append("<li>Great Expectations Data Docs: not published for this run</li>")
     for name, t in ev.tables.items():

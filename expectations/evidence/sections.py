@@ -51,8 +51,10 @@ def cell(v: Any) -> str:
 def table(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(cell(v) for v in r) + "</tr>" for r in rows)
-    return (f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")  # fmt: skip
+    return (
+        f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def bounded(rows: list[dict], total: int, what: str, raw: str) -> tuple[list[dict], str]:
@@ -97,8 +99,11 @@ def record_pair(w: dict[str, Any]) -> str:
     diff = w.get("first_diff")
     diff = int(diff) if isinstance(diff, (int, float)) and math.isfinite(diff) else None
     n = w.get("differing_bytes")
-    count = (f"; {n:,} differing byte(s) in the range" if isinstance(n, int)
-             and not isinstance(n, bool) else "")  # fmt: skip
+    count = (
+        f"; {n:,} differing byte(s) in the range"
+        if isinstance(n, int) and not isinstance(n, bool)
+        else ""
+    )
     return (
         f'<div class="witness divergence"><p>First differing byte of {escape(pair)} at offset '
         f'<strong class="offset">{"?" if diff is None else diff}</strong>{escape(count)}'
@@ -145,27 +150,58 @@ def replica_section(ev, view: CheckView) -> str:
     bad = failing_ranges(t.rows)
     diffs = [n for n in (differing(r) for r in t.rows) if n is not None]
     if diffs:
-        summary += (f"<p>{sum(diffs):,} byte(s) differ inside the divergent ranges compared "
-                    "(the table counts each range's whole length).</p>")  # fmt: skip
+        summary += (
+            f"<p>{sum(diffs):,} byte(s) differ inside the divergent ranges compared "
+            "(the table counts each range's whole length).</p>"
+        )
     shown, more = bounded(bad, len(bad), "failing ranges", f"{t.name}.parquet")
     out = [summary, _partial(t)]
     if shown:
-        out.append(table(
-            ["pair", "start", "end", "bytes", "verdict", "first differing offset",
-             "differing bytes", "detail"],
-            [[r.get("pair"), r.get("start"), r.get("end"), r.get("bytes"), r.get("verdict"),
-              r.get("first_diff"), differing(r), readable_detail(r)] for r in shown], "witnesses",
-        ) + more)  # fmt: skip
+        out.append(
+            table(
+                [
+                    "pair",
+                    "start",
+                    "end",
+                    "bytes",
+                    "verdict",
+                    "first differing offset",
+                    "differing bytes",
+                    "detail",
+                ],
+                [
+                    [
+                        r.get("pair"),
+                        r.get("start"),
+                        r.get("end"),
+                        r.get("bytes"),
+                        r.get("verdict"),
+                        r.get("first_diff"),
+                        differing(r),
+                        readable_detail(r),
+                    ]
+                    for r in shown
+                ],
+                "witnesses",
+            )
+            + more
+        )
     found = (ev.verdict or {}).get("witnesses")
     witnesses = found.get("divergent") if isinstance(found, dict) else None
     witnesses = witnesses if isinstance(witnesses, list) else []
-    ws, wmore = bounded([w for w in witnesses if isinstance(w, dict)], len(witnesses),
-                        "divergence witnesses", "verdict.json")  # fmt: skip
+    ws, wmore = bounded(
+        [w for w in witnesses if isinstance(w, dict)],
+        len(witnesses),
+        "divergence witnesses",
+        "verdict.json",
+    )
     out.extend(record_pair(w) for w in ws)
     out.append(wmore)
     if any(r.get("verdict") in (at.DIVERGENT, at.CONFLICT) for r in bad) and not ws:
-        out.append('<p class="incomplete">verdict.json carries no decoded records for the '
-                   "divergent ranges (witnesses.divergent).</p>")  # fmt: skip
+        out.append(
+            '<p class="incomplete">verdict.json carries no decoded records for the '
+            "divergent ranges (witnesses.divergent).</p>"
+        )
     return "".join(out)
 
 
@@ -174,32 +210,88 @@ def durability_section(ev, view: CheckView) -> str:
     shown, more = bounded(t.rows, t.total_rows, "lost ranges", f"{t.name}.parquet")
     if not shown:
         return _partial(t) or "<p>No acknowledged byte was lost.</p>"
-    return _partial(t) + table(
-        ["kind", "slave", "lost from", "lost to", "bytes", "ack offset", "verdict", "promised by"],
-        [[r.get("kind"), r.get("slave"), r.get("lost_start"), r.get("lost_end"),
-          (r.get("lost_end") or 0) - (r.get("lost_start") or 0), r.get("ack"), r.get("verdict"),
-          r.get("snapshot")] for r in shown], "witnesses",
-    ) + more  # fmt: skip
+    return (
+        _partial(t)
+        + table(
+            [
+                "kind",
+                "slave",
+                "lost from",
+                "lost to",
+                "bytes",
+                "ack offset",
+                "verdict",
+                "promised by",
+            ],
+            [
+                [
+                    r.get("kind"),
+                    r.get("slave"),
+                    r.get("lost_start"),
+                    r.get("lost_end"),
+                    (r.get("lost_end") or 0) - (r.get("lost_start") or 0),
+                    r.get("ack"),
+                    r.get("verdict"),
+                    r.get("snapshot"),
+                ]
+                for r in shown
+            ],
+            "witnesses",
+        )
+        + more
+    )
 
 
 def offsets_section(ev, view: CheckView) -> str:
     t, tl = ev.tables["offset_violations"], ev.tables["offset_timeline"]
     points = f"<p>{tl.total_rows:,} committed-offset points judged.</p>" if tl.present else ""
     if tl.thinned:
-        points += (f'<p class="more">The plots draw {len(tl.rows):,} of them: per queue and '
-                   "time bin the lowest and highest, and every change of node or epoch.</p>")  # fmt: skip
+        points += (
+            f'<p class="more">The plots draw {len(tl.rows):,} of them: per queue and '
+            "time bin the lowest and highest, and every change of node or epoch.</p>"
+        )
     shown, more = bounded(t.rows, t.total_rows, "violations", f"{t.name}.parquet")
     if not shown:
         return points + (_partial(t) or "<p>No committed offset went backwards.</p>")
-    return points + _partial(t) + table(
-        ["kind", "group", "topic", "queue", "before", "after", "node before \u2192 after",
-         "epoch before \u2192 after", "at before", "at after", "failover between", "re-consumed"],
-        [[r.get("kind"), r.get("group_name"), r.get("topic"), r.get("queue_id"), r.get("before"),
-          r.get("after"), f"{r.get('node_before')} \u2192 {r.get('node_after')}",
-          f"{r.get('epoch_before')} \u2192 {r.get('epoch_after')}", fmt_time_ms(r.get("at_before")),
-          fmt_time_ms(r.get("at_after")), r.get("failover"), r.get("reconsumed_messages")]
-         for r in shown], "witnesses",
-    ) + more  # fmt: skip
+    return (
+        points
+        + _partial(t)
+        + table(
+            [
+                "kind",
+                "group",
+                "topic",
+                "queue",
+                "before",
+                "after",
+                "node before \u2192 after",
+                "epoch before \u2192 after",
+                "at before",
+                "at after",
+                "failover between",
+                "re-consumed",
+            ],
+            [
+                [
+                    r.get("kind"),
+                    r.get("group_name"),
+                    r.get("topic"),
+                    r.get("queue_id"),
+                    r.get("before"),
+                    r.get("after"),
+                    f"{r.get('node_before')} \u2192 {r.get('node_after')}",
+                    f"{r.get('epoch_before')} \u2192 {r.get('epoch_after')}",
+                    fmt_time_ms(r.get("at_before")),
+                    fmt_time_ms(r.get("at_after")),
+                    r.get("failover"),
+                    r.get("reconsumed_messages"),
+                ]
+                for r in shown
+            ],
+            "witnesses",
+        )
+        + more
+    )
 
 
 def integrity_section(ev, view: CheckView) -> str:
@@ -209,13 +301,43 @@ def integrity_section(ev, view: CheckView) -> str:
     shown, more = bounded(t.rows, t.total_rows, "issues", f"{t.name}.parquet")
     if not shown:
         return head + (_partial(t) or "<p>Every record checked is intact.</p>")
-    return head + _partial(t) + table(
-        ["node", "offset", "check", "topic", "queue", "queue offset", "msgId", "expected",
-         "found", "object", "detail"],
-        [[r.get("node"), r.get("offset"), r.get("check"), r.get("topic"), r.get("queue_id"),
-          r.get("queue_offset"), r.get("msg_id"), r.get("expected"), r.get("found"), r.get("key"),
-          r.get("detail")] for r in shown], "witnesses",
-    ) + more  # fmt: skip
+    return (
+        head
+        + _partial(t)
+        + table(
+            [
+                "node",
+                "offset",
+                "check",
+                "topic",
+                "queue",
+                "queue offset",
+                "msgId",
+                "expected",
+                "found",
+                "object",
+                "detail",
+            ],
+            [
+                [
+                    r.get("node"),
+                    r.get("offset"),
+                    r.get("check"),
+                    r.get("topic"),
+                    r.get("queue_id"),
+                    r.get("queue_offset"),
+                    r.get("msg_id"),
+                    r.get("expected"),
+                    r.get("found"),
+                    r.get("key"),
+                    r.get("detail"),
+                ]
+                for r in shown
+            ],
+            "witnesses",
+        )
+        + more
+    )
 
 
 def archive_section(ev, view: CheckView) -> str:
@@ -223,11 +345,25 @@ def archive_section(ev, view: CheckView) -> str:
     shown, more = bounded(t.rows, t.total_rows, "faults", f"{t.name}.parquet")
     if not shown:
         return _partial(t) or "<p>Every archived object is present and matches its manifest.</p>"
-    return _partial(t) + table(
-        ["node", "key", "kind", "start", "end", "detail"],
-        [[r.get("node"), r.get("key"), r.get("kind"), r.get("start"), r.get("end"),
-          r.get("detail")] for r in shown], "witnesses",
-    ) + more  # fmt: skip
+    return (
+        _partial(t)
+        + table(
+            ["node", "key", "kind", "start", "end", "detail"],
+            [
+                [
+                    r.get("node"),
+                    r.get("key"),
+                    r.get("kind"),
+                    r.get("start"),
+                    r.get("end"),
+                    r.get("detail"),
+                ]
+                for r in shown
+            ],
+            "witnesses",
+        )
+        + more
+    )
 
 
 SECTIONS = {
