@@ -15,6 +15,7 @@ from broker.controller.manager import Result
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.codes import ResponseCode as RC
 from broker.remoting.command import RemotingCommand
+from broker.remoting.connection import Connection
 from contracts.fastjson import loads_fastjson
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.%-]{0,126}$")
@@ -229,8 +230,9 @@ class ControllerProcessor:
 
 
 def _watch(controller: Controller, conn) -> None:
-    """A broker's channel closing makes it not alive at once (BrokerHousekeepingService)."""
-    if conn in controller.watched_channels:
+    """A broker's channel closing makes it not alive at once (BrokerHousekeepingService);
+    a request that came some other way (an in-process caller) has no channel to watch."""
+    if not isinstance(conn, Connection) or conn in controller.watched_channels:
         return
     controller.watched_channels.add(conn)
     closed = conn.closed

@@ -27,15 +27,19 @@ class _Log:
         return 700
 
 
-def _client(tmp_path, flush_disk_type: str, failover=None) -> tuple[HAClient, _Log]:
+def _client(tmp_path, flush_disk_type: str, reconciler=None) -> tuple[HAClient, _Log]:
     config = BrokerConfig.from_dict(
-        {"storePathRootDir": str(tmp_path), "brokerRole": "SLAVE", "brokerId": 1,
-         "flushDiskType": flush_disk_type}
-    )  # fmt: skip
+        {
+            "storePathRootDir": str(tmp_path),
+            "brokerRole": "SLAVE",
+            "brokerId": 1,
+            "flushDiskType": flush_disk_type,
+        }
+    )
     log = _Log()
     store = SimpleNamespace(commit_log=log, max_phy_offset=900)
     role = BrokerRoleState.configured(config)
-    client = HAClient(store, config, role, node_name="s", namesrv_addrs=[], failover=failover)
+    client = HAClient(store, config, role, node_name="s", namesrv_addrs=[], reconciler=reconciler)
     return client, log
 
 
@@ -56,8 +60,8 @@ def test_an_async_flush_slave_acknowledges_what_it_wrote_as_rocketmq(tmp_path):
 
 @pytest.mark.parametrize("entries", [[], [EpochEntry(1, 0)]])
 def test_no_unchecked_replication_into_a_log_that_has_epochs(tmp_path, entries):
-    failover = SimpleNamespace(node=SimpleNamespace(role=SimpleNamespace(epoch_entries=entries)))
-    client, _ = _client(tmp_path, "ASYNC_FLUSH", failover)
+    reconciler = SimpleNamespace(role=SimpleNamespace(epoch_entries=entries))
+    client, _ = _client(tmp_path, "ASYNC_FLUSH", reconciler)
     # master's remoting address unknown (no name server, no answer to the guess)
     assert asyncio.run(client._reconcile()) is (not entries)
 
@@ -72,12 +76,12 @@ def test_a_slave_refuses_to_cut_its_log_to_a_stale_master_or_to_a_slave(tmp_path
             await put(a, 1)
             # asked to cut its log to a slave's: refused, nothing cut
             with pytest.raises(FailoverError, match="not a master"):
-                await a.failover.reconcile(b.config.broker_addr)
+                await a.reconciler.reconcile(b.config.broker_addr)
             # b becomes master under epoch 2; a, still at epoch 1, is no master to follow
             await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
             end = b.store.max_phy_offset
             with pytest.raises(FailoverError, match="stale master"):
-                await b.failover.reconcile(a.config.broker_addr)
+                await b.reconciler.reconcile(a.config.broker_addr)
             assert b.role.epoch == 2 and b.store.max_phy_offset == end
         finally:
             await stop(b, a)

@@ -232,7 +232,15 @@ def test_offsets_heartbeat_consumer_list_and_config_dumps(tmp_path, driven_clock
         q = {"consumerGroup": "G", "topic": "TO", "queueId": 0}
         r = await client.invoke(addr, RemotingCommand.request(14, q))
         assert r.code == ResponseCode.SUCCESS and r.int_field("offset") == 0  # queue from 0
-        await client.invoke(addr, RemotingCommand.request(15, {**q, "commitOffset": 2}))
+        # the commit is a record of the offset log, coalesced on the node's (driven) clock
+        commit = asyncio.ensure_future(
+            client.invoke(addr, RemotingCommand.request(15, {**q, "commitOffset": 2}))
+        )
+        for _ in range(200):
+            if commit.done():
+                break
+            await driven_clock.advance(10)
+        assert (await commit).code == ResponseCode.SUCCESS
         r = await client.invoke(addr, RemotingCommand.request(14, q))
         assert r.code == 0 and r.int_field("offset") == 2
         r = await client.invoke(addr, RemotingCommand.request(30, {"topic": "TO", "queueId": 0}))

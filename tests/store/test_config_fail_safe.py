@@ -42,8 +42,8 @@ def _populated(tmp_path: Path) -> Path:
         assert res.status is PutMessageStatus.PUT_OK
         store.consumer_offsets.commit("G", "T", 0, 1)
         store.topic_config.put("T", {"topicName": "T", "writeQueueNums": 1, "readQueueNums": 1})
-        store.subscription_groups.put("G", {"groupName": "G"})
-        store.delay_offsets.table[1] = 0
+        store.subscription_groups.find("G", auto_create=True)
+        store.delay_offsets.advance(1, 0)
         for _ in range(2):  # the second write leaves the first as .bak
             store.consumer_offsets.persist()
             store.topic_config.persist()

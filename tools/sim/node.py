@@ -65,7 +65,7 @@ class SimGroupCommit:
 
     def submit_many(self, batch: list) -> None:
         if self.stopped:
-            self.store._complete_flush([(w, False) for _, w in batch])
+            self.store.puts.complete_flush([(w, False) for _, w in batch])
             return
         self.pending.extend(batch)
         if not self.scheduled:
@@ -80,18 +80,18 @@ class SimGroupCommit:
         flushed = self.store._flush_commit_log(0)
         self.fsyncs += 1
         batch, self.pending = self.pending, []
-        self.store._complete_flush([(w, end <= flushed) for end, w in batch])
+        self.store.puts.complete_flush([(w, end <= flushed) for end, w in batch])
 
     def shutdown(self) -> None:
         self.stopped = True
         batch, self.pending = self.pending, []
-        self.store._complete_flush([(w, False) for _, w in batch])
+        self.store.puts.complete_flush([(w, False) for _, w in batch])
 
 
 def sim_store_start(store: MessageStore) -> None:
     """Substitute for ``MessageStore.start`` inside the simulation (no threads)."""
     sim: SimNode = SimNode.current[NODE.get()]
-    store._group_commit = SimGroupCommit(store, sim)
+    store.puts.group_commit = SimGroupCommit(store, sim)
     asyncio.get_running_loop().create_task(_cq_flush_loop(store))
     store.running = True
 
@@ -143,7 +143,7 @@ class SimNode:
         loop = asyncio.get_running_loop()
         task = loop.create_task(BrokerNode.start(self.config, self.ip), context=self.ctx)
         node = await task
-        node.truncate_listeners.append(self._truncated)
+        node.truncations.add(self._truncated)
         self._watch_truncations(node.store)
         node.role.listeners.append(self._role_changed)
         self.node = node
@@ -155,11 +155,11 @@ class SimNode:
         cut = store.truncate_dirty
         checker = self.world.checker
 
-        def truncate_dirty(offset: int) -> None:
+        def truncate_dirty(offset: int, on_step=None) -> None:
             held = checker.acked_held(store, offset, store.max_phy_offset)
             epochs = [(e.epoch, e.start_offset) for e in self.node.role.epoch_entries]
             self.world.log(f"{self.name} cuts [{offset},{store.max_phy_offset}) epochs {epochs}")
-            cut(offset)
+            cut(offset, on_step)
             checker.on_truncated(self.name, offset, held, self.world.fail)
 
         store.truncate_dirty = truncate_dirty
@@ -189,6 +189,10 @@ class SimNode:
         left = [t for t in loop.node_tasks.get(self.name, {}) if not t.done()]
         if left:
             world.log(f"{self.name}: {len(left)} task(s) outlived the crash")
+        # a process's death ends its replication too, whatever task context started it
+        client = node.replication.ha_client
+        if client is not None:
+            await client.stop()
         node.store.close_abruptly()
         if not power:
             return []
