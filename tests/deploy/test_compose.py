@@ -349,7 +349,8 @@ def test_three_controllers_form_one_raft_group_that_archives_its_elections(compo
         # its records go where the brokers archive and the audit reads
         assert cfg.archiveEnable and cfg.archiveRoot == broker_cfg.archive_root, name
         assert cfg.archiveS3Endpoint == broker_cfg.archive_s3_endpoint, name
-        assert svc["environment"]["AWS_ACCESS_KEY_ID"].startswith("${HAPROOF_S3_ACCESS_KEY:?")
+        # their own MinIO user (deploy/minio/controller.json), never MinIO's root keys
+        assert svc["environment"]["AWS_ACCESS_KEY_ID"].startswith("${HAPROOF_S3_CONTROLLER_KEY:?")
         assert any(v.endswith(":/var/lib/haproof") for v in svc["volumes"]), "durable state"
         assert cfg.controllerStorePath.startswith("/var/lib/haproof/"), name
     assert ids == set(first.raft_peers)

@@ -51,7 +51,7 @@ def test_root_keys_reach_only_minio(compose):
 def test_each_broker_writes_only_its_own_node(compose):
     brokers = {n: s for n, s in compose["services"].items() if s.get("command", [None])[:2]
                == ["haproof", "broker"]}  # fmt: skip
-    assert set(brokers) == {"broker-a-0", "broker-a-1"}
+    assert set(brokers) == {"broker-a-0", "broker-a-1", "broker-a-2"}
     init = compose["services"]["minio-init"]
     for name, svc in brokers.items():
         cfg = BrokerConfig.from_file(str(REPO / "deploy" / f"{name}.conf"))
