@@ -73,6 +73,7 @@ class NameServer:
             RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
             RequestCode.GET_KV_CONFIG: self._kv_config,
             RequestCode.QUERY_DATA_VERSION: self._query_data_version,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
         }
 
     async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
@@ -142,6 +143,14 @@ class NameServer:
                 remark=f"No topic route info in name server for the topic: {topic}",
             )
         return req.make_response(ResponseCode.SUCCESS, body=json.dumps(route).encode())
+
+    async def _delete_topic(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_NAMESRV (216, DeleteTopicFromNamesrvRequestHeader: ``topic``,
+        optional ``clusterName``): the topic's routes, of that cluster's groups when given."""
+        topic = req.field("topic")
+        if self.routes.delete_topic(topic, req.opt_field("clusterName") or None):
+            log.info("topic %s deleted from the routes by %s", topic, conn.peer)
+        return req.make_response(ResponseCode.SUCCESS)
 
     async def _cluster_info(self, conn, req: RemotingCommand) -> RemotingCommand:
         body = json.dumps(self.routes.cluster_info()).encode()

@@ -112,6 +112,23 @@ class RouteInfoManager:
             if not queues:
                 del self.topic_queue_table[topic]
 
+    def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
+        """RouteInfoManager.deleteTopic: ``topic``'s queues on every broker group (on those of
+        ``cluster`` only when given); False when it had none there."""
+        queues = self.topic_queue_table.get(topic)
+        if queues is None:
+            return False
+        names = (
+            set(queues)
+            if cluster is None
+            else set(queues) & self.cluster_addr_table.get(cluster, set())
+        )
+        for name in names:
+            del queues[name]
+        if not queues:
+            del self.topic_queue_table[topic]
+        return bool(names)
+
     def scan_not_active(self) -> list[str]:
         """Drop brokers silent for more than expire_ms; returns the dropped addresses."""
         now = self.clock_ms()

@@ -42,6 +42,7 @@ from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.runtime import BrokerStats, RuntimeInfoService
 from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
+from broker.processors.topic_admin import TopicDeleteProcessor
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode
 from broker.remoting.server import RemotingServer, exposure_refusal, warn_if_exposed
@@ -259,6 +260,7 @@ class BrokerNode:
             **sendback.handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
+            **TopicDeleteProcessor(store.topic_config, self.role, self.registration).handlers(),
         }
         for service in self.services:
             processors.update(service.handlers())

@@ -41,7 +41,8 @@ ADMIN_CODES = frozenset(
         R.GET_BROKER_CONFIG,  # the whole broker.conf: paths, addresses, limits
         200,  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
         207,  # DELETE_SUBSCRIPTIONGROUP
-        215,  # DELETE_TOPIC_IN_BROKER
+        R.DELETE_TOPIC_IN_BROKER,
+        R.DELETE_TOPIC_IN_NAMESRV,
         R.INVOKE_BROKER_TO_RESET_OFFSET,
         R.NOTIFY_BROKER_ROLE_CHANGED,
         R.EXCHANGE_BROKER_HA_INFO,
@@ -116,7 +117,7 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
     if code == R.GET_CONSUME_STATS:
         topics = [r for r in _fields(req, "topic", SUB, "topic") if r.name]
         return topics + _fields(req, "group", SUB, "consumerGroup")
-    if code == R.UPDATE_AND_CREATE_TOPIC:
+    if code in (R.UPDATE_AND_CREATE_TOPIC, R.DELETE_TOPIC_IN_BROKER, R.DELETE_TOPIC_IN_NAMESRV):
         return _fields(req, "topic", PUB, "topic")
     return []
 

@@ -195,6 +195,15 @@ def _topic_verbs(sub) -> None:
     q.add_argument("-w", "--write-queue-nums", type=int, default=8)
     q.add_argument("-p", "--perm", type=int, default=6, help="2 W, 4 R, 6 RW (default 6)")
     q.add_argument("-o", "--order", action="store_true", help="an ordered topic")
+    q = add_verb(
+        sub,
+        "deleteTopic",
+        "delete a topic from every master of a cluster, then from the name servers' routes",
+        topics.run_delete_topic,
+        targets="namesrv",
+    )
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-c", "--cluster", required=True, help="every master of this cluster")
 
 
 def _message_verbs(sub) -> None:

@@ -44,6 +44,8 @@ class RequestCode(IntEnum):
     GET_TOPIC_STATS_INFO = 202
     GET_CONSUME_STATS = 208
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_TOPIC_IN_BROKER = 215  # mqadmin deleteTopic: the topic's config on one broker
+    DELETE_TOPIC_IN_NAMESRV = 216  # mqadmin deleteTopic: the topic's routes
     INVOKE_BROKER_TO_RESET_OFFSET = 222  # admin → broker: per queue (queueId, offset) or by time
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
