@@ -42,7 +42,7 @@ from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.runtime import BrokerStats, RuntimeInfoService
 from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
-from broker.processors.topic_admin import TopicDeleteProcessor
+from broker.processors.topic_admin import metadata_admin_handlers
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode
 from broker.remoting.server import RemotingServer, exposure_refusal, warn_if_exposed
@@ -260,7 +260,7 @@ class BrokerNode:
             **sendback.handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
-            **TopicDeleteProcessor(store.topic_config, self.role, self.registration).handlers(),
+            **metadata_admin_handlers(store, self.role, self.registration),
         }
         for service in self.services:
             processors.update(service.handlers())

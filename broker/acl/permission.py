@@ -24,6 +24,7 @@ from broker.acl.signing import (
     signature_v2_matches,
 )
 from broker.clock import SYSTEM_CLOCK
+from broker.processors.group_body import group_body
 from broker.processors.send_header import SEND_CODES, SendHeaderError, send_header
 from broker.remoting.codes import RequestCode as R
 from broker.remoting.command import RemotingCommand
@@ -39,8 +40,8 @@ ADMIN_CODES = frozenset(
         R.UPDATE_AND_CREATE_TOPIC,
         25,  # UPDATE_BROKER_CONFIG
         R.GET_BROKER_CONFIG,  # the whole broker.conf: paths, addresses, limits
-        200,  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
-        207,  # DELETE_SUBSCRIPTIONGROUP
+        R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        R.DELETE_SUBSCRIPTIONGROUP,
         R.DELETE_TOPIC_IN_BROKER,
         R.DELETE_TOPIC_IN_NAMESRV,
         R.INVOKE_BROKER_TO_RESET_OFFSET,
@@ -119,6 +120,11 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
         return topics + _fields(req, "group", SUB, "consumerGroup")
     if code in (R.UPDATE_AND_CREATE_TOPIC, R.DELETE_TOPIC_IN_BROKER, R.DELETE_TOPIC_IN_NAMESRV):
         return _fields(req, "topic", PUB, "topic")
+    if code == R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP:
+        body = group_body(req)  # the same parse the handler uses (group_body.py)
+        return [] if body is None else [Resource("group", body["groupName"], SUB, "body")]
+    if code == R.DELETE_SUBSCRIPTIONGROUP:
+        return _fields(req, "group", SUB, "groupName")
     return []
 
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import broker_config, cluster, controller_verbs, ha, messages, offsets, topics
+from broker.admin import (
+    broker_config,
+    cluster,
+    controller_verbs,
+    groups,
+    ha,
+    messages,
+    offsets,
+    topics,
+)
 from broker.admin.common import EXIT_CODES, signed
 
 
@@ -206,6 +215,38 @@ def _topic_verbs(sub) -> None:
     q.add_argument("-c", "--cluster", required=True, help="every master of this cluster")
 
 
+def _group_verbs(sub) -> None:
+    q = add_verb(
+        sub,
+        "updateSubGroup",
+        "create or update a consumer group's config on a broker or every master of a cluster",
+        groups.run_update_sub_group,
+    )
+    q.add_argument("-g", "--group", required=True, help="consumer group name")
+    q.add_argument("-c", "--cluster", default=None, help="every master of this cluster (with -n)")
+    b = groups.parse_bool
+    for short, long, kind in (
+        ("-s", "--consume-enable", b),
+        ("-m", "--consume-from-min-enable", b),
+        ("-d", "--consume-broadcast-enable", b),
+        ("-o", "--consume-message-orderly", b),
+        ("-q", "--retry-queue-nums", int),
+        ("-r", "--retry-max-times", int),
+        ("-i", "--broker-id", int),
+        ("-w", "--which-broker-when-consume-slowly", int),
+        ("-a", "--notify-consumer-ids-changed", b),
+    ):
+        q.add_argument(short, long, type=kind, default=None)
+    q = add_verb(
+        sub,
+        "deleteSubGroup",
+        "delete a consumer group's config (offsets stay); with -c also its retry and DLQ topics",
+        groups.run_delete_sub_group,
+    )
+    q.add_argument("-g", "--group", required=True, help="consumer group name")
+    q.add_argument("-c", "--cluster", default=None, help="every master of this cluster (with -n)")
+
+
 def _message_verbs(sub) -> None:
     q = add_verb(
         sub,
@@ -259,5 +300,6 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     _offset_verbs(sub)
     controller_verbs.register_verbs(sub, add_verb)
     _topic_verbs(sub)
+    _group_verbs(sub)
     _message_verbs(sub)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

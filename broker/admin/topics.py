@@ -156,7 +156,7 @@ async def update_topic(targets: list[str], tc: dict) -> list[dict]:
     return out
 
 
-async def _update_targets(args) -> list[str]:
+async def update_targets(args) -> list[str]:
     if args.broker_addr:
         return addrs(args.broker_addr)
     if not (args.cluster and args.namesrv):
@@ -169,7 +169,7 @@ async def _update_targets(args) -> list[str]:
 
 def run_update_topic(args: argparse.Namespace) -> int:
     tc = topic_config(args)
-    rows = asyncio.run(update_topic(asyncio.run(_update_targets(args)), tc))
+    rows = asyncio.run(update_topic(asyncio.run(update_targets(args)), tc))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

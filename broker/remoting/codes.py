@@ -40,10 +40,12 @@ class RequestCode(IntEnum):
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200  # body: SubscriptionGroupConfig's JSON
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
     GET_TOPIC_STATS_INFO = 202
     GET_CONSUME_STATS = 208
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_SUBSCRIPTIONGROUP = 207  # header: groupName, cleanOffset
     DELETE_TOPIC_IN_BROKER = 215  # mqadmin deleteTopic: the topic's config on one broker
     DELETE_TOPIC_IN_NAMESRV = 216  # mqadmin deleteTopic: the topic's routes
     INVOKE_BROKER_TO_RESET_OFFSET = 222  # admin → broker: per queue (queueId, offset) or by time
@@ -90,6 +92,7 @@ class ResponseCode(IntEnum):
     SUBSCRIPTION_NOT_EXIST = 24
     SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    INVALID_PARAMETER = 29
     # RocketMQ 5 controller (ResponseCode.java)
     CONTROLLER_FENCED_MASTER_EPOCH = 2000
     CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001
