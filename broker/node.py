@@ -38,11 +38,11 @@ from broker.processors.admin import AdminProcessor, ConsumerManager
 from broker.processors.broker_config import BrokerConfigService
 from broker.processors.guard import guarded
 from broker.processors.ha_admin import OffsetAdminService
+from broker.processors.mqadmin import mqadmin_handlers
 from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.runtime import BrokerStats, RuntimeInfoService
 from broker.processors.send import SendProcessor
 from broker.processors.sendback import SendBackProcessor
-from broker.processors.topic_admin import metadata_admin_handlers
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode
 from broker.remoting.server import RemotingServer, exposure_refusal, warn_if_exposed
@@ -260,7 +260,7 @@ class BrokerNode:
             **sendback.handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
-            **metadata_admin_handlers(store, self.role, self.registration),
+            **mqadmin_handlers(store, self.role, self.registration),
         }
         for service in self.services:
             processors.update(service.handlers())

@@ -103,7 +103,7 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
         return _fields(req, "topic", PUB, "originTopic") + _fields(req, "group", SUB, "group")
     if code in (R.PULL_MESSAGE, R.QUERY_CONSUMER_OFFSET, R.UPDATE_CONSUMER_OFFSET):
         return _fields(req, "topic", SUB, "topic") + _fields(req, "group", SUB, "consumerGroup")
-    if code == R.QUERY_MESSAGE:
+    if code in (R.QUERY_MESSAGE, R.VIEW_MESSAGE_BY_ID):
         return _fields(req, "topic", SUB, "topic")
     if code == R.HEART_BEAT:
         return _heartbeat(req)

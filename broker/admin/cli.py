@@ -12,6 +12,7 @@ from broker.admin import (
     groups,
     ha,
     messages,
+    msg_by_id,
     offsets,
     topics,
 )
@@ -259,6 +260,15 @@ def _message_verbs(sub) -> None:
     q.add_argument("-b", "--broker-name", required=True)
     q.add_argument("-i", "--queue", type=int, required=True, help="queue id")
     q.add_argument("-o", "--offset", type=int, required=True, help="queue offset")
+    q = add_verb(
+        sub,
+        "queryMsgById",
+        "a message by its offset msgId (OffsetID), from the broker that stored it",
+        msg_by_id.run_query_msg_by_id,
+        targets="namesrv",
+    )
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-i", "--msg-id", required=True, help="the offset msgId (OffsetID)")
     for verb, what in (
         ("printMsg", "print a topic's messages, every queue from its min offset"),
         ("consumeMessage", "read messages from a queue offset, committing nothing"),

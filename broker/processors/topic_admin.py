@@ -18,27 +18,14 @@ from __future__ import annotations
 
 import logging
 
-from broker.processors.group_admin import SubscriptionGroupAdminProcessor
 from broker.processors.names import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
 from broker.registration import NamesrvRegistration
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.message_store import MessageStore
 from broker.store.role import BrokerRoleState
 from broker.store.topic_configs import TopicConfigManager
 
 log = logging.getLogger(__name__)
-
-
-def metadata_admin_handlers(
-    store: MessageStore, role: BrokerRoleState, registration: NamesrvRegistration
-) -> dict[int, object]:
-    """The node's topic deletion (215) and group admin (200, 207, group_admin.py) handlers,
-    each processor given only the tables it changes."""
-    return {
-        **TopicDeleteProcessor(store.topic_config, role, registration).handlers(),
-        **SubscriptionGroupAdminProcessor(store.subscription_groups, role).handlers(),
-    }
 
 
 class TopicDeleteProcessor:
