@@ -260,7 +260,7 @@ class BrokerNode:
             **sendback.handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
-            **mqadmin_handlers(store, self.role, self.registration),
+            **mqadmin_handlers(store, self.role, self.registration, self.consumers),
         }
         for service in self.services:
             processors.update(service.handlers())

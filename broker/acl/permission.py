@@ -107,6 +107,8 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
         return _fields(req, "topic", SUB, "topic")
     if code == R.HEART_BEAT:
         return _heartbeat(req)
+    if code == R.GET_CONSUMER_CONNECTION_LIST:
+        return _fields(req, "group", SUB, "consumerGroup")
     if code in (R.UNREGISTER_CLIENT, R.GET_CONSUMER_LIST_BY_GROUP):
         return [r for r in _fields(req, "group", SUB, "consumerGroup") if r.name]
     if code in (R.GET_MAX_OFFSET, R.GET_MIN_OFFSET, R.SEARCH_OFFSET_BY_TIMESTAMP):

@@ -8,6 +8,7 @@ import argparse
 from broker.admin import (
     broker_config,
     cluster,
+    connections,
     controller_verbs,
     groups,
     ha,
@@ -248,6 +249,16 @@ def _group_verbs(sub) -> None:
     q.add_argument("-c", "--cluster", default=None, help="every master of this cluster (with -n)")
 
 
+def _connection_verbs(sub) -> None:
+    q = add_verb(
+        sub,
+        "consumerConnection",
+        "the clients of a consumer group connected to the masters (or to -b)",
+        connections.run_consumer_connection,
+    )
+    q.add_argument("-g", "--group", required=True, help="consumer group name")
+
+
 def _message_verbs(sub) -> None:
     q = add_verb(
         sub,
@@ -311,5 +322,6 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     controller_verbs.register_verbs(sub, add_verb)
     _topic_verbs(sub)
     _group_verbs(sub)
+    _connection_verbs(sub)
     _message_verbs(sub)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

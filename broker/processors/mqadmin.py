@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from broker.processors.admin import ConsumerManager
+from broker.processors.connections import ConnectionListProcessor
 from broker.processors.group_admin import SubscriptionGroupAdminProcessor
 from broker.processors.message_view import MessageViewProcessor
 from broker.processors.topic_admin import TopicDeleteProcessor
@@ -12,12 +14,17 @@ from broker.store.role import BrokerRoleState
 
 
 def mqadmin_handlers(
-    store: MessageStore, role: BrokerRoleState, registration: NamesrvRegistration
+    store: MessageStore,
+    role: BrokerRoleState,
+    registration: NamesrvRegistration,
+    consumers: ConsumerManager,
 ) -> dict[int, object]:
     """Topic deletion (215, topic_admin.py), group admin (200, 207, group_admin.py) and a
-    message by its offset msgId (33, message_view.py)."""
+    message by its offset msgId (33, message_view.py), a group's connections (203,
+    connections.py)."""
     return {
         **TopicDeleteProcessor(store.topic_config, role, registration).handlers(),
         **SubscriptionGroupAdminProcessor(store.subscription_groups, role).handlers(),
         **MessageViewProcessor(store).handlers(),
+        **ConnectionListProcessor(consumers).handlers(),
     }
