@@ -16,6 +16,7 @@ from broker.admin import (
     msg_by_id,
     offsets,
     topics,
+    write_perm,
 )
 from broker.admin.common import EXIT_CODES, signed
 
@@ -257,6 +258,12 @@ def _connection_verbs(sub) -> None:
         connections.run_consumer_connection,
     )
     q.add_argument("-g", "--group", required=True, help="consumer group name")
+    for verb, what in (
+        ("wipeWritePerm", "turn a broker group's write permission off in the name servers"),
+        ("addWritePerm", "turn a broker group's write permission back on in the name servers"),
+    ):
+        q = add_verb(sub, verb, what, write_perm.run(verb), targets="namesrv")
+        q.add_argument("-b", "--broker-name", required=True)
 
 
 def _message_verbs(sub) -> None:

@@ -44,6 +44,7 @@ class RequestCode(IntEnum):
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
     GET_TOPIC_STATS_INFO = 202
     GET_CONSUMER_CONNECTION_LIST = 203
+    WIPE_WRITE_PERM_OF_BROKER = 205  # name server: a broker group's queues read-only
     GET_CONSUME_STATS = 208
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_SUBSCRIPTIONGROUP = 207  # header: groupName, cleanOffset
@@ -53,6 +54,7 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
+    ADD_WRITE_PERM_OF_BROKER = 327  # name server: undoes WIPE_WRITE_PERM_OF_BROKER
     BROKER_HEARTBEAT = 904  # RocketMQ 5 (controller mode): broker -> every controller
     EXCHANGE_BROKER_HA_INFO = 906  # RocketMQ 5; here: a slave names its HA connection
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5
