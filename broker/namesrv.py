@@ -73,6 +73,9 @@ class NameServer:
             RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
             RequestCode.GET_KV_CONFIG: self._kv_config,
             RequestCode.QUERY_DATA_VERSION: self._query_data_version,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self._write_perm,
         }
 
     async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
@@ -142,6 +145,26 @@ class NameServer:
                 remark=f"No topic route info in name server for the topic: {topic}",
             )
         return req.make_response(ResponseCode.SUCCESS, body=json.dumps(route).encode())
+
+    async def _delete_topic(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_NAMESRV (216, DeleteTopicFromNamesrvRequestHeader: ``topic``,
+        optional ``clusterName``): the topic's routes, of that cluster's groups when given."""
+        topic = req.field("topic")
+        if self.routes.delete_topic(topic, req.opt_field("clusterName") or None):
+            log.info("topic %s deleted from the routes by %s", topic, conn.peer)
+        return req.make_response(ResponseCode.SUCCESS)
+
+    async def _write_perm(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """WIPE_WRITE_PERM_OF_BROKER (205) / ADD_WRITE_PERM_OF_BROKER (327), header
+        ``brokerName``: PERM_WRITE off / on in the group's queues of every topic (kept off in
+        its registrations until added back); ``wipeTopicCount`` / ``addTopicCount``."""
+        name = req.field("brokerName")
+        if req.code == RequestCode.WIPE_WRITE_PERM_OF_BROKER:
+            count, key = self.routes.wipe_write_perm(name), "wipeTopicCount"
+        else:
+            count, key = self.routes.add_write_perm(name), "addTopicCount"
+        log.warning("%s of broker %s by %s: %d topics", key, name, conn.peer, count)
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={key: count})
 
     async def _cluster_info(self, conn, req: RemotingCommand) -> RemotingCommand:
         body = json.dumps(self.routes.cluster_info()).encode()

@@ -15,6 +15,9 @@ def wall_clock_ms() -> int:
     return SYSTEM_CLOCK.wall_ms()
 
 
+PERM_WRITE = 0x2  # RocketMQ PermName.PERM_WRITE
+
+
 @dataclass
 class BrokerLive:
     last_update_ms: int
@@ -41,6 +44,9 @@ class RouteInfoManager:
     topic_queue_table: dict[str, dict[str, dict]] = field(default_factory=dict)
     cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
     live_table: dict[str, BrokerLive] = field(default_factory=dict)
+    # broker groups whose write permission an operator wiped (wipeWritePerm): kept off in
+    # every registration until addWritePerm, so the broker's next registration does not undo it
+    write_wiped: set[str] = field(default_factory=set)
 
     def register_broker(
         self,
@@ -80,7 +86,7 @@ class RouteInfoManager:
                     "brokerName": broker_name,
                     "readQueueNums": int(cfg.get("readQueueNums", 0)),
                     "writeQueueNums": int(cfg.get("writeQueueNums", 0)),
-                    "perm": int(cfg.get("perm", 6)),
+                    "perm": self._perm(broker_name, int(cfg.get("perm", 6))),
                     "topicSysFlag": int(cfg.get("topicSysFlag", 0)),
                 }
             return RegisterResult(None, None)
@@ -111,6 +117,46 @@ class RouteInfoManager:
             queues.pop(broker_name, None)
             if not queues:
                 del self.topic_queue_table[topic]
+
+    def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
+        """RouteInfoManager.deleteTopic: ``topic``'s queues on every broker group (on those of
+        ``cluster`` only when given); False when it had none there."""
+        queues = self.topic_queue_table.get(topic)
+        if queues is None:
+            return False
+        names = (
+            set(queues)
+            if cluster is None
+            else set(queues) & self.cluster_addr_table.get(cluster, set())
+        )
+        for name in names:
+            del queues[name]
+        if not queues:
+            del self.topic_queue_table[topic]
+        return bool(names)
+
+    def _perm(self, broker_name: str, perm: int) -> int:
+        return perm & ~PERM_WRITE if broker_name in self.write_wiped else perm
+
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """RouteInfoManager.wipeWritePermOfBrokerByLock: PERM_WRITE off in ``broker_name``'s
+        queues of every topic, and in its later registrations; the number of topics."""
+        self.write_wiped.add(broker_name)
+        return self._set_write(broker_name, False)
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """RouteInfoManager.addWritePermOfBrokerByLock: PERM_WRITE back on; the topics."""
+        self.write_wiped.discard(broker_name)
+        return self._set_write(broker_name, True)
+
+    def _set_write(self, broker_name: str, on: bool) -> int:
+        count = 0
+        for queues in self.topic_queue_table.values():
+            qd = queues.get(broker_name)
+            if qd is not None:
+                qd["perm"] = qd["perm"] | PERM_WRITE if on else qd["perm"] & ~PERM_WRITE
+                count += 1
+        return count
 
     def scan_not_active(self) -> list[str]:
         """Drop brokers silent for more than expire_ms; returns the dropped addresses."""

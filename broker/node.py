@@ -38,6 +38,7 @@ from broker.processors.admin import AdminProcessor, ConsumerManager
 from broker.processors.broker_config import BrokerConfigService
 from broker.processors.guard import guarded
 from broker.processors.ha_admin import OffsetAdminService
+from broker.processors.mqadmin import mqadmin_handlers
 from broker.processors.pull import LongPollWaiters, PullProcessor
 from broker.processors.runtime import BrokerStats, RuntimeInfoService
 from broker.processors.send import SendProcessor
@@ -259,6 +260,7 @@ class BrokerNode:
             **sendback.handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
+            **mqadmin_handlers(store, self.role, self.registration, self.consumers),
         }
         for service in self.services:
             processors.update(service.handlers())

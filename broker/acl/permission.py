@@ -24,6 +24,7 @@ from broker.acl.signing import (
     signature_v2_matches,
 )
 from broker.clock import SYSTEM_CLOCK
+from broker.processors.group_body import group_body
 from broker.processors.send_header import SEND_CODES, SendHeaderError, send_header
 from broker.remoting.codes import RequestCode as R
 from broker.remoting.command import RemotingCommand
@@ -39,9 +40,12 @@ ADMIN_CODES = frozenset(
         R.UPDATE_AND_CREATE_TOPIC,
         25,  # UPDATE_BROKER_CONFIG
         R.GET_BROKER_CONFIG,  # the whole broker.conf: paths, addresses, limits
-        200,  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
-        207,  # DELETE_SUBSCRIPTIONGROUP
-        215,  # DELETE_TOPIC_IN_BROKER
+        R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        R.DELETE_SUBSCRIPTIONGROUP,
+        R.DELETE_TOPIC_IN_BROKER,
+        R.DELETE_TOPIC_IN_NAMESRV,
+        R.WIPE_WRITE_PERM_OF_BROKER,
+        R.ADD_WRITE_PERM_OF_BROKER,
         R.INVOKE_BROKER_TO_RESET_OFFSET,
         R.NOTIFY_BROKER_ROLE_CHANGED,
         R.EXCHANGE_BROKER_HA_INFO,
@@ -101,10 +105,12 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
         return _fields(req, "topic", PUB, "originTopic") + _fields(req, "group", SUB, "group")
     if code in (R.PULL_MESSAGE, R.QUERY_CONSUMER_OFFSET, R.UPDATE_CONSUMER_OFFSET):
         return _fields(req, "topic", SUB, "topic") + _fields(req, "group", SUB, "consumerGroup")
-    if code == R.QUERY_MESSAGE:
+    if code in (R.QUERY_MESSAGE, R.VIEW_MESSAGE_BY_ID):
         return _fields(req, "topic", SUB, "topic")
     if code == R.HEART_BEAT:
         return _heartbeat(req)
+    if code == R.GET_CONSUMER_CONNECTION_LIST:
+        return _fields(req, "group", SUB, "consumerGroup")
     if code in (R.UNREGISTER_CLIENT, R.GET_CONSUMER_LIST_BY_GROUP):
         return [r for r in _fields(req, "group", SUB, "consumerGroup") if r.name]
     if code in (R.GET_MAX_OFFSET, R.GET_MIN_OFFSET, R.SEARCH_OFFSET_BY_TIMESTAMP):
@@ -116,8 +122,13 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
     if code == R.GET_CONSUME_STATS:
         topics = [r for r in _fields(req, "topic", SUB, "topic") if r.name]
         return topics + _fields(req, "group", SUB, "consumerGroup")
-    if code == R.UPDATE_AND_CREATE_TOPIC:
+    if code in (R.UPDATE_AND_CREATE_TOPIC, R.DELETE_TOPIC_IN_BROKER, R.DELETE_TOPIC_IN_NAMESRV):
         return _fields(req, "topic", PUB, "topic")
+    if code == R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP:
+        body = group_body(req)  # the same parse the handler uses (group_body.py)
+        return [] if body is None else [Resource("group", body["groupName"], SUB, "body")]
+    if code == R.DELETE_SUBSCRIPTIONGROUP:
+        return _fields(req, "group", SUB, "groupName")
     return []
 
 

@@ -7,6 +7,11 @@ prints a table by default and JSON with ``--json``.
 | getBrokerConfig, updateBrokerConfig | broker_config.py | 26, 25 |
 | haStatus, promote | ha.py | 907, 1007/1008 |
 | consumerProgress, resetOffset, resetOffsetByTime | offsets.py | 208, 222 |
+| topicList, topicClusterList, updateTopic, deleteTopic | topics.py | 21, 105/106, 17, 215/216 |
+| updateSubGroup, deleteSubGroup | groups.py | 200, 207 (+ 215/216) |
+| queryMsgById | msg_by_id.py | 33 |
+| consumerConnection | connections.py | 203 |
+| wipeWritePerm, addWritePerm | write_perm.py | 205, 327 |
 | getSyncStateSet, getControllerMetaData, electMaster, cleanBrokerMetadata | controller_verbs.py | 1006, 1005, 1002, 1011 |
 
 Exit codes: 0 done, 1 a broker or name server could not be reached or refused, 2 bad usage.

@@ -5,7 +5,19 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import broker_config, cluster, controller_verbs, ha, messages, offsets, topics
+from broker.admin import (
+    broker_config,
+    cluster,
+    connections,
+    controller_verbs,
+    groups,
+    ha,
+    messages,
+    msg_by_id,
+    offsets,
+    topics,
+    write_perm,
+)
 from broker.admin.common import EXIT_CODES, signed
 
 
@@ -195,6 +207,63 @@ def _topic_verbs(sub) -> None:
     q.add_argument("-w", "--write-queue-nums", type=int, default=8)
     q.add_argument("-p", "--perm", type=int, default=6, help="2 W, 4 R, 6 RW (default 6)")
     q.add_argument("-o", "--order", action="store_true", help="an ordered topic")
+    q = add_verb(
+        sub,
+        "deleteTopic",
+        "delete a topic from every master of a cluster, then from the name servers' routes",
+        topics.run_delete_topic,
+        targets="namesrv",
+    )
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-c", "--cluster", required=True, help="every master of this cluster")
+
+
+def _group_verbs(sub) -> None:
+    q = add_verb(
+        sub,
+        "updateSubGroup",
+        "create or update a consumer group's config on a broker or every master of a cluster",
+        groups.run_update_sub_group,
+    )
+    q.add_argument("-g", "--group", required=True, help="consumer group name")
+    q.add_argument("-c", "--cluster", default=None, help="every master of this cluster (with -n)")
+    b = groups.parse_bool
+    for short, long, kind in (
+        ("-s", "--consume-enable", b),
+        ("-m", "--consume-from-min-enable", b),
+        ("-d", "--consume-broadcast-enable", b),
+        ("-o", "--consume-message-orderly", b),
+        ("-q", "--retry-queue-nums", int),
+        ("-r", "--retry-max-times", int),
+        ("-i", "--broker-id", int),
+        ("-w", "--which-broker-when-consume-slowly", int),
+        ("-a", "--notify-consumer-ids-changed", b),
+    ):
+        q.add_argument(short, long, type=kind, default=None)
+    q = add_verb(
+        sub,
+        "deleteSubGroup",
+        "delete a consumer group's config (offsets stay); with -c also its retry and DLQ topics",
+        groups.run_delete_sub_group,
+    )
+    q.add_argument("-g", "--group", required=True, help="consumer group name")
+    q.add_argument("-c", "--cluster", default=None, help="every master of this cluster (with -n)")
+
+
+def _connection_verbs(sub) -> None:
+    q = add_verb(
+        sub,
+        "consumerConnection",
+        "the clients of a consumer group connected to the masters (or to -b)",
+        connections.run_consumer_connection,
+    )
+    q.add_argument("-g", "--group", required=True, help="consumer group name")
+    for verb, what in (
+        ("wipeWritePerm", "turn a broker group's write permission off in the name servers"),
+        ("addWritePerm", "turn a broker group's write permission back on in the name servers"),
+    ):
+        q = add_verb(sub, verb, what, write_perm.run(verb), targets="namesrv")
+        q.add_argument("-b", "--broker-name", required=True)
 
 
 def _message_verbs(sub) -> None:
@@ -209,6 +278,15 @@ def _message_verbs(sub) -> None:
     q.add_argument("-b", "--broker-name", required=True)
     q.add_argument("-i", "--queue", type=int, required=True, help="queue id")
     q.add_argument("-o", "--offset", type=int, required=True, help="queue offset")
+    q = add_verb(
+        sub,
+        "queryMsgById",
+        "a message by its offset msgId (OffsetID), from the broker that stored it",
+        msg_by_id.run_query_msg_by_id,
+        targets="namesrv",
+    )
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-i", "--msg-id", required=True, help="the offset msgId (OffsetID)")
     for verb, what in (
         ("printMsg", "print a topic's messages, every queue from its min offset"),
         ("consumeMessage", "read messages from a queue offset, committing nothing"),
@@ -250,5 +328,7 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     _offset_verbs(sub)
     controller_verbs.register_verbs(sub, add_verb)
     _topic_verbs(sub)
+    _group_verbs(sub)
+    _connection_verbs(sub)
     _message_verbs(sub)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -9,6 +9,12 @@
 - ``updateTopic (-b A | -c CLUSTER -n N) -t T [-r 8] [-w 8] [-p 6]``: create or update topic T
   on the broker A or on every master of the cluster (UPDATE_AND_CREATE_TOPIC 17); mqadmin's
   ``create topic to ADDR success.`` then the TopicConfig.
+- ``deleteTopic -n N -c CLUSTER -t T``: as mqadmin's DeleteTopicSubCommand, the topic goes from
+  every master of the cluster first (DELETE_TOPIC_IN_BROKER 215; each re-registers without it),
+  then from the routes of every name server of ``-n`` (DELETE_TOPIC_IN_NAMESRV 216 with the
+  cluster's name); ``delete topic [T] from cluster [C] success.`` and ``delete topic [T] from
+  NameServer success.``. A master or name server that refuses is named on stderr (exit 1); the
+  name servers are not asked when a master refused, so a route never outlives nothing.
 """
 
 from __future__ import annotations
@@ -150,7 +156,7 @@ async def update_topic(targets: list[str], tc: dict) -> list[dict]:
     return out
 
 
-async def _update_targets(args) -> list[str]:
+async def update_targets(args) -> list[str]:
     if args.broker_addr:
         return addrs(args.broker_addr)
     if not (args.cluster and args.namesrv):
@@ -163,7 +169,7 @@ async def _update_targets(args) -> list[str]:
 
 def run_update_topic(args: argparse.Namespace) -> int:
     tc = topic_config(args)
-    rows = asyncio.run(update_topic(asyncio.run(_update_targets(args)), tc))
+    rows = asyncio.run(update_topic(asyncio.run(update_targets(args)), tc))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -177,3 +183,46 @@ def run_update_topic(args: argparse.Namespace) -> int:
                 f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order={str(tc['order']).lower()}]"
             )
     return report_errors("updateTopic", rows)
+
+
+async def delete_topic(namesrv_addrs: list[str], cluster: str, topic: str) -> dict:
+    """``{topic, cluster, brokers, namesrvs}``: one row per master (``{brokerAddr}`` or
+    ``{brokerAddr, error}``), then one per name server (``{namesrvAddr}`` or with ``error``)."""
+    targets = [a for _n, a in masters(await cluster_info(namesrv_addrs), cluster)]
+    if not targets:
+        raise AdminError(f"cluster {cluster!r} has no master the name servers know")
+    brokers = []
+    answers = await invoke_all(
+        targets,
+        lambda: RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}),
+    )
+    for addr, resp in answers:
+        err = error_of(resp)
+        brokers.append({"brokerAddr": addr} if err is None else {"brokerAddr": addr, "error": err})
+    namesrvs = []
+    if all("error" not in r for r in brokers):
+        fields = {"topic": topic, "clusterName": cluster}
+        answers = await invoke_all(
+            namesrv_addrs,
+            lambda: RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields),
+        )
+        for addr, resp in answers:
+            err = error_of(resp)
+            row = {"namesrvAddr": addr}
+            namesrvs.append(row if err is None else {**row, "error": err})
+    return {"topic": topic, "cluster": cluster, "brokers": brokers, "namesrvs": namesrvs}
+
+
+def run_delete_topic(args: argparse.Namespace) -> int:
+    need_targets(args, broker_addr=False)
+    doc = asyncio.run(delete_topic(addrs(args.namesrv), args.cluster, args.topic))
+    brokers, namesrvs = doc["brokers"], doc["namesrvs"]
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        if all("error" not in r for r in brokers):
+            print(f"delete topic [{args.topic}] from cluster [{args.cluster}] success.")
+        if namesrvs and all("error" not in r for r in namesrvs):
+            print(f"delete topic [{args.topic}] from NameServer success.")
+    failed = report_errors("deleteTopic", brokers)
+    return report_errors("deleteTopic", namesrvs, who=lambda r: r["namesrvAddr"]) or failed

@@ -40,14 +40,21 @@ class RequestCode(IntEnum):
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200  # body: SubscriptionGroupConfig's JSON
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
     GET_TOPIC_STATS_INFO = 202
+    GET_CONSUMER_CONNECTION_LIST = 203
+    WIPE_WRITE_PERM_OF_BROKER = 205  # name server: a broker group's queues read-only
     GET_CONSUME_STATS = 208
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_SUBSCRIPTIONGROUP = 207  # header: groupName, cleanOffset
+    DELETE_TOPIC_IN_BROKER = 215  # mqadmin deleteTopic: the topic's config on one broker
+    DELETE_TOPIC_IN_NAMESRV = 216  # mqadmin deleteTopic: the topic's routes
     INVOKE_BROKER_TO_RESET_OFFSET = 222  # admin → broker: per queue (queueId, offset) or by time
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
+    ADD_WRITE_PERM_OF_BROKER = 327  # name server: undoes WIPE_WRITE_PERM_OF_BROKER
     BROKER_HEARTBEAT = 904  # RocketMQ 5 (controller mode): broker -> every controller
     EXCHANGE_BROKER_HA_INFO = 906  # RocketMQ 5; here: a slave names its HA connection
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5
@@ -88,6 +95,8 @@ class ResponseCode(IntEnum):
     SUBSCRIPTION_NOT_EXIST = 24
     SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    INVALID_PARAMETER = 29
+    CONSUMER_NOT_ONLINE = 206
     # RocketMQ 5 controller (ResponseCode.java)
     CONTROLLER_FENCED_MASTER_EPOCH = 2000
     CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001

@@ -2,8 +2,10 @@
 the one writer of it.
 
 RocketMQ's rules: ``find`` is findSubscriptionGroupConfig (an unknown group is created with
-SubscriptionGroupConfig's defaults when ``autoCreateSubscriptionGroup``); ``replace_from_master``
-is SlaveSynchronize.syncSubscriptionGroupConfig (the master's table and dataVersion when they
+SubscriptionGroupConfig's defaults when ``autoCreateSubscriptionGroup``); ``put`` and ``delete``
+are updateSubscriptionGroupConfig and deleteSubscriptionGroupConfig (an administrator's
+updateSubGroup / deleteSubGroup, each with a new dataVersion); ``replace_from_master`` is
+SlaveSynchronize.syncSubscriptionGroupConfig (the master's table and dataVersion when they
 differ). Every change is persisted before the call returns.
 """
 
@@ -74,6 +76,21 @@ class SubscriptionGroupManager:
             self.persist()
             log.info("auto-created subscription group %s", group)
         return sub
+
+    def put(self, group: str, config: dict[str, Any]) -> None:
+        """Create or replace ``group``'s config (updateSubscriptionGroupConfig), persisted."""
+        self._tables.put(group, config)
+        self.persist()
+        log.info("subscription group %s created/updated: %s", group, config)
+
+    def delete(self, group: str) -> bool:
+        """Remove ``group``'s config, persisted; False when it had none."""
+        if self._tables.table.pop(group, None) is None:
+            return False
+        self._tables.next_version()
+        self.persist()
+        log.info("subscription group %s deleted", group)
+        return True
 
     def replace_from_master(self, doc: Any) -> bool:
         """The master's GET_ALL_SUBSCRIPTIONGROUP_CONFIG document replaces ours when its table

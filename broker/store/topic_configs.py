@@ -10,6 +10,7 @@ RocketMQ's rules, as its TopicConfigManager has them:
 - ``create_in_send_back``: createTopicInSendMessageBackMethod: an existing config wins, else
   one with the given queues and perm (retry and dead-letter topics).
 - ``put``: updateTopicConfig (an administrator's create or replace).
+- ``delete``: deleteTopicConfig (an administrator's ``mqadmin deleteTopic``).
 - ``adopt_orphan_queues``: a slave promoted before SlaveSynchronize copied a new topic's
   config holds its queues but no config: one is created from the queues it holds.
 - ``replace_from_master``: SlaveSynchronize.syncTopicConfig takes the master's table and
@@ -77,6 +78,14 @@ class TopicConfigManager:
         """Create or replace ``topic``'s config (updateTopicConfig), persisted."""
         self._tables.put(topic, config)
         self.persist()
+
+    def delete(self, topic: str) -> bool:
+        """Remove ``topic``'s config (deleteTopicConfig), persisted; False when it had none."""
+        if self._tables.table.pop(topic, None) is None:
+            return False
+        self._tables.next_version()
+        self.persist()
+        return True
 
     def ensure_default(self, queue_nums: int) -> bool:
         """``TBW102`` with ``queue_nums`` queues when absent; True when created now."""

@@ -18,7 +18,16 @@ from broker.remoting.connection import Eager
 from tests.acl.helpers import run_node
 
 # Every header field that names a topic or a group anywhere in the broker, long and V2 names.
-NAMING_FIELDS = ("topic", "b", "originTopic", "group", "consumerGroup", "producerGroup", "a")
+NAMING_FIELDS = (
+    "topic",
+    "b",
+    "originTopic",
+    "group",
+    "consumerGroup",
+    "producerGroup",
+    "a",
+    "groupName",
+)
 # Read but never a destination or a permission: the auto-create template and the producer group.
 NOT_RESOURCES = frozenset({"defaultTopic", "c", "producerGroup", "a"})
 NUMBERS = {

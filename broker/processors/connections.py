@@ -1,0 +1,44 @@
+"""GET_CONSUMER_CONNECTION_LIST (203): ``mqadmin consumerConnection`` asks a broker which
+clients of a consumer group are connected (ConsumerManager's members, from their heartbeats).
+
+RocketMQ's AdminBrokerProcessor.getConsumerConnectionList (GetConsumerConnectionListRequestHeader:
+``consumerGroup``) answers ConsumerConnection's JSON: ``connectionSet`` (each ``clientId``,
+``clientAddr``) and ``subscriptionTable`` (topic -> ``{topic, subString}``); a group with no
+member is CONSUMER_NOT_ONLINE (206) ``the consumer group[G] not online``. haproof's heartbeats
+keep neither the client's language and version nor the group's consumeType, messageModel and
+consumeFromWhere, so those are not in the answer (rather than made up).
+The guard checks ``consumerGroup`` (broker/acl/permission.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+from broker.processors.admin import ConsumerManager
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+
+
+class ConnectionListProcessor:
+    """Reads ``consumers``' members."""
+
+    def __init__(self, consumers: ConsumerManager) -> None:
+        self.consumers = consumers
+
+    def handlers(self) -> dict[int, object]:
+        return {RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections}
+
+    async def consumer_connections(self, conn, req: RemotingCommand) -> RemotingCommand:
+        group = req.field("consumerGroup")
+        members = dict(self.consumers.groups.get(group) or {})
+        if not members:
+            return req.make_response(
+                ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online"
+            )
+        connections, subs = [], {}
+        for cid, info in sorted(members.items()):
+            connections.append({"clientId": cid, "clientAddr": str(info.conn.peer)})
+            for topic, expr in info.subscriptions.items():
+                subs[topic] = {"topic": topic, "subString": expr}
+        body = {"connectionSet": connections, "subscriptionTable": subs}
+        return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())

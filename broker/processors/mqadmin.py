@@ -1,0 +1,30 @@
+"""The request handlers only mqadmin's verbs use (issue #27), gathered for the node factory
+(broker/node.py): each processor is given only the collaborators it uses."""
+
+from __future__ import annotations
+
+from broker.processors.admin import ConsumerManager
+from broker.processors.connections import ConnectionListProcessor
+from broker.processors.group_admin import SubscriptionGroupAdminProcessor
+from broker.processors.message_view import MessageViewProcessor
+from broker.processors.topic_admin import TopicDeleteProcessor
+from broker.registration import NamesrvRegistration
+from broker.store.message_store import MessageStore
+from broker.store.role import BrokerRoleState
+
+
+def mqadmin_handlers(
+    store: MessageStore,
+    role: BrokerRoleState,
+    registration: NamesrvRegistration,
+    consumers: ConsumerManager,
+) -> dict[int, object]:
+    """Topic deletion (215, topic_admin.py), group admin (200, 207, group_admin.py) and a
+    message by its offset msgId (33, message_view.py), a group's connections (203,
+    connections.py)."""
+    return {
+        **TopicDeleteProcessor(store.topic_config, role, registration).handlers(),
+        **SubscriptionGroupAdminProcessor(store.subscription_groups, role).handlers(),
+        **MessageViewProcessor(store).handlers(),
+        **ConnectionListProcessor(consumers).handlers(),
+    }
