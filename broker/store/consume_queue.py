@@ -38,13 +38,17 @@ class ConsumeQueue:
         self.files = queue
         self.max_phy_offset = 0  # end of the last indexed record in the commit log
         self.min_logic_offset = 0  # first valid byte (after commit log cleanup)
+        self.damage: str | None = None  # what loading found wrong (store/queue_check.py)
 
     @classmethod
     def load(cls, root: str, topic: str, queue_id: int, file_size: int) -> ConsumeQueue:
         if file_size % ENTRY_SIZE:
             raise StoreError(f"consume queue file size {file_size} is not a multiple of 20")
         directory = os.path.join(root, topic, str(queue_id))
-        cq = cls(topic, queue_id, MappedFileQueue.load(directory, file_size))
+        files = MappedFileQueue.load(directory, file_size)
+        cq = cls(topic, queue_id, files)
+        if files.removed_empty:
+            cq.damage = f"{files.removed_empty}: empty file"
         cq._recover()
         return cq
 
@@ -58,6 +62,9 @@ class ConsumeQueue:
                 end = mf.file_from_offset + pos
                 offset, size, _ = ENTRY.unpack_from(mf.buffer, pos - ENTRY_SIZE)
                 self.max_phy_offset = offset + size
+                rest = mf.buffer[pos : mf.file_size]
+                if rest.count(0) != len(rest):
+                    self.damage = f"{mf.path}: data after the all-zero entry {end // ENTRY_SIZE}"
                 break
         if files and end < self.files.max_offset:
             self.files.truncate_dirty(end)

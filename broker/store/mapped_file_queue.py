@@ -21,6 +21,7 @@ class MappedFileQueue:
         self.files = files
         self._starts = [f.file_from_offset for f in files]
         self.flush_count = 0  # flushes that wrote something (msync calls)
+        self.removed_empty: str | None = None  # an empty last file load removed
 
     @classmethod
     def load(cls, directory: str, file_size: int) -> MappedFileQueue:
@@ -28,6 +29,7 @@ class MappedFileQueue:
         os.makedirs(directory, exist_ok=True)
         names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
         files: list[MappedFile] = []
+        removed: str | None = None
         for i, n in enumerate(names):
             path = os.path.join(directory, n)
             size = os.path.getsize(path)
@@ -36,6 +38,7 @@ class MappedFileQueue:
                 # was ever written to it
                 log.warning("%s: removing an empty file left by a crash as it was created", path)
                 os.unlink(path)
+                removed = path
                 continue
             if size != file_size:
                 raise StoreError(
@@ -51,7 +54,9 @@ class MappedFileQueue:
             mf = MappedFile.open(path, file_size)
             mf.wrote_position = mf.flushed_position = file_size
             files.append(mf)
-        return cls(directory, file_size, files)
+        queue = cls(directory, file_size, files)
+        queue.removed_empty = removed
+        return queue
 
     @property
     def min_offset(self) -> int:

@@ -212,6 +212,7 @@ class MessageStore:
             put_lock=self.put_lock,
         )
         self.queries = StoreQueries(self.commit_log, self.queues, self.dispatcher, self.put_lock)
+        self.queries.on_damage = self.cq_table.damage_handler(self)
 
     def rebuild_consume_queues(self) -> int:
         with self.put_lock:

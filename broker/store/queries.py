@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.store.queue_check import record_fault
 from broker.store.results import GetMessageResult, GetMessageStatus
-from contracts.errors import StoreError
 from contracts.record.layout import OFFSET_BORNHOST, OFFSET_SYSFLAG, SYSFLAG_TRANSACTION_ROLLBACK
+from contracts.record.reader import decode_record
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
@@ -37,6 +39,8 @@ class StoreQueries:
         self.queues = queues
         self.dispatcher = dispatcher
         self.put_lock = put_lock
+        # rebuilds a damaged queue from the commit log (the façade's, under the put lock)
+        self.on_damage: Callable[[str, int, int, str], None] | None = None
 
     def is_dispatched(self, phy_offset: int) -> bool:
         """True when every record ending at or before ``phy_offset`` is in its consume queue.
@@ -92,6 +96,7 @@ class StoreQueries:
         max_msgs: int,
         tag_codes: set[int] | None = None,
         max_bytes: int = 256 * 1024,
+        _retried: bool = False,
     ) -> GetMessageResult:
         """Up to ``max_msgs`` raw records of (topic, queue_id) from queue ``offset`` on.
 
@@ -114,27 +119,22 @@ class StoreQueries:
         size_total = 0
         next_offset = offset
         max_pulled = -1
-        log_end = self.commit_log.max_offset
         for qo, phy, size, tag_code in cq.iter_from(offset, max(max_msgs, 1) * 4 + 32):
             if len(records) >= max_msgs or (records and size_total + size > max_bytes):
                 break
-            if phy + size > log_end:
-                break  # indexed but not (or no longer) in the log
+            data, fault = self._served(cq, qo, phy, size)
+            if fault is not None:
+                if fault == "":
+                    next_offset = qo + 1  # a quarantined range: nothing to serve
+                    continue
+                if not _retried and self.on_damage is not None:
+                    self.on_damage(topic, queue_id, qo, fault)
+                    return self.get_message(
+                        topic, queue_id, offset, max_msgs, tag_codes, max_bytes, _retried=True
+                    )
+                break  # not served: the client retries
             next_offset = qo + 1
             if tag_codes is not None and tag_code not in tag_codes:
-                continue
-            try:
-                data = self.commit_log.read_record(phy, size)
-            except StoreError:
-                break
-            if (
-                int.from_bytes(data[:4], "big") != size
-                or int.from_bytes(data[_SYSFLAG], "big") & _ROLLBACK == _ROLLBACK
-            ):
-                # the entry points into a range a repair quarantined (store/recovery.py)
-                log.warning(
-                    "%s/%d: no record at queue offset %d (phy %d)", topic, queue_id, qo, phy
-                )
                 continue
             records.append(data)
             size_total += size
@@ -143,3 +143,36 @@ class StoreQueries:
         result = GetMessageResult(status, next_offset, lo, hi, records)
         result.max_phy_offset_pulled = max_pulled
         return result
+
+    def _served(self, cq: ConsumeQueue, qo: int, phy: int, size: int) -> tuple[bytes, str | None]:
+        """The record entry ``qo`` points at and None; or a fault: "" for a quarantined range,
+        else why the entry is damaged (it must point at its own record: topic, queue, offset)."""
+        log_end = self.commit_log.max_offset
+        if size <= 0 or phy < self.commit_log.min_offset or phy + size > log_end:
+            return (
+                b"",
+                f"entry ({phy}, {size}) outside the commit log [{self.commit_log.min_offset}, {log_end})",
+            )
+        try:
+            data = self.commit_log.read_record(phy, size)
+            rec = decode_record(data)
+        except Exception as exc:  # noqa: BLE001 - no record at that position
+            if int.from_bytes(self.commit_log.read(phy, 4), "big") != size and _quarantined(
+                self.commit_log, phy
+            ):
+                log.warning(
+                    "%s/%d: no record at queue offset %d (phy %d)", cq.topic, cq.queue_id, qo, phy
+                )
+                return b"", ""
+            return b"", f"no record at commit log offset {phy} ({exc})"
+        if int.from_bytes(data[_SYSFLAG], "big") & _ROLLBACK == _ROLLBACK:
+            return b"", ""  # a repair's quarantine filler
+        return data, record_fault(cq, qo, phy, size, rec)
+
+
+def _quarantined(commit_log: CommitLog, phy: int) -> bool:
+    try:
+        rec = commit_log.lookup(phy)
+    except Exception:  # noqa: BLE001
+        return False
+    return rec.sysflag & _ROLLBACK == _ROLLBACK

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Callable
 
 from broker.store.commit_log import CommitLog
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.dispatcher import Dispatcher, rebuild_consume_queues
+from broker.store.queue_check import describe, heal_tails, rebuild_queues, verify_all
 from contracts.errors import StoreError
 from contracts.record.model import Record
 
@@ -51,7 +53,22 @@ class ConsumeQueueTable:
                 continue
             for qid in sorted(os.listdir(tdir)):
                 if qid.lstrip("-").isdigit():
-                    self.queues[(topic, int(qid))] = self.open(topic, int(qid))
+                    self.queues[(topic, int(qid))] = self._open_loaded(topic, int(qid))
+
+    def _open_loaded(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """Open a queue found on disk; one with an emptied file is deleted (derived data) and
+        flagged for the rebuild ``recover`` does."""
+        try:
+            return self.open(topic, queue_id)
+        except StoreError as exc:
+            path = os.path.join(self.root, topic, str(queue_id))
+            if not any(e.stat().st_size == 0 for e in os.scandir(path) if e.is_file()):
+                raise  # a size that is not the configured one: refuse, as for the log
+            log.error("consume queue %s/%d unreadable (%s); rebuilding it", topic, queue_id, exc)
+            shutil.rmtree(path, ignore_errors=True)
+            cq = self.open(topic, queue_id)
+            cq.damage = str(exc)
+            return cq
 
     def recover(
         self,
@@ -75,6 +92,8 @@ class ConsumeQueueTable:
             log.warning("consume queues inconsistent with the commit log (%s); rebuilding", exc)
             rebuild_consume_queues(commit_log, self.root, self.queues, self.open, tags_code)
             dispatcher.dispatched_offset = end
+        verify_all(commit_log, self.queues, self.open, tags_code)
+        heal_tails(commit_log, self.queues, self.open, tags_code)
         for key, cq in self.queues.items():
             self.next_offsets[key] = cq.max_offset_in_queue
 
@@ -84,6 +103,27 @@ class ConsumeQueueTable:
         self.next_offsets.clear()
         self.next_offsets.update({k: cq.max_offset_in_queue for k, cq in self.queues.items()})
         return n
+
+    def rebuild_queue(self, commit_log: CommitLog, key: tuple[str, int], tags_code) -> None:
+        """Index one damaged queue again from the commit log (a read met a bad entry)."""
+        rebuild_queues(commit_log, self.queues, self.open, {key}, tags_code)
+        self.next_offsets[key] = max(
+            self.next_offsets.get(key, 0), self.queues[key].max_offset_in_queue
+        )
+
+    def damage_handler(self, store):
+        """What a read of ``store`` (the façade) calls on a damaged entry: log it and rebuild
+        that queue from the commit log under the put lock."""
+        commit_log, put_lock, tags_code = store.commit_log, store.put_lock, store._tags_code
+
+        def on_damage(topic: str, queue_id: int, qo: int, fault: str) -> None:
+            with put_lock:
+                cq = self.queues.get((topic, queue_id))
+                where = describe(cq, qo) if cq else f"consume queue {topic}/{queue_id}"
+                log.error("%s: %s; rebuilding it from the commit log", where, fault)
+                self.rebuild_queue(commit_log, (topic, queue_id), tags_code)
+
+        return on_damage
 
     def truncate_dirty(self, offset: int) -> None:
         """Drop every entry pointing at or above commit log ``offset``."""
