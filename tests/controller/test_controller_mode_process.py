@@ -102,6 +102,7 @@ async def _scenario(ctl: str, namesrv: str, procs: dict) -> None:
             60_000,
             what="both slaves in sync",
         )
+        await _forged_notify_changes_nothing(client, ctl, first, procs)
         acked = []
         for i in range(100):
             sent = await _send_one(producer, f"before-{i}")
@@ -133,3 +134,18 @@ async def _elected(client: RemotingClient, ctl: str, after_epoch: int):
 
 async def _count_at_least(coro, n: int) -> bool:
     return (await coro) >= n
+
+
+async def _forged_notify_changes_nothing(client, ctl: str, master: str, procs: dict) -> None:
+    """1008 from anyone but through the controller: a hint, never a role change."""
+    slave = next(p.addr for p in procs.values() if p.addr != master)
+    req = RemotingCommand.request(
+        RequestCode.NOTIFY_BROKER_ROLE_CHANGED,
+        {"masterAddress": slave, "masterEpoch": 99, "brokerRole": "SYNC_MASTER", "brokerId": 0},
+    )
+    resp = await client.invoke(slave, req, 5000)
+    assert resp.code == ResponseCode.SUCCESS
+    status = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
+    doc = json.loads((await client.invoke(slave, status, 5000)).body)
+    assert doc["brokerRole"] == "SLAVE" and doc["epoch"] < 99
+    assert (await _master(client, ctl))[0] == master
