@@ -110,6 +110,13 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "haAllowedSlaves": ("ha_allowed_slaves", None),
     "offsetCommitThroughLog": ("offset_commit_through_log", True),
     "offsetCommitCoalesceMs": ("offset_commit_coalesce_ms", 20),
+    "enableControllerMode": ("enable_controller_mode", False),
+    "controllerAddr": ("controller_addr", None),
+    "brokerHeartbeatInterval": ("broker_heartbeat_interval_ms", 1000),
+    "controllerHeartBeatTimeoutMills": ("controller_heartbeat_timeout_ms", 10_000),
+    "syncBrokerMetadataPeriod": ("sync_broker_metadata_period_ms", 5000),
+    "brokerElectionPriority": ("broker_election_priority", 2**31 - 1),
+    "controllerLeaseMills": ("controller_lease_ms", 8000),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -207,6 +214,16 @@ class BrokerConfig:
     # who may connect to the HA port: IPs or networks separated by ';' or ','
     # (default: loopback only without ACL, anyone who signs the handshake with ACL)
     ha_allowed_slaves: str | None = None
+    # RocketMQ 5's controller mode (docs/controller.md): the controllers at controllerAddr
+    # decide this node's role and id, not brokerRole/brokerId; controllerLeaseMills (ours) is
+    # the master lease, at most 80 % of controllerHeartBeatTimeoutMills
+    enable_controller_mode: bool = False
+    controller_addr: str | None = None
+    broker_heartbeat_interval_ms: int = 1000
+    controller_heartbeat_timeout_ms: int = 10_000
+    sync_broker_metadata_period_ms: int = 5000
+    broker_election_priority: int = 2**31 - 1  # lower wins
+    controller_lease_ms: int = 8000
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -238,6 +255,11 @@ class BrokerConfig:
     @property
     def ha_server_addr(self) -> str:
         return f"{self.broker_ip1}:{self.ha_listen_port}"
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        """``controllerAddr`` split at ``;``."""
+        return [a.strip() for a in (self.controller_addr or "").split(";") if a.strip()]
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -51,6 +51,10 @@ POSITIVE_FIELDS = (
     "auto_create_topic_max_per_client",
     "remoting_max_connections_per_host",
     "ha_max_connections",
+    "broker_heartbeat_interval_ms",
+    "controller_heartbeat_timeout_ms",
+    "sync_broker_metadata_period_ms",
+    "controller_lease_ms",
 )
 
 
@@ -113,7 +117,8 @@ def _check_numbers(cfg: Any, bad: Callable[[str, str], ConfigError]) -> None:
 
 def _check_addresses_and_features(cfg: Any, bad: Callable[[str, str], ConfigError]) -> None:
     """Addresses, and the settings a feature (archive, ACL, delay levels) needs together."""
-    for fname in ("namesrv_addr", "ha_master_address"):
+    _check_controller_mode(cfg, bad)
+    for fname in ("namesrv_addr", "ha_master_address", "controller_addr"):
         value = getattr(cfg, fname)
         for addr in (a.strip() for a in (value or "").split(";")):
             if addr and not _is_host_port(addr):
@@ -148,6 +153,22 @@ def _check_addresses_and_features(cfg: Any, bad: Callable[[str, str], ConfigErro
             ha_allowed_networks(cfg.ha_allowed_slaves)
         except ValueError as exc:
             raise bad("ha_allowed_slaves", str(exc)) from None
+
+
+def _check_controller_mode(cfg: Any, bad: Callable[[str, str], ConfigError]) -> None:
+    if not cfg.enable_controller_mode:
+        return
+    if not (cfg.controller_addr or "").strip():
+        raise bad("controller_addr", "enableControllerMode=true needs controllerAddr=host:port")
+    if cfg.controller_lease_ms > cfg.controller_heartbeat_timeout_ms * 0.8:
+        raise bad(
+            "controller_lease_ms",
+            f"must be at most 80% of controllerHeartBeatTimeoutMills "
+            f"({cfg.controller_heartbeat_timeout_ms}): the master must stop writing before "
+            "the controller may elect another",
+        )
+    if cfg.broker_election_priority < 0:
+        raise bad("broker_election_priority", "must not be negative")
 
 
 def keyed_error(message: str, key: str | None) -> ConfigError:

@@ -38,8 +38,8 @@ ROCKETMQ_IGNORED_KEYS = frozenset(
     filterDataCleanTimeSpan filterSupportRetry enablePropertyFilter compressedRegister
     forceRegister registerNameServerPeriod transactionTimeOut transactionCheckMax
     transactionCheckInterval aclEnable storeReplyMessageEnable autoDeleteUnusedStats
-    enableDetailStat isolateLogEnable brokerHeartbeatInterval enableSlaveActingMaster
-    enableControllerMode controllerAddr storePathDLedgerCommitLog storePathEpochFile
+    enableDetailStat isolateLogEnable enableSlaveActingMaster
+    storePathDLedgerCommitLog storePathEpochFile
     enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
     cleanResourceInterval deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval
     destroyMapedFileIntervalForcibly redeleteHangedFileInterval deleteWhen

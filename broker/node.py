@@ -15,6 +15,7 @@ from broker import aio
 from broker.acl.permission import AclChecker
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
+from broker.ha.controller_role import controller_mode, initial_role, write_gate
 from broker.ha.failover import FailoverService
 from broker.ha.offset_sync import OffsetPreOnline
 from broker.ha.reconcile import EpochReconciler
@@ -127,6 +128,7 @@ class BrokerNode:
             self.info,
             node_name=node_name,
         )
+        self.gate = write_gate(self.config)  # closed: sends refused (controller mode: no role)
         self.services: list[NodeService] = []  # see _build_services
         # offsetCommitThroughLog: commits and resets as records of the log (broker/offset_log)
         self.offset_log = (
@@ -181,7 +183,7 @@ class BrokerNode:
             )
         links = PeerLinks.from_config(config, signer)
         live = LiveConfig(config)
-        role = BrokerRoleState.configured(config, EpochFile.load(config.store_path_root_dir))
+        role = initial_role(config, EpochFile.load(config.store_path_root_dir))
         store = MessageStore.open(
             live,
             accept_offset_loss=accept_offset_loss,
@@ -215,10 +217,8 @@ class BrokerNode:
         self.store.start()
         self.services = self._build_services()
         self.info.services = self.services
-        # every request passes the ACL and name checks first (broker/processors/guard.py)
-        self.server = remoting_server(
-            self.config, guarded(self._processors(), self.acl), clock=self.clock
-        )
+        processors = guarded(self._processors(), self.acl)  # ACL and name checks first
+        self.server = remoting_server(self.config, processors, clock=self.clock)
         warn_if_exposed(f"broker {self.node_name}", self.host, self.acl is not None)
         started = []
         try:
@@ -247,7 +247,7 @@ class BrokerNode:
     def _processors(self) -> dict:
         """Every request code this node answers: the request processors' and the services'."""
         store, config = self.store, self.config
-        send = SendProcessor(store, config, self.topics, self.stats, self.replication)
+        send = SendProcessor(store, config, self.topics, self.stats, self.replication, self.gate)
         pull = PullProcessor(
             store, config, self.consumers, self.long_poll, self.stats, offset_log=self.offset_log
         )
@@ -296,12 +296,14 @@ class BrokerNode:
                 clock=clock,
             )
             services.append(archiver)
+        if config.enable_controller_mode:  # last: after the failover finished any rejoin cut
+            owner = (self.failover, role, self.reconciler, self.gate, self.replication)
+            services.append(controller_mode(config, owner, store, self.links.client(), clock))
         return services
 
     # -- what the entry point and the tests drive ----------------------------------------------
 
-    def request_register(self) -> None:
-        """Register with the name servers now (after a role or topic change)."""
+    def request_register(self) -> None:  # with the name servers, now (role or topic change)
         self.registration.request()
 
     async def register_all(self) -> int:

@@ -198,7 +198,11 @@ class HAClient:
         host, port = writer.get_extra_info("sockname")[:2]
         req = RemotingCommand.request(
             RequestCode.EXCHANGE_BROKER_HA_INFO,
-            {"nodeName": self.node_name, "haClientAddr": f"{host}:{port}"},
+            {
+                "nodeName": self.node_name,
+                "haClientAddr": f"{host}:{port}",
+                "brokerId": reconciler.role.broker_id,  # controller mode: its SyncStateSet id
+            },
         )
         try:
             await reconciler.client.invoke(self.master_addr, req, 3000)

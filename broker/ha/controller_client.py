@@ -24,6 +24,7 @@ master's HA service calls to widen or shrink its SyncStateSet (1001).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -149,6 +150,11 @@ class ControllerClient(LoopService):
         finally:
             self._check_lease()
 
+    def pull_now(self) -> None:
+        """Pull the replica info at the next round, and run it now (a 1008 hint)."""
+        self._next_pull_ms = 0.0
+        self.wakeup()
+
     async def _call(self, addr: str, code: int, fields: dict, body=None) -> RemotingCommand:
         raw = b"" if body is None else json.dumps(body).encode()
         return await self.invoke(addr, RemotingCommand.request(code, fields, raw), TIMEOUT_MS)
@@ -262,27 +268,7 @@ class ControllerClient(LoopService):
             if master_id is None or me is None:
                 return
             if master_epoch > r.master_epoch:
-                r.master_broker_id, r.master_addr, r.master_epoch = (
-                    master_id,
-                    master_addr,
-                    master_epoch,
-                )
-                if sync_set is not None and set_epoch is not None:
-                    r.sync_state_set, r.sync_state_set_epoch = frozenset(sync_set), set_epoch
-                if master_id == me:
-                    await self.role.become_master(
-                        broker_id=me,
-                        master_epoch=master_epoch,
-                        sync_state_set=set(r.sync_state_set),
-                        sync_state_set_epoch=r.sync_state_set_epoch,
-                    )
-                else:
-                    await self.role.become_slave(
-                        broker_id=me,
-                        master_epoch=master_epoch,
-                        master_broker_id=master_id,
-                        master_addr=master_addr or "",
-                    )
+                await self._switch(master_id, master_addr, master_epoch, sync_set, set_epoch)
             elif master_epoch == r.master_epoch and set_epoch is not None and sync_set is not None:
                 if set_epoch > r.sync_state_set_epoch:
                     r.sync_state_set, r.sync_state_set_epoch = frozenset(sync_set), set_epoch
@@ -295,6 +281,34 @@ class ControllerClient(LoopService):
                     self.fenced = False
                     self.role.unfence_writes()
                     log.warning("master lease renewed under epoch %d: writes resume", master_epoch)
+
+    async def _switch(self, master_id, master_addr, master_epoch, sync_set, set_epoch) -> None:
+        """Take a newer master epoch; when the role owner fails, forget it (the next pull
+        applies it again) rather than believe a role this node does not have."""
+        r, me = self.replica, self.broker_id
+        before = dataclasses.replace(r)
+        r.master_broker_id, r.master_addr, r.master_epoch = master_id, master_addr, master_epoch
+        if sync_set is not None and set_epoch is not None:
+            r.sync_state_set, r.sync_state_set_epoch = frozenset(sync_set), set_epoch
+        try:
+            if master_id == me:
+                await self.role.become_master(
+                    broker_id=me,
+                    master_epoch=master_epoch,
+                    sync_state_set=set(r.sync_state_set),
+                    sync_state_set_epoch=r.sync_state_set_epoch,
+                )
+            else:
+                await self.role.become_slave(
+                    broker_id=me,
+                    master_epoch=master_epoch,
+                    master_broker_id=master_id,
+                    master_addr=master_addr or "",
+                )
+        except Exception:
+            self.replica = before
+            self._next_pull_ms = 0.0
+            raise
 
     def _lease_expired(self) -> bool:
         last = self.last_leader_ack_ms

@@ -110,6 +110,9 @@ class FailoverService:
         ha = self.replication.ha
         if ha is not None:
             ha.peer_names[req.field("haClientAddr")] = req.field("nodeName")
+            broker_id = req.opt_field("brokerId", None)
+            if broker_id is not None and str(broker_id).isdigit():
+                ha.peer_ids[req.field("haClientAddr")] = int(broker_id)
         return req.make_response(ResponseCode.SUCCESS)
 
     def describe(self) -> dict:

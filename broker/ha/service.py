@@ -200,6 +200,7 @@ class HAService:
         self._server: asyncio.Server | None = None
         self.port = self.config.ha_listen_port  # the bound port once started
         self.peer_names: dict[str, str] = {}  # HA connection peer -> the slave's node name
+        self.peer_ids: dict[str, int] = {}  # HA connection peer -> the slave's broker id
         # (clock's monotonic s, push2slave_max) each time the best ack rose: replication lag
         # measured where the ack lands, without a poller's granularity (bench, haStatus)
         self.ack_history: deque[tuple[float, int]] = deque(maxlen=ACK_HISTORY_LEN)
@@ -262,6 +263,7 @@ class HAService:
             else:
                 writer.close()  # stopped during the handshake
             self.peer_names.pop(peer, None)
+            self.peer_ids.pop(peer, None)
             self._tasks.discard(task)
 
     async def _admit(self, reader, writer, host: str, peer: str) -> bool:
@@ -332,6 +334,7 @@ class HAService:
             slaves.append(
                 {
                     "node": self.peer_names.get(c.peer),
+                    "brokerId": self.peer_ids.get(c.peer),
                     "addr": c.peer,
                     "ackOffset": c.ack_offset,
                     "diff": diff,

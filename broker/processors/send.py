@@ -21,6 +21,7 @@ from broker.remoting.connection import Eager
 from broker.store import delay
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
+from broker.write_gate import WriteGate
 from contracts.record.builder import encode_message
 from contracts.record.model import Message
 from contracts.record.properties import properties_to_string, string_to_properties
@@ -131,8 +132,10 @@ class SendProcessor:
         topics: TopicAutoCreate,
         stats: BrokerStats | None = None,
         replication: RoleServices | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
         self.store = store
+        self.gate = gate  # closed: refuse every send (controller mode before a role; lease)
         self.config = config
         self.topics = topics
         self.stats = stats
@@ -195,6 +198,8 @@ class SendProcessor:
             h = send_header(req)
         except SendHeaderError as exc:
             return req.make_response(exc.response_code, remark=str(exc))
+        if self.gate is not None and self.gate.refusal is not None:
+            return req.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, remark=self.gate.refusal)
         topic, queue_id, batch = h.topic, h.queue_id, h.batch
         sys_flag, born_ts, flag, reconsume = h.sys_flag, h.born_ts, h.flag, h.reconsume
         default_nums = h.default_nums

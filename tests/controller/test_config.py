@@ -36,3 +36,34 @@ def test_namesrv_conf_embeds_the_controller_only_when_enabled(tmp_path):
     )
     port, cfg = read_namesrv_conf(str(conf))
     assert port == 9877 and cfg.listenPort == 9877 and cfg.notifyBrokerRoleChanged is False
+
+
+def test_broker_conf_controller_mode_keys(tmp_path):
+    from broker.config import BrokerConfig
+
+    cfg = BrokerConfig.from_dict(
+        {
+            "enableControllerMode": "true",
+            "controllerAddr": "127.0.0.1:9878;127.0.0.1:9879",
+            "brokerHeartbeatInterval": "500",
+            "controllerHeartBeatTimeoutMills": "4000",
+            "syncBrokerMetadataPeriod": "1000",
+            "brokerElectionPriority": "3",
+            "controllerLeaseMills": "3000",
+            "storePathRootDir": str(tmp_path),
+        }
+    )
+    assert cfg.enable_controller_mode and cfg.controller_addrs == [
+        "127.0.0.1:9878",
+        "127.0.0.1:9879",
+    ]
+    assert BrokerConfig(store_path_root_dir=str(tmp_path)).enable_controller_mode is False
+    lease = {"controllerAddr": "127.0.0.1:1", "controllerLeaseMills": "9000"}
+    for props, message in (
+        ({"enableControllerMode": "true"}, "needs controllerAddr"),
+        ({"enableControllerMode": "true", "controllerAddr": "nope"}, "not host:port"),
+        ({"enableControllerMode": "true", **lease}, "80%"),
+        ({"brokerHeartbeatInterval": "0"}, "must be positive"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            BrokerConfig.from_dict({**props, "storePathRootDir": str(tmp_path)})
