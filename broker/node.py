@@ -1,8 +1,7 @@
 """The broker node process (RocketMQ's BrokerController): ``BrokerNode.start`` builds its parts
-once -- store, role owner, replication, processors and services, registration -- handing each
-the typed collaborators it uses (never the node), then runs them until ``stop()``. Every part
-reads time from the one ``Clock`` it is given. ``haproof broker -c broker.conf`` runs one in the
-foreground until SIGTERM/SIGINT."""
+once, handing each the typed collaborators it uses (never the node), and runs them until
+``stop()``; every part reads time from the one ``Clock`` it is given. ``haproof broker -c
+broker.conf`` runs one in the foreground until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
