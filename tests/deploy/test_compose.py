@@ -28,9 +28,6 @@ from broker.config import BrokerConfig, BrokerRole
 from broker.controller.config import ControllerConfig, load_controller_config
 
 REPO = Path(__file__).resolve().parents[2]
-CONTROLLER_MODE_KEYS = ("enableControllerMode", "controllerAddr")
-
-
 @pytest.fixture(scope="module")
 def compose() -> dict:
     return yaml.safe_load((REPO / "docker-compose.yml").read_text())
@@ -89,9 +86,8 @@ def test_broker_configs_agree_with_the_network_and_each_other(compose) -> None:
     ns_port = _flag(ns_svc["command"], "--listen-port")
     masters = {}
     for name, (svc, cfg) in brokers.items():
-        # aclEnable is a BrokerConfig key (broker/acl); the controller-mode keys are
-        # RocketMQ's, read by the controller client (test_brokers_join_the_controller_group)
-        assert set(cfg.extra) <= {"aclEnable", *CONTROLLER_MODE_KEYS}, f"{name}: {cfg.extra}"
+        # aclEnable is read by broker/acl, not a BrokerConfig field
+        assert set(cfg.extra) <= {"aclEnable"}, f"{name}: {cfg.extra}"
         ip = svc["networks"]["haproof"]["ipv4_address"]
         assert cfg.broker_ip1 == ip and ipaddress.ip_address(ip) in subnet, name
         assert cfg.node_name == name
@@ -360,8 +356,8 @@ def test_brokers_join_the_controller_group(compose) -> None:
     controllers = _controllers(compose)
     (_, first), *_ = controllers.values()
     for name, (_svc, cfg) in _brokers(compose).items():
-        assert cfg.extra.get("enableControllerMode") == "true", name
-        assert cfg.extra["controllerAddr"].split(";") == first.rpc_addrs, name
+        assert cfg.enable_controller_mode, name
+        assert cfg.controller_addr.split(";") == first.rpc_addrs, name
         assert cfg.broker_ip1 in cfg.ha_allowed_slaves, f"{name}: any node may be master"
         # a group of three, so a SYNC_MASTER keeps a slave in its SyncStateSet after one loss
     assert len(_brokers(compose)) == 3
