@@ -28,6 +28,8 @@ from broker.config import BrokerConfig, BrokerRole
 from broker.controller.config import ControllerConfig, load_controller_config
 
 REPO = Path(__file__).resolve().parents[2]
+
+
 @pytest.fixture(scope="module")
 def compose() -> dict:
     return yaml.safe_load((REPO / "docker-compose.yml").read_text())
