@@ -117,6 +117,9 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "syncBrokerMetadataPeriod": ("sync_broker_metadata_period_ms", 5000),
     "brokerElectionPriority": ("broker_election_priority", 2**31 - 1),
     "controllerLeaseMills": ("controller_lease_ms", 8000),
+    "allAckInSyncStateSet": ("all_ack_in_sync_state_set", False),
+    "minInSyncReplicas": ("min_in_sync_replicas", 1),
+    "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup_ms", 15_000),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -224,6 +227,12 @@ class BrokerConfig:
     sync_broker_metadata_period_ms: int = 5000
     broker_election_priority: int = 2**31 - 1  # lower wins
     controller_lease_ms: int = 8000
+    # the master's SyncStateSet in controller mode (broker/ha/sync_state.py): a SYNC_MASTER put
+    # waits for every member (allAckInSyncStateSet), is refused below minInSyncReplicas, and a
+    # slave not caught up for haMaxTimeSlaveNotCatchup leaves the set
+    all_ack_in_sync_state_set: bool = False
+    min_in_sync_replicas: int = 1
+    ha_max_time_slave_not_catchup_ms: int = 15_000
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

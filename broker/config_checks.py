@@ -55,6 +55,8 @@ POSITIVE_FIELDS = (
     "controller_heartbeat_timeout_ms",
     "sync_broker_metadata_period_ms",
     "controller_lease_ms",
+    "min_in_sync_replicas",
+    "ha_max_time_slave_not_catchup_ms",
 )
 
 

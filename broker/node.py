@@ -57,10 +57,6 @@ log = logging.getLogger(__name__)
 CLIENT_SCAN_INTERVAL_MS = 10_000
 
 
-def _event_loop_name() -> str:
-    return type(asyncio.get_running_loop()).__module__.partition(".")[0]
-
-
 class BrokerNode:
     """Build with ``await BrokerNode.start(config)``; stop with ``await node.stop()``.
 
@@ -98,7 +94,7 @@ class BrokerNode:
         self.server: RemotingServer
         self.ns_client = self.links.client()
         self.truncations = TruncationListeners()
-        self.info = RuntimeInfoTable(_event_loop_name)
+        self.info = RuntimeInfoTable()
         self.reconciler = EpochReconciler(store, role, self.links, node_name, self.truncations)
         # what runs only in the current role (HAService / HAClient + SlaveSynchronize)
         roles = RoleServiceFactory(
@@ -112,7 +108,7 @@ class BrokerNode:
             node_name=node_name,
             clock=clock,
         )
-        self.replication = RoleServices(role, roles.build)
+        self.replication = RoleServices(role, roles.build, roles.sync_state)
         self.registration = NamesrvRegistration(
             self.config, store, role, self.replication, self.ns_client, clock=clock
         )
@@ -281,6 +277,7 @@ class BrokerNode:
         ]
         if self.offset_log is not None:
             services.append(self.offset_log)
+        archiver = None  # archiveEnable: the node's events and log go to the archive
         if config.archive_enable:
             from broker.archive.node_archiver import NodeArchiver
 
@@ -297,7 +294,8 @@ class BrokerNode:
             services.append(archiver)
         if config.enable_controller_mode:  # last: after the failover finished any rejoin cut
             owner = (self.failover, role, self.reconciler, self.gate, self.replication)
-            services.append(controller_mode(config, owner, store, self.links.client(), clock))
+            sink = None if archiver is None else archiver.record_event  # lease, SyncStateSet
+            services.append(controller_mode(config, owner, store, self.links.client(), clock, sink))
         return services
 
     # -- what the entry point and the tests drive ----------------------------------------------

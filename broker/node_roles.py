@@ -12,6 +12,7 @@ from broker.ha.client import HAClient
 from broker.ha.reconcile import EpochReconciler
 from broker.ha.service import HAService
 from broker.ha.slave_sync import SlaveSynchronize
+from broker.ha.sync_state_keeper import SyncStateKeeper
 from broker.live_config import LiveConfig
 from broker.node_parts import PeerLinks
 from broker.node_service import NodeService
@@ -42,13 +43,24 @@ class RoleServiceFactory:
         self.acl = acl
         self.node_name = node_name
         self.clock = clock
+        # controller mode: the master's SyncStateSet, one keeper across the node's terms
+        self.sync_state = (
+            SyncStateKeeper(config, node_name, clock) if config.enable_controller_mode else None
+        )
 
     def build(self, role: BrokerRole) -> list[NodeService]:
         """What runs only in ``role``."""
         if role.is_master:
-            return [
-                HAService(self.store, self.config, self.role, self.host, self.acl, clock=self.clock)
-            ]
+            ha = HAService(
+                self.store,
+                self.config,
+                self.role,
+                self.host,
+                self.acl,
+                clock=self.clock,
+                sync_state=self.sync_state,
+            )
+            return [ha]
         client = HAClient(
             self.store,
             self.config,

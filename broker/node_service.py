@@ -4,6 +4,7 @@ they add to GET_BROKER_RUNTIME_INFO is gathered by one ``RuntimeInfoTable``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
@@ -27,9 +28,9 @@ class RuntimeInfoTable:
     """GET_BROKER_RUNTIME_INFO's keys from every service of the node; the node hands in its
     services once they are built (``services``), the readers call ``table()``."""
 
-    def __init__(self, event_loop_name: Callable[[], str]) -> None:
+    def __init__(self, event_loop_name: Callable[[], str] | None = None) -> None:
         self.services: Iterable[NodeService] = ()
-        self._event_loop_name = event_loop_name
+        self._event_loop_name = event_loop_name or _event_loop_name
 
     def table(self) -> dict[str, str]:
         # which asyncio loop serves (eventLoop): uvloop or asyncio
@@ -37,3 +38,8 @@ class RuntimeInfoTable:
         for service in self.services:
             info.update({k: str(v) for k, v in service.runtime_info().items()})
         return info
+
+
+def _event_loop_name() -> str:
+    """Which asyncio loop runs the node: uvloop or asyncio."""
+    return type(asyncio.get_running_loop()).__module__.partition(".")[0]

@@ -11,7 +11,8 @@
   consumer offsets, queue max offsets, delay offsets, dataVersion, mappedFileSize.
 - Events: ``started``; ``recovered`` (the log end found at start and the end kept after a crash);
   ``role_changed``; ``truncated`` (a rejoining node cut its log back); ``master_lost`` (a slave's
-  HA connection to its master went away); ``offset_reset`` (when the node reports one).
+  HA connection to its master went away); ``offset_reset`` (when the node reports one); in
+  controller mode ``lease_lost`` and ``sync_state_set_changed`` (``record_event``).
 - Storage trouble (no bucket, bad credentials, endpoint down, disk full) is logged once per
   change of state, never reaches the send path, and the worker retries with backoff; the archive
   catches up when storage returns. ``runtime_info`` reports the archive lag (bytes, ms).
@@ -199,6 +200,12 @@ class NodeArchiver:
     def _on_offset_reset(self, group: str, topic: str, queue_id: int, from_off: int, to_off: int):
         fields = {"group": group, "topic": topic, "queue": queue_id, "from": from_off, "to": to_off}
         self._jobs.put(("event", "offset_reset", fields))
+        self._wake.set()
+
+    def record_event(self, kind: str, fields: dict) -> None:
+        """An event another part of the node records (controller mode: ``lease_lost``,
+        ``sync_state_set_changed``), archived in order with the node's own."""
+        self._jobs.put(("event", kind, dict(fields)))
         self._wake.set()
 
     async def _snapshot_round(self) -> None:

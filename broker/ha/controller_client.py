@@ -361,15 +361,7 @@ class ControllerClient(LoopService):
             return False
         r.sync_state_set = frozenset(new_set)
         r.sync_state_set_epoch = int(resp.ext_fields["newSyncStateSetEpoch"])
-        self.on_event(
-            "sync_state_set_changed",
-            {
-                "epoch": r.master_epoch,
-                "memberIds": sorted(new_set),
-                "syncStateSetEpoch": r.sync_state_set_epoch,
-            },
-        )
-        return True
+        return True  # the caller (the master's SyncStateSet keeper) records the change
 
 
 def _opt_int(value) -> int | None:

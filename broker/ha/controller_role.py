@@ -21,7 +21,7 @@ from broker.ha.controller_client import ClientConfig, ControllerClient
 from broker.ha.failover import FailoverService
 from broker.ha.reconcile import EpochReconciler
 from broker.ha.role_services import RoleServices
-from broker.loop_service import Periodic
+from broker.ha.sync_state_keeper import Emit, SyncStateKeeper
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -62,13 +62,17 @@ def controller_mode(
     store: MessageStore,
     client: RemotingClient,
     clock: Clock,
+    on_event: Emit | None = None,
 ) -> ControllerModeService:
     """The node service of controller mode, over the node's failover, role state, reconciler,
-    write gate and role services (``owner``)."""
+    write gate and role services (``owner``); ``on_event`` archives what it records
+    (``lease_lost``, ``sync_state_set_changed``; None: logged only)."""
     failover, role, reconciler, gate, replication = owner
     master = config.broker_role if config.broker_role.is_master else BrokerRole.SYNC_MASTER
     role_owner = ControllerRole(failover, role, reconciler, gate, master)
-    return ControllerModeService(config, role_owner, NodeOffsets(store, replication), client, clock)
+    role_owner.sync_state, role_owner.store = replication.sync_state, store
+    offsets = NodeOffsets(store, replication)
+    return ControllerModeService(config, role_owner, offsets, client, clock, on_event)
 
 
 class ControllerRole:
@@ -84,6 +88,8 @@ class ControllerRole:
     ) -> None:
         self.failover, self.role, self.reconciler = failover, role, reconciler
         self.gate, self.master_role = gate, master_role
+        self.sync_state: SyncStateKeeper | None = None  # the master's SyncStateSet
+        self.store: MessageStore | None = None  # where this master's epoch starts
 
     def master_epoch(self) -> int:
         return self.role.epoch
@@ -97,6 +103,11 @@ class ControllerRole:
         sync_state_set_epoch: int,
     ) -> None:
         await self.failover.become_master(master_epoch, self.master_role)
+        if self.sync_state is not None and self.store is not None:  # before writes come in
+            start = self.store.max_phy_offset
+            self.sync_state.begin(
+                broker_id, sync_state_set, master_epoch, sync_state_set_epoch, start
+            )
         self.gate.open(UNASSIGNED)
         log.warning(
             "controller: master (controller id %d, epoch %d, SyncStateSet %s)",
@@ -109,6 +120,8 @@ class ControllerRole:
         self, *, broker_id: int, master_epoch: int, master_broker_id: int, master_addr: str
     ) -> None:
         doc = await self.reconciler.fetch_epochs(master_addr)  # raises: retried at the next pull
+        if self.sync_state is not None:
+            self.sync_state.end()
         await self.failover.become_slave(master_addr, doc.get("haServerAddr"), broker_id)
         self.gate.open(UNASSIGNED)
 
@@ -147,6 +160,7 @@ class ControllerModeService:
         offsets: NodeOffsets,
         client: RemotingClient,
         clock: Clock,
+        on_event: Emit | None = None,
     ) -> None:
         cfg = ClientConfig(
             cluster=config.broker_cluster_name,
@@ -163,37 +177,46 @@ class ControllerModeService:
             config.store_path_root_dir, config.broker_cluster_name, config.broker_name
         )
         self.remoting, self.replication = client, offsets.replication
+        self._archive = on_event
         self.client = ControllerClient(
-            cfg, identity, client.invoke, role_owner, offsets, clock, on_event=_log_event
+            cfg, identity, client.invoke, role_owner, offsets, clock, on_event=self.record
         )
-        self.keeper = Periodic(
-            "sync-state-set",
-            period_ms=config.broker_heartbeat_interval_ms,
-            round_=self.keep_sync_state_set,
-            clock=clock,
-        )
+        self.keeper = role_owner.sync_state  # None only where no node runs (unit tests)
+        if self.keeper is not None:
+            self.keeper.connect(self._alter, self._view)
+            self.keeper.on_event = self.record
 
     async def start(self) -> None:
         self.client.start()
-        self.keeper.start()
+        if self.keeper is not None:
+            self.keeper.start()
 
     async def stop(self) -> None:
-        await self.keeper.stop()
+        if self.keeper is not None:
+            await self.keeper.stop()
         await self.client.stop()
         await self.remoting.close()
 
-    async def keep_sync_state_set(self) -> None:
-        """A master proposes its SyncStateSet (1001): itself and the slaves whose HA
-        connection is in sync (within haSlaveFallbehindMax, connected). A first, coarse
-        upkeep: ``broker/ha/sync_state.py``'s RocketMQ rules are not wired yet."""
-        client, ha = self.client, self.replication.ha
-        if not client.is_master or ha is None or client.broker_id is None:
-            return
-        ids = {s["brokerId"] for s in ha.status()["slaves"] if s["inSync"] and s["brokerId"]}
-        wanted = frozenset({client.broker_id, *ids})
-        if wanted != client.replica.sync_state_set:
-            if await client.alter_sync_state_set(set(wanted)):
-                log.warning("controller: SyncStateSet now %s", sorted(wanted))
+    async def _alter(self, members: frozenset[int]) -> int | None:
+        """The keeper's proposal to the controller (1001): the new set epoch, None: refused."""
+        if not await self.client.alter_sync_state_set(set(members)):
+            return None
+        return self.client.replica.sync_state_set_epoch
+
+    def _view(self) -> tuple[int, frozenset[int], int]:
+        r = self.client.replica
+        return r.master_epoch, r.sync_state_set, r.sync_state_set_epoch
+
+    def record(self, kind: str, fields: dict) -> None:
+        """An event of this master (``lease_lost``, ``sync_state_set_changed``): logged, and
+        archived with the node's events (``epoch`` is the archive's own field: the controller's
+        master epoch goes as ``masterEpoch``)."""
+        log.warning("controller event %s: %s", kind, fields)
+        doc = dict(fields)
+        if "epoch" in doc:
+            doc["masterEpoch"] = doc.pop("epoch")
+        if self._archive is not None:
+            self._archive(kind, doc)
 
     def handlers(self) -> dict:
         return {RequestCode.NOTIFY_BROKER_ROLE_CHANGED: self._notified}
@@ -213,7 +236,3 @@ class ControllerModeService:
         if req.is_oneway:
             return None
         return req.make_response(ResponseCode.SUCCESS)
-
-
-def _log_event(kind: str, fields: dict) -> None:
-    log.warning("controller event %s: %s", kind, fields)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from broker.config import BrokerRole
 from broker.ha.client import HAClient
 from broker.ha.service import HAService
+from broker.ha.sync_state_keeper import SyncStateKeeper
 from broker.node_service import NodeService
 from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.store.role import BrokerRoleState
@@ -28,10 +29,14 @@ class RoleServices:
     stops them in reverse (a failing stop is logged; the others still stop)."""
 
     def __init__(
-        self, role: BrokerRoleState, build: Callable[[BrokerRole], list[NodeService]]
+        self,
+        role: BrokerRoleState,
+        build: Callable[[BrokerRole], list[NodeService]],
+        sync_state: SyncStateKeeper | None = None,
     ) -> None:
         self.role = role
         self._build = build
+        self.sync_state = sync_state  # controller mode: the master's SyncStateSet (else None)
         self.services: list[NodeService] = []
 
     @property
@@ -43,6 +48,14 @@ class RoleServices:
     def ha_client(self) -> HAClient | None:
         """The slave side while it runs."""
         return next((s for s in self.services if isinstance(s, HAClient)), None)
+
+    def admit_put(self) -> str | None:
+        """Before a put: why a SYNC_MASTER in controller mode refuses it now (fewer in-sync
+        replicas than minInSyncReplicas: RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH), else None."""
+        keeper = self.sync_state
+        if keeper is None or self.ha is None or self.role.role is not BrokerRole.SYNC_MASTER:
+            return None
+        return keeper.admit_put()
 
     async def await_replication(self, result: PutMessageResult, timeout_ms: int):
         """After a local put: on a SYNC_MASTER with its HAService running, wait for the slaves

@@ -37,6 +37,7 @@ from broker.store.role import BrokerRoleState
 
 if TYPE_CHECKING:
     from broker.acl.permission import AclChecker
+    from broker.ha.sync_state_keeper import SyncStateKeeper
     from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class HAConnection:
                     "was sent (an ack for bytes it cannot hold)"
                 )
             self.ack_offset = offset
-            self.service.on_ack(offset)
+            self.service.on_ack(offset, self)
 
     def _start_offset(self) -> int:
         if self.request_offset > 0:
@@ -154,6 +155,7 @@ class HAConnection:
         heartbeat_ms = cfg.ha_send_heartbeat_interval_ms
         batch = cfg.ha_transfer_batch_size_bytes
         store, clock = self.service.store, self.service.clock
+        keeper = self.service.sync_state  # controller mode: the master's SyncStateSet
         last_write = clock.monotonic_ms()
         while True:
             self.new_data.clear()  # before reading: a put after the read wakes the wait below
@@ -167,7 +169,11 @@ class HAConnection:
                 self.next_transfer += len(data)
                 last_write = clock.monotonic_ms()
                 self._sent.append((last_write / 1000, len(data)))
+                if keeper is not None:
+                    keeper.conn_transfer(self, store.max_phy_offset)
                 continue
+            if keeper is not None:
+                keeper.conn_idle(self)
             if clock.monotonic_ms() - last_write >= heartbeat_ms:
                 self.writer.write(wire.build_header(self.next_transfer, 0))
                 await self.writer.drain()
@@ -189,8 +195,10 @@ class HAService:
         acl: AclChecker | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        sync_state: SyncStateKeeper | None = None,
     ) -> None:
         self.store = store
+        self.sync_state = sync_state  # controller mode: the master's SyncStateSet (else None)
         self.config = config
         self.role = role
         self.clock = clock
@@ -223,6 +231,8 @@ class HAService:
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self.transfer.start()
+        if self.sync_state is not None:
+            self.sync_state.attach(self)
         log.info("HA: listening for slaves on port %d", self.port)
 
     async def stop(self) -> None:
@@ -260,6 +270,8 @@ class HAService:
         finally:
             if conn is not None:
                 self.connections.remove(conn)
+                if self.sync_state is not None:
+                    self.sync_state.conn_closed(peer)
             else:
                 writer.close()  # stopped during the handshake
             self.peer_names.pop(peer, None)
@@ -298,11 +310,15 @@ class HAService:
 
     # -- acknowledgements (GroupTransferService) ------------------------------------------------
 
-    def on_ack(self, offset: int) -> None:
+    def on_ack(self, offset: int, conn: HAConnection | None = None) -> None:
         if offset > self.push2slave_max:
             self.push2slave_max = offset
             self.ack_history.append((self.clock.monotonic_ms() / 1000, offset))
-        self.transfer.on_ack(self.push2slave_max)
+        keeper = self.sync_state
+        if keeper is not None and keeper.active and conn is not None:
+            keeper.conn_ack(conn, offset)  # releases the puts the set's acks now cover
+        else:
+            self.transfer.on_ack(self.push2slave_max)
 
     def slave_ok(self, master_put_where: int) -> bool:
         """RocketMQ's isSlaveOK: a slave is connected and does not lag too far behind."""
@@ -314,7 +330,14 @@ class HAService:
     async def wait_replicated(self, result, timeout_ms: int) -> PutMessageStatus:
         if self.role.role is not BrokerRole.SYNC_MASTER:
             return result.status
-        end = result.end_offset
+        end, keeper = result.end_offset, self.sync_state
+        if keeper is not None and keeper.active:  # controller mode: the SyncStateSet's acks
+            all_ack = keeper.state.config.all_ack_in_sync_state_set
+            if not all_ack and not self.slave_ok(end):
+                return PutMessageStatus.SLAVE_NOT_AVAILABLE
+            if keeper.acknowledged_offset() >= end:
+                return PutMessageStatus.PUT_OK
+            return await self.transfer.wait(end, timeout_ms)
         if not self.slave_ok(end):
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
         if self.push2slave_max >= end:
@@ -343,11 +366,19 @@ class HAService:
                 }
             )
         in_sync = [s["ackOffset"] for s in slaves if s["inSync"]]
-        return {
+        doc = {
             "masterMaxOffset": master_max,
             "confirmOffset": min(in_sync) if in_sync else master_max,
             "slaves": slaves,
         }
+        keeper = self.sync_state
+        if keeper is not None and keeper.active:  # controller mode: the SyncStateSet's view
+            doc.update(keeper.status())
+            if keeper.state.config.all_ack_in_sync_state_set:  # else RocketMQ claims the log
+                doc["confirmOffset"] = keeper.confirm_offset(master_max)  # end: keep ours
+            for s in slaves:
+                s["inSyncStateSet"] = s["brokerId"] in doc["syncStateSet"]
+        return doc
 
     def handlers(self) -> dict:
         return {}

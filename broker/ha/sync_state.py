@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from broker.clock import Clock
 
 IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+ALL = 2**63 - 1  # acknowledged_offset when no replica's ack is awaited
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,22 @@ class SyncStateSet:
         acks = 1 + sum(1 for s in self.slaves.values() if s.ack >= next_offset)
         return acks >= self.config.in_sync_replicas
 
+    def acknowledged_offset(self) -> int:
+        """The highest end offset ``acknowledged`` answers now (``ALL``: any): a put ending at
+        or below it may be answered, one beyond it waits."""
+        if self.config.all_ack_in_sync_state_set:
+            others = self.union - {self.master_id}
+            if not others:
+                return ALL
+            if any(m not in self.slaves for m in others):
+                return -1
+            return min(self.slaves[m].ack for m in others)
+        need = self.config.in_sync_replicas - 1
+        if need <= 0:
+            return ALL
+        acks = sorted((s.ack for s in self.slaves.values()), reverse=True)
+        return acks[need - 1] if len(acks) >= need else -1
+
     def confirm_offset(self, master_max_offset: int) -> int:
         """CommitLog.getConfirmOffset in controller mode: the master's max offset while the set
         is the master alone or acks are not all awaited; else computeConfirmOffset over the
@@ -190,6 +207,11 @@ class SyncStateSet:
             return self._propose(self.members | {slave_id})
         return None
 
-    def _propose(self, members: frozenset[int]) -> frozenset[int]:
+    def _propose(self, members: frozenset[int]) -> frozenset[int] | None:
+        """One change in flight at a time: a second proposal would drop the first one's members
+        from the union before the controller answered (the next ack or shrink proposes again,
+        from the set the controller confirmed)."""
+        if self.proposed is not None:
+            return None
         self.proposed = frozenset(members) | {self.master_id}
         return self.proposed

@@ -200,6 +200,9 @@ class SendProcessor:
             return req.make_response(exc.response_code, remark=str(exc))
         if self.gate is not None and self.gate.refusal is not None:
             return req.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, remark=self.gate.refusal)
+        refusal = None if self.replication is None else self.replication.admit_put()
+        if refusal is not None:  # RocketMQ: IN_SYNC_REPLICAS_NOT_ENOUGH answers SYSTEM_ERROR
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=refusal)
         topic, queue_id, batch = h.topic, h.queue_id, h.batch
         sys_flag, born_ts, flag, reconsume = h.sys_flag, h.born_ts, h.flag, h.reconsume
         default_nums = h.default_nums
