@@ -107,8 +107,12 @@ class SyncStateKeeper(LoopService):
             self.on_transfer(sid, master_max_offset)
 
     def conn_idle(self, conn) -> None:
-        if self.state is not None and (sid := self._slave_id(conn)):
-            self.on_idle(sid)
+        """Nothing left to send: caught up now, once the slave acked all it was sent (RocketMQ
+        counts the idle write loop alone, so a stopped slave whose socket still takes bytes
+        stays in the set until its connection times out)."""
+        if self.state is not None and conn.ack_offset >= conn.sent_end:
+            if sid := self._slave_id(conn):
+                self.on_idle(sid)
 
     def conn_ack(self, conn, ack: int) -> None:
         if self.state is not None and (sid := self._slave_id(conn)):

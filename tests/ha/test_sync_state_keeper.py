@@ -57,7 +57,7 @@ class Rig:
         for sid in (S2, S3):
             peer = f"127.0.0.1:{40000 + sid}"
             self.ha.peer_ids[peer], self.ha.peer_names[peer] = sid, f"node-{sid}"
-            self.conns[sid] = SimpleNamespace(peer=peer)
+            self.conns[sid] = SimpleNamespace(peer=peer, ack_offset=-1, sent_end=0)
 
     async def _alter(self, members):
         self.proposals.append(frozenset(members))
@@ -71,7 +71,9 @@ class Rig:
 
     def replicate(self, sid: int, ack: int) -> None:
         conn = self.conns[sid]
-        self.keeper.conn_transfer(conn, self.ha.store.max_phy_offset)
+        conn.sent_end = self.ha.store.max_phy_offset
+        self.keeper.conn_transfer(conn, conn.sent_end)
+        conn.ack_offset = ack
         self.keeper.conn_ack(conn, ack)
 
 
@@ -189,6 +191,24 @@ def test_a_newer_set_the_controller_holds_for_this_epoch_is_taken():
         assert rig.keeper.status()["syncStateSet"] == [MASTER, S3]
         assert rig.keeper.status()["syncStateSetEpoch"] == 7
         assert rig.events[-1][1]["left"] == [S2]
+
+    _run(body)
+
+
+def test_an_idle_connection_counts_as_caught_up_only_once_all_it_was_sent_is_acked():
+    async def body(rig: Rig, clock: DrivenClock):
+        rig.write(500)
+        rig.replicate(S2, 500)
+        rig.replicate(S3, 500)
+        rig.write(900)
+        rig.replicate(S2, 900)
+        s3 = rig.conns[S3]
+        s3.sent_end = 900  # sent, never acked (a SIGSTOPped slave): idle is no catching up
+        for _ in range(5):
+            await clock.advance(1_000)
+            rig.keeper.conn_idle(s3)
+            rig.keeper.conn_idle(rig.conns[S2])
+        assert rig.keeper.status()["syncStateSet"] == [MASTER, S2]
 
     _run(body)
 

@@ -1,0 +1,148 @@
+"""The master's SyncStateSet with real processes on 127.0.0.1: a controller and three nodes in
+controller mode with ``allAckInSyncStateSet=true``, ``minInSyncReplicas=2`` and a short
+``haMaxTimeSlaveNotCatchup``. A SIGSTOPped slave leaves the set once it has not caught up for
+that long, and sends succeed again without it; the other slave killed, the master alone is
+refused with RocketMQ's answer (SYSTEM_ERROR, "in-sync replicas not enough"); the stopped
+slave resumes, catches up, returns to the set and sends succeed. Every change the master
+applied is an archived ``sync_state_set_changed`` event."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+
+from broker.client.producer import Producer, SendStatus
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from tests.controller.support import start_controller
+from tests.support.cluster import node_conf
+from tests.support.waiting import wait_for
+from tools.localcluster import free_port, start_broker, start_namesrv
+
+TOPIC = "SyncStateSetTopic"
+NODES = ("a", "b", "c")
+NOT_CATCHUP_MS = 1500
+
+
+def test_a_stopped_slave_leaves_the_set_and_returns(tmp_path):
+    ctl_port = free_port()
+    ctl = start_controller(tmp_path, "ctl", ctl_port)
+    ns = start_namesrv(tmp_path)
+    procs: dict[str, object] = {}
+    archive = tmp_path / "archive"
+    try:
+        for node in NODES:
+            port, ha = free_port(), free_port()
+            conf = node_conf(
+                tmp_path, node, 0, "SYNC_MASTER", port, ha, ns.addr,
+                enableControllerMode="true", controllerAddr=f"127.0.0.1:{ctl_port}",
+                brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000,
+                controllerLeaseMills=2000, syncBrokerMetadataPeriod=500,
+                haSendHeartbeatInterval=200, allAckInSyncStateSet="true", minInSyncReplicas=2,
+                haMaxTimeSlaveNotCatchup=NOT_CATCHUP_MS, syncFlushTimeout=8000,
+                archiveEnable="true", archiveRoot=f"file://{archive}", archiveInProcess="true",
+                archiveIntervalMs=300,
+            )  # fmt: skip
+            procs[node] = start_broker(node, conf, port, tmp_path)
+        asyncio.run(_scenario(f"127.0.0.1:{ctl_port}", ns.addr, procs, archive))
+    finally:
+        for p in procs.values():
+            if p.alive():
+                p.proc.send_signal(signal.SIGCONT)
+            p.kill()
+        ns.kill()
+        ctl.stop()
+
+
+async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
+    client = RemotingClient()
+    producer = Producer("PG", [namesrv], retry_times=0)
+    try:
+        master = await wait_for(lambda: _master(client, ctl), 30_000, what="a master elected")
+        m_node = next(n for n, p in procs.items() if p.addr == master)
+        ids = await wait_for(
+            lambda: _set_of(client, master, size=3), 30_000, what="both slaves in the set"
+        )
+        assert await _send(producer, "all-three") is SendStatus.SEND_OK
+        stopped, killed = [n for n in NODES if n != m_node]
+        procs[stopped].proc.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        load = asyncio.ensure_future(_keep_sending(producer))  # data it never acks
+        two = await wait_for(lambda: _set_of(client, master, size=2), 15_000, what="it leaves")
+        left_after_s = time.monotonic() - t0
+        assert NOT_CATCHUP_MS / 1000 <= left_after_s < 8, left_after_s
+        load.cancel()
+        await asyncio.gather(load, return_exceptions=True)
+        assert len(two) == 2 and set(two) < set(ids)
+        assert await _send(producer, "without-the-stopped") is SendStatus.SEND_OK
+        procs[killed].kill()  # -9: its connection closes, it leaves at once
+        await wait_for(lambda: _set_of(client, master, size=1), 15_000, what="master alone")
+        refused = await _send(producer, "alone")
+        assert isinstance(refused, str) and "code 1 " in refused, refused  # SYSTEM_ERROR
+        assert "in-sync replicas not enough" in refused, refused
+        procs[stopped].proc.send_signal(signal.SIGCONT)
+        await wait_for(lambda: _set_of(client, master, size=2), 15_000, what="it returns")
+        sent = await wait_for(lambda: _sent_ok(producer), 10_000, what="a send acknowledged")
+        assert sent is SendStatus.SEND_OK
+        kinds = await wait_for(
+            lambda: _archived_changes(archive, m_node, 3), 10_000, what="changes archived"
+        )
+        assert [len(k["memberIds"]) for k in kinds[-3:]] == [2, 1, 2], kinds
+        assert m_node in kinds[-1]["members"] and stopped in kinds[-1]["members"], kinds[-1]
+    finally:
+        await producer.close()
+        await client.close()
+
+
+async def _master(client: RemotingClient, ctl: str) -> str | None:
+    req = RemotingCommand.request(
+        RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "broker-a"}
+    )
+    try:
+        resp = await client.invoke(ctl, req, 2000)
+    except Exception:  # noqa: BLE001 - not answering yet
+        return None
+    return resp.ext_fields.get("masterAddress") or None
+
+
+async def _set_of(client: RemotingClient, addr: str, size: int) -> list[int] | None:
+    """The master's SyncStateSet (haStatus) when it has ``size`` members and none in flight."""
+    req = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
+    try:
+        resp = await client.invoke(addr, req, 2000)
+    except Exception:  # noqa: BLE001
+        return None
+    doc = json.loads(resp.body) if resp.code == ResponseCode.SUCCESS else {}
+    members = doc.get("syncStateSet")
+    if members is None or len(members) != size or doc.get("syncStateSetProposed"):
+        return None
+    return members
+
+
+async def _send(producer: Producer, label: str):
+    """SendStatus, or the refusal's text."""
+    try:
+        return (await producer.send(TOPIC, label.encode() * 10, keys=label)).status
+    except Exception as exc:  # noqa: BLE001 - the refusal is what some steps expect
+        return str(exc)
+
+
+async def _sent_ok(producer: Producer):
+    status = await _send(producer, "back")
+    return status if status is SendStatus.SEND_OK else None
+
+
+async def _keep_sending(producer: Producer) -> None:
+    while True:
+        await _send(producer, "load")
+        await asyncio.sleep(0.05)
+
+
+async def _archived_changes(archive, node: str, at_least: int) -> list[dict] | None:
+    files = (archive / "v1").rglob("*-sync_state_set_changed.json")
+    docs = [json.loads(f.read_text()) for f in files if node in f.parts]
+    docs.sort(key=lambda d: d["at"])
+    return docs if len(docs) >= at_least else None
