@@ -84,6 +84,14 @@ def _first(triple: str) -> str:
     return (triple or "-").split()[0]
 
 
+def _in_set(table: dict[str, str]) -> str:
+    """Controller mode: whether the node is in its group's SyncStateSet (and the set); else -."""
+    if "inSyncStateSet" not in table:
+        return "-"
+    member = "yes" if table["inSyncStateSet"] == "True" else "NO"
+    return f"{member} [{table.get('controllerSyncStateSet', '')}]"
+
+
 def run_cluster_list(args: argparse.Namespace) -> int:
     need_targets(args, broker_addr=False)
     doc = asyncio.run(cluster_list(addrs(args.namesrv)))
@@ -105,6 +113,7 @@ def run_cluster_list(args: argparse.Namespace) -> int:
                     _first(t.get("putTps", "")),
                     _first(t.get("getTransferedTps", "")),
                     t.get("commitLogMaxOffset", "-"),
+                    _in_set(t),
                 ]
             )
         headers = [
@@ -118,6 +127,7 @@ def run_cluster_list(args: argparse.Namespace) -> int:
             "inTPS",
             "outTPS",
             "maxOffset",
+            "inSyncStateSet",
         ]
         print_table(headers, rows, numeric={2, 6, 7, 8, 9})
     return report_errors("clusterList", doc["brokers"])

@@ -56,11 +56,21 @@ def print_ha_status(rows: list[dict]) -> None:
             print(f"  master HA {r['masterHaAddress']} ({state})")
         if "slaves" in r:
             print(f"  confirmOffset {r['confirmOffset']}")
-            print(f"  {'slave':<22} {'ackOffset':>14} {'diff':>12} {'speed B/s':>12} inSync")
+            if "syncStateSet" in r:  # controller mode: the master's SyncStateSet (broker ids)
+                flight = r.get("syncStateSetProposed")
+                print(
+                    f"  SyncStateSet {r['syncStateSet']} (epoch {r['syncStateSetEpoch']})"
+                    + (f", proposed {flight}" if flight else "")
+                )
+            print(
+                f"  {'slave':<22} {'ackOffset':>14} {'diff':>12} {'speed B/s':>12} inSync"
+                + (" inSyncStateSet" if "syncStateSet" in r else "")
+            )
             for s in r["slaves"]:
                 print(
                     f"  {s['addr']:<22} {s['ackOffset']:>14} {s['diff']:>12} "
                     f"{s['transferSpeedBytesPerS']:>12.0f} {s['inSync']}"
+                    + (f" {s.get('inSyncStateSet')}" if "syncStateSet" in r else "")
                 )
             if not r["slaves"]:
                 print("  no slave connected")

@@ -223,11 +223,18 @@ class ControllerModeService:
 
     def runtime_info(self) -> dict[str, object]:
         c = self.client
+        members, set_epoch = c.replica.sync_state_set, c.replica.sync_state_set_epoch
+        if self.keeper is not None and self.keeper.active:  # the master's own, fresher view
+            members, set_epoch = self.keeper.state.members, self.keeper.set_epoch
         return {
             "controllerLeader": c.leader or "",
             "controllerBrokerId": -1 if c.broker_id is None else c.broker_id,
             "controllerMasterEpoch": c.replica.master_epoch,
             "controllerFenced": c.fenced,
+            # SyncStateSet membership (clusterList): the set as this node last knew it
+            "controllerSyncStateSet": ",".join(str(m) for m in sorted(members)),
+            "controllerSyncStateSetEpoch": set_epoch,
+            "inSyncStateSet": c.broker_id is not None and c.broker_id in members,
         }
 
     async def _notified(self, conn, req: RemotingCommand) -> RemotingCommand | None:

@@ -188,6 +188,7 @@ class SyncStateKeeper(LoopService):
         if self.state is not st:
             return  # the term ended while the controller answered
         if new_epoch is None:
+            log.info("SyncStateSet %s not taken by the controller", sorted(proposal))
             st.rejected()
             return
         st.applied(proposal, self.master_max())

@@ -13,6 +13,8 @@ import json
 import signal
 import time
 
+from broker.admin.cluster import _in_set, cluster_list
+from broker.admin.ha import ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
@@ -87,6 +89,7 @@ async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
         await wait_for(lambda: _set_of(client, master, size=2), 15_000, what="it returns")
         sent = await wait_for(lambda: _sent_ok(producer), 10_000, what="a send acknowledged")
         assert sent is SendStatus.SEND_OK
+        await _admin_shows_the_set(namesrv, master)
         kinds = await wait_for(
             lambda: _archived_changes(archive, m_node, 3), 10_000, what="changes archived"
         )
@@ -95,6 +98,19 @@ async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
     finally:
         await producer.close()
         await client.close()
+
+
+async def _admin_shows_the_set(namesrv: str, master: str) -> None:
+    """clusterList and haStatus show SyncStateSet membership."""
+    doc = await cluster_list([namesrv])
+    table = next(b["table"] for b in doc["brokers"] if b["brokerAddr"] == master)
+    members = table["controllerSyncStateSet"]
+    assert table["inSyncStateSet"] == "True" and len(members.split(",")) == 2
+    assert _in_set(table) == f"yes [{members}]"
+    row = (await ha_status([master]))[0]
+    assert len(row["syncStateSet"]) == 2
+    members = [s for s in row["slaves"] if s["inSyncStateSet"]]
+    assert len(members) == 1 and members[0]["brokerId"] in row["syncStateSet"]
 
 
 async def _master(client: RemotingClient, ctl: str) -> str | None:
