@@ -2,7 +2,8 @@
 node holding every byte the group had acknowledged before it. The controller's records
 (``contracts/controller_archive.py``: ``elected`` with the candidates it saw, ``election_failed``,
 ``sync_state_set_changed``) are read from the group's ``_controller/events/`` folder; each one
-is a row of the report's timeline (``elections`` in ``verdict.json``).
+is a row of the report's timeline (``elections`` in ``verdict.json``), as are the masters' own
+events of controller mode (``sync_state_set_changed`` as applied, ``lease_lost``).
 
 What was acknowledged before an election at ``at`` with ``masterEpoch`` E: the highest promise
 of a master snapshot of an earlier epoch taken by then (its ``confirmOffset``, its slaves' ack
@@ -32,6 +33,7 @@ from spark_jobs.archive_reader import GroupArchive, _fetch, fault, io_pool
 CONTROLLER_NODE = "_controller"  # how archive faults name the controller's folder
 MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
 TIMELINE_MAX = 1_000  # timeline rows in verdict.json (the newest)
+MASTER_EVENT_KINDS = ("sync_state_set_changed", "lease_lost")  # archived by the node itself
 
 
 @dataclass
@@ -91,6 +93,9 @@ def judge_elections(store, ga: GroupArchive) -> ElectionsJudged:
         loss = election_loss(ga, rec, acked, promise)
         if loss is not None:
             out.losses.append(loss)
+    for na in ga.nodes.values():  # a master's own: SyncStateSet changes applied, lease expiries
+        out.timeline += [timeline_row(e) for e in na.events if e["kind"] in MASTER_EVENT_KINDS]
+    out.timeline.sort(key=lambda r: r["at"])
     out.timeline = out.timeline[-TIMELINE_MAX:]
     return out
 
@@ -160,6 +165,8 @@ def timeline_row(rec: dict) -> dict:
     }
     if rec["kind"] == "sync_state_set_changed":
         row.update(members=rec["members"], syncStateSetEpoch=rec["syncStateSetEpoch"])
+    elif rec["kind"] == "lease_lost":
+        row.update(lastContactAt=rec["lastContactAt"])
     else:
         row.update(
             unclean=bool(rec.get("unclean", False)),

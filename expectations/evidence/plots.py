@@ -27,7 +27,15 @@ VERDICT_COLORS = {
     at.EXPIRED: "#cfd8dc",
 }
 MAX_OFFSET_PLOTS = 24
-_EVENT_MARKS = ("role_changed", "master_lost", "truncated", "elected", "election_failed")
+_EVENT_MARKS = (
+    "role_changed",
+    "master_lost",
+    "truncated",
+    "elected",
+    "election_failed",
+    "sync_state_set_changed",
+    "lease_lost",
+)
 
 
 def _event_label(e: dict[str, Any]) -> str:
@@ -39,6 +47,12 @@ def _event_label(e: dict[str, Any]) -> str:
     if kind == "elected":  # the controller's record: node is the new master's address
         how = "unclean" if e.get("unclean") else "clean"
         return f"{e.get('node')}: elected ({how}, masterEpoch {e.get('masterEpoch')})"
+    if kind == "sync_state_set_changed":
+        return (
+            f"{e.get('node')}: SyncStateSet {e.get('members')} (epoch {e.get('syncStateSetEpoch')})"
+        )
+    if kind == "lease_lost":
+        return f"{e.get('node')}: master lease lost, writes fenced"
     return f"{e.get('node')}: {kind}"
 
 

@@ -156,3 +156,26 @@ def test_the_report_marks_elections_on_its_timeline(tmp_path, history):
               "slaves": {"a-1": cut}}]  # fmt: skip
     svg = plots.lag_chart(snaps, [doc])
     assert f"{A1}: elected (clean, masterEpoch 1)" in svg
+
+
+def test_a_masters_set_changes_and_lease_expiry_are_rows_of_the_timeline(tmp_path, history):
+    """Controller mode: the master archives each SyncStateSet change it had applied and the
+    expiry of its lease as its own events; the audit's timeline shows them among the
+    controller's records, in time order."""
+    _, old, _, cut, *_ = history
+    archive, _ = build(tmp_path, history, ack=cut)
+    elected(archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False),
+                             candidate(A1, 2, cut)])  # fmt: skip
+    node = sorted(load_group(archive.store, CLUSTER, GROUP).nodes)[-1]
+    for at, kind, fields in (
+        (ELECTED_AT + 300, "sync_state_set_changed",
+         {"members": [node, "a-2"], "memberIds": [2, 3], "syncStateSetEpoch": 3,
+          "masterEpoch": 1, "left": [], "joined": [3]}),
+        (ELECTED_AT + 600, "lease_lost", {"lastContactAt": ELECTED_AT + 100, "masterEpoch": 1}),
+    ):  # fmt: skip
+        doc = layout.make_event(kind, node, CLUSTER, GROUP, at, 1, **fields)
+        archive.store.put(layout.event_key(CLUSTER, GROUP, node, at, kind), layout.json_bytes(doc))
+    rows = judge(archive).timeline
+    assert [r["kind"] for r in rows] == ["elected", "sync_state_set_changed", "lease_lost"]
+    assert rows[1]["members"] == [node, "a-2"] and rows[1]["syncStateSetEpoch"] == 3
+    assert rows[2]["lastContactAt"] == ELECTED_AT + 100 and rows[2]["node"] == node
