@@ -20,7 +20,7 @@ from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Eager
 from broker.store import delay
 from broker.store.message_store import MessageStore
-from broker.store.results import PutMessageStatus
+from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.write_gate import WriteGate
 from contracts.record.builder import encode_message
 from contracts.record.model import Message
@@ -268,6 +268,11 @@ class SendProcessor:
         """Store one message (through the schedule topic when it has a DELAY level) and wait for
         replication; returns (PutMessageResult, final status). Used by send and send-back."""
         store = self.store
+        # minInSyncReplicas: a send-back is refused here (sends and batches earlier, in _send)
+        refusal = None if self.replication is None else self.replication.admit_put()
+        if refusal is not None:
+            status = PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
+            return PutMessageResult(status, remark=refusal), status
         tags_code = None
         if delay.to_schedule(msg, self.levels_ms):
             level = delay.delay_level(msg.properties)

@@ -230,3 +230,19 @@ def test_broker_conf_reads_rocketmq_keys_and_checks_them():
     for key in ("minInSyncReplicas", "haMaxTimeSlaveNotCatchup"):
         with pytest.raises(ConfigError, match=key):
             _config(**{key: "0"})
+
+
+def test_a_put_below_min_in_sync_replicas_is_refused_before_it_is_appended():
+    """The send path's own check (a send-back comes through ``put``): nothing reaches the
+    store, and the status says why."""
+    from broker.processors.send import REFUSAL_CODES, SendProcessor
+    from broker.remoting.codes import ResponseCode
+    from contracts.record.model import Message
+
+    refusal = "in-sync replicas not enough: 1 in the SyncStateSet [1], minInSyncReplicas=2"
+    replication = SimpleNamespace(admit_put=lambda: refusal, ha=object())
+    store = SimpleNamespace()  # any use of the store fails the test
+    send = SendProcessor(store, _config(), topics=None, replication=replication)
+    result, status = asyncio.run(send.put(Message(topic="T", body=b"x", queue_id=0)))
+    assert status is PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH and result.remark == refusal
+    assert REFUSAL_CODES.get(status, ResponseCode.SYSTEM_ERROR) == ResponseCode.SYSTEM_ERROR
