@@ -9,17 +9,20 @@ applied is an archived ``sync_state_set_changed`` event."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import signal
 import time
 
 from broker.admin.cluster import _in_set, cluster_list
-from broker.admin.ha import ha_status
+from broker.admin.ha import ha_status, print_ha_status
 from broker.client.producer import Producer, SendStatus
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from tests.controller.support import start_controller
+from tests.support import schemas
 from tests.support.cluster import node_conf
 from tests.support.waiting import wait_for
 from tools.localcluster import free_port, start_broker, start_namesrv
@@ -76,6 +79,7 @@ async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
         two = await wait_for(lambda: _set_of(client, master, size=2), 15_000, what="it leaves")
         left_after_s = time.monotonic() - t0
         assert NOT_CATCHUP_MS / 1000 <= left_after_s < 8, left_after_s
+        print(f"SIGSTOPped slave left the SyncStateSet {left_after_s:.2f} s after the stop")
         load.cancel()
         await asyncio.gather(load, return_exceptions=True)
         assert len(two) == 2 and set(two) < set(ids)
@@ -86,7 +90,9 @@ async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
         assert isinstance(refused, str) and "code 1 " in refused, refused  # SYSTEM_ERROR
         assert "in-sync replicas not enough" in refused, refused
         procs[stopped].proc.send_signal(signal.SIGCONT)
+        t1 = time.monotonic()
         await wait_for(lambda: _set_of(client, master, size=2), 15_000, what="it returns")
+        print(f"resumed slave back in the SyncStateSet after {time.monotonic() - t1:.2f} s")
         sent = await wait_for(lambda: _sent_ok(producer), 10_000, what="a send acknowledged")
         assert sent is SendStatus.SEND_OK
         await _admin_shows_the_set(namesrv, master)
@@ -107,10 +113,18 @@ async def _admin_shows_the_set(namesrv: str, master: str) -> None:
     members = table["controllerSyncStateSet"]
     assert table["inSyncStateSet"] == "True" and len(members.split(",")) == 2
     assert _in_set(table) == f"yes [{members}]"
-    row = (await ha_status([master]))[0]
+    rows = await ha_status([master])
+    schemas.validate(rows, "admin", "haStatus")  # docs/schemas/admin.schema.json
+    row = rows[0]
     assert len(row["syncStateSet"]) == 2
     members = [s for s in row["slaves"] if s["inSyncStateSet"]]
     assert len(members) == 1 and members[0]["brokerId"] in row["syncStateSet"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_ha_status(rows)
+    assert (
+        f"SyncStateSet {row['syncStateSet']} (epoch {row['syncStateSetEpoch']})" in out.getvalue()
+    )
 
 
 async def _master(client: RemotingClient, ctl: str) -> str | None:
