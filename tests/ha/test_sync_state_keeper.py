@@ -246,3 +246,29 @@ def test_a_put_below_min_in_sync_replicas_is_refused_before_it_is_appended():
     result, status = asyncio.run(send.put(Message(topic="T", body=b"x", queue_id=0)))
     assert status is PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH and result.remark == refusal
     assert REFUSAL_CODES.get(status, ResponseCode.SYSTEM_ERROR) == ResponseCode.SYSTEM_ERROR
+
+
+def test_the_masters_events_are_archive_events():
+    """What controller mode records (the lease's expiry from the controller client, a set
+    change from the keeper) goes to the node's archiver as events the archive layout accepts:
+    the controller's master epoch travels as ``masterEpoch`` (``epoch`` is the archive's own)."""
+    from broker.ha.controller_role import ControllerModeService
+    from contracts import archive_layout as layout
+
+    archived: list[tuple[str, dict]] = []
+    service = SimpleNamespace(_archive=lambda kind, fields: archived.append((kind, fields)))
+    ControllerModeService.record(service, "lease_lost", {"epoch": 4, "lastContactAt": 1234})
+    assert archived == [("lease_lost", {"masterEpoch": 4, "lastContactAt": 1234})]
+
+    async def body(rig: Rig, clock: DrivenClock):
+        rig.replicate(S2, 0)
+        rig.replicate(S3, 0)
+        rig.keeper.conn_closed(rig.conns[S3].peer)
+        await clock.settle()
+        archived.extend(rig.events)
+
+    _run(body)
+    for kind, fields in archived:
+        doc = layout.make_event(kind, "node-m", "C", "broker-a", 1, 4, **fields)
+        assert layout.parse_event(layout.json_bytes(doc))["kind"] == kind
+    assert [k for k, _ in archived] == ["lease_lost", "sync_state_set_changed"]
