@@ -18,7 +18,8 @@ base: every ``heartbeat_interval_ms`` it
 
 ``on_notify`` answers NOTIFY_BROKER_ROLE_CHANGED (1008) from a controller (register it on the
 broker's remoting server, behind the request validation); ``alter_sync_state_set`` is what the
-master's HA service calls to widen or shrink its SyncStateSet (1001).
+master's SyncStateSet keeper (``broker/ha/sync_state_keeper.py``) calls to widen or shrink its
+set (1001); the keeper records the change.
 """
 
 from __future__ import annotations

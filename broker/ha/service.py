@@ -16,7 +16,9 @@
 - ``wait_replicated`` is GroupTransferService: on a SYNC_MASTER a send is answered once some
   slave's ack reaches the message's end, FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, and
   SLAVE_NOT_AVAILABLE at once when no slave is connected or the best one lags by more than
-  ``haSlaveFallbehindMax``.
+  ``haSlaveFallbehindMax``. In controller mode (``sync_state``: ``broker/ha/sync_state_keeper.py``)
+  each connection's transfers, idles, acks and close go to the master's SyncStateSet, and a put
+  waits for its members instead (``allAckInSyncStateSet``; else for one slave, as here).
 """
 
 from __future__ import annotations
