@@ -78,7 +78,8 @@ async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
         load = asyncio.ensure_future(_keep_sending(producer))  # data it never acks
         two = await wait_for(lambda: _set_of(client, master, size=2), 15_000, what="it leaves")
         left_after_s = time.monotonic() - t0
-        assert NOT_CATCHUP_MS / 1000 <= left_after_s < 8, left_after_s
+        # it was last caught up at most one HA heartbeat (200 ms) before the stop
+        assert NOT_CATCHUP_MS / 1000 - 0.3 <= left_after_s < 8, left_after_s
         print(f"SIGSTOPped slave left the SyncStateSet {left_after_s:.2f} s after the stop")
         load.cancel()
         await asyncio.gather(load, return_exceptions=True)
