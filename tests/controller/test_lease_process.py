@@ -14,6 +14,8 @@ import asyncio
 import re
 import time
 
+import pytest
+
 from broker.client.producer import Producer, SendStatus
 from broker.client.routes import MessageQueue
 from contracts.errors import RemotingError
@@ -25,8 +27,11 @@ LEASE_MS = BROKER_TIMING["controllerLeaseMills"]
 CHECK_SLACK_MS = 500  # the lease check's own period and scheduling on 2 busy cores
 
 
-def test_partitioned_master_refuses_writes_when_its_lease_ends(tmp_path):
-    asyncio.run(_partition(tmp_path))
+@pytest.mark.parametrize("cut", ["silent", "closed"])
+def test_partitioned_master_refuses_writes_when_its_lease_ends(tmp_path, cut):
+    """``silent``: the links stay open and carry nothing; ``closed``: they are closed too (a
+    middlebox's reset, a peer's timeout), and new ones carry nothing."""
+    asyncio.run(_partition(tmp_path, cut))
 
 
 async def _send_to(producer: Producer, addr: str, label: str, sent: list):
@@ -42,7 +47,7 @@ async def _send_to(producer: Producer, addr: str, label: str, sent: list):
     return None
 
 
-async def _partition(tmp_path) -> None:
+async def _partition(tmp_path, cut: str) -> None:
     cluster = await ControllerCluster.start(tmp_path, syncFlushTimeout=1000)
     producer = Producer("PG", [cluster.ns.addr], retry_times=2)
     try:
@@ -55,6 +60,8 @@ async def _partition(tmp_path) -> None:
         cut_ms = time.monotonic() * 1000
         for proxy in old.to_controllers:
             proxy.blackhole(True)
+            if cut == "closed":
+                proxy.drop()
 
         async def refused():
             return await _send_to(producer, first, f"during-{len(acked)}", acked)
