@@ -24,7 +24,7 @@ from tests.support.waiting import wait_for
 
 TOPIC = "LeaseTopic"
 LEASE_MS = BROKER_TIMING["controllerLeaseMills"]
-CHECK_SLACK_MS = 500  # the lease check's own period and scheduling on 2 busy cores
+CHECK_SLACK_MS = 800  # scheduling on 2 busy cores; still before the 3 s heartbeat timeout
 
 
 @pytest.mark.parametrize("cut", ["silent", "closed"])
