@@ -89,25 +89,29 @@ class ControllerCluster:
         me = cls(tmp, procs, ctl_addrs, await asyncio.to_thread(start_namesrv, tmp))
         try:
             for name in nodes:
-                await me._add_node(name, extra)
-            for name in nodes:
+                await me._add_node(name)
+            for name in nodes:  # ports picked just before each start: others grab free ones
+                me._write_conf(name, extra)
                 await me.start_node(name)
         except BaseException:
             await me.close()
             raise
         return me
 
-    async def _add_node(self, name: str, extra: dict) -> None:
-        port, ha_port = free_port(), free_port()
-        node = Node(name, port, self.tmp / f"{name}.conf")
+    async def _add_node(self, name: str) -> None:
+        node = Node(name, 0, self.tmp / f"{name}.conf")
         for addr in self.ctl_addrs:
             host, _, ctl_port = addr.rpartition(":")
             node.to_controllers.append(await FaultProxy.start(host, int(ctl_port)))
+        self.nodes[name] = node
+
+    def _write_conf(self, name: str, extra: dict) -> None:
+        node = self.nodes[name]
+        node.port, ha_port = free_port(), free_port()
         ctl = ";".join(f"127.0.0.1:{p.port}" for p in node.to_controllers)
         props = {"flushDiskType": "SYNC_FLUSH", "enableControllerMode": "true",
                  "controllerAddr": ctl, **BROKER_TIMING, **extra}  # fmt: skip
-        node_conf(self.tmp, name, 0, "SYNC_MASTER", port, ha_port, self.ns.addr, **props)
-        self.nodes[name] = node
+        node_conf(self.tmp, name, 0, "SYNC_MASTER", node.port, ha_port, self.ns.addr, **props)
 
     def _args(self, name: str) -> list[str]:
         conf = str(self.nodes[name].conf)
