@@ -2,9 +2,9 @@
 group of three in controller mode; the master's HA links go silent (it sends its slaves nothing),
 so what it writes next reaches no slave and is never acknowledged; kill -9 it; the controller
 elects a slave; restart the old master: it becomes a slave and cuts exactly its unreplicated
-tail. Its first restart dies (exit 9) inside the cut, at a step where the log is half cut; the
-next start finishes the cut, and its log then equals the new master's, every acknowledged
-message in it."""
+tail. Its first restart dies (exit 9) inside the cut: once its epoch file was cut and its log
+not yet, or once its log was zeroed and its consume queues not yet; the next start finishes the
+cut, and its log then equals the new master's, every acknowledged message in it."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ async def _send(producer: Producer, label: str):
     return res, body
 
 
-@pytest.mark.parametrize("crash_at", ["commitlog"])
+@pytest.mark.parametrize("crash_at", ["epochs_cut", "commitlog"])
 def test_old_master_rejoins_as_slave_and_cuts_only_its_unreplicated_tail(tmp_path, crash_at):
     asyncio.run(_rejoin(tmp_path, crash_at))
 
