@@ -93,15 +93,16 @@ async def _leader_kill(tmp_path) -> None:
         new_leader = await wait_for(
             lambda: cluster.controller_leader(rest), 30_000, what="a new controller leader"
         )
-        after = await _sync_state(cluster, new_leader)
+        after = await wait_for(
+            lambda: _sync_state(cluster, new_leader), 30_000, what="the new leader answering"
+        )
         assert _without_liveness(after) == _without_liveness(before)
         acked_at_kill = len(load.acked)
         # the brokers heartbeat to the new leader: alive there past their heartbeat timeout
         timeout_ms = BROKER_TIMING["controllerHeartBeatTimeoutMills"]
         await load.more_than(acked_at_kill + 20)
         await asyncio.sleep(timeout_ms / 1000)  # a span to outlive, not a synchronisation
-        alive = await _sync_state(cluster, new_leader)
-        assert [r["alive"] for r in alive["inSyncReplicas"]] == [True, True, True], alive
+        await wait_for(lambda: _all_alive(cluster, new_leader), 10_000, what="3 alive brokers")
         assert (await cluster.replica_info(new_leader))[:2] == (first, epoch)
         master_doc = await cluster.status(first)
         assert master_doc["brokerRole"] != "SLAVE" and master_doc["epoch"] == epoch
@@ -121,6 +122,11 @@ async def _leader_kill(tmp_path) -> None:
         if load is not None and not load._task.done():
             await load.stop()
         await cluster.close()
+
+
+async def _all_alive(cluster: ControllerCluster, ctl: str) -> bool:
+    doc = await _sync_state(cluster, ctl)
+    return doc is not None and [r["alive"] for r in doc["inSyncReplicas"]] == [True] * 3
 
 
 async def _all_in_sync_state_set(cluster: ControllerCluster, ctl: str) -> bool:
