@@ -83,6 +83,8 @@ async def _partition(tmp_path, cut: str) -> None:
             f"({last_contact} + {LEASE_MS})"
         )
         assert refused_wall_ms <= election.at
+        print(f"lease ({cut}): sends refused {refused_after_ms:.0f} ms after the cut, elected "
+              f"{election.at - last_contact} ms after the last contact")  # fmt: skip
         late = [t for t, _, _ in acked if t > election.at]
         assert not late, f"{len(late)} sends acknowledged by the old master after the election"
 
