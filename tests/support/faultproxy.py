@@ -109,12 +109,9 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
 
     @classmethod
-    async def start(
-        cls, target_host: str, target_port: int, host: str = "127.0.0.1", port: int = 0
-    ) -> FaultProxy:
-        """Listen on ``host:port`` (default: a port the OS picks on 127.0.0.1)."""
+    async def start(cls, target_host: str, target_port: int) -> FaultProxy:
         proxy = cls(target_host, target_port)
-        proxy._server = await asyncio.start_server(proxy._accept, host, port)
+        proxy._server = await asyncio.start_server(proxy._accept, "127.0.0.1", 0)
         proxy.port = proxy._server.sockets[0].getsockname()[1]
         return proxy
 
