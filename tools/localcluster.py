@@ -92,10 +92,12 @@ class LocalProcess:
         log_path: Path,
         env: dict[str, str] | None = None,
         timeout_s: float = 60.0,
+        module: str = "broker.cli",
     ) -> LocalProcess:
+        """Run ``python -m {module} {args}`` (tests wrap the CLI in a module of their own)."""
         log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "broker.cli", *args],
+            [sys.executable, "-m", module, *args],
             stdout=log_file,
             stderr=log_file,
             env={**os.environ, **(env or {})},

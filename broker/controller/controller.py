@@ -154,7 +154,13 @@ class Controller:
         return results
 
     def on_channel_close(self, channel: object) -> None:
-        if self.heartbeats.on_channel_close(channel):
+        with self.sm.lock:
+            masters = frozenset(
+                (info.clusterName, name, info.masterBrokerId)
+                for name, info in self.sm.tables.sync_states.items()
+                if info.masterBrokerId is not None
+            )
+        if self.heartbeats.on_channel_close(channel, masters):
             self.housekeeping.wakeup()
 
 

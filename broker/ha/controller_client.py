@@ -11,10 +11,11 @@ base: every ``heartbeat_interval_ms`` it
    ``brokerRole``/``brokerId``;
 5. keeps a **master lease**: a master whose last heartbeat the controller leader acknowledged
    was sent more than ``lease_ms`` ago stops taking writes (``fence_writes``) and records
-   ``lease_lost``. ``lease_ms`` must be below the controller's heartbeat timeout (checked:
-   at most 80 % of it), so the master stops before the controller may consider it dead and
-   elect another (RocketMQ has no lease: #7017). Contact again and the controller still naming
-   it master under the same epoch lifts the fence.
+   ``lease_lost``, by a watch of its own at the lease's end (a round may wait on a silent
+   controller longer than a lease). ``lease_ms`` must be below the controller's heartbeat
+   timeout (checked: at most 80 % of it), so the master stops before the controller may
+   consider it dead and elect another (RocketMQ has no lease: #7017). Contact again and the
+   controller still naming it master under the same epoch lifts the fence.
 
 ``on_notify`` answers NOTIFY_BROKER_ROLE_CHANGED (1008) from a controller (register it on the
 broker's remoting server, behind the request validation); ``alter_sync_state_set`` is what the
@@ -34,7 +35,7 @@ from typing import Protocol
 
 from broker.clock import Clock
 from broker.ha.broker_identity import BrokerIdentityStore, IdentityError, Invoke, allocate_broker_id
-from broker.loop_service import LoopService
+from broker.loop_service import LoopService, Periodic
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.codes import ResponseCode as RC
 from broker.remoting.command import RemotingCommand
@@ -133,6 +134,16 @@ class ControllerClient(LoopService):
         self.fenced = False
         self._next_pull_ms = 0.0
         self._role_lock = asyncio.Lock()
+        watch = {"round_": self._watch_lease, "clock": clock, "stop_timeout_ms": 0}
+        self._lease_watch = Periodic("controller-lease", period_ms=config.lease_ms, **watch)
+
+    def start(self) -> None:
+        super().start()
+        self._lease_watch.start()
+
+    async def stop(self) -> None:
+        await self._lease_watch.stop()
+        await super().stop()
 
     @property
     def is_master(self) -> bool:
@@ -207,16 +218,19 @@ class ControllerClient(LoopService):
             "electionPriority": self.cfg.election_priority,
         }
         sent_ms, sent_wall = self.clock.monotonic_ms(), self.clock.wall_ms()
-        results = await asyncio.gather(
-            *(self._call(a, Q.BROKER_HEARTBEAT, fields) for a in self.cfg.controller_addrs),
-            return_exceptions=True,
-        )
-        for addr, resp in zip(self.cfg.controller_addrs, results, strict=True):
-            if addr != self.leader:
-                continue
-            if isinstance(resp, RemotingCommand) and resp.code == RC.SUCCESS:
+
+        async def beat(addr: str) -> bool:
+            """The leader's ack renews the lease when it comes, not when the slowest
+            controller has answered."""
+            resp = await self._call(addr, Q.BROKER_HEARTBEAT, fields)
+            if resp.code == RC.SUCCESS and addr == self.leader:
                 self.last_leader_ack_ms, self.last_contact_wall_ms = sent_ms, sent_wall
-            else:  # the leader is gone or moved: look for it again next round
+            return resp.code == RC.SUCCESS
+
+        addrs = self.cfg.controller_addrs
+        results = await asyncio.gather(*(beat(a) for a in addrs), return_exceptions=True)
+        for addr, ok in zip(addrs, results, strict=True):
+            if addr == self.leader and ok is not True:  # gone or moved: look for it again
                 self.leader = None
 
     async def _pull(self) -> None:
@@ -314,6 +328,14 @@ class ControllerClient(LoopService):
     def _lease_expired(self) -> bool:
         last = self.last_leader_ack_ms
         return last is None or self.clock.monotonic_ms() - last > self.cfg.lease_ms
+
+    async def _watch_lease(self) -> None:
+        """Fence at the lease's end; look again when the lease as renewed now would end."""
+        self._check_lease()
+        last, left_ms = self.last_leader_ack_ms, self.cfg.lease_ms
+        if last is not None and self.is_master and not self.fenced:
+            left_ms = last + self.cfg.lease_ms - self.clock.monotonic_ms()
+        self._lease_watch.period_ms = max(1.0, left_ms + 1)
 
     def _check_lease(self) -> None:
         if not self.is_master or self.fenced or not self._lease_expired():

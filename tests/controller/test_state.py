@@ -337,3 +337,20 @@ def test_any_sequence_keeps_the_invariants_and_replays_to_the_same_tables(seq, u
     for data in g.log:
         replay.apply(decode_event(data))
     assert replay.to_snapshot() == g.sm.tables.to_snapshot()
+
+
+def test_a_closed_channel_ends_a_slave_at_once_and_a_master_at_its_heartbeat_timeout():
+    """A master's closed connection may be a cut link while it still holds its lease: it stays
+    alive (no election) until its heartbeat timeout, by which its lease has ended."""
+    g = Group()
+    master_conn, slave_conn = object(), object()
+    g.hb.on_heartbeat(C, B, "127.0.0.1:1", 1, timeout_ms=3000, channel=master_conn)
+    g.hb.on_heartbeat(C, B, "127.0.0.1:2", 2, timeout_ms=3000, channel=slave_conn)
+    masters = frozenset({(C, B, 1)})
+    assert g.hb.on_channel_close(slave_conn, masters) == [(C, B, 2)]
+    assert not g.hb.is_alive(C, B, 2)
+    assert g.hb.on_channel_close(master_conn, masters) == []
+    g.clock._mono_ms += 3000
+    assert g.hb.is_alive(C, B, 1)
+    g.clock._mono_ms += 1
+    assert not g.hb.is_alive(C, B, 1) and g.hb.scan_not_active() == [(C, B, 1)]

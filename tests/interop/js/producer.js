@@ -2,7 +2,9 @@
 // Sends --count messages to --topic, one at a time; tag TagA/TagB/TagC by index, keys
 // "key-<i>" and "k<i % 7>", body "body-<i>" padded with dots to --body-bytes, and to 5000 bytes
 // for every --big-every-th message (ali-ons compresses bodies of 4 KiB and more). Prints one JSON
-// line per send result, then {"done": true, ...}. Exit code 1 on a send error.
+// line per send result, then {"done": true, ...}. Exit code 1 on a send error; with
+// --keep-going 1 a failed send prints {"i": i, "error": message} instead and, after
+// --error-pause-ms, the next one goes (a failover: the route refreshes every --route-poll-ms).
 // ali-ons does not create topics through TBW102 as the Java client does (an unknown topic is an
 // error), so with --create-on BROKER_ADDR it first creates the topic there with
 // UPDATE_AND_CREATE_TOPIC (--queues queues), as `mqadmin updateTopic -b BROKER_ADDR` would.
@@ -22,11 +24,14 @@ function bodyOf(i, bodyBytes, bigEvery) {
 async function main() {
   const args = parseArgs(process.argv.slice(2), {
     group: 'PG_js_interop', count: '10', 'body-bytes': '0', 'big-every': '0', sign: '1',
+    'keep-going': '0', 'error-pause-ms': '200', 'route-poll-ms': '30000',
   });
+  const keepGoing = args['keep-going'] === '1';
   const count = Number(args.count);
   const producer = new Producer(Object.assign(clientOptions(args), {
     producerGroup: args.group,
     retryTimesWhenSendFailed: 2,
+    pollNameServerInteval: Number(args['route-poll-ms']),
   }));
   producer.on('error', err => console.error('producer error', err));
   await producer.ready();
@@ -42,7 +47,17 @@ async function main() {
     const tags = TAGS[i % TAGS.length];
     const msg = new Message(args.topic, tags, bodyOf(i, Number(args['body-bytes']), Number(args['big-every'])));
     msg.keys = [ `key-${i}`, `k${i % 7}` ];
-    const r = await producer.send(msg);
+    let r;
+    try {
+      r = await producer.send(msg);
+    } catch (err) {
+      if (!keepGoing) {
+        throw err;
+      }
+      emit({ i, error: String(err && err.message || err) });
+      await new Promise(resolve => setTimeout(resolve, Number(args['error-pause-ms'])));
+      continue;
+    }
     emit({
       i, status: r.sendStatus, msgId: r.msgId, queueId: Number(r.messageQueue.queueId),
       brokerName: r.messageQueue.brokerName, queueOffset: r.queueOffset, tags,
