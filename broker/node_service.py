@@ -37,3 +37,10 @@ class RuntimeInfoTable:
         for service in self.services:
             info.update({k: str(v) for k, v in service.runtime_info().items()})
         return info
+
+    def values(self) -> dict[str, object]:
+        """The services' keys with their own types (the metrics read numbers here)."""
+        values: dict[str, object] = {}
+        for service in self.services:
+            values.update(service.runtime_info())
+        return values

@@ -205,6 +205,7 @@ class ControllerModeService:
             "controllerBrokerId": -1 if c.broker_id is None else c.broker_id,
             "controllerMasterEpoch": c.replica.master_epoch,
             "controllerFenced": c.fenced,
+            "controllerSyncStateSetSize": len(c.replica.sync_state_set),
         }
 
     async def _notified(self, conn, req: RemotingCommand) -> RemotingCommand | None:

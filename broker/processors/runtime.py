@@ -48,6 +48,7 @@ class BrokerStats:
         self.get_found = 0
         self.get_miss = 0
         self.get_transferred = 0  # messages handed to consumers
+        self.put_by_topic: dict[str, list[int]] = {}  # topic -> [messages, bytes] (metrics)
         self._samples: collections.deque = collections.deque(maxlen=max(TPS_WINDOWS_S) + 2)
         self.samples_taken = 0
         self._day = self._today()
@@ -58,6 +59,9 @@ class BrokerStats:
     def on_put(self, topic: str, count: int, size_bytes: int) -> None:
         self.put_times += count
         self.put_bytes += size_bytes
+        per_topic = self.put_by_topic.setdefault(topic, [0, 0])
+        per_topic[0] += count
+        per_topic[1] += size_bytes
 
     def on_get(self, found: bool, messages: int) -> None:
         if found:
@@ -88,9 +92,10 @@ class BrokerStats:
         )
         self.samples_taken += 1
 
-    def _tps(self, index: int) -> str:
+    def tps(self, index: int) -> list[float]:
+        """Per-second rate of the sampled counter ``index`` over each of TPS_WINDOWS_S."""
         if len(self._samples) < 2:
-            return " ".join("0.00" for _ in TPS_WINDOWS_S)
+            return [0.0 for _ in TPS_WINDOWS_S]
         last = self._samples[-1]
         out = []
         for window_s in TPS_WINDOWS_S:
@@ -100,10 +105,11 @@ class BrokerStats:
                     first = s
                     break
             span_ms = last[0] - first[0]
-            out.append(
-                f"{(last[index] - first[index]) * 1000 / span_ms:.2f}" if span_ms else "0.00"
-            )
-        return " ".join(out)
+            out.append((last[index] - first[index]) * 1000 / span_ms if span_ms else 0.0)
+        return out
+
+    def _tps(self, index: int) -> str:
+        return " ".join(f"{v:.2f}" for v in self.tps(index))
 
     def runtime_info(self) -> dict[str, str]:
         up_s = (self.clock_ms() - self.boot_ms) // 1000
