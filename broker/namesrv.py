@@ -12,6 +12,9 @@ from broker import aio
 from broker.acl.permission import AclChecker
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.loop_service import Periodic
+from broker.metrics.exporter import MetricsService, MetricsSettings, settings_from_file
+from broker.metrics.namesrv_metrics import NamesrvMetrics
+from broker.metrics.refusals import Refusals
 from broker.namesrv_register import decode_register_body, registration_problem
 from broker.namesrv_routes import RouteInfoManager
 from broker.processors.guard import guarded
@@ -59,8 +62,9 @@ class NameServer:
         # so clients switch to its slave without waiting for the 120 s expiry)
         self._broker_conns: dict[str, object] = {}
         self._watchers: set[asyncio.Task] = set()
+        self.refusals = Refusals()  # refused requests by reason (the metrics)
         self.server = RemotingServer(
-            guarded(self._processors(), acl),  # broker/processors/guard.py: ACL, names
+            self.refusals.counted(guarded(self._processors(), acl)),  # ACL, names: guard.py
             clock=clock,
             **server_options,
         )
@@ -189,9 +193,19 @@ class NameServer:
 
 
 async def serve(
-    host: str, port: int, acl: AclChecker | None = None, controller=None, **server_options
+    host: str,
+    port: int,
+    acl: AclChecker | None = None,
+    controller=None,
+    metrics: MetricsSettings | None = None,
+    **server_options,
 ) -> None:
     ns = NameServer(acl=acl, **server_options)
+    exporter = None
+    if metrics is not None and metrics.enabled:  # metricsExporterType=PROM in namesrv.conf
+        snapshot = NamesrvMetrics(ns.routes, ns.refusals, f"{host}:{port}").snapshot
+        exporter = MetricsService("the name server", metrics, snapshot)
+        await exporter.start()  # before the port opens: serving means scrapable
     await ns.server.start(host, port)
     log.info("namesrv listening on %s:%d", host, ns.server.port)
     if controller is not None:  # enableControllerInNamesrv: broker/controller/ on this port
@@ -206,6 +220,8 @@ async def serve(
     await stop.wait()
     log.info("namesrv shutting down")
     await ns.scanner.stop()
+    if exporter is not None:
+        await exporter.stop()
     if controller is not None:
         await controller.stop()
     await ns.server.stop()
@@ -237,13 +253,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"namesrv --host {args.host}: {exposed} (--acl-file or --insecure)")
     acl = AclChecker.from_file(args.acl_file) if args.acl_file else None
     warn_if_exposed("the name server", args.host, acl is not None)
-    port, controller = args.listen_port, None
+    port, controller, metrics = args.listen_port, None, None
     if args.config:
         from broker.controller.cli import read_namesrv_conf
 
         conf_port, controller = read_namesrv_conf(args.config)
         port = conf_port if conf_port is not None and args.listen_port == 9876 else port
-    aio.run(serve(args.host, port, acl, controller, **options), args.event_loop)
+        metrics = settings_from_file(args.config)
+    aio.run(serve(args.host, port, acl, controller, metrics, **options), args.event_loop)
     return 0
 
 

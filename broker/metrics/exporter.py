@@ -98,6 +98,19 @@ def settings_from_properties(values: dict[str, str], source: str) -> MetricsSett
     return MetricsSettings(kind, values.get("metricsPromExporterHost", "").strip(), int(raw_port))
 
 
+def settings_from_file(path: str) -> MetricsSettings:
+    """The three keys of a properties file (the name server's namesrv.conf)."""
+    from pathlib import Path
+
+    from broker.config_file import parse_properties
+
+    try:
+        lines = parse_properties(Path(path).read_text(), path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return settings_from_properties({line.key: line.value for line in lines}, path)
+
+
 class LoopCollector:
     """A prometheus_client collector whose families are built by ``snapshot`` in ``loop`` (the
     node's event loop) at each scrape, waited for at most COLLECT_TIMEOUT_S."""

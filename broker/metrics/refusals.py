@@ -14,6 +14,7 @@ from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import Eager, Handler
 
 REASONS: dict[int, str] = {
+    ResponseCode.SYSTEM_ERROR: "system_error",
     ResponseCode.SYSTEM_BUSY: "flow_control",
     ResponseCode.FLUSH_DISK_TIMEOUT: "flush_disk_timeout",
     ResponseCode.SLAVE_NOT_AVAILABLE: "slave_not_available",

@@ -5,37 +5,19 @@ the slave's acked offset and lag, a refused send counted by its reason)."""
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from broker.client.producer import Producer, SendStatus
 from broker.remoting.codes import RequestCode, ResponseCode
 from contracts.record.properties import properties_to_string
 from tests.conftest import wait_until
 from tests.support.running import invoke, running_group
+from tests.support.scrape import scrape, value
 from tools.localcluster import free_port
 
 TOPIC = "MetricsTopic"
 N = 25
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset], float]:
-    """Every sample of the endpoint: (name, labels without the identity) -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        assert resp.status == 200
-        text = resp.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            labels = {k: v for k, v in s.labels.items() if k not in ("node_type", "node_id")}
-            out[(s.name, frozenset(labels.items()))] = s.value
-    return out
-
-
-def value(samples, name: str, **labels) -> float | None:
-    return samples.get((name, frozenset({"cluster": "C", **labels}.items())))
 
 
 async def _send(namesrv: str, n: int) -> int:
