@@ -40,6 +40,8 @@ ADMIN_CODES = frozenset(
         R.UPDATE_AND_CREATE_TOPIC,
         25,  # UPDATE_BROKER_CONFIG
         R.GET_BROKER_CONFIG,  # the whole broker.conf: paths, addresses, limits
+        R.UPDATE_NAMESRV_CONFIG,
+        R.GET_NAMESRV_CONFIG,  # the name server's settings, as GET_BROKER_CONFIG
         R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         R.DELETE_SUBSCRIPTIONGROUP,
         R.DELETE_TOPIC_IN_BROKER,

@@ -14,6 +14,7 @@ from broker.admin import (
     ha,
     messages,
     msg_by_id,
+    namesrv_config,
     offsets,
     topics,
     write_perm,
@@ -110,6 +111,22 @@ def _config_verbs(sub) -> None:
     _group_option(q, "with --namesrv: only this broker group's nodes")
     q.add_argument("--key", required=True, help="RocketMQ property name, e.g. maxMessageSize")
     q.add_argument("--value", required=True)
+    add_verb(
+        sub,
+        "getNamesrvConfig",
+        "every name server's settings",
+        namesrv_config.run_get_namesrv_config,
+        targets="namesrv",
+    )
+    q = add_verb(
+        sub,
+        "updateNamesrvConfig",
+        "change a runtime-changeable name server key, persisted to each namesrv.conf",
+        namesrv_config.run_update_namesrv_config,
+        targets="namesrv",
+    )
+    q.add_argument("-k", "--key", required=True, help="e.g. scanNotActiveBrokerInterval")
+    q.add_argument("-v", "--value", required=True)
 
 
 def _ha_verbs(sub) -> None:
