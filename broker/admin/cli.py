@@ -275,6 +275,13 @@ def _connection_verbs(sub) -> None:
         connections.run_consumer_connection,
     )
     q.add_argument("-g", "--group", required=True, help="consumer group name")
+    q = add_verb(
+        sub,
+        "producerConnection",
+        "the clients of a producer group connected to the masters (or to -b)",
+        connections.run_producer_connection,
+    )
+    q.add_argument("-g", "--group", required=True, help="producer group name")
     for verb, what in (
         ("wipeWritePerm", "turn a broker group's write permission off in the name servers"),
         ("addWritePerm", "turn a broker group's write permission back on in the name servers"),

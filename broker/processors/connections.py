@@ -26,7 +26,25 @@ class ConnectionListProcessor:
         self.consumers = consumers
 
     def handlers(self) -> dict[int, object]:
-        return {RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections}
+        return {
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+        }
+
+    async def producer_connections(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """GET_PRODUCER_CONNECTION_LIST (204, ``producerGroup``): ProducerConnection's JSON,
+        ``connectionSet`` of ``clientId``, ``clientAddr``, ``language``, ``version`` (from the
+        producers' heartbeats); a group with none is SYSTEM_ERROR, as RocketMQ's
+        ``the producer group not exist``."""
+        group = req.field("producerGroup")
+        members = dict(self.consumers.producers.get(group) or {})
+        if not members:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"the producer group[{group}] not exist"
+            )
+        connections = [_producer_row(cid, info) for cid, info in sorted(members.items())]
+        body = {"connectionSet": connections}
+        return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
     async def consumer_connections(self, conn, req: RemotingCommand) -> RemotingCommand:
         group = req.field("consumerGroup")
@@ -42,3 +60,12 @@ class ConnectionListProcessor:
                 subs[topic] = {"topic": topic, "subString": expr}
         body = {"connectionSet": connections, "subscriptionTable": subs}
         return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
+
+def _producer_row(client_id: str, info) -> dict:
+    return {
+        "clientId": client_id,
+        "clientAddr": str(info.conn.peer),
+        "language": info.language,
+        "version": info.version,
+    }
