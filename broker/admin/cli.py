@@ -14,6 +14,7 @@ from broker.admin import (
     ha,
     messages,
     msg_by_id,
+    msg_by_key,
     namesrv_config,
     offsets,
     topics,
@@ -311,6 +312,18 @@ def _message_verbs(sub) -> None:
     )
     q.add_argument("-t", "--topic", required=True)
     q.add_argument("-i", "--msg-id", required=True, help="the offset msgId (OffsetID)")
+    q = add_verb(
+        sub,
+        "queryMsgByKey",
+        "the newest messages of a topic carrying a key (KEYS or UNIQ_KEY)",
+        msg_by_key.run_query_msg_by_key,
+        targets="namesrv",
+    )
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-k", "--key", required=True, help="a message key (KEYS) or UNIQ_KEY")
+    q.add_argument("-b", "--begin", default=None, help="stored at or after (ms or a time)")
+    q.add_argument("-e", "--end", default=None, help="stored at or before (ms or a time)")
+    q.add_argument("-c", "--max-num", type=int, default=32, help="at most this many (32)")
     for verb, what in (
         ("printMsg", "print a topic's messages, every queue from its min offset"),
         ("consumeMessage", "read messages from a queue offset, committing nothing"),

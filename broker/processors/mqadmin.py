@@ -6,6 +6,7 @@ from __future__ import annotations
 from broker.processors.admin import ConsumerManager
 from broker.processors.connections import ConnectionListProcessor
 from broker.processors.group_admin import SubscriptionGroupAdminProcessor
+from broker.processors.message_query import MessageQueryProcessor
 from broker.processors.message_view import MessageViewProcessor
 from broker.processors.topic_admin import TopicDeleteProcessor
 from broker.registration import NamesrvRegistration
@@ -20,11 +21,12 @@ def mqadmin_handlers(
     consumers: ConsumerManager,
 ) -> dict[int, object]:
     """Topic deletion (215, topic_admin.py), group admin (200, 207, group_admin.py) and a
-    message by its offset msgId (33, message_view.py), a group's connections (203,
-    connections.py)."""
+    message by its offset msgId (33, message_view.py), by key (12, message_query.py), a
+    group's connections (203, 204, connections.py)."""
     return {
         **TopicDeleteProcessor(store.topic_config, role, registration).handlers(),
         **SubscriptionGroupAdminProcessor(store.subscription_groups, role).handlers(),
         **MessageViewProcessor(store).handlers(),
+        **MessageQueryProcessor(store).handlers(),
         **ConnectionListProcessor(consumers).handlers(),
     }
