@@ -5,6 +5,9 @@ the slave's acked offset and lag, a refused send counted by its reason)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +100,19 @@ def test_the_endpoint_is_on_loopback_only(group):
     g, ports = group
     log = (g.tmp / "m.log").read_text()
     assert f"Prometheus metrics on http://127.0.0.1:{ports['m']}/metrics" in log
+
+
+def test_the_nodes_dashboard_queries_only_exported_metrics(group):
+    _g, ports = group
+    root = Path(__file__).resolve().parents[2]
+    board = json.loads((root / "deploy" / "grafana" / "haproof.json").read_text())
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    used = {
+        n for e in exprs for n in re.findall(r"\b(?:rocketmq|haproof)_\w+|active_broker_num", e)
+    }
+    scraped = {name for port in ports.values() for name, _labels in scrape(port)}
+    # what only a name server, a controller, an archiving or controller-mode broker exports
+    sources = "".join(p.read_text() for p in (root / "broker" / "metrics").glob("*.py"))
+    missing = {n for n in used - scraped if f'"{n}"' not in sources}
+    assert not missing, missing
+    assert {"rocketmq_brokeruntime_put_tps10", "haproof_ha_slave_lag_bytes"} <= used & scraped
