@@ -21,6 +21,7 @@ import asyncio
 import enum
 import logging
 import socket
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -151,6 +152,10 @@ class _BoundedServer(ThreadingWSGIServer):
         except BaseException:
             self._slots.release()
             raise
+
+    def handle_error(self, request, client_address) -> None:
+        # a scraper too slow or gone: one line, not socketserver's traceback on stderr
+        log.info("metrics: connection from %s dropped: %r", client_address[0], sys.exc_info()[1])
 
     def process_request_thread(self, request, client_address) -> None:
         try:
