@@ -262,7 +262,7 @@ class BrokerNode:
             **sendback.handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
-            **mqadmin_handlers(store, self.role, self.registration, self.consumers),
+            **mqadmin_handlers(store, self.role, self.registration, self.consumers, self.stats),
         }
         for service in self.services:
             processors.update(service.handlers())

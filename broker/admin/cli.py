@@ -17,6 +17,7 @@ from broker.admin import (
     msg_by_key,
     namesrv_config,
     offsets,
+    stats_all,
     topics,
     write_perm,
 )
@@ -188,6 +189,17 @@ def _offset_verbs(sub) -> None:
         "--no-force",
         action="store_true",
         help="only rewind: leave a queue whose offset is already before the time",
+    )
+    q = add_verb(
+        sub,
+        "statsAll",
+        "per topic and consumer group: accumulation, in/out TPS, messages in/out over a day",
+        stats_all.run_stats_all,
+        targets="namesrv",
+    )
+    q.add_argument("-t", "--topic", default=None, help="only this topic")
+    q.add_argument(
+        "-a", "--active", action="store_true", help="only topics with traffic in the last day"
     )
     add_verb(
         sub,

@@ -21,6 +21,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.live_config import LiveConfig
 from broker.loop_service import Periodic
 from broker.node_service import RuntimeInfoTable
+from broker.processors.stats_windows import KeyedStats
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
@@ -49,6 +50,8 @@ class BrokerStats:
         self.get_miss = 0
         self.get_transferred = 0  # messages handed to consumers
         self.put_by_topic: dict[str, list[int]] = {}  # topic -> [messages, bytes] (metrics)
+        self.topic_puts = KeyedStats("TOPIC_PUT_NUMS")  # statsAll's windows
+        self.group_gets = KeyedStats("GROUP_GET_NUMS")  # key topic@group
         self._samples: collections.deque = collections.deque(maxlen=max(TPS_WINDOWS_S) + 2)
         self.samples_taken = 0
         self._day = self._today()
@@ -62,11 +65,14 @@ class BrokerStats:
         per_topic = self.put_by_topic.setdefault(topic, [0, 0])
         per_topic[0] += count
         per_topic[1] += size_bytes
+        self.topic_puts.add(topic, count, self.clock_ms())
 
-    def on_get(self, found: bool, messages: int) -> None:
+    def on_get(self, found: bool, messages: int, topic: str = "", group: str = "") -> None:
         if found:
             self.get_found += 1
             self.get_transferred += messages
+            if topic:
+                self.group_gets.add(f"{topic}@{group}", messages, self.clock_ms())
         else:
             self.get_miss += 1
 
@@ -91,6 +97,8 @@ class BrokerStats:
             (now, self.put_times, self.get_found, self.get_miss, self.get_transferred)
         )
         self.samples_taken += 1
+        self.topic_puts.sample(now)
+        self.group_gets.sample(now)
 
     def tps(self, index: int) -> list[float]:
         """Per-second rate of the sampled counter ``index`` over each of TPS_WINDOWS_S."""

@@ -52,7 +52,9 @@ class RequestCode(IntEnum):
     DELETE_TOPIC_IN_BROKER = 215  # mqadmin deleteTopic: the topic's config on one broker
     DELETE_TOPIC_IN_NAMESRV = 216  # mqadmin deleteTopic: the topic's routes
     INVOKE_BROKER_TO_RESET_OFFSET = 222  # admin → broker: per queue (queueId, offset) or by time
+    QUERY_TOPIC_CONSUME_BY_WHO = 300  # header: topic (statsAll)
     SEND_MESSAGE_V2 = 310
+    VIEW_BROKER_STATS_DATA = 315  # header: statsName, statsKey (statsAll)
     UPDATE_NAMESRV_CONFIG = 318  # body: key=value lines (admin)
     GET_NAMESRV_CONFIG = 319  # answer: key=value lines (admin)
     SEND_BATCH_MESSAGE = 320
