@@ -295,6 +295,14 @@ def _connection_verbs(sub) -> None:
         connections.run_producer_connection,
     )
     q.add_argument("-g", "--group", required=True, help="producer group name")
+    q = add_verb(
+        sub,
+        "consumerStatus",
+        "each connected client's running info (subscriptions, queues, offsets), via its broker",
+        connections.run_consumer_status,
+    )
+    q.add_argument("-g", "--group", required=True, help="consumer group name")
+    q.add_argument("-i", "--client-id", default=None, help="only this client, in full")
     for verb, what in (
         ("wipeWritePerm", "turn a broker group's write permission off in the name servers"),
         ("addWritePerm", "turn a broker group's write permission back on in the name servers"),

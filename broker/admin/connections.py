@@ -121,3 +121,72 @@ def run_consumer_connection(args: argparse.Namespace) -> int:
     if not doc["connectionSet"] and not failed:
         raise AdminError(f"the consumer group[{args.group}] not online")
     return failed
+
+
+async def consumer_status(args: argparse.Namespace) -> dict:
+    """Each connected client of the group (``-i``: one) asked for its running info through
+    the broker it is connected to (GET_CONSUMER_RUNNING_INFO 307)."""
+    conns = await consumer_connections(args)
+    doc: dict = {"consumerGroup": args.group, "clients": [], "errors": conns["errors"]}
+    for c in conns["connectionSet"]:
+        if args.client_id not in (None, c["clientId"]):
+            continue
+        fields = {"consumerGroup": args.group, "clientId": c["clientId"]}
+        [(addr, resp)] = await invoke_all(
+            [c["brokerAddr"]],
+            lambda f=fields: RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, f),
+        )
+        err = error_of(resp)
+        if err is None:
+            try:
+                info = json.loads(resp.body)
+                missing = {"properties", "subscriptionSet", "mqTable"} - set(info)
+                if missing:
+                    raise KeyError(", ".join(sorted(missing)))
+                doc["clients"].append({**c, "runningInfo": info})
+                continue
+            except (ValueError, KeyError, TypeError) as exc:
+                err = f"client {c['clientId']}: unreadable running info: {exc!r}"
+        doc["errors"].append({"brokerAddr": addr, "error": err})
+    subs = {json.dumps(c["runningInfo"]["subscriptionSet"], sort_keys=True) for c in doc["clients"]}
+    doc["sameSubscription"] = len(subs) <= 1
+    return doc
+
+
+def _print_status(doc: dict, one_client: bool) -> None:
+    for i, c in enumerate(doc["clients"], 1):
+        print(f"{i:03d}  {c['clientId']:<40s} {c['clientAddr']:<20s} {c['brokerAddr']}")
+    if doc["clients"]:
+        print(
+            "\nSame subscription in the same group of consumer"
+            if doc["sameSubscription"]
+            else "\nWARN: Different subscription in the same group of consumer!!!"
+        )
+    if not one_client:
+        return
+    for c in doc["clients"]:
+        info = c["runningInfo"]
+        print("\n#Consumer Properties#")
+        for key, value in sorted(info["properties"].items()):
+            print(f"{key:<40s}: {value}")
+        print("\n#Consumer Subscription#")
+        for i, s in enumerate(info["subscriptionSet"], 1):
+            print(f"{i:03d} Topic: {s['topic']:<40s} SubExpression: {s['subString']}")
+        print("\n#Consumer Offset#")
+        print(f"{'#Topic':<32s}  {'#Broker Name':<32s}  {'#QID':<4s}  {'#Consumer Offset':<20s}")
+        for q in info["mqTable"]:
+            offset = "" if q["commitOffset"] is None else q["commitOffset"]
+            print(f"{q['topic']:<32s}  {q['brokerName']:<32s}  {q['queueId']:<4d}  {offset}")
+
+
+def run_consumer_status(args: argparse.Namespace) -> int:
+    need_targets(args)
+    doc = asyncio.run(consumer_status(args))
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_status(doc, args.client_id is not None)
+    failed = report_errors("consumerStatus", doc["errors"])
+    if not doc["clients"] and not failed:
+        raise AdminError(f"the consumer group[{args.group}] not online")
+    return failed

@@ -17,6 +17,9 @@ import json
 from broker.processors.admin import ConsumerManager
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from contracts.errors import RemotingError
+
+RELAY_TIMEOUT_MS = 5000
 
 
 class ConnectionListProcessor:
@@ -29,7 +32,27 @@ class ConnectionListProcessor:
         return {
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.running_info,
         }
+
+    async def running_info(self, conn, req: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (307, ``consumerGroup``, ``clientId``): relayed to that
+        client over its own connection (RocketMQ's callConsumer), its answer returned as it
+        came; a client not connected here is SYSTEM_ERROR ``The Consumer <G> <ID> not online``."""
+        group, client_id = req.field("consumerGroup"), req.field("clientId")
+        info = (self.consumers.groups.get(group) or {}).get(client_id)
+        if info is None or info.conn.closed.is_set():
+            remark = f"The Consumer <{group}> <{client_id[:256]}> not online"
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+        ask = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": group, "clientId": client_id}
+        )
+        try:
+            answer = await info.conn.invoke(ask, RELAY_TIMEOUT_MS)
+        except RemotingError as exc:
+            remark = f"consumer {client_id[:256]} did not answer: {exc}"
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+        return req.make_response(answer.code, remark=answer.remark, body=answer.body)
 
     async def producer_connections(self, conn, req: RemotingCommand) -> RemotingCommand:
         """GET_PRODUCER_CONNECTION_LIST (204, ``producerGroup``): ProducerConnection's JSON,

@@ -53,6 +53,7 @@ class RequestCode(IntEnum):
     DELETE_TOPIC_IN_NAMESRV = 216  # mqadmin deleteTopic: the topic's routes
     INVOKE_BROKER_TO_RESET_OFFSET = 222  # admin → broker: per queue (queueId, offset) or by time
     QUERY_TOPIC_CONSUME_BY_WHO = 300  # header: topic (statsAll)
+    GET_CONSUMER_RUNNING_INFO = 307  # header: consumerGroup, clientId; relayed to the client
     SEND_MESSAGE_V2 = 310
     VIEW_BROKER_STATS_DATA = 315  # header: statsName, statsKey (statsAll)
     UPDATE_NAMESRV_CONFIG = 318  # body: key=value lines (admin)

@@ -111,3 +111,41 @@ def test_producer_connection(cluster):
                30, "the producer to leave")  # fmt: skip
     res = admin("producerConnection", "-n", ns.addr, "-g", "ProdG")
     assert "the producer group[ProdG] not exist" in res.stderr
+
+
+def test_consumer_status(cluster):
+    ns, m = cluster
+    assert admin("updateTopic", "-b", m.addr, "-t", "StatusT", "-r", "2", "-w", "2").returncode == 0
+    wait_until(lambda: admin("topicClusterList", "-n", ns.addr, "-t", "StatusT").stdout == "C\n",
+               30, "route")  # fmt: skip
+
+    async def main():
+        c = Consumer("StatusG", [ns.addr], "StatusT", client_id="status-c1")
+        try:
+            await c.heartbeat()
+            await c.poll()  # rebalanced: its queues assigned
+            doc = await asyncio.to_thread(
+                admin_json, "consumerStatus", "-n", ns.addr, "-g", "StatusG"
+            )
+            table = await asyncio.to_thread(
+                admin, "consumerStatus", "-b", m.addr, "-g", "StatusG", "-i", "status-c1"
+            )
+        finally:
+            await c.close()
+        return doc, table
+
+    doc, table = asyncio.run(main())
+    [client] = doc["clients"]
+    info = client["runningInfo"]
+    assert (client["clientId"], client["brokerAddr"]) == ("status-c1", m.addr)
+    assert info["properties"]["consumerGroup"] == "StatusG"
+    assert {"topic": "StatusT", "subString": "*"} in info["subscriptionSet"]
+    assert sorted(q["queueId"] for q in info["mqTable"] if q["topic"] == "StatusT") == [0, 1]
+    assert doc["sameSubscription"] is True and doc["errors"] == []
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:2] == ["001", "status-c1"]
+    assert "Same subscription in the same group of consumer" in lines
+    assert "#Consumer Offset#" in lines
+    wait_until(lambda: admin("consumerStatus", "-n", ns.addr, "-g", "StatusG").returncode == 1,
+               30, "the consumer to leave")  # fmt: skip
