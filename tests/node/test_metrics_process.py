@@ -40,7 +40,9 @@ async def _send(namesrv: str, n: int) -> int:
 def group(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("metrics")
     ports = {"m": free_port(), "s": free_port()}
-    on = {"metricsExporterType": "PROM", "slaveSyncIntervalMs": 200}
+    on = {"metricsExporterType": "PROM", "slaveSyncIntervalMs": 200, "archiveEnable": "true",
+          "archiveRoot": f"file://{tmp}/archive", "archiveInProcess": "true",
+          "archiveIntervalMs": 200}  # fmt: skip
     with running_group(
         tmp,
         slave=True,
@@ -77,6 +79,18 @@ def test_messages_offsets_and_slave_lag_move(group):
     assert value(slave, "haproof_broker_role", role="SLAVE") == 1
     assert value(slave, "haproof_ha_connected") == 1
     assert value(slave, "rocketmq_brokeruntime_commitlog_maxoffset") == end
+
+
+def test_archive_lag_is_exported_and_drains(group):
+    g, ports = group
+    chunks = value(scrape(ports["m"]), "haproof_archive_chunks_total")
+    assert chunks is not None and value(scrape(ports["m"]), "haproof_archive_lag_bytes") is not None
+    asyncio.run(_send(g.ns.addr, 3))
+    wait_until(lambda: value(scrape(ports["m"]), "haproof_archive_chunks_total") > chunks, 30,
+               "a chunk shipped")  # fmt: skip
+    wait_until(lambda: value(scrape(ports["m"]), "haproof_archive_lag_bytes") == 0, 30,
+               "the archive to catch up")  # fmt: skip
+    assert value(scrape(ports["m"]), "haproof_archive_lag_seconds") == 0
 
 
 def test_a_refused_send_is_counted_by_its_reason(group):
