@@ -29,6 +29,7 @@ from broker.config_checks import check_config, convert_value, keyed_error
 from broker.config_checks import ha_allowed_networks as ha_allowed_networks  # re-exported
 from broker.config_checks import parse_delay_levels as parse_delay_levels  # re-exported
 from broker.config_file import ROCKETMQ_IGNORED_KEYS, parse_properties, unknown_key_message
+from broker.metrics.exporter import MetricsExporterType, MetricsSettings, metrics_problem
 from broker.remoting.tls import TlsMode
 from broker.store.store_config import BrokerRole as BrokerRole  # re-exported
 from broker.store.store_config import FlushDiskType as FlushDiskType  # re-exported
@@ -120,6 +121,9 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "allAckInSyncStateSet": ("all_ack_in_sync_state_set", False),
     "minInSyncReplicas": ("min_in_sync_replicas", 1),
     "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup_ms", 15_000),
+    "metricsExporterType": ("metrics_exporter_type", MetricsExporterType.DISABLE),
+    "metricsPromExporterHost": ("metrics_prom_exporter_host", ""),
+    "metricsPromExporterPort": ("metrics_prom_exporter_port", 5557),
 }
 _FIELD_TO_PROPERTY = {f: p for p, (f, _) in _PROPERTIES.items()}
 
@@ -233,6 +237,11 @@ class BrokerConfig:
     all_ack_in_sync_state_set: bool = False
     min_in_sync_replicas: int = 1
     ha_max_time_slave_not_catchup_ms: int = 15_000
+    # RocketMQ 5's metrics keys (broker/metrics/exporter.py): PROM serves Prometheus on
+    # metricsPromExporterHost (default 127.0.0.1, not RocketMQ's brokerIP1) and Port
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -252,6 +261,17 @@ class BrokerConfig:
 
     def _validate(self) -> None:
         check_config(self, _FIELD_TO_PROPERTY)
+        bad = metrics_problem(self.metrics_exporter_type, self.metrics_prom_exporter_port)
+        if bad is not None:
+            raise keyed_error(f"{bad[0]}: {bad[1]}", bad[0])
+
+    @property
+    def metrics(self) -> MetricsSettings:
+        return MetricsSettings(
+            self.metrics_exporter_type,
+            self.metrics_prom_exporter_host,
+            self.metrics_prom_exporter_port,
+        )
 
     @property
     def store_host(self) -> tuple[str, int]:

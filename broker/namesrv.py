@@ -12,6 +12,10 @@ from broker import aio
 from broker.acl.permission import AclChecker
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.loop_service import Periodic
+from broker.metrics.exporter import MetricsService, MetricsSettings, settings_from_file
+from broker.metrics.namesrv_metrics import NamesrvMetrics
+from broker.metrics.refusals import Refusals
+from broker.namesrv_config import NamesrvConfigService, namesrv_conf_values, scan_interval_of
 from broker.namesrv_register import decode_register_body, registration_problem
 from broker.namesrv_routes import RouteInfoManager
 from broker.processors.guard import guarded
@@ -47,6 +51,8 @@ class NameServer:
         *,
         clock: Clock = SYSTEM_CLOCK,
         scan_interval_ms: int = SCAN_INTERVAL_MS,
+        config_values: dict[str, str] | None = None,
+        config_path: str | None = None,
         **server_options,
     ) -> None:
         self.routes = routes or RouteInfoManager(clock_ms=clock.wall_ms)
@@ -58,9 +64,13 @@ class NameServer:
         # BrokerHousekeepingService: a broker whose channel closes leaves the routes at once,
         # so clients switch to its slave without waiting for the 120 s expiry)
         self._broker_conns: dict[str, object] = {}
+        # GET/UPDATE_NAMESRV_CONFIG over the settings it runs with (broker/namesrv_config.py)
+        values = {"scanNotActiveBrokerInterval": str(scan_interval_ms), **(config_values or {})}
+        self.config = NamesrvConfigService(values, self.scanner, config_path)
         self._watchers: set[asyncio.Task] = set()
+        self.refusals = Refusals()  # refused requests by reason (the metrics)
         self.server = RemotingServer(
-            guarded(self._processors(), acl),  # broker/processors/guard.py: ACL, names
+            self.refusals.counted(guarded(self._processors(), acl)),  # ACL, names: guard.py
             clock=clock,
             **server_options,
         )
@@ -76,6 +86,7 @@ class NameServer:
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._write_perm,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self._write_perm,
+            **self.config.handlers(),
         }
 
     async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
@@ -189,9 +200,25 @@ class NameServer:
 
 
 async def serve(
-    host: str, port: int, acl: AclChecker | None = None, controller=None, **server_options
+    host: str,
+    port: int,
+    acl: AclChecker | None = None,
+    controller=None,
+    metrics: MetricsSettings | None = None,
+    settings: tuple[dict[str, str], str | None, int] = ({}, None, SCAN_INTERVAL_MS),
+    **server_options,
 ) -> None:
-    ns = NameServer(acl=acl, **server_options)
+    """``settings``: what GET_NAMESRV_CONFIG shows, the namesrv.conf updates go to, and the
+    scan's period."""
+    values, path, scan_ms = settings
+    ns = NameServer(
+        acl=acl, config_values=values, config_path=path, scan_interval_ms=scan_ms, **server_options
+    )
+    exporter = None
+    if metrics is not None and metrics.enabled:  # metricsExporterType=PROM in namesrv.conf
+        snapshot = NamesrvMetrics(ns.routes, ns.refusals, f"{host}:{port}").snapshot
+        exporter = MetricsService("the name server", metrics, snapshot)
+        await exporter.start()  # before the port opens: serving means scrapable
     await ns.server.start(host, port)
     log.info("namesrv listening on %s:%d", host, ns.server.port)
     if controller is not None:  # enableControllerInNamesrv: broker/controller/ on this port
@@ -206,6 +233,8 @@ async def serve(
     await stop.wait()
     log.info("namesrv shutting down")
     await ns.scanner.stop()
+    if exporter is not None:
+        await exporter.stop()
     if controller is not None:
         await controller.stop()
     await ns.server.stop()
@@ -237,13 +266,21 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"namesrv --host {args.host}: {exposed} (--acl-file or --insecure)")
     acl = AclChecker.from_file(args.acl_file) if args.acl_file else None
     warn_if_exposed("the name server", args.host, acl is not None)
-    port, controller = args.listen_port, None
+    port, controller, metrics = args.listen_port, None, None
+    idle_s = str(args.idle_timeout_seconds)
+    values = {"listenHost": args.host, "serverChannelMaxIdleTimeSeconds": idle_s}
+    scan_ms = SCAN_INTERVAL_MS
     if args.config:
         from broker.controller.cli import read_namesrv_conf
 
         conf_port, controller = read_namesrv_conf(args.config)
         port = conf_port if conf_port is not None and args.listen_port == 9876 else port
-    aio.run(serve(args.host, port, acl, controller, **options), args.event_loop)
+        metrics = settings_from_file(args.config)
+        values.update(namesrv_conf_values(args.config))
+        scan_ms = scan_interval_of(values, args.config) or scan_ms
+    values["listenPort"] = str(port)
+    settings = (values, args.config, scan_ms)
+    aio.run(serve(args.host, port, acl, controller, metrics, settings, **options), args.event_loop)
     return 0
 
 

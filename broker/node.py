@@ -21,6 +21,8 @@ from broker.ha.reconcile import EpochReconciler
 from broker.ha.role_services import RoleServices
 from broker.live_config import LiveConfig
 from broker.loop_service import Periodic
+from broker.metrics.broker_metrics import broker_metrics_service
+from broker.metrics.refusals import Refusals
 from broker.node_parts import (
     NodeService,
     PeerLinks,
@@ -210,9 +212,10 @@ class BrokerNode:
         self.store.add_dispatch_listener(self.long_poll.on_dispatch)
         self.topics.ensure_default_topic()
         self.store.start()
+        self.refusals = Refusals()  # refused requests by reason (metrics)
         self.services = self._build_services()
         self.info.services = self.services
-        processors = guarded(self._processors(), self.acl)  # ACL and name checks first
+        processors = self.refusals.counted(guarded(self._processors(), self.acl))
         self.server = remoting_server(self.config, processors, clock=self.clock)
         warn_if_exposed(f"broker {self.node_name}", self.host, self.acl is not None)
         started = []
@@ -255,7 +258,7 @@ class BrokerNode:
             **sendback.handlers(),
             RequestCode.PULL_MESSAGE: pull.pull,
             **admin.handlers(),
-            **mqadmin_handlers(store, self.role, self.registration, self.consumers),
+            **mqadmin_handlers(store, self.role, self.registration, self.consumers, self.stats),
         }
         for service in self.services:
             processors.update(service.handlers())
@@ -296,6 +299,9 @@ class BrokerNode:
             owner = (self.failover, role, self.reconciler, self.gate, self.replication)
             sink = None if archiver is None else archiver.record_event  # lease, SyncStateSet
             services.append(controller_mode(config, owner, store, self.links.client(), clock, sink))
+        if config.metrics.enabled:  # metricsExporterType=PROM: last, so stopped first
+            parts = (store, config, role, self.stats, self.info, self.replication, self.refusals)
+            services.append(broker_metrics_service(*parts, node_name=self.node_name))
         return services
 
     # -- what the entry point and the tests drive ----------------------------------------------
@@ -388,11 +394,3 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         "event); restore the file instead when you can",
     )
     p.set_defaults(func=run)
-
-
-if __name__ == "__main__":
-    import sys
-
-    from broker.cli import main
-
-    sys.exit(main(["broker", *sys.argv[1:]]))

@@ -39,6 +39,13 @@ class RuntimeInfoTable:
             info.update({k: str(v) for k, v in service.runtime_info().items()})
         return info
 
+    def values(self) -> dict[str, object]:
+        """The services' keys with their own types (the metrics read numbers here)."""
+        values: dict[str, object] = {}
+        for service in self.services:
+            values.update(service.runtime_info())
+        return values
+
 
 def _event_loop_name() -> str:
     """Which asyncio loop runs the node: uvloop or asyncio."""

@@ -60,6 +60,13 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("must be 0 or more")
+    return value
+
+
 def _percentage(raw: str) -> int:
     value = int(raw)
     if not 0 <= value <= 100:
@@ -81,6 +88,8 @@ RUNTIME_KEYS: dict[str, Callable[[str], object]] = {
     "accessMessageInMemoryMaxRatio": _percentage,  # read advice, at every pull
     "haSlaveFallbehindMax": _positive_int,  # HAService.slave_ok, at every SYNC_MASTER put
     "maxMessageSize": _positive_int,  # send processor and store, at every put
+    "archiveChunkMinBytes": _positive_int,  # NodeArchiver._hold, at every shipping round
+    "archiveChunkMaxAgeMs": _non_negative_int,  # NodeArchiver._hold, at every shipping round
 }
 
 

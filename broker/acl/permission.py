@@ -40,6 +40,8 @@ ADMIN_CODES = frozenset(
         R.UPDATE_AND_CREATE_TOPIC,
         25,  # UPDATE_BROKER_CONFIG
         R.GET_BROKER_CONFIG,  # the whole broker.conf: paths, addresses, limits
+        R.UPDATE_NAMESRV_CONFIG,
+        R.GET_NAMESRV_CONFIG,  # the name server's settings, as GET_BROKER_CONFIG
         R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         R.DELETE_SUBSCRIPTIONGROUP,
         R.DELETE_TOPIC_IN_BROKER,
@@ -109,13 +111,13 @@ def request_resources(req: RemotingCommand) -> list[Resource]:
         return _fields(req, "topic", SUB, "topic")
     if code == R.HEART_BEAT:
         return _heartbeat(req)
-    if code == R.GET_CONSUMER_CONNECTION_LIST:
+    if code in (R.GET_CONSUMER_CONNECTION_LIST, R.GET_CONSUMER_RUNNING_INFO):
         return _fields(req, "group", SUB, "consumerGroup")
     if code in (R.UNREGISTER_CLIENT, R.GET_CONSUMER_LIST_BY_GROUP):
         return [r for r in _fields(req, "group", SUB, "consumerGroup") if r.name]
     if code in (R.GET_MAX_OFFSET, R.GET_MIN_OFFSET, R.SEARCH_OFFSET_BY_TIMESTAMP):
         return _fields(req, "topic", ANY, "topic")
-    if code in (R.GET_EARLIEST_MSG_STORETIME, R.GET_TOPIC_STATS_INFO):
+    if code in (R.GET_EARLIEST_MSG_STORETIME, R.GET_TOPIC_STATS_INFO, R.QUERY_TOPIC_CONSUME_BY_WHO):
         return _fields(req, "topic", ANY, "topic")
     if code == R.INVOKE_BROKER_TO_RESET_OFFSET:
         return _fields(req, "topic", SUB, "topic") + _fields(req, "group", SUB, "group")

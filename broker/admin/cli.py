@@ -14,7 +14,10 @@ from broker.admin import (
     ha,
     messages,
     msg_by_id,
+    msg_by_key,
+    namesrv_config,
     offsets,
+    stats_all,
     topics,
     write_perm,
 )
@@ -110,6 +113,22 @@ def _config_verbs(sub) -> None:
     _group_option(q, "with --namesrv: only this broker group's nodes")
     q.add_argument("--key", required=True, help="RocketMQ property name, e.g. maxMessageSize")
     q.add_argument("--value", required=True)
+    add_verb(
+        sub,
+        "getNamesrvConfig",
+        "every name server's settings",
+        namesrv_config.run_get_namesrv_config,
+        targets="namesrv",
+    )
+    q = add_verb(
+        sub,
+        "updateNamesrvConfig",
+        "change a runtime-changeable name server key, persisted to each namesrv.conf",
+        namesrv_config.run_update_namesrv_config,
+        targets="namesrv",
+    )
+    q.add_argument("-k", "--key", required=True, help="e.g. scanNotActiveBrokerInterval")
+    q.add_argument("-v", "--value", required=True)
 
 
 def _ha_verbs(sub) -> None:
@@ -170,6 +189,17 @@ def _offset_verbs(sub) -> None:
         "--no-force",
         action="store_true",
         help="only rewind: leave a queue whose offset is already before the time",
+    )
+    q = add_verb(
+        sub,
+        "statsAll",
+        "per topic and consumer group: accumulation, in/out TPS, messages in/out over a day",
+        stats_all.run_stats_all,
+        targets="namesrv",
+    )
+    q.add_argument("-t", "--topic", default=None, help="only this topic")
+    q.add_argument(
+        "-a", "--active", action="store_true", help="only topics with traffic in the last day"
     )
     add_verb(
         sub,
@@ -258,6 +288,21 @@ def _connection_verbs(sub) -> None:
         connections.run_consumer_connection,
     )
     q.add_argument("-g", "--group", required=True, help="consumer group name")
+    q = add_verb(
+        sub,
+        "producerConnection",
+        "the clients of a producer group connected to the masters (or to -b)",
+        connections.run_producer_connection,
+    )
+    q.add_argument("-g", "--group", required=True, help="producer group name")
+    q = add_verb(
+        sub,
+        "consumerStatus",
+        "each connected client's running info (subscriptions, queues, offsets), via its broker",
+        connections.run_consumer_status,
+    )
+    q.add_argument("-g", "--group", required=True, help="consumer group name")
+    q.add_argument("-i", "--client-id", default=None, help="only this client, in full")
     for verb, what in (
         ("wipeWritePerm", "turn a broker group's write permission off in the name servers"),
         ("addWritePerm", "turn a broker group's write permission back on in the name servers"),
@@ -287,6 +332,18 @@ def _message_verbs(sub) -> None:
     )
     q.add_argument("-t", "--topic", required=True)
     q.add_argument("-i", "--msg-id", required=True, help="the offset msgId (OffsetID)")
+    q = add_verb(
+        sub,
+        "queryMsgByKey",
+        "the newest messages of a topic carrying a key (KEYS or UNIQ_KEY)",
+        msg_by_key.run_query_msg_by_key,
+        targets="namesrv",
+    )
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("-k", "--key", required=True, help="a message key (KEYS) or UNIQ_KEY")
+    q.add_argument("-b", "--begin", default=None, help="stored at or after (ms or a time)")
+    q.add_argument("-e", "--end", default=None, help="stored at or before (ms or a time)")
+    q.add_argument("-c", "--max-num", type=int, default=32, help="at most this many (32)")
     for verb, what in (
         ("printMsg", "print a topic's messages, every queue from its min offset"),
         ("consumeMessage", "read messages from a queue offset, committing nothing"),

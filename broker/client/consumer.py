@@ -22,6 +22,7 @@ from broker.client.routes import (
     TopicRoute,
     fetch_route,
 )
+from broker.client.running_info import running_info_handler
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
@@ -107,7 +108,11 @@ class Consumer:
         self.max_msg_nums, self.timeout_ms = max_msg_nums, timeout_ms
         self.sub_version = clock_ms()
         self.client = RemotingClient(
-            {RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_notify}, rpc_hook=rpc_hook
+            {
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_notify,
+                RequestCode.GET_CONSUMER_RUNNING_INFO: running_info_handler(self),  # 307
+            },
+            rpc_hook=rpc_hook,
         )
         self.schedule = RemoteOffsetSchedule(persist_interval_ms, clock_ms)
         # RocketMQ's client rebalances every 20 s besides when told: routes change, and a

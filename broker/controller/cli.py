@@ -16,7 +16,18 @@ log = logging.getLogger(__name__)
 
 
 async def serve(config: ControllerConfig) -> None:
-    node = await ControllerNode(config).start()
+    node = ControllerNode(config)
+    exporter = None
+    settings = config.metrics_settings("controller.conf")
+    if settings.enabled:  # metricsExporterType=PROM; before the port opens
+        from broker.metrics.controller_metrics import ControllerMetrics
+        from broker.metrics.exporter import MetricsService
+
+        node_id = f"{config.listenHost}:{config.listenPort}"
+        snapshot = ControllerMetrics(node.controller, node.refusals, node_id).snapshot
+        exporter = MetricsService("the controller", settings, snapshot)
+        await exporter.start()
+    await node.start()
     log.info(
         "controller listening on %s:%d (%s)",
         config.listenHost,
@@ -28,6 +39,8 @@ async def serve(config: ControllerConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    if exporter is not None:
+        await exporter.stop()
     await node.stop()
 
 
@@ -58,7 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 NAMESRV_KEYS = frozenset(
     "listenPort enableControllerInNamesrv rocketmqHome kvConfigPath configStorePath "
     "orderMessageEnable clusterTest productEnvName returnOrderTopicConfigToBroker "
-    "serverChannelMaxIdleTimeSeconds".split()
+    "serverChannelMaxIdleTimeSeconds metricsExporterType metricsPromExporterHost "
+    "metricsPromExporterPort".split()
 )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from broker.config_file import closest_key, parse_properties
+from broker.metrics.exporter import MetricsSettings
 from contracts.errors import ConfigError
 
 _TYPES = ("journal", "jRaft")
@@ -43,6 +44,10 @@ class ControllerConfig:
     archiveIntervalMs: int = 1_000
     archiveS3Endpoint: str = ""  # default: HAPROOF_S3_ENDPOINT, else AWS's
     archiveS3Region: str = ""
+    # RocketMQ 5's metrics keys (broker/metrics/exporter.py): PROM serves Prometheus (standalone)
+    metricsExporterType: str = "DISABLE"
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = 5557
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -59,6 +64,16 @@ class ControllerConfig:
         if raft_addr in peers and len(rpcs) == len(peers):
             return rpcs[peers.index(raft_addr)]
         return None
+
+    def metrics_settings(self, where: str) -> MetricsSettings:
+        from broker.metrics.exporter import settings_from_properties
+
+        values = {
+            "metricsExporterType": self.metricsExporterType,
+            "metricsPromExporterHost": self.metricsPromExporterHost,
+            "metricsPromExporterPort": str(self.metricsPromExporterPort),
+        }
+        return settings_from_properties(values, where)
 
     def check(self, where: str) -> None:
         if self.controllerType not in _TYPES:
@@ -78,6 +93,7 @@ class ControllerConfig:
             raise ConfigError(
                 f"{where}: archiveEnable=true needs archiveRoot (s3://... or file://...)"
             )
+        self.metrics_settings(where)
         if self.archiveIntervalMs <= 0:
             raise ConfigError(f"{where}: archiveIntervalMs must be > 0 ms")
         if self.controllerType == "jRaft":

@@ -14,6 +14,7 @@ from broker.controller.controller import Controller
 from broker.controller.journal import Journal
 from broker.controller.processor import ControllerProcessor
 from broker.controller.state_machine import ControllerStateMachine
+from broker.metrics.refusals import Refusals
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
@@ -45,6 +46,7 @@ class ControllerNode:
             config, self.log, self.sm, clock=clock, notifier=self._notify, self_addr=self_addr
         )
         self.processor = ControllerProcessor(self.controller)
+        self.refusals = Refusals()  # refused requests by reason (the metrics)
         self.archiver = open_archiver(config, self.sm, self.log, clock)  # archiveEnable
         self.server: RemotingServer | None = None
         self._own_server = False
@@ -61,12 +63,12 @@ class ControllerNode:
         )
         if server is None:
             server = RemotingServer()
-            for code, handler in self.processor.handlers().items():
+            for code, handler in self.refusals.counted(self.processor.handlers()).items():
                 server.register(code, handler)
             await server.start(self.config.listenHost, self.config.listenPort)
             self._own_server = True
         else:
-            for code, handler in self.processor.handlers().items():
+            for code, handler in self.refusals.counted(self.processor.handlers()).items():
                 server.register(code, handler)
         self.server = server
         self.controller.housekeeping.start()

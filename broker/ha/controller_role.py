@@ -235,6 +235,7 @@ class ControllerModeService:
             "controllerSyncStateSet": ",".join(str(m) for m in sorted(members)),
             "controllerSyncStateSetEpoch": set_epoch,
             "inSyncStateSet": c.broker_id is not None and c.broker_id in members,
+            "controllerSyncStateSetSize": len(members),
         }
 
     async def _notified(self, conn, req: RemotingCommand) -> RemotingCommand | None:

@@ -38,6 +38,8 @@ class ClientInfo:
     conn: object
     last_heartbeat_ms: int
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
+    language: str = ""  # the heartbeat's header (producers: mqadmin producerConnection)
+    version: int = 0
 
 
 class ConsumerManager:
@@ -46,6 +48,7 @@ class ConsumerManager:
 
     def __init__(self, clock_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms) -> None:
         self.groups: dict[str, dict[str, ClientInfo]] = {}
+        self.producers: dict[str, dict[str, ClientInfo]] = {}  # producer group -> clients
         self.clock_ms = clock_ms
         self._watched: set[int] = set()
         self._tasks: set[asyncio.Task] = set()
@@ -61,6 +64,22 @@ class ConsumerManager:
             self._notify(group)
         return new
 
+    def producer_heartbeat(self, conn, req: RemotingCommand, client_id: str, group: str) -> None:
+        """A producer's heartbeat (RocketMQ's ProducerManager.registerProducer)."""
+        now = self.clock_ms()
+        info = ClientInfo(client_id, conn, now, language=req.language, version=req.version)
+        self.producers.setdefault(group, {})[client_id] = info
+        if id(conn) not in self._watched:
+            self._watched.add(id(conn))
+            self._spawn(self._on_close(conn))
+
+    def _drop_producers(self, gone) -> None:
+        for group, members in list(self.producers.items()):
+            for cid in [c for c, info in members.items() if gone(info)]:
+                del members[cid]
+            if not members:
+                del self.producers[group]
+
     def unregister(self, client_id: str, group: str) -> None:
         members = self.groups.get(group, {})
         if members.pop(client_id, None) is not None:
@@ -75,6 +94,7 @@ class ConsumerManager:
     def scan_idle(self, max_idle_ms: int = CLIENT_IDLE_MAX_MS) -> list[tuple[str, str]]:
         """Drop members silent for more than ``max_idle_ms``; returns (group, clientID) pairs."""
         now = self.clock_ms()
+        self._drop_producers(lambda info: now - info.last_heartbeat_ms > max_idle_ms)
         gone = []
         for group, members in list(self.groups.items()):
             for cid, info in list(members.items()):
@@ -101,6 +121,7 @@ class ConsumerManager:
     async def _on_close(self, conn) -> None:
         await conn.closed.wait()
         self._watched.discard(id(conn))
+        self._drop_producers(lambda info: info.conn is conn)
         for group, members in list(self.groups.items()):
             for cid in [c for c, info in members.items() if info.conn is conn]:
                 log.info("consumer %s of %s left (connection closed)", cid, group)
@@ -247,6 +268,7 @@ class AdminProcessor:
             doc = loads_fastjson(req.body)
             client_id = doc["clientID"]
             groups: list[tuple[str, dict[str, str]]] = []
+            producer_groups = [d["groupName"] for d in doc.get("producerDataSet") or []]
             for data in doc.get("consumerDataSet") or []:
                 subs = {
                     s["topic"]: s.get("subString") or "*"
@@ -257,6 +279,8 @@ class AdminProcessor:
             raise RemotingError(
                 f"HEART_BEAT from {conn.peer}: body is not HeartbeatData: {exc!r}"
             ) from exc
+        for group in producer_groups:
+            self.consumers.producer_heartbeat(conn, req, str(client_id), str(group))
         created = False
         for group, subs in groups:
             # RocketMQ (ClientManageProcessor.heartBeat): a consumer group's retry topic exists

@@ -170,7 +170,7 @@ class PullProcessor:
             result = store.get_message(topic, queue_id, offset, max_msgs, tag_codes)
             code = pull_code(result.status, offset, is_master)
         if self.stats is not None:
-            self.stats.on_get(result.found, len(result.records))
+            self.stats.on_get(result.found, len(result.records), topic, group)
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
             commit = _opt_int(req, "commitOffset", -1)
             writer = None if self.offset_log is None else self.offset_log.master_writer()

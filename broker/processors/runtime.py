@@ -21,6 +21,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.live_config import LiveConfig
 from broker.loop_service import Periodic
 from broker.node_service import RuntimeInfoTable
+from broker.processors.stats_windows import KeyedStats
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
@@ -48,6 +49,9 @@ class BrokerStats:
         self.get_found = 0
         self.get_miss = 0
         self.get_transferred = 0  # messages handed to consumers
+        self.put_by_topic: dict[str, list[int]] = {}  # topic -> [messages, bytes] (metrics)
+        self.topic_puts = KeyedStats("TOPIC_PUT_NUMS")  # statsAll's windows
+        self.group_gets = KeyedStats("GROUP_GET_NUMS")  # key topic@group
         self._samples: collections.deque = collections.deque(maxlen=max(TPS_WINDOWS_S) + 2)
         self.samples_taken = 0
         self._day = self._today()
@@ -58,11 +62,17 @@ class BrokerStats:
     def on_put(self, topic: str, count: int, size_bytes: int) -> None:
         self.put_times += count
         self.put_bytes += size_bytes
+        per_topic = self.put_by_topic.setdefault(topic, [0, 0])
+        per_topic[0] += count
+        per_topic[1] += size_bytes
+        self.topic_puts.add(topic, count, self.clock_ms())
 
-    def on_get(self, found: bool, messages: int) -> None:
+    def on_get(self, found: bool, messages: int, topic: str = "", group: str = "") -> None:
         if found:
             self.get_found += 1
             self.get_transferred += messages
+            if topic:
+                self.group_gets.add(f"{topic}@{group}", messages, self.clock_ms())
         else:
             self.get_miss += 1
 
@@ -87,10 +97,13 @@ class BrokerStats:
             (now, self.put_times, self.get_found, self.get_miss, self.get_transferred)
         )
         self.samples_taken += 1
+        self.topic_puts.sample(now)
+        self.group_gets.sample(now)
 
-    def _tps(self, index: int) -> str:
+    def tps(self, index: int) -> list[float]:
+        """Per-second rate of the sampled counter ``index`` over each of TPS_WINDOWS_S."""
         if len(self._samples) < 2:
-            return " ".join("0.00" for _ in TPS_WINDOWS_S)
+            return [0.0 for _ in TPS_WINDOWS_S]
         last = self._samples[-1]
         out = []
         for window_s in TPS_WINDOWS_S:
@@ -100,10 +113,11 @@ class BrokerStats:
                     first = s
                     break
             span_ms = last[0] - first[0]
-            out.append(
-                f"{(last[index] - first[index]) * 1000 / span_ms:.2f}" if span_ms else "0.00"
-            )
-        return " ".join(out)
+            out.append((last[index] - first[index]) * 1000 / span_ms if span_ms else 0.0)
+        return out
+
+    def _tps(self, index: int) -> str:
+        return " ".join(f"{v:.2f}" for v in self.tps(index))
 
     def runtime_info(self) -> dict[str, str]:
         up_s = (self.clock_ms() - self.boot_ms) // 1000

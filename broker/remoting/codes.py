@@ -48,10 +48,16 @@ class RequestCode(IntEnum):
     GET_CONSUME_STATS = 208
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_SUBSCRIPTIONGROUP = 207  # header: groupName, cleanOffset
+    GET_PRODUCER_CONNECTION_LIST = 204  # header: producerGroup
     DELETE_TOPIC_IN_BROKER = 215  # mqadmin deleteTopic: the topic's config on one broker
     DELETE_TOPIC_IN_NAMESRV = 216  # mqadmin deleteTopic: the topic's routes
     INVOKE_BROKER_TO_RESET_OFFSET = 222  # admin → broker: per queue (queueId, offset) or by time
+    QUERY_TOPIC_CONSUME_BY_WHO = 300  # header: topic (statsAll)
+    GET_CONSUMER_RUNNING_INFO = 307  # header: consumerGroup, clientId; relayed to the client
     SEND_MESSAGE_V2 = 310
+    VIEW_BROKER_STATS_DATA = 315  # header: statsName, statsKey (statsAll)
+    UPDATE_NAMESRV_CONFIG = 318  # body: key=value lines (admin)
+    GET_NAMESRV_CONFIG = 319  # answer: key=value lines (admin)
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
     ADD_WRITE_PERM_OF_BROKER = 327  # name server: undoes WIPE_WRITE_PERM_OF_BROKER

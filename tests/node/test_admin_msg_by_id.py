@@ -4,49 +4,21 @@ only a record of the topic the guard checked."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from broker.acl.permission import request_resources
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from tests.conftest import wait_until
-from tests.support import schemas
-from tests.support.cluster import node_conf
-from tools.localcluster import free_port, start_broker, start_namesrv
+from tests.support.running import admin, admin_json, running_group
 
 TOPIC = "ByIdTopic"
 
 
-def admin(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "broker.cli", "admin", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-def admin_json(*args: str):
-    res = admin(*args, "--json")
-    assert res.returncode == 0, res.stdout + res.stderr
-    doc = json.loads(res.stdout)
-    schemas.validate(doc, "admin", args[0])
-    return doc
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("byid")
-    ns = start_namesrv(tmp)
-    procs = [ns]
-    try:
-        port = free_port()
-        conf = node_conf(tmp, "m", 0, "ASYNC_MASTER", port, free_port(), ns.addr)
-        procs.append(start_broker("m", conf, port, tmp))
-        yield ns, procs[1]
-    finally:
-        for p in procs:
-            p.kill()
+    with running_group(tmp_path_factory.mktemp("byid")) as g:
+        yield g.ns, g.m
 
 
 def test_query_msg_by_id(cluster):

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -18,22 +16,7 @@ from broker.processors.group_body import group_body
 from broker.processors.names import name_refusal
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from tests.support import schemas
-from tests.support.cluster import node_conf
-from tools.localcluster import free_port, start_broker, start_namesrv
-
-
-def admin(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "broker.cli", "admin", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-def admin_json(*args: str, rc: int = 0):
-    res = admin(*args, "--json")
-    assert res.returncode == rc, res.stdout + res.stderr
-    doc = json.loads(res.stdout)
-    schemas.validate(doc, "admin", args[0])
-    return doc
+from tests.support.running import admin, admin_json, running_group
 
 
 def groups_of(addr: str) -> dict:
@@ -45,17 +28,8 @@ def groups_of(addr: str) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("subgroup")
-    ns = start_namesrv(tmp)
-    procs = [ns]
-    try:
-        port = free_port()
-        conf = node_conf(tmp, "m", 0, "ASYNC_MASTER", port, free_port(), ns.addr)
-        procs.append(start_broker("m", conf, port, tmp))
-        yield ns, procs[1]
-    finally:
-        for p in procs:
-            p.kill()
+    with running_group(tmp_path_factory.mktemp("subgroup")) as g:
+        yield g.ns, g.m
 
 
 def test_update_and_delete_sub_group(cluster):

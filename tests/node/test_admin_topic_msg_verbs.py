@@ -1,51 +1,22 @@
 """mqadmin's topic and message verbs against a real name server and broker process:
 updateTopic, topicList, topicClusterList, sendMessage, queryMsgByOffset, printMsg,
-consumeMessage, each as a table (mqadmin's shape) and as ``--json`` valid against
-docs/schemas/admin.schema.json."""
+consumeMessage, queryMsgByKey, each as a table (mqadmin's shape) and as ``--json`` valid
+against docs/schemas/admin.schema.json."""
 
 from __future__ import annotations
-
-import json
-import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import wait_until
-from tests.support import schemas
-from tests.support.cluster import node_conf
-from tools.localcluster import free_port, start_broker, start_namesrv
+from tests.support.running import admin, admin_json, running_group
 
 TOPIC = "MqadminTopic"
 
 
-def admin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", "admin", *args],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-
-
-def admin_json(*args: str):
-    res = admin(*args, "--json")
-    assert res.returncode == 0, res.stdout + res.stderr
-    doc = json.loads(res.stdout)
-    schemas.validate(doc, "admin", args[0])
-    return doc
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mqadmin")
-    ns = start_namesrv(tmp)
-    procs = [ns]
-    try:
-        port = free_port()
-        m = start_broker("m", node_conf(tmp, "m", 0, "ASYNC_MASTER", port, free_port(), ns.addr,
-                                        autoCreateTopicEnable="false"), port, tmp)  # fmt: skip
-        procs.append(m)
-        yield ns, m
-    finally:
-        for p in procs:
-            p.kill()
+    with running_group(tmp_path_factory.mktemp("mqadmin"), autoCreateTopicEnable="false") as g:
+        yield g.ns, g.m
 
 
 def test_topic_and_message_verbs(cluster):
@@ -96,6 +67,20 @@ def test_topic_and_message_verbs(cluster):
     assert [(r["queueId"], r["queueOffset"], r["body"]) for r in some] == [
         (q, s0["queueOffset"], "hello 0")
     ]
+
+    # queryMsgByKey: by a KEYS entry and by the client's UNIQ_KEY, newest first
+    found = admin_json("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", "k2")
+    assert [(m["body"], m["queueId"], m["queueOffset"]) for m in found] == [
+        ("hello 2", sent[2]["queueId"], sent[2]["queueOffset"])
+    ]
+    assert admin_json("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", s0["msgId"])[0][
+        "body"] == "hello 0"  # fmt: skip
+    table = admin("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", "k1").stdout.splitlines()
+    assert table[0].split() == ["#Message", "ID", "#QID", "#Offset"]
+    assert table[1].split() == [sent[1]["msgId"], str(sent[1]["queueId"]),
+                                str(sent[1]["queueOffset"])]  # fmt: skip
+    later = admin("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", "k1", "-b", "4102444800000")
+    assert later.returncode == 1 and "no message of key 'k1'" in later.stderr
 
     # misses: one line each, exit 1 (nothing there) or 2 (bad usage)
     res = admin(

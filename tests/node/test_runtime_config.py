@@ -49,6 +49,16 @@ def test_check_updates_types_values_and_refuses_others():
         check_updates({})
 
 
+def test_the_archivers_round_keys_change_at_runtime_the_read_once_keys_do_not():
+    typed = check_updates({"archiveChunkMinBytes": "65536", "archiveChunkMaxAgeMs": "0"})
+    assert typed == {"archiveChunkMinBytes": 65536, "archiveChunkMaxAgeMs": 0}
+    for static in ("archiveChunkMaxBytes", "metricsPromExporterPort", "flushIntervalCommitLog"):
+        with pytest.raises(NotRuntimeKeyError, match=f"^'{static}' cannot be changed at runtime"):
+            check_updates({static: "1"})
+    with pytest.raises(NotRuntimeKeyError, match="did you mean archiveChunkMinBytes"):
+        check_updates({"archiveChunkMinByte": "1"})
+
+
 def test_rewrite_keeps_the_file_and_replaces_the_last_occurrence():
     text = "# note\nbrokerName=b\nmaxMessageSize=10\n\n! other\nmaxMessageSize : 20\nx=1\n"
     out = rewrite_config_text(text, {"maxMessageSize": 99, "slaveReadEnable": True})
