@@ -45,9 +45,18 @@ class RoleServiceFactory:
 
     def build(self, role: BrokerRole) -> list[NodeService]:
         """What runs only in ``role``."""
+        ha_tls = self.links.ha_tls  # tlsMode=enforcing: the HA stream over TLS too
         if role.is_master:
             return [
-                HAService(self.store, self.config, self.role, self.host, self.acl, clock=self.clock)
+                HAService(
+                    self.store,
+                    self.config,
+                    self.role,
+                    self.host,
+                    self.acl,
+                    clock=self.clock,
+                    ssl_context=ha_tls.server if ha_tls else None,
+                )
             ]
         client = HAClient(
             self.store,
@@ -58,6 +67,7 @@ class RoleServiceFactory:
             reconciler=self.reconciler,
             signer=self.links.signer,
             clock=self.clock,
+            ssl_context=ha_tls.client if ha_tls else None,
         )
         sync = SlaveSynchronize(
             self.store, self.config, self.links, client.known_master, clock=self.clock
