@@ -33,6 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--topics", type=int, default=5000, help="topics to auto-create")
     p.add_argument("--senders", type=int, default=4, help="concurrent senders")
     p.add_argument(
+        "--one-topic",
+        action="store_true",
+        help="the same sends to one topic (the baseline: the cost of the sends themselves)",
+    )
+    p.add_argument(
         "--source", default=None, help="run the nodes from this checkout (default: this one)"
     )
     p.set_defaults(func=run)
@@ -46,7 +51,9 @@ async def _route_of(client, ns_addr: str, topic: str) -> bool:
     return (await client.invoke(ns_addr, req, 5000)).code == ResponseCode.SUCCESS
 
 
-async def _create(ns_addr: str, topics: int, senders: int, timeout_s: float = 1800) -> float:
+async def _create(
+    ns_addr: str, topics: int, senders: int, one_topic: bool, timeout_s: float = 1800
+) -> float:
     """Send to each new topic; the seconds until the name server routed them all."""
     from broker.client.producer import Producer, SendStatus
     from broker.remoting.client import RemotingClient
@@ -58,7 +65,7 @@ async def _create(ns_addr: str, topics: int, senders: int, timeout_s: float = 18
             raise HaproofError("bench topics: the broker never registered TBW102")
         await asyncio.sleep(0.05)
     started = time.monotonic()
-    names = [f"BenchAuto{i}" for i in range(topics)]
+    names = ["BenchAuto0" if one_topic else f"BenchAuto{i}" for i in range(topics)]
 
     async def sender(k: int) -> None:
         producer = Producer(f"bench-topics-{k}", [ns_addr])
@@ -72,7 +79,7 @@ async def _create(ns_addr: str, topics: int, senders: int, timeout_s: float = 18
 
     await asyncio.gather(*(sender(k) for k in range(senders)))
     try:
-        for name in names[::-1]:
+        for name in dict.fromkeys(names[::-1]):
             while not await _route_of(client, ns_addr, name):
                 if time.monotonic() > deadline:
                     raise HaproofError(f"bench topics: {name} was never routed")
@@ -105,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         broker = start_broker("broker", conf, port, workdir, env, log_level="WARNING")
         procs.append(broker)
         cpu0 = {p.name: process_cpu_s(p.proc.pid) for p in procs}
-        wall_s = asyncio.run(_create(namesrv.addr, args.topics, args.senders))
+        wall_s = asyncio.run(_create(namesrv.addr, args.topics, args.senders, args.one_topic))
         cpu = {p.name: round(process_cpu_s(p.proc.pid) - cpu0[p.name], 2) for p in procs}
     finally:
         for p in procs:
@@ -114,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         json.dumps(
             {
-                "topics": args.topics,
+                "topics": 1 if args.one_topic else args.topics,
+                "sends": args.topics,
                 "source": os.path.abspath(args.source or Path(__file__).parents[2]),
                 "wall_s": round(wall_s, 1),
                 "broker_cpu_s": cpu["broker"],
