@@ -24,7 +24,7 @@ from broker.remoting.tls import client_context
 from tests.support.cluster import conf_factory
 from tests.support.tls_certs import make_cert
 from tests.support.waiting import wait_for
-from tools.localcluster import LocalProcess, free_port, start_broker
+from tools.localcluster import LocalProcess, free_port, process_cpu_s, start_broker
 
 _conf = conf_factory(haSendHeartbeatInterval=500, haHousekeepingInterval=5000)
 
@@ -58,11 +58,12 @@ class Group:
         self.master = start_broker("m", conf, self.m_port, tmp_path)
         self.procs.append(self.master)
 
-    def start_slave(self) -> None:
+    def start_slave(self) -> LocalProcess:
         port, ha = free_port(), free_port()
         conf = _conf(self.tmp, "s", 1, "SLAVE", port, ha, self.ns.addr,
                      haMasterAddress=f"127.0.0.1:{self.m_ha}", **self.keys)  # fmt: skip
         self.procs.append(start_broker("s", conf, port, self.tmp))
+        return self.procs[-1]
 
     def close(self) -> None:
         for p in self.procs:
@@ -174,9 +175,15 @@ def test_replication_throughput_tls_vs_plain(tmp_path, tls):
     g = Group(tmp_path, tls=tls, mappedFileSizeCommitLog=128 * 1024 * 1024)
     try:
         end = asyncio.run(g.send(16_384, b"b" * 4000, senders=8))
-        g.start_slave()
+        master_cpu = process_cpu_s(g.master.proc.pid)
+        slave = g.start_slave()
+        slave_cpu = process_cpu_s(slave.proc.pid)
         seconds = asyncio.run(g.caught_up_s(end, 600_000))
+        master_cpu = process_cpu_s(g.master.proc.pid) - master_cpu
+        slave_cpu = process_cpu_s(slave.proc.pid) - slave_cpu
     finally:
         g.close()
-    print(f"\nHA catch-up tls={tls}: {end / 2**20:.1f} MiB in {seconds:.2f} s = "
-          f"{end / 2**20 / seconds:.1f} MiB/s")  # fmt: skip
+    mib = end / 2**20
+    print(f"\nHA catch-up tls={tls}: {mib:.1f} MiB in {seconds:.2f} s = {mib / seconds:.1f} MiB/s; "
+          f"CPU ms per MiB: master {1000 * master_cpu / mib:.1f}, "
+          f"slave {1000 * slave_cpu / mib:.1f}")  # fmt: skip
