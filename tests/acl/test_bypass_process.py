@@ -222,3 +222,24 @@ def test_a_replayed_send_or_offset_reset_is_refused_and_applied_once(acl_broker)
         assert resp.int_field("offset") == 1  # the replayed reset did not take it back to 0
 
     asyncio.run(main())
+
+
+def test_broker_config_is_for_admins_and_a_5_mib_body_is_message_illegal(acl_broker):
+    """Issue 28 (others): non-admin accounts read GET_BROKER_CONFIG; a 5 MiB body got code 1."""
+    addr = acl_broker.addr
+
+    async def main():
+        ask = RemotingCommand.request(RequestCode.GET_BROKER_CONFIG)
+        refused = await _call(addr, ask, user())
+        assert refused.code == ResponseCode.NO_PERMISSION and "admin" in refused.remark
+        assert not refused.body
+        answered = await _call(
+            addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG), admin()
+        )
+        assert answered.code == ResponseCode.SUCCESS and b"brokerName" in answered.body
+        assert (await _call(addr, _create(TOPIC), admin())).code == ResponseCode.SUCCESS
+        big = await _call(addr, send_v2(TOPIC, b"x" * (5 << 20)), user())
+        assert big.code == ResponseCode.MESSAGE_ILLEGAL, (big.code, big.remark)
+        assert await _max_offset(addr, TOPIC) == 0
+
+    asyncio.run(main())

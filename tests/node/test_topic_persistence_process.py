@@ -10,6 +10,7 @@ from broker.client.producer import Producer, SendStatus
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from tests.acl.helpers import send_v2
 from tests.support.waiting import wait_for
 
 N_TOPICS = 40
@@ -59,3 +60,27 @@ def test_auto_created_topics_survive_kill_9_and_reach_the_name_server(namesrv, s
     )
     log_text = (again.log_path).read_text()
     assert "replayed from its log" in log_text
+
+
+def test_an_anonymous_client_auto_creates_at_most_its_share(namesrv, start_broker):
+    """Issue 28 (others): anonymous clients had no topic cap (autoCreateTopicMaxPerClient)."""
+    broker = start_broker(autoCreateTopicMaxPerClient=3)
+
+    async def main():
+        client = RemotingClient()
+        try:
+            for i in range(3):
+                r = await client.invoke(broker.addr, send_v2(f"Capped{i}"))
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await client.invoke(broker.addr, send_v2("Capped3"))
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST, r.remark
+            assert "autoCreateTopicMaxPerClient=3" in r.remark
+            again = await client.invoke(broker.addr, send_v2("Capped0", b"more"))
+            assert again.code == ResponseCode.SUCCESS  # what it made stays writable
+            req = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)
+            table = json.loads((await client.invoke(broker.addr, req)).body)["topicConfigTable"]
+            assert "Capped3" not in table and "Capped2" in table
+        finally:
+            await client.close()
+
+    asyncio.run(main())
