@@ -89,7 +89,7 @@ class NamesrvRegistration:
         else:
             await self.register_changes()
 
-    def _register_request(self, body: bytes, *, incremental: bool = False) -> RemotingCommand:
+    def _register_request(self, body: bytes = b"", *, incremental: bool = False) -> RemotingCommand:
         cfg = self.config
         fields = {
             "brokerName": cfg.broker_name,
