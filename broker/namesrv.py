@@ -91,6 +91,12 @@ class NameServer:
 
     async def _register(self, conn, req: RemotingCommand) -> RemotingCommand:
         body = decode_register_body(req)
+        incremental = req.opt_field("incremental", "false").lower() == "true"
+        wrapper = body.get("topicConfigSerializeWrapper")
+        if isinstance(wrapper, dict) and not incremental:
+            version = wrapper.get("dataVersion")
+            if self.routes.holds_table(req.field("brokerAddr"), req.int_field("brokerId"), version):
+                body["topicConfigSerializeWrapper"] = {"dataVersion": version}  # nothing new
         problem = registration_problem(req, body)
         if problem is not None:
             log.warning("REGISTER_BROKER from %s refused: %s", conn.peer, problem)
@@ -102,6 +108,7 @@ class NameServer:
             broker_id=req.int_field("brokerId"),
             ha_server_addr=req.opt_field("haServerAddr", "") or "",
             topic_config_wrapper=body.get("topicConfigSerializeWrapper"),
+            incremental=incremental,
         )
         self._watch(
             conn,
@@ -110,10 +117,10 @@ class NameServer:
             req.field("brokerName"),
             req.int_field("brokerId"),
         )
-        return req.make_response(
-            ResponseCode.SUCCESS,
-            ext_fields={"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr},
-        )
+        fields = {"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr}
+        if result.full_needed:
+            fields["registerFull"] = "true"
+        return req.make_response(ResponseCode.SUCCESS, ext_fields=fields)
 
     def _watch(self, conn, cluster: str, addr: str, name: str, broker_id: int) -> None:
         if self._broker_conns.get(addr) is conn:

@@ -32,6 +32,9 @@ class BrokerLive:
 class RegisterResult:
     master_addr: str | None
     ha_server_addr: str | None
+    # an incremental registration from a broker whose table this name server does not hold:
+    # the broker is asked for the whole table (its dataVersion is not taken until then)
+    full_needed: bool = False
 
 
 @dataclass
@@ -56,7 +59,17 @@ class RouteInfoManager:
         broker_id: int,
         ha_server_addr: str,
         topic_config_wrapper: dict | None,
+        *,
+        incremental: bool = False,
     ) -> RegisterResult:
+        """RouteInfoManager.registerBroker. A master's topics are taken unless its registration
+        is whole and carries the dataVersion already held (isBrokerTopicConfigChanged); an
+        ``incremental`` one carries only changed topics and adds them."""
+        held = self.holds_table(
+            broker_addr, broker_id, (topic_config_wrapper or {}).get("dataVersion")
+        )
+        known = self.live_table.get(broker_addr)
+        full_needed = incremental and (known is None or known.broker_id != broker_id)
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         data = self.broker_addr_table.setdefault(
             broker_name, {"cluster": cluster, "brokerName": broker_name, "brokerAddrs": {}}
@@ -75,12 +88,14 @@ class RouteInfoManager:
         self.live_table[broker_addr] = BrokerLive(
             self.clock_ms(),
             ha_server_addr,
-            wrapper.get("dataVersion") or {},
+            {} if full_needed else wrapper.get("dataVersion") or {},
             cluster,
             broker_name,
             broker_id,
         )
         if broker_id == MASTER_ID:
+            if held and not incremental:
+                return RegisterResult(None, None)
             for topic, cfg in (wrapper.get("topicConfigTable") or {}).items():
                 self.topic_queue_table.setdefault(topic, {})[broker_name] = {
                     "brokerName": broker_name,
@@ -89,10 +104,21 @@ class RouteInfoManager:
                     "perm": self._perm(broker_name, int(cfg.get("perm", 6))),
                     "topicSysFlag": int(cfg.get("topicSysFlag", 0)),
                 }
-            return RegisterResult(None, None)
+            return RegisterResult(None, None, full_needed)
         master_addr = addrs.get(MASTER_ID)
         master = self.live_table.get(master_addr) if master_addr else None
-        return RegisterResult(master_addr, master.ha_server_addr if master else None)
+        return RegisterResult(master_addr, master.ha_server_addr if master else None, full_needed)
+
+    def holds_table(self, broker_addr: str, broker_id: int, data_version: object) -> bool:
+        """Whether the broker's last registration with this id carried ``data_version`` (a
+        whole table registered again: nothing in it is new)."""
+        live = self.live_table.get(broker_addr)
+        return (
+            bool(data_version)
+            and live is not None
+            and live.broker_id == broker_id
+            and (live.data_version == data_version)
+        )
 
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int):
         self.live_table.pop(broker_addr, None)

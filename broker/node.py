@@ -114,7 +114,7 @@ class BrokerNode:
         self.registration = NamesrvRegistration(
             self.config, store, role, self.replication, self.ns_client, clock=clock
         )
-        self.topics = TopicAutoCreate(store, self.config, self.registration.request)
+        self.topics = TopicAutoCreate(store, self.config, self.registration.topics_changed)
         self.failover = FailoverService(
             store,
             self.config,

@@ -26,24 +26,39 @@ from broker.remoting.tls import TlsMode
 from broker.store.checkpoint import atomic_write
 from broker.store.message_store import MessageStore
 
-__all__ = ["NodeService", "PeerLinks", "TopicAutoCreate", "TruncationListeners"]
+__all__ = ["HaTls", "NodeService", "PeerLinks", "TopicAutoCreate", "TruncationListeners"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class HaTls:
+    """The HA stream's TLS (tlsMode=enforcing): the master's listener serves TLS only with
+    remoting's certificate and key, a slave connects with remoting's trust certificate."""
+
+    server: ssl.SSLContext
+    client: ssl.SSLContext
+
+
+@dataclass(frozen=True)
 class PeerLinks:
     """How this node connects to its peers (name servers, other brokers): ``tls`` with
-    tlsEnable, ``signer`` with ACL keys; None when off."""
+    tlsEnable, ``signer`` with ACL keys, ``ha_tls`` with tlsMode=enforcing; None when off."""
 
     tls: ssl.SSLContext | None = None
     signer: AclSigner | None = None
+    ha_tls: HaTls | None = None
 
     @classmethod
     def from_config(cls, config: BrokerConfig, signer: AclSigner | None) -> PeerLinks:
-        """Reads the trust certificate when tlsEnable (a factory's I/O, not a constructor's)."""
+        """Reads the certificates (a factory's I/O, not a constructor's): the trust certificate
+        when tlsEnable; with tlsMode=enforcing also remoting's certificate and key, for HA."""
         ctx = tls.client_context(config.tls_client_trust_cert_path) if config.tls_enable else None
-        return cls(ctx, signer)
+        ha_tls = None
+        if config.tls_mode is TlsMode.ENFORCING:
+            client = ctx or tls.client_context(config.tls_client_trust_cert_path)
+            ha_tls = HaTls(server_tls_context(config), client)
+        return cls(ctx, signer, ha_tls)
 
     def client(self) -> RemotingClient:
         return RemotingClient(ssl=self.tls, rpc_hook=self.signer)
@@ -85,15 +100,18 @@ def stable_node_name(config: BrokerConfig) -> str:
     return name
 
 
+def server_tls_context(config: BrokerConfig) -> ssl.SSLContext:
+    """The server side of TLS (remoting; HA under enforcing): tlsServerCertPath/KeyPath."""
+    password = tls.key_password(config.tls_server_key_password, config.tls_server_key_password_file)
+    return tls.server_context(config.tls_server_cert_path, config.tls_server_key_path, password)
+
+
 def remoting_server(
     config: BrokerConfig, processors: dict, clock: Clock = SYSTEM_CLOCK
 ) -> RemotingServer:
     ctx = None
     if config.tls_mode is not TlsMode.DISABLED:
-        password = tls.key_password(
-            config.tls_server_key_password, config.tls_server_key_password_file
-        )
-        ctx = tls.server_context(config.tls_server_cert_path, config.tls_server_key_path, password)
+        ctx = server_tls_context(config)
     return RemotingServer(
         processors,
         ServerLimits.from_config(config),

@@ -50,6 +50,7 @@ class RoleServiceFactory:
 
     def build(self, role: BrokerRole) -> list[NodeService]:
         """What runs only in ``role``."""
+        ha_tls = self.links.ha_tls  # tlsMode=enforcing: the HA stream over TLS too
         if role.is_master:
             ha = HAService(
                 self.store,
@@ -59,6 +60,7 @@ class RoleServiceFactory:
                 self.acl,
                 clock=self.clock,
                 sync_state=self.sync_state,
+                ssl_context=ha_tls.server if ha_tls else None,
             )
             return [ha]
         client = HAClient(
@@ -70,6 +72,7 @@ class RoleServiceFactory:
             reconciler=self.reconciler,
             signer=self.links.signer,
             clock=self.clock,
+            ssl_context=ha_tls.client if ha_tls else None,
         )
         sync = SlaveSynchronize(
             self.store, self.config, self.links, client.known_master, clock=self.clock

@@ -1,6 +1,11 @@
 """A broker node's name server registration (RocketMQ's BrokerOuterAPI registerBrokerAll /
-unregisterBrokerAll): every ``REGISTER_INTERVAL_MS``, at once when asked (a role or topic
-change), and an unregistration at shutdown. A slave learns its master from the answers."""
+unregisterBrokerAll, BrokerController.registerIncrementBrokerData): the whole topic table
+every ``REGISTER_INTERVAL_MS`` and at once when asked (``request``: a role change, an admin's
+topic change), only the topics changed since what each name server acknowledged when topics
+were created (``topics_changed``: a send's auto-creation, a retry topic), and an
+unregistration at shutdown. Every registration carries the table's dataVersion: a name server
+skips a whole table whose dataVersion it holds (``broker/namesrv_routes.py``). A slave learns
+its master from the answers."""
 
 from __future__ import annotations
 
@@ -45,6 +50,11 @@ class NamesrvRegistration:
         self.role = role
         self.replication = replication
         self.client = client
+        self._clock = clock
+        # name server -> the dataVersion of the topics it acknowledged (None: unknown)
+        self._acked: dict[str, dict | None] = {}
+        self._full_wanted = True
+        self._last_full_ms: float | None = None
         self._loop = Periodic(
             "namesrv-registration",
             period_ms=REGISTER_INTERVAL_MS,
@@ -55,7 +65,12 @@ class NamesrvRegistration:
         )
 
     def request(self) -> None:
-        """Register with the name servers now (after a role or topic change)."""
+        """Register the whole table with the name servers now (a role or topic change)."""
+        self._full_wanted = True
+        self._loop.wakeup()
+
+    def topics_changed(self) -> None:
+        """Register the topics changed since each name server's last answer, now."""
         self._loop.wakeup()
 
     def start(self) -> None:
@@ -65,42 +80,75 @@ class NamesrvRegistration:
         await self._loop.stop()
 
     async def _register_round(self) -> None:
-        await self.register_all()
+        now = self._clock.monotonic_ms()
+        due = self._last_full_ms is None or now - self._last_full_ms >= REGISTER_INTERVAL_MS
+        if self._full_wanted or due:
+            self._full_wanted = False
+            self._last_full_ms = now
+            await self.register_all()
+        else:
+            await self.register_changes()
 
-    def _register_request(self) -> RemotingCommand:
-        body = {
-            "topicConfigSerializeWrapper": self.store.topic_config.to_json(),
-            "filterServerList": [],
-        }
+    def _register_request(self, body: bytes = b"", *, incremental: bool = False) -> RemotingCommand:
         cfg = self.config
-        return RemotingCommand.request(
-            RequestCode.REGISTER_BROKER,
-            {
-                "brokerName": cfg.broker_name,
-                "brokerAddr": cfg.broker_addr,
-                "clusterName": cfg.broker_cluster_name,
-                "haServerAddr": cfg.ha_server_addr,
-                "brokerId": self.role.broker_id,
-                "compressed": False,
-            },
-            json.dumps(body).encode(),
-        )
+        fields = {
+            "brokerName": cfg.broker_name,
+            "brokerAddr": cfg.broker_addr,
+            "clusterName": cfg.broker_cluster_name,
+            "haServerAddr": cfg.ha_server_addr,
+            "brokerId": self.role.broker_id,
+            "compressed": False,
+        }
+        if incremental:
+            fields["incremental"] = True  # not RocketMQ's: a name server may ask for the table
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body)
 
-    async def register_all(self) -> int:
-        """Register with every name server; returns how many accepted."""
+    async def register_changes(self) -> int:
+        """To each name server, the topics created or replaced since the dataVersion it
+        acknowledged (the whole table when that cannot be said); returns how many accepted."""
+        topics = self.store.topic_config
+        version = topics.data_version
         ok = 0
         for addr in self.config.namesrv_addrs:
-            try:
-                resp = await self.client.invoke(addr, self._register_request(), REGISTER_TIMEOUT_MS)
-            except RemotingError as exc:
-                log.warning("register with name server %s failed: %s", addr, exc)
+            changed = topics.changed_since(self._acked.get(addr))
+            if changed == []:
                 continue
-            if resp.code == ResponseCode.SUCCESS:
-                ok += 1
-                self._learn_master(resp.ext_fields)
+            if changed is None:
+                wrapper, incremental = topics.to_json(), False
             else:
-                log.warning("name server %s refused registration: %s", addr, resp.remark)
+                table = {t: tc for t in changed if (tc := topics.get(t)) is not None}
+                wrapper, incremental = {"topicConfigTable": table, "dataVersion": version}, True
+            req = self._register_request(_body(wrapper), incremental=incremental)
+            ok += await self._register_with(addr, req, version)
         return ok
+
+    async def register_all(self) -> int:
+        """Register the whole table with every name server; returns how many accepted."""
+        wrapper = self.store.topic_config.to_json()
+        body = _body(wrapper)  # once: a request (signed, an opaque) for each name server
+        ok = 0
+        for addr in self.config.namesrv_addrs:
+            req = self._register_request(body)
+            ok += await self._register_with(addr, req, wrapper["dataVersion"])
+        return ok
+
+    async def _register_with(self, addr: str, req: RemotingCommand, version: dict) -> int:
+        try:
+            resp = await self.client.invoke(addr, req, REGISTER_TIMEOUT_MS)
+        except RemotingError as exc:
+            log.warning("register with name server %s failed: %s", addr, exc)
+            return 0
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("name server %s refused registration: %s", addr, resp.remark)
+            return 0
+        self._learn_master(resp.ext_fields)
+        if str(resp.ext_fields.get("registerFull", "")).lower() == "true":
+            log.info("name server %s does not hold this broker's table: registering it", addr)
+            self._acked[addr] = None
+            self.request()
+        else:
+            self._acked[addr] = version
+        return 1
 
     def _learn_master(self, fields: dict) -> None:
         """A slave learns its master from the registration answer (masterAddr, haServerAddr);
@@ -127,3 +175,8 @@ class NamesrvRegistration:
                 await self.client.invoke(addr, req, REGISTER_TIMEOUT_MS)
             except RemotingError as exc:
                 log.info("unregister from name server %s failed: %s", addr, exc)
+
+
+def _body(wrapper: dict) -> bytes:
+    """RegisterBrokerBody: the topics (TopicConfigSerializeWrapper) and no filter servers."""
+    return json.dumps({"topicConfigSerializeWrapper": wrapper, "filterServerList": []}).encode()

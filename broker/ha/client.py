@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 
 from broker import planted_bugs
 from broker.acl.signing import AclSigner
@@ -64,8 +65,10 @@ class HAClient:
         reconciler: EpochReconciler | None = None,
         signer: AclSigner | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
+        self.ssl_context = ssl_context  # TLS to the master (tlsMode=enforcing): PeerLinks.ha_tls
         self.config = config
         self.node_name = node_name
         self.namesrv_addrs = namesrv_addrs
@@ -128,7 +131,12 @@ class HAClient:
             try:
                 host, port = _split(addr)
                 async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                    reader, writer = await asyncio.open_connection(host, port)
+                    reader, writer = await asyncio.open_connection(
+                        host,
+                        port,
+                        ssl=self.ssl_context,
+                        server_hostname=host if self.ssl_context else None,
+                    )
             except (OSError, TimeoutError, ValueError) as exc:
                 log.info("HA: cannot connect to master %s: %s", addr, exc)
                 await self._backoff(backoff)

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections import deque
 from typing import TYPE_CHECKING
 
 from broker.clock import SYSTEM_CLOCK, Clock, monotonic_seconds, sleep_unless_set
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha import wire
-from broker.ha.admission import HAAdmission
+from broker.ha.admission import HANDSHAKE_TIMEOUT_MS, HAAdmission
 from broker.ha.group_transfer import GroupTransferService
 from broker.remoting.limits import RefusalLog
 from broker.store.results import PutMessageStatus
@@ -198,6 +199,7 @@ class HAService:
         *,
         clock: Clock = SYSTEM_CLOCK,
         sync_state: SyncStateKeeper | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.sync_state = sync_state  # controller mode: the master's SyncStateSet (else None)
@@ -205,6 +207,7 @@ class HAService:
         self.role = role
         self.clock = clock
         self.host = host
+        self.ssl_context = ssl_context  # TLS only (tlsMode=enforcing): PeerLinks.ha_tls
         self.connections: list[HAConnection] = []
         self.push2slave_max = 0  # the best ack over all slaves (RocketMQ's push2SlaveMaxOffset)
         self._server: asyncio.Server | None = None
@@ -230,12 +233,15 @@ class HAService:
             host=self.host,
             port=self.config.ha_listen_port,
             limit=HA_READ_BUFFER_BYTES,
+            ssl=self.ssl_context,  # a plain peer fails the TLS handshake: never accepted
+            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_MS / 1000 if self.ssl_context else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self.transfer.start()
         if self.sync_state is not None:
             self.sync_state.attach(self)
-        log.info("HA: listening for slaves on port %d", self.port)
+        tls = "TLS only" if self.ssl_context else "plain"
+        log.info("HA: listening for slaves on port %d (%s)", self.port, tls)
 
     async def stop(self) -> None:
         self.store.remove_dispatch_listener(self._on_put)

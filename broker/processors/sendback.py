@@ -113,7 +113,7 @@ class SendBackProcessor:
 
     def create_topic(self, topic: str, queue_nums: int, perm: int) -> None:
         if create_topic_in_send_back(self.store, topic, queue_nums, perm):
-            self.registration.request()
+            self.registration.topics_changed()
 
     async def send_back(self, conn, req: RemotingCommand) -> RemotingCommand:
         group = req.field("group")

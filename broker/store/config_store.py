@@ -71,6 +71,14 @@ class JsonConfigFile:
         with self._lock:
             atomic_write(self.path, data, keep_backup=True)
 
+    def checkpoint(self, doc: dict[str, Any]) -> None:
+        """``doc`` to the ``.bak`` and then to the file, each atomically: both copies the same
+        (a change log replayed over either finds its place by the dataVersion)."""
+        data = json.dumps(doc, indent="\t", sort_keys=False).encode()
+        with self._lock:
+            atomic_write(self.path + ".bak", data)
+            atomic_write(self.path, data)
+
 
 class TableConfig:
     """``topics.json`` (``topicConfigTable``) or ``subscriptionGroup.json``

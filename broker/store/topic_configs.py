@@ -16,17 +16,25 @@ RocketMQ's rules, as its TopicConfigManager has them:
 - ``replace_from_master``: SlaveSynchronize.syncTopicConfig takes the master's table and
   dataVersion when they differ.
 
-Every change bumps the dataVersion (name servers compare it) and is persisted before the call
-returns; the name server registration is the caller's (it is above the store).
+Every change bumps the dataVersion (name servers compare it) and is durable before the call
+returns: one fsynced record appended to the topic change log beside ``topics.json``
+(``broker/store/topic_log.py``), not a rewrite of every topic. A compaction (``persist``: at
+shutdown, a replacement from the master, when the log holds half as many records as the table
+has topics, at least ``COMPACT_MIN_RECORDS``: amortised O(1) per change) writes the whole table to ``topics.json`` and its
+``.bak`` (both the same checkpoint, RocketMQ's format, readable by its tools) and then starts a
+new log on it. ``changed_since`` names the topics changed since a dataVersion, for a name server
+registration of only those (the registration is the caller's: it is above the store).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 from broker.store.config_store import JsonConfigFile, TableConfig, topic_config
+from broker.store.topic_log import TopicChangeLog, read_log, replay
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +42,41 @@ TABLE_KEY = "topicConfigTable"
 DEFAULT_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 PERM_INHERIT = 0x1  # RocketMQ PermName.PERM_INHERIT
 PERM_RW_INHERIT = 0x7  # read | write | inherit: TBW102's permission
+LOG_SUFFIX = ".log"  # topics.json.log: the topic change log
+COMPACT_MIN_RECORDS = 1000
+CHANGES_KEPT = 4096  # changed_since answers for this many changes back
 
 
 class TopicConfigManager:
     """Build with ``TopicConfigManager.load(path)``. Configs are RocketMQ's TopicConfig as it
     serialises them (``topicName``, ``readQueueNums``, ``writeQueueNums``, ``perm``, ...)."""
 
-    def __init__(self, tables: TableConfig) -> None:
+    def __init__(self, tables: TableConfig, changes: TopicChangeLog) -> None:
         self._tables = tables
+        self._log = changes
+        # (dataVersion after a change, the topic it put; None: not a put, a delta cannot say it)
+        self._changes: deque[tuple[dict[str, Any], str | None]] = deque(maxlen=CHANGES_KEPT)
 
     @classmethod
     def load(cls, path: str) -> TopicConfigManager:
-        return cls(TableConfig.load(path, TABLE_KEY))
+        """The checkpoint (``topics.json``, else its ``.bak``) and the change log's records it
+        does not hold yet. A torn tail or a checkpoint that is not the log's base is compacted
+        at once (a new checkpoint, a new log)."""
+        tables = TableConfig.load(path, TABLE_KEY)
+        contents = read_log(path + LOG_SUFFIX)
+        manager = cls(tables, TopicChangeLog(path + LOG_SUFFIX, exists=contents is not None))
+        if contents is None:
+            return manager
+        checkpoint = tables.data_version
+        known = [contents.base, *(r.get("dataVersion") for r in contents.records)]
+        version, applied = replay(tables.table, checkpoint, contents, path + LOG_SUFFIX)
+        if applied:
+            log.info("%s: %d topic changes replayed from its log", path, applied)
+        tables.data_version = version
+        manager._log.records = len(contents.records)
+        if contents.torn_at is not None or checkpoint not in known:
+            manager.persist()  # a log that can be appended to again, on this checkpoint
+        return manager
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -75,17 +106,31 @@ class TopicConfigManager:
     # -- changing -------------------------------------------------------------------------------
 
     def put(self, topic: str, config: dict[str, Any]) -> None:
-        """Create or replace ``topic``'s config (updateTopicConfig), persisted."""
+        """Create or replace ``topic``'s config (updateTopicConfig), durable when it returns."""
         self._tables.put(topic, config)
-        self.persist()
+        self._logged({"op": "put", "topic": topic, "config": config}, topic)
 
     def delete(self, topic: str) -> bool:
-        """Remove ``topic``'s config (deleteTopicConfig), persisted; False when it had none."""
+        """Remove ``topic``'s config (deleteTopicConfig), durable; False when it had none."""
         if self._tables.table.pop(topic, None) is None:
             return False
         self._tables.next_version()
-        self.persist()
+        self._logged({"op": "delete", "topic": topic}, None)
         return True
+
+    def changed_since(self, version: dict[str, Any] | None) -> list[str] | None:
+        """The topics created or replaced since the table had dataVersion ``version``, in the
+        order of their changes; None when that cannot be said (a deletion or a replaced table
+        since, a version too old or unknown): the caller then takes the whole table."""
+        if version == self._tables.data_version:
+            return []
+        versions = [v for v, _ in self._changes]
+        if version not in versions:
+            return None
+        after = list(self._changes)[versions.index(version) + 1 :]
+        if any(topic is None for _, topic in after):
+            return None
+        return list(dict.fromkeys(topic for _, topic in after if topic is not None))
 
     def ensure_default(self, queue_nums: int) -> bool:
         """``TBW102`` with ``queue_nums`` queues when absent; True when created now."""
@@ -129,21 +174,35 @@ class TopicConfigManager:
         adopted = []
         for topic, n in sorted(counts.items()):
             if topic not in self._tables.table:
-                self._tables.put(topic, topic_config(topic, n))
+                self.put(topic, topic_config(topic, n))
                 adopted.append(topic)
                 log.warning(
                     "%s: topic %s had queues but no config: created with %d queues", node, topic, n
                 )
-        self.persist()
         return adopted
 
     def replace_from_master(self, doc: Any) -> bool:
         """The master's GET_ALL_TOPIC_CONFIG document: its table and dataVersion replace ours
-        when the table differs (persisted); True then. ValueError names a malformed document."""
+        when the table differs (compacted); True then. ValueError names a malformed document."""
         if not self._tables.replace(doc, "GET_ALL_TOPIC_CONFIG"):
             return False
+        self._changes.append((self._tables.data_version, None))
         self.persist()
         return True
 
     def persist(self) -> None:
-        self._tables.persist()
+        """Compact: the whole table to ``topics.json`` and its ``.bak`` (the checkpoint), then
+        a new change log on it. A crash between the two leaves the old log, whose last record
+        is the checkpoint's dataVersion: nothing of it is replayed again."""
+        self._tables.file.checkpoint(self._tables.to_json())
+        self._log.reset(self._tables.data_version)
+
+    def _logged(self, change: dict[str, Any], topic: str | None) -> None:
+        version = self._tables.data_version
+        self._changes.append((version, topic))
+        if not self._log.exists():
+            self.persist()  # the first change of a table without a log: the log starts here
+        else:
+            self._log.append({**change, "dataVersion": version})
+            if self._log.records >= max(COMPACT_MIN_RECORDS, len(self._tables.table) // 2):
+                self.persist()

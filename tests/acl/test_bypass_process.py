@@ -167,3 +167,79 @@ def test_send_back_copies_only_a_message_of_the_origin_topic(acl_broker):
         assert await _max_offset(addr, dlq) == 1
 
     asyncio.run(main())
+
+
+async def _raw(addr: str, req: RemotingCommand) -> RemotingCommand:
+    """Sent exactly as built: a captured request, signature and all (no signing hook)."""
+    client = RemotingClient()
+    try:
+        return await (await client.connection(addr)).invoke(req, 5000)
+    finally:
+        await client.close()
+
+
+def _captured(req: RemotingCommand, signer: AclSigner) -> RemotingCommand:
+    signer(req)
+    return req
+
+
+def _again(req: RemotingCommand) -> RemotingCommand:
+    return RemotingCommand.request(req.code, dict(req.ext_fields), req.body)
+
+
+def test_a_replayed_send_or_offset_reset_is_refused_and_applied_once(acl_broker):
+    """Issue 28 (others): replayed sends and admin resets were applied again."""
+    addr = acl_broker.addr
+
+    async def main():
+        assert (await _call(addr, _create(TOPIC), admin())).code == ResponseCode.SUCCESS
+        send = _captured(send_v2(TOPIC, b"once"), user())
+        assert (await _raw(addr, send)).code == ResponseCode.SUCCESS
+        replayed = await _raw(addr, _again(send))
+        assert replayed.code == ResponseCode.NO_PERMISSION and "used already" in replayed.remark
+        assert await _max_offset(addr, TOPIC) == 1
+        commit = RemotingCommand.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "commitOffset": 1},
+        )
+        assert (await _call(addr, commit, user())).code == ResponseCode.SUCCESS
+        reset = _captured(
+            RemotingCommand.request(
+                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                {"group": GROUP, "topic": TOPIC, "queueId": 0, "offset": 0},
+            ),
+            admin(),
+        )
+        assert (await _raw(addr, reset)).code == ResponseCode.SUCCESS
+        assert (await _call(addr, commit, user())).code == ResponseCode.SUCCESS  # moved on
+        replayed = await _raw(addr, _again(reset))
+        assert replayed.code == ResponseCode.NO_PERMISSION and "used already" in replayed.remark
+        query = RemotingCommand.request(
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 0},
+        )
+        resp = await _call(addr, query, user())
+        assert resp.int_field("offset") == 1  # the replayed reset did not take it back to 0
+
+    asyncio.run(main())
+
+
+def test_broker_config_is_for_admins_and_a_5_mib_body_is_message_illegal(acl_broker):
+    """Issue 28 (others): non-admin accounts read GET_BROKER_CONFIG; a 5 MiB body got code 1."""
+    addr = acl_broker.addr
+
+    async def main():
+        ask = RemotingCommand.request(RequestCode.GET_BROKER_CONFIG)
+        refused = await _call(addr, ask, user())
+        assert refused.code == ResponseCode.NO_PERMISSION and "admin" in refused.remark
+        assert not refused.body
+        answered = await _call(
+            addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG), admin()
+        )
+        assert answered.code == ResponseCode.SUCCESS and b"brokerName" in answered.body
+        assert (await _call(addr, _create(TOPIC), admin())).code == ResponseCode.SUCCESS
+        big = await _call(addr, send_v2(TOPIC, b"x" * (5 << 20)), user())
+        assert big.code == ResponseCode.MESSAGE_ILLEGAL, (big.code, big.remark)
+        assert await _max_offset(addr, TOPIC) == 0
+
+    asyncio.run(main())

@@ -137,3 +137,33 @@ def test_the_name_servers_scan_expires_brokers_by_ticks(driven_clock):
             await ns.scanner.stop()
 
     asyncio.run(main())
+
+
+def test_a_whole_table_with_the_held_data_version_is_skipped_and_deltas_add():
+    r = RouteInfoManager(clock_ms=Clock())
+    r.register_broker("C", "10.0.0.1:10911", "b", 0, "", WRAPPER)
+    assert r.holds_table("10.0.0.1:10911", 0, WRAPPER["dataVersion"])
+    assert not r.holds_table("10.0.0.1:10911", 1, WRAPPER["dataVersion"])  # another role
+    assert not r.holds_table("10.0.0.1:10911", 0, {})  # no version: never "held"
+    del r.topic_queue_table["T"]  # what a skipped table would not restore
+    r.register_broker("C", "10.0.0.1:10911", "b", 0, "", WRAPPER)
+    assert r.topic_route("T") is None  # same dataVersion: the table was not walked
+    v2 = {"counter": 2, "timestamp": 0}
+    delta = {
+        "topicConfigTable": {"U": {"writeQueueNums": 2, "readQueueNums": 2}},
+        "dataVersion": v2,
+    }
+    res = r.register_broker("C", "10.0.0.1:10911", "b", 0, "", delta, incremental=True)
+    assert not res.full_needed and r.topic_route("U") and r.holds_table("10.0.0.1:10911", 0, v2)
+    assert r.topic_route("T") is None  # a delta adds, it does not replace
+
+
+def test_a_delta_from_a_broker_not_held_asks_for_the_whole_table():
+    r = RouteInfoManager(clock_ms=Clock())
+    delta = {"topicConfigTable": {"U": {"writeQueueNums": 2}}, "dataVersion": {"counter": 7}}
+    res = r.register_broker("C", "10.0.0.1:10911", "b", 0, "", delta, incremental=True)
+    assert res.full_needed and r.topic_route("U")  # taken, but its version is not
+    assert not r.holds_table("10.0.0.1:10911", 0, {"counter": 7})
+    full = {**WRAPPER, "dataVersion": {"counter": 7}}
+    assert not r.register_broker("C", "10.0.0.1:10911", "b", 0, "", full).full_needed
+    assert r.topic_route("T")  # the whole table, which the version alone would have skipped

@@ -13,6 +13,7 @@ from broker.processors.topics import topic_name_problem
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.topic_configs import TopicConfigManager
 
 
 def _run(tmp_path, body, **conf):
@@ -73,9 +74,9 @@ def test_update_and_create_topic_is_routable_when_answered(tmp_path):
         resp = await client.invoke(addr, _create("JsTopic", queues=8, perm=4))
         assert resp.code == ResponseCode.SUCCESS
         assert node.store.topic_config.table["JsTopic"]["perm"] == 4
-        with open(node.store.topic_config.file.path, encoding="utf-8") as fh:
-            saved = json.load(fh)
-        assert saved["topicConfigTable"]["JsTopic"]["readQueueNums"] == 8
+        # durable when answered: what a restart loads (topics.json and its change log)
+        saved = TopicConfigManager.load(node.store.topic_config.file.path)
+        assert saved.get("JsTopic")["readQueueNums"] == 8
 
     _run(tmp_path, body, brokerName="broker-a")
 
