@@ -11,8 +11,8 @@
   must truncate first): the connection is dropped with the reason logged; nothing else changes.
   After the first, a report beyond what this connection was sent is a lie (an ack for bytes the
   peer cannot hold): a protocol error that closes the connection, never a confirmation.
-- Only slaves get in (broker/ha/admission.py): an address allow-list, and with ACL a signed
-  handshake; anyone else is closed before a byte is sent, logged once per address.
+- Only slaves get in (broker/ha/admission.py): an address allow-list, with ACL a signed handshake,
+  under tlsMode=enforcing TLS only; anyone else is closed before a byte is sent.
 - ``wait_replicated`` is GroupTransferService: on a SYNC_MASTER a send is answered once some
   slave's ack reaches the message's end, FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, and
   SLAVE_NOT_AVAILABLE at once when no slave is connected or the best one lags by more than
@@ -240,8 +240,7 @@ class HAService:
         self.transfer.start()
         if self.sync_state is not None:
             self.sync_state.attach(self)
-        tls = "TLS only" if self.ssl_context else "plain"
-        log.info("HA: listening for slaves on port %d (%s)", self.port, tls)
+        log.info("HA: slaves on port %d (%s)", self.port, "TLS" if self.ssl_context else "plain")
 
     async def stop(self) -> None:
         self.store.remove_dispatch_listener(self._on_put)
