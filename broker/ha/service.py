@@ -240,7 +240,7 @@ class HAService:
         self.transfer.start()
         if self.sync_state is not None:
             self.sync_state.attach(self)
-        log.info("HA: slaves on port %d (%s)", self.port, "TLS only" if self.ssl_context else "plain")
+        log.info("HA: port %d (%s)", self.port, "TLS only" if self.ssl_context else "plain")
 
     async def stop(self) -> None:
         self.store.remove_dispatch_listener(self._on_put)
