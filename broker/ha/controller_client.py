@@ -13,8 +13,9 @@ base: every ``heartbeat_interval_ms`` it
    was sent more than ``lease_ms`` ago stops taking writes (``fence_writes``) and records
    ``lease_lost``. ``lease_ms`` must be below the controller's heartbeat timeout (checked:
    at most 80 % of it), so the master stops before the controller may consider it dead and
-   elect another (RocketMQ has no lease: #7017). Contact again and the controller still naming
-   it master under the same epoch lifts the fence.
+   elect another (RocketMQ has no lease: #7017). It is checked every ``LEASE_CHECK_MS`` apart
+   from the rounds, which may wait seconds on a controller that drops packets. Contact again
+   and the controller still naming it master under the same epoch lifts the fence.
 
 ``on_notify`` answers NOTIFY_BROKER_ROLE_CHANGED (1008) from a controller (register it on the
 broker's remoting server, behind the request validation); ``alter_sync_state_set`` is what the
@@ -33,7 +34,7 @@ from typing import Protocol
 
 from broker.clock import Clock
 from broker.ha.broker_identity import BrokerIdentityStore, IdentityError, Invoke, allocate_broker_id
-from broker.loop_service import LoopService
+from broker.loop_service import LoopService, Periodic
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.codes import ResponseCode as RC
 from broker.remoting.command import RemotingCommand
@@ -41,6 +42,7 @@ from contracts.errors import HaproofError
 
 log = logging.getLogger(__name__)
 TIMEOUT_MS = 3_000
+LEASE_CHECK_MS = 50  # the lease is checked apart from the rounds (they may wait TIMEOUT_MS)
 
 
 class RoleOwner(Protocol):
@@ -132,10 +134,27 @@ class ControllerClient(LoopService):
         self.fenced = False
         self._next_pull_ms = 0.0
         self._role_lock = asyncio.Lock()
+        self._lease_watch = Periodic(
+            "controller-lease",
+            period_ms=min(LEASE_CHECK_MS, config.heartbeat_interval_ms),
+            round_=self._lease_round,
+            clock=clock,
+        )
 
     @property
     def is_master(self) -> bool:
         return self.broker_id is not None and self.replica.master_broker_id == self.broker_id
+
+    def start(self) -> None:
+        super().start()
+        self._lease_watch.start()
+
+    async def stop(self) -> None:
+        await self._lease_watch.stop()
+        await super().stop()
+
+    async def _lease_round(self) -> None:
+        self._check_lease()
 
     async def run_once(self) -> None:
         try:
