@@ -82,6 +82,24 @@ def all_ack_supported() -> bool:
     return "allAckInSyncStateSet" not in cfg.extra  # read, not only tolerated
 
 
+async def controller_master(
+    client: RemotingClient, controller: str, broker_name: str
+) -> tuple[str | None, int, list[int]]:
+    """The controller's (master address, masterEpoch, SyncStateSet ids) of ``broker_name``
+    (CONTROLLER_GET_REPLICA_INFO); (None, 0, []) when it does not answer."""
+    req = RemotingCommand.request(
+        RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": broker_name}
+    )
+    try:
+        resp = await client.invoke(controller, req, 2000)
+    except HaproofError:
+        return None, 0, []
+    h = resp.ext_fields
+    body = json.loads(resp.body) if resp.code == ResponseCode.SUCCESS and resp.body else {}
+    members = [int(b) for b in body.get("syncStateSet") or []]
+    return h.get("masterAddress") or None, int(h.get("masterEpoch") or 0), members
+
+
 class FailoverGroup:
     """The processes; ``kill``/``restart`` a node; what the controller and the nodes say."""
 
@@ -135,18 +153,8 @@ class FailoverGroup:
     def node_at(self, addr: str) -> str:
         return next(n for n in NODES if self.procs[n].addr == addr)
 
-    async def master(self) -> tuple[str | None, int]:
-        """The controller's (master address, masterEpoch) of the group; (None, 0) when it
-        does not answer."""
-        req = RemotingCommand.request(
-            RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": GROUP}
-        )
-        try:
-            resp = await self.client.invoke(self.controller, req, 2000)
-        except HaproofError:
-            return None, 0
-        h = resp.ext_fields
-        return h.get("masterAddress") or None, int(h.get("masterEpoch") or 0)
+    async def master(self) -> tuple[str | None, int, list[int]]:
+        return await controller_master(self.client, self.controller, GROUP)
 
     async def in_sync_slaves(self, addr: str) -> int:
         req = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
@@ -162,7 +170,7 @@ class FailoverGroup:
         (address, epoch, monotonic time seen)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            addr, epoch = await self.master()
+            addr, epoch, _ = await self.master()
             if addr and epoch > after_epoch:
                 return addr, epoch, time.monotonic()
             if time.monotonic() > deadline:
@@ -170,8 +178,12 @@ class FailoverGroup:
             await asyncio.sleep(0.02)
 
     async def wait_in_sync(self, addr: str, slaves: int, timeout_s: float) -> None:
+        """Until ``addr`` has ``slaves`` in-sync HA connections and the controller counts them
+        in its SyncStateSet (the only candidates of the next election)."""
         deadline = time.monotonic() + timeout_s
-        while await self.in_sync_slaves(addr) < slaves:
+        while (
+            await self.in_sync_slaves(addr) < slaves or len((await self.master())[2]) < slaves + 1
+        ):
             if time.monotonic() > deadline:
                 raise HaproofError(
                     f"bench failover: {addr} has fewer than {slaves} in-sync slaves "
