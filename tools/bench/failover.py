@@ -68,6 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="allAckInSyncStateSet on the nodes (auto: on when the broker reads the key)",
     )
     p.add_argument("--keep", action="store_true", help="keep the workdir (logs, stores)")
+    p.add_argument("--node-log-level", default="WARNING", help="the processes' log level")
     p.set_defaults(func=run)
 
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         raise HaproofError("bench failover: --all-ack on, but this broker has no such key")
     logging.getLogger("broker.client").setLevel(logging.WARNING)  # refusals are counted
     workdir = Path(tempfile.mkdtemp(prefix="haproof-bench-failover-"))
-    group = FailoverGroup(workdir, settings, all_ack)
+    group = FailoverGroup(workdir, settings, all_ack, args.node_log_level)
     load_before = os.getloadavg()[0]
     keep = args.keep
     try:

@@ -103,8 +103,11 @@ async def controller_master(
 class FailoverGroup:
     """The processes; ``kill``/``restart`` a node; what the controller and the nodes say."""
 
-    def __init__(self, workdir: Path, settings: Settings, all_ack: bool) -> None:
+    def __init__(
+        self, workdir: Path, settings: Settings, all_ack: bool, log_level: str = "WARNING"
+    ) -> None:
         self.workdir, self.settings, self.all_ack = workdir, settings, all_ack
+        self.log_level = log_level
         self.procs: dict[str, LocalProcess] = {}
         self.confs: dict[str, tuple[Path, int]] = {}
         self.controller = ""
@@ -114,9 +117,9 @@ class FailoverGroup:
     def start(self) -> None:
         """Controller, name server and the three nodes (blocking: run it in an executor)."""
         s = self.settings
-        ctl = start_controller(self.workdir, s.controller_keys(), log_level="WARNING")
+        ctl = start_controller(self.workdir, s.controller_keys(), log_level=self.log_level)
         self.procs["controller"], self.controller = ctl, ctl.addr
-        ns = start_namesrv(self.workdir, log_level="WARNING")
+        ns = start_namesrv(self.workdir, log_level=self.log_level)
         self.procs["namesrv"], self.namesrv = ns, ns.addr
         for node in NODES:
             port = free_port()
@@ -141,7 +144,7 @@ class FailoverGroup:
     def restart(self, node: str) -> None:
         """(Re)start ``node`` with its broker.conf; blocking until its port answers."""
         conf, port = self.confs[node]
-        self.procs[node] = start_broker(node, conf, port, self.workdir, log_level="WARNING")
+        self.procs[node] = start_broker(node, conf, port, self.workdir, log_level=self.log_level)
 
     def kill(self, node: str) -> None:
         self.procs[node].kill()
