@@ -163,3 +163,21 @@ def start_broker(
 ) -> LocalProcess:
     args = ["--log-level", log_level, "broker", "-c", str(conf), "--host", "127.0.0.1"]
     return LocalProcess.start(name, args, port, workdir / f"{name}.log", env)
+
+
+def start_controller(
+    workdir: Path,
+    props: dict[str, object] | None = None,
+    env: dict[str, str] | None = None,
+    log_level: str = "INFO",
+    name: str = "controller",
+) -> LocalProcess:
+    """A standalone controller (``haproof controller -c``) with its journal in the workdir;
+    ``props`` are ControllerConfig keys."""
+    port = free_port()
+    conf = write_broker_conf(
+        workdir / f"{name}.conf",
+        {"listenPort": port, "controllerStorePath": workdir / name, **(props or {})},
+    )
+    args = ["--log-level", log_level, "controller", "-c", str(conf)]
+    return LocalProcess.start(name, args, port, workdir / f"{name}.log", env)

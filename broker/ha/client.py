@@ -199,7 +199,10 @@ class HAClient:
 
     async def _introduce(self, writer) -> None:
         """Tell the master which node this HA connection is (EXCHANGE_BROKER_HA_INFO, 906);
-        a master that does not know the request (RocketMQ 4.x) just refuses it."""
+        a master that does not know the request (RocketMQ 4.x) just refuses it. A request
+        that fails (a peer connection gone stale when the master restarted) is tried again
+        while the HA connection lasts: a master that never learns the slave's id never counts
+        it in its SyncStateSet."""
         reconciler = self.reconciler
         if reconciler is None or self.master_addr is None:
             return
@@ -212,10 +215,15 @@ class HAClient:
                 "brokerId": reconciler.role.broker_id,  # controller mode: its SyncStateSet id
             },
         )
-        try:
-            await reconciler.client.invoke(self.master_addr, req, 3000)
-        except RemotingError as exc:
-            log.info("HA: could not introduce this slave to %s: %s", self.master_addr, exc)
+        backoff = BACKOFF_MIN_S
+        while not writer.is_closing():
+            try:
+                await reconciler.client.invoke(self.master_addr, req, 3000)
+                return
+            except RemotingError as exc:
+                log.info("HA: could not introduce this slave to %s: %s", self.master_addr, exc)
+            await self.clock.sleep_ms(backoff * 1000)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     async def _guess_master_addr(self, reconciler: EpochReconciler) -> None:
         """No name server: try RocketMQ's default layout (haListenPort = listenPort + 1) and

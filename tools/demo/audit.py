@@ -21,7 +21,7 @@ from tools.demo.base import (
     haproof,
     has_module,
 )
-from tools.demo.cluster import stop_nodes
+from tools.demo.cluster import node_at, stop_nodes
 
 
 def archive(d: Demo) -> None:
@@ -59,12 +59,23 @@ def wait_archived(d: Demo) -> None:
             for o in store.list(f"v1/{CLUSTER}/{GROUP}/")
             if "/commitlog/" in o.key and o.key.endswith(".json")
         }
-        if want <= have:
+        if want <= have and len(elections_archived(store)) >= 2:
             break
         if time.monotonic() > deadline:
-            raise DemoError(f"archive has chunks of {sorted(have)} only after 120 s")
+            raise DemoError(
+                f"archive has chunks of {sorted(have)} and {len(elections_archived(store))} "
+                "election record(s) only after 120 s"
+            )
         time.sleep(0.2)
-    d.say(f"  chunks archived for {', '.join(sorted(want))}")
+    d.say(f"  chunks archived for {', '.join(sorted(want))}; the controller's elections too")
+
+
+def elections_archived(store) -> list[str]:
+    """The controller's ``elected`` records of the group in the archive."""
+    from contracts.controller_archive import controller_events_prefix
+
+    prefix = controller_events_prefix(CLUSTER, GROUP)
+    return [o.key for o in store.list(prefix) if "-elected-" in o.key.rsplit("/", 1)[-1]]
 
 
 def run_dag(d: Demo, log_path: Path) -> int:
@@ -95,6 +106,7 @@ def audit(d: Demo) -> int:
     d.step("nightly audit DAG: airflow dags test haproof_nightly_audit (Spark + GX)")
     log_path = d.workdir / "airflow.log"
     rc = run_dag(d, log_path)
+    from contracts import archive_layout as layout
     from contracts.object_store import open_store
 
     store = open_store(d.root)
@@ -110,11 +122,13 @@ def audit(d: Demo) -> int:
         dest.write_bytes(store.get(o.key))
     d.step("verdict")
     across = print_verdict(d, report, offsets_judged(store, report["runId"]), local, prefix)
+    verdict = json.loads(store.get(layout.audit_verdict_key(report["runId"])))
+    blind_zero = print_offsets_and_delivery(d, verdict)
     print(f"  logs: {d.workdir}/*.log; Airflow: {log_path}")
     print(f"  acknowledged sends: {d.acked}")
     for note in d.notes:
         print(f"  note: {note}")
-    passed = report["passed"] and across
+    passed = report["passed"] and across and blind_zero
     print("PASSED" if passed else "FAILED", flush=True)
     return 0 if passed else 1
 
@@ -143,6 +157,31 @@ def print_verdict(d: Demo, report: dict, judged: dict, local: Path, prefix: str)
         print(f"  evidence report: {local / name / 'report.html'}")
     print(f"  archive: {d.root} (endpoint {d.s3.endpoint_url if d.s3 else '-'})")
     return across
+
+
+def print_offsets_and_delivery(d: Demo, verdict: dict) -> bool:
+    """verdict.json's ``offsets`` (the largest unobserved window: 0 when every commit is a
+    record in the log), ``delivery`` counts and the elections the audit judged; whether the
+    blind window is 0."""
+    offsets = verdict.get("offsets") or {}
+    blind = offsets.get("blindWindowMs")
+    groups = offsets.get("groups") or {}
+    evidence = ", ".join(f"{g}: {v['evidence']} ({v['points']})" for g, v in groups.items())
+    print(f"  offsets.blindWindowMs: {blind} ({offsets.get('records', 0)} commit record(s); "
+          f"{evidence or 'no group'})")  # fmt: skip
+    dl = verdict.get("delivery") or {}
+    print(
+        f"  delivery: enqueued {dl.get('enqueued')}, duplicated {dl.get('duplicated')}, "
+        f"redelivered {dl.get('redelivered')}, lost {dl.get('lost')}"
+    )
+    for e in verdict.get("elections") or []:
+        if e["kind"] == "elected":
+            clean = "UNCLEAN" if e.get("unclean") else "from the SyncStateSet"
+            who = node_at(d, e["node"])
+            print(f"  election: {who} master under epoch {e['masterEpoch']} ({clean})")
+    if blind != 0:
+        print("  offsets were NOT all observed (blind window above 0)")
+    return blind == 0
 
 
 def offsets_judged(store, run_id: str) -> dict:

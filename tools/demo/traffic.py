@@ -41,9 +41,10 @@ async def produce(d: Demo, n: int, label: str) -> None:
     d.say(f"  sent {n} ({label}): " + ", ".join(f"{k} {v}" for k, v in statuses.items()))
 
 
-async def consume(d: Demo, want: int) -> tuple[int, dict[int, int]]:
-    """Consume ``want`` messages as the group and commit; returns how many and the
-    committed offset of each queue."""
+async def consume(d: Demo, want: int, until_idle: bool = False) -> tuple[int, dict[int, int]]:
+    """Consume ``want`` messages as the group (``until_idle``: or until a poll finds nothing
+    more once some came) and commit; returns how many and the committed offset of each
+    queue."""
     from broker.client.consumer import Consumer
 
     consumer = Consumer(CONSUMER_GROUP, [d.procs["namesrv"].addr], TOPIC)
@@ -51,7 +52,10 @@ async def consume(d: Demo, want: int) -> tuple[int, dict[int, int]]:
     deadline = time.monotonic() + 60
     try:
         while got < want and time.monotonic() < deadline:
-            got += len(await consumer.poll())
+            batch = len(await consumer.poll())
+            if until_idle and got and not batch:
+                break
+            got += batch
         await consumer.persist()
         committed = {
             mq.queue_id: int(off)
@@ -78,6 +82,27 @@ def traffic(d: Demo) -> None:
     # snapshot of the master, so the audit has offsets to judge on the first epoch
     wait_slave_offsets(d, SLAVE, committed)
     wait_snapshot_offsets(d, MASTER, committed)
+    wait_archived_as_master(d, MASTER)
+
+
+def wait_archived_as_master(d: Demo, node: str, timeout_s: float = 60.0) -> None:
+    """Until ``node`` shipped its commit log up to the end it has now: the messages are in
+    chunks archived under its master role (the audit's delivery counts read those), not
+    only in what the slave ships after the kill -9."""
+    from broker.admin.cluster import runtime_tables
+
+    addr = d.procs[node].addr
+    end = {}
+
+    def shipped() -> bool:
+        table = asyncio.run(runtime_tables([addr]))[0].get("table") or {}
+        end.setdefault("want", int(table.get("commitLogMaxOffset", 0)))
+        return int(table.get("archiveEnd", -1)) >= end["want"] > 0
+
+    if not has_module("broker.archive.node_archiver"):
+        return
+    poll(shipped, timeout_s, f"{node}'s archive to reach its commit log end")
+    d.say(f"  {node} archived its commit log up to {end['want']} as master")
 
 
 def wait_slave_offsets(d: Demo, node: str, want: dict[int, int], timeout_s=60.0) -> None:
