@@ -104,7 +104,8 @@ class Consumer:
             status = await g.status(master) or {}
             for rec in records:
                 self.history.add("read", addr=master, queue=q, queueOffset=rec.queue_offset,
-                                 offset=rec.physical_offset, end=rec.end,
+                                 offset=rec.stored_physical_offset,
+                                 end=rec.stored_physical_offset + rec.total_size,
                                  label=rec.properties.get("KEYS", ""),
                                  confirmAfter=status.get("confirmOffset"),
                                  epochAfter=status.get("epoch"))  # fmt: skip
