@@ -70,6 +70,8 @@ def test_two_nodes_acknowledging_under_one_epoch_is_found(tmp_path) -> None:
     assert checks.epochs_and_masters([], sends, final, str.lower) == 2
     with pytest.raises(Violation, match="one-master-per-epoch"):
         checks.epochs_and_masters([], [*sends, {"addr": "B", "offset": 120}], final, str.lower)
+    with pytest.raises(Violation, match="b and a both master under epoch 2"):
+        checks.epochs_and_masters([], sends, final, str.lower, [{"addr": "B", "epoch": 2}])
 
 
 def test_archived_events_feed_the_epoch_checks(tmp_path) -> None:

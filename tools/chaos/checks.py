@@ -88,18 +88,23 @@ def archived_events(archive: Path) -> list[dict]:
     return sorted(out, key=lambda d: (d["at"], d["node"]))
 
 
-def epochs_and_masters(events: list[dict], sends: list[dict], final: Final, names) -> int:
+def epochs_and_masters(
+    events: list[dict], sends: list[dict], final: Final, names, named: list[dict] = ()
+) -> int:
     """One master per epoch, epochs only up: the archive's ``started`` / ``role_changed``
-    events, then the epoch each acknowledged record was written under (the final master's
-    epoch file) with the node that acknowledged it. Returns how many facts were checked."""
+    events, the masters the controller named (``named``: the history's ``master`` lines), then
+    the epoch each acknowledged record was written under (the final master's epoch file) with
+    the node that acknowledged it. Returns how many facts were checked."""
     checker = Checker()
     for doc in events:
         if doc["kind"] in ("started", "role_changed"):
             to = doc.get("to", "")
             checker.observe(doc["node"], to.endswith("MASTER"), doc["epoch"])
+    for op in named:
+        checker.master_under(names(op["addr"]) or op["addr"], op["epoch"])
     for op in sends:
         checker.master_under(names(op["addr"]) or op["addr"], final.epoch_at(op["offset"]))
-    return len(events) + len(sends)
+    return len(events) + len(named) + len(sends)
 
 
 def log_matching(final: Final) -> None:
@@ -142,6 +147,7 @@ def check_all(history: list[dict], final: Final | None, archive: Path, names) ->
     sends = [op for op in history if op["op"] == "send" and op["ok"]]
     reads = [op for op in history if op["op"] == "read"]
     queries = [op for op in history if op["op"] == "query"]
+    named = [op for op in history if op["op"] == "master"]
     violations: dict[str, str] = {}
     lost: list[dict] = []
     events: list[dict] = []
@@ -153,7 +159,7 @@ def check_all(history: list[dict], final: Final | None, archive: Path, names) ->
         kept = [op for op in sends if op["label"] not in gone]
         events[:] = archived_events(archive)
         for check in (
-            lambda: epochs_and_masters(events, kept, final, names),
+            lambda: epochs_and_masters(events, kept, final, names, named),
             lambda: log_matching(final),
         ):
             try:
