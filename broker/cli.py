@@ -21,6 +21,7 @@ import os
 import sys
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
+from broker import planted_bugs
 from contracts.archive_layout import LayoutError
 from contracts.errors import HaproofError
 
@@ -167,6 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    try:
+        planted_bugs.switch_on_from_env(os.environ)
+    except ValueError as exc:
+        print(f"haproof: {planted_bugs.ENV}: {exc}", file=sys.stderr)
+        return 2
+    if planted_bugs.active_names():
+        log.warning("planted bug(s) switched on: %s", ", ".join(planted_bugs.active_names()))
     try:
         return int(func(args) or 0)
     except (HaproofError, LayoutError) as exc:  # LayoutError: a name that is no path component

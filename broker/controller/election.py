@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker import planted_bugs
 from broker.controller.events import Candidate
 from broker.controller.heartbeat import BrokerLiveInfo
 
@@ -76,6 +77,8 @@ def choose(
     pools = [[c for c in everyone if c.alive and (c.inSyncStateSet or first_election)]]
     if unclean_allowed and not first_election:
         pools.append([c for c in everyone if c.alive])
+    if planted_bugs.active("unclean-election") and not first_election:
+        pools.insert(0, [c for c in everyone if c.alive and not c.inSyncStateSet])
     for round_no, pool in enumerate(pools):
         ids = {c.brokerId for c in pool}
         if not ids:

@@ -26,7 +26,7 @@ from tests.archive.live import (
     status,
     wait_for,
 )
-from tests.support.faultproxy import FaultProxy
+from tools.faultproxy import FaultProxy
 from tools.localcluster import child_pids, free_port, start_broker, start_namesrv
 from tools.s3server import DUMMY_CREDENTIALS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.support.faultproxy import FaultProxy
+from tools.faultproxy import FaultProxy
 
 
 async def _echo_server():

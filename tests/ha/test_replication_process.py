@@ -1,5 +1,5 @@
 """Classic HA with real processes on 127.0.0.1: a name server, a master and a slave broker
-process, the HA link optionally through the fault proxy (tests/support/faultproxy.py)."""
+process, the HA link optionally through the fault proxy (tools/faultproxy.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from broker.remoting.command import RemotingCommand
 from contracts.record.ids import parse_message_id
 from contracts.record.reader import scan_records
 from tests.support.cluster import conf_factory
-from tests.support.faultproxy import FaultProxy
 from tests.support.waiting import wait_for as support_wait_for
+from tools.faultproxy import FaultProxy
 from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "HaTopic"

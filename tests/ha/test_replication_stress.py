@@ -19,7 +19,7 @@ from tests.ha.test_replication_process import (
     send,
     wait_for,
 )
-from tests.support.faultproxy import FaultProxy
+from tools.faultproxy import FaultProxy
 
 ROUNDS = int(os.environ.get("HAPROOF_HA_STRESS_ROUNDS", "30"))
 

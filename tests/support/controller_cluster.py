@@ -34,8 +34,8 @@ from broker.remoting.command import RemotingCommand
 from contracts.record.reader import decode_record
 from tests.controller.support import Proc, start_controller
 from tests.support.cluster import node_conf
-from tests.support.faultproxy import FaultProxy
 from tests.support.waiting import wait_for
+from tools.faultproxy import FaultProxy
 from tools.localcluster import LocalProcess, free_port, start_namesrv
 
 BROKER_NAME = "broker-a"

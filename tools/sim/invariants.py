@@ -77,10 +77,15 @@ class Checker:
             raise Violation("epoch-monotonic", f"{name} went from epoch {last} to {epoch}")
         self.epochs[name] = epoch
         if is_master:
-            holder = self.masters.setdefault(epoch, name)
-            if holder != name:
-                raise Violation("one-master-per-epoch", f"{holder} and {name} both master "
-                                f"under epoch {epoch}")  # fmt: skip
+            self.master_under(name, epoch)
+
+    def master_under(self, name: str, epoch: int) -> None:
+        """``name`` wrote as master under ``epoch`` (``haproof chaos`` also learns it from
+        acknowledgements)."""
+        holder = self.masters.setdefault(epoch, name)
+        if holder != name:
+            raise Violation("one-master-per-epoch", f"{holder} and {name} both master "
+                            f"under epoch {epoch}")  # fmt: skip
 
     def acked_held(self, store, start: int, end: int) -> list[Ack]:
         """The acknowledged messages whose bytes ``store`` holds in ``[start, end)``."""
