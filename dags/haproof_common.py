@@ -156,6 +156,7 @@ def audit_pipeline(*, incremental: bool) -> None:
     from airflow.sdk import task
     from haproof_alerts import AuditAlertNotifier
     from haproof_assets import verified_asset
+    from haproof_lineage import audit_task
     from haproof_report_link import report_task
 
     @task
@@ -163,7 +164,7 @@ def audit_pipeline(*, incremental: bool) -> None:
         params = with_incident(params or {}, triggering_asset_events)
         return resolve_config(params, incremental=incremental)
 
-    @task(retries=0)
+    @audit_task(retries=0)
     def audit(cfg: dict, ti=None) -> dict:
         return run_audit_task(cfg, ti)
 
@@ -195,6 +196,7 @@ def verification_pipeline(*, bound_s: int) -> None:
     (``pipeline.verification``) and fails, alerting, when one passes ``bound_s``."""
     from airflow.sdk import task
     from haproof_alerts import AuditAlertNotifier
+    from haproof_lineage import audit_task
 
     @task
     def resolve(params=None) -> dict:
@@ -205,7 +207,7 @@ def verification_pipeline(*, bound_s: int) -> None:
         cfg = resolve_config(params, incremental=True)
         return {**cfg, "incremental": True, "expectations": False}
 
-    @task(retries=0)
+    @audit_task(retries=0)
     def audit(cfg: dict, ti=None) -> dict:
         return run_audit_task(cfg, ti)
 
@@ -276,16 +278,19 @@ def _audit_summary(ti) -> dict:
 
 
 def run_audit_task(cfg: dict, ti) -> dict:
-    """The Spark jobs; pushes the compact summary, then fails with the verdict's line when the
-    audit did not pass."""
+    """The Spark jobs; pushes the compact summary and hands the checks to the OpenLineage
+    events (``haproof_lineage``), then fails with the verdict's line when the audit did not
+    pass."""
     use_s3_connection(cfg)
     from haproof_alerts import SUMMARY_XCOM
+    from haproof_lineage import record_checks
 
     from pipeline.alerts import verdict_line
     from pipeline.steps import PipelineConfig, audit_step, compact
 
     summary = compact(audit_step(PipelineConfig.from_json(cfg)))
     ti.xcom_push(SUMMARY_XCOM, summary)
+    record_checks(ti, cfg, summary)
     if not summary["passed"]:
         raise _fail(verdict_line(summary))
     return summary

@@ -7,10 +7,10 @@ imported only when suites run.
 from __future__ import annotations
 
 
-def run_suites(store, run_id: str, broker_name: str, parameters=None):
+def run_suites(store, run_id: str, broker_name: str, parameters=None, runner=None):
     from expectations.report import run_suites as _run
 
-    return _run(store, run_id, broker_name, parameters)
+    return _run(store, run_id, broker_name, parameters, runner)
 
 
 __all__ = ["run_suites"]

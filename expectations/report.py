@@ -1,13 +1,14 @@
 """Run the suites over one audit run and publish the data-quality report.
 
 ``run_suites(store, run_id, broker_name)`` reads the group's Parquet tables from
-``audits/{runId}/{brokerName}/``, validates each with its suite through a GX checkpoint whose
-action renders Data Docs, uploads the HTML under ``audits/{runId}/{brokerName}/report/`` and writes
+``audits/{runId}/{brokerName}/``, validates each with its suite on the run's GX context
+(``expectations/validation.py``: built once per run, shared by its groups), builds the group's
+Data Docs once, uploads the HTML under ``audits/{runId}/{brokerName}/report/`` and writes
 ``expectations.json`` (one entry per suite: success, and each failed expectation with what it
 found) beside the audit's ``verdict.json``.
 
-GX is imported inside the call (it takes seconds to import and must not slow a DAG's parse).
-Its usage statistics are switched off: this runs on machines with no route to the internet.
+GX is imported inside the call, or ahead of it by ``validation.prefetch`` (it takes seconds to
+import and must not slow a DAG's parse).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from contracts.errors import ArchiveError, HaproofError, ObjectNotFoundError
 from contracts.read_limits import MAX_PARQUET_BYTES
 from expectations import suites
 from expectations.parquet_limits import parquet_frame
+from expectations.validation import SuiteRunner
 from spark_jobs import progress
 
 log = logging.getLogger(__name__)
@@ -94,27 +97,6 @@ def load_table(store, run_id: str, broker_name: str, table: str):
     return suites.prepare_frame(table, df)
 
 
-def _context(docs_dir: str):
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    ctx = gx.get_context(mode="ephemeral")
-    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-    ctx.add_data_docs_site(
-        site_name="haproof",
-        site_config={
-            "class_name": "SiteBuilder",
-            "store_backend": {
-                "class_name": "TupleFilesystemStoreBackend",
-                "base_directory": docs_dir,
-            },
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-        },
-    )
-    return ctx
-
-
 def _failed(result) -> list[dict[str, Any]]:
     out = []
     for er in result.results:
@@ -161,48 +143,30 @@ def run_suites(
     run_id: str,
     broker_name: str,
     parameters: dict[str, Any] | None = None,
+    runner: SuiteRunner | None = None,
 ) -> ReportResult:
-    """Validate the group's audit tables; publish the HTML report and ``expectations.json``."""
+    """Validate the group's audit tables; publish the HTML report and ``expectations.json``.
+    ``runner``: the run's GX context and suites, built once for every group (a new one when
+    not given)."""
     params = {**suites.DEFAULT_PARAMETERS, **(parameters or {})}
     progress.line(f"{broker_name}: expectations: reading {len(suites.BUILDERS)} table(s)")
+    t0 = time.perf_counter()
     frames = {t: load_table(store, run_id, broker_name, t) for t in suites.BUILDERS}
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-    from great_expectations.checkpoint import UpdateDataDocsAction
-    from great_expectations.core.run_identifier import RunIdentifier
-
+    runner = runner or SuiteRunner()
+    runner.add("read", time.perf_counter() - t0)
     prefix = group_prefix(run_id, broker_name)
+    validated = runner.validate(frames, f"haproof-{run_id}", params)
+    results = []
+    for table, vr in validated.items():
+        name = runner.suite_name(table)
+        results.append(SuiteResult(table, name, bool(vr.success), len(vr.results), _failed(vr)))
+        progress.line(
+            f"{broker_name}: expectations: {name} on {table}: "
+            f"{'passed' if vr.success else 'FAILED'}"
+        )
     with tempfile.TemporaryDirectory(prefix="haproof-gx-") as docs_dir:
-        ctx = _context(docs_dir)
-        source = ctx.data_sources.add_pandas("haproof_audit")
-        results = []
-        for table, build in suites.BUILDERS.items():
-            suite = ctx.suites.add(build(gx, gxe))
-            batch = source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("run")
-            vd = ctx.validation_definitions.add(
-                gx.ValidationDefinition(data=batch, suite=suite, name=f"{table}-{run_id}")
-            )
-            checkpoint = ctx.checkpoints.add(
-                gx.Checkpoint(
-                    name=f"haproof-{table}",
-                    validation_definitions=[vd],
-                    actions=[UpdateDataDocsAction(name="report", site_names=["haproof"])],
-                    result_format={"result_format": "SUMMARY"},
-                )
-            )
-            run = checkpoint.run(
-                batch_parameters={"dataframe": frames[table]},
-                expectation_parameters=params,
-                run_id=RunIdentifier(run_name=f"haproof-{run_id}"),
-            )
-            (vr,) = run.run_results.values()
-            results.append(
-                SuiteResult(table, suite.name, bool(vr.success), len(vr.results), _failed(vr))
-            )
-            progress.line(
-                f"{broker_name}: expectations: {suite.name} on {table}: "
-                f"{'passed' if vr.success else 'FAILED'}"
-            )
+        runner.build_docs(docs_dir)
+        t1 = time.perf_counter()
         _offline(docs_dir)
         uploaded = _upload_site(store, docs_dir, f"{prefix}{REPORT_DIR}/")
     report = ReportResult(
@@ -214,5 +178,6 @@ def run_suites(
         summary_key=f"{prefix}{SUMMARY_NAME}",
     )
     store.put_mutable(report.summary_key, json.dumps(report.to_json(), indent=2).encode())
+    runner.add("publish", time.perf_counter() - t1)
     log.info("data-quality report: %d files under %s%s/", uploaded, prefix, REPORT_DIR)
     return report

@@ -34,6 +34,7 @@ def test_every_file_in_dags_is_a_known_dag_or_ignored():
         "haproof_report_link.py",
         "haproof_alerts.py",
         "haproof_assets.py",
+        "haproof_lineage.py",
     }
     assert files == set(DAG_FILES) | helpers
     assert all(any(h.split(".")[0] in pattern for pattern in ignored) for h in helpers)

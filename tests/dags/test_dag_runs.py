@@ -10,6 +10,7 @@ from pathlib import Path
 
 from contracts.record.reader import decode_record
 from tests.dags.alert_servers import SmtpServer, WebhookServer, html_of, wait_for
+from tests.dags.lineage_events import assertions_of, lineage_env, task_events
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
 
@@ -95,6 +96,22 @@ def _assert_links_to_the_report(env, dag_id: str, report: dict) -> None:
     assert "<html" in Path(url.removeprefix("file://")).read_text()[:500].lower()
 
 
+def _assert_lineage(path, dag_id: str, event_type: str, root_dir, report: dict) -> list[dict]:
+    """The audit task's one OpenLineage event: the group's archive as its input, with one
+    assertion per check of the verdict and that check's success."""
+    (event,) = task_events(path, dag_id, "audit")
+    assert event["eventType"] == event_type
+    (group,) = report["audit"]["groups"]
+    (dataset,) = event["inputs"]
+    assert dataset["namespace"] == "file"
+    assertions = assertions_of(event)[f"{root_dir}/v1/rmq/broker-a"]
+    assert [(a["assertion"], a["success"]) for a in assertions] == [
+        (c["name"], c["passed"]) for c in group["checks"]
+    ]
+    assert all(a.get("column") is None for a in assertions)  # the whole archive, no column
+    return assertions
+
+
 def _reports(root_dir) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(root_dir.glob("audits/*/dag_report.json"))]
 
@@ -103,11 +120,13 @@ def test_nightly_dag_passes_on_a_real_rocketmq_archive(tmp_path, golden_stores, 
     _ship(golden_stores / ERIC, f"file://{tmp_path}/a")
     # one node with no committed offsets: nothing to judge for three checks, which the nightly
     # run fails on by default (require_evidence); this run accepts it
-    res = _dags_test(airflow_env, "haproof_nightly_audit", {"root": f"file://{tmp_path}/a",
-                                                            "cluster": "rmq",
-                                                            "require_evidence": False})  # fmt: skip
+    ol = tmp_path / "openlineage.jsonl"
+    res = _dags_test({**airflow_env, **lineage_env(ol)}, "haproof_nightly_audit",
+                     {"root": f"file://{tmp_path}/a", "cluster": "rmq",
+                      "require_evidence": False})  # fmt: skip
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     (report,) = _reports(tmp_path / "a")
+    _assert_lineage(ol, "haproof_nightly_audit", "COMPLETE", tmp_path / "a", report)
     assert report["passed"] is True
     assert report["status"] == "NO_EVIDENCE"
     assert _states(airflow_env, "haproof_nightly_audit") == {
@@ -146,7 +165,8 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
              "extra": {"endpoint": "/alerts"}}
         ), "AIRFLOW_CONN_SMTP_DEFAULT": smtp.connection_json(),
                "HAPROOF_ALERT_EMAIL": "oncall@example.com"}  # fmt: skip
-        res = _dags_test(env, "haproof_incident_audit",
+        ol = tmp_path / "openlineage.jsonl"
+        res = _dags_test({**env, **lineage_env(ol)}, "haproof_incident_audit",
                          {"root": f"file://{tmp_path}/a", "cluster": "rmq",
                           "broker_name": "broker-a"})  # fmt: skip
         wait_for(lambda: hook.posts and smtp.messages, what="the alerts")
@@ -162,6 +182,9 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     assert "expectations suites failed: broker-a: haproof_records_issues" in out
     (report,) = _reports(tmp_path / "a")
     assert report["passed"] is False
+    # the FAIL event of the audit task says which check failed: log_integrity success=false
+    assertions = _assert_lineage(ol, "haproof_incident_audit", "FAIL", tmp_path / "a", report)
+    assert [a["assertion"] for a in assertions if not a["success"]] == ["log_integrity"]
     checks = {c["name"]: c for c in report["audit"]["groups"][0]["checks"]}
     assert not checks["log_integrity"]["passed"] and checks["log_integrity"]["findings"] == 1
     (gx,) = report["expectations"]
@@ -188,10 +211,10 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
 
 def test_continuous_verification_publishes_the_lag(tmp_path, golden_stores, airflow_env):
     _ship(golden_stores / ERIC, f"file://{tmp_path}/a")
-    # Airflow 3.3.2's dags test cannot run a DAG with a deadline (the deadline itself is
-    # tested with the real scheduler and triggerer in test_continuous.py)
-    res = _dags_test({**airflow_env, "HAPROOF_VERIFY_DEADLINE": "off"},
-                     "haproof_continuous_verification",
+    # under `airflow dags test` the DAG leaves its deadline out (Airflow 3.3.2's dag.test fails
+    # a successful run of a DAG with one, apache/airflow#73428); the deadline itself is tested
+    # with the real scheduler and triggerer in test_continuous.py
+    res = _dags_test(airflow_env, "haproof_continuous_verification",
                      {"root": f"file://{tmp_path}/a", "cluster": "rmq"})  # fmt: skip
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     assert _states(airflow_env, "haproof_continuous_verification") == {

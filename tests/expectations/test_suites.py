@@ -11,22 +11,25 @@ from contracts.object_store import open_store
 from expectations import run_suites
 from expectations.report import ExpectationsError
 from expectations.suites import parameters
+from expectations.validation import SuiteRunner
 from spark_jobs.outputs import complete_range, table_bytes
 
 RUN = "20261123T000000Z-test01"
 GROUP = "broker-a"
 
 
-def _put(store, table: str, rows: list[dict], columns: list[str] | None = None) -> None:
+def _put(
+    store, table: str, rows: list[dict], columns: list[str] | None = None, group: str = GROUP
+) -> None:
     """The table as the audit writes it (spark_jobs.outputs: exactly the contract's columns)."""
     if table == "ranges":
         rows = [dict(r) for r in rows]
         for r in rows:
             complete_range(r)
-    store.put_mutable(f"audits/{RUN}/{GROUP}/{table}.parquet", table_bytes(table, rows))
+    store.put_mutable(f"audits/{RUN}/{group}/{table}.parquet", table_bytes(table, rows))
 
 
-def _clean(store, **override) -> None:
+def _clean(store, group: str = GROUP, **override) -> None:
     tables = {
         "ranges": [
             {"pair": "a-0->a-1", "start": 0, "end": 4096, "verdict": "match", "detail": ""},
@@ -56,7 +59,7 @@ def _clean(store, **override) -> None:
     }
     tables.update(override)
     for name, rows in tables.items():
-        _put(store, name, rows)
+        _put(store, name, rows, group=group)
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +181,27 @@ def test_no_evidence_fails_only_when_required(store):
     assert run_suites(store, RUN, GROUP, parameters(require_evidence=False)).success
     report = run_suites(store, RUN, GROUP, parameters(require_evidence=True))
     assert _failed(report, "checks") == ["expect_column_values_to_be_between"]
+
+
+def test_one_runner_for_every_group_keeps_each_groups_verdict_and_site(tmp_path):
+    """The run's GX context and suites are built once; each group still gets its own verdict
+    and a site with its own validations only, as a fresh context gives."""
+    store = open_store("file://" + str(tmp_path))
+    issue = {"node": "a-1", "offset": 7, "check": "crc", "detail": "body CRC"}
+    _clean(store, group="broker-a")
+    _clean(store, group="broker-b", records_issues=[issue])
+    runner = SuiteRunner()
+    reports = {g: run_suites(store, RUN, g, runner=runner) for g in ("broker-a", "broker-b")}
+    assert reports["broker-a"].success and not reports["broker-b"].success
+    assert _failed(reports["broker-b"], "records_issues") == [
+        "expect_table_row_count_to_be_between"
+    ]
+    for group in ("broker-a", "broker-b"):
+        pages = [o.key for o in store.list(f"audits/{RUN}/{group}/report/validations/")]
+        assert len([k for k in pages if k.endswith(".html")]) == len(T.TABLES), pages
+    fresh = run_suites(store, RUN, "broker-b")  # a runner of its own: the same findings
+    assert [(s.suite, s.success, s.failed) for s in fresh.suites] == [
+        (s.suite, s.success, s.failed) for s in reports["broker-b"].suites
+    ]
+    assert set(runner.timings_s) >= {"import", "context", "suites", "validation", "docs"}
+    assert all(s >= 0 for s in runner.timings_s.values())
