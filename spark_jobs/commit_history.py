@@ -87,6 +87,8 @@ class CommitHistory:
     violations: list[dict] = field(default_factory=list)
     records: int = 0
     groups: dict[str, dict] = field(default_factory=dict)  # group -> commits, fromMs, toMs
+    #: (group, topic, queue) -> its newest point: what the next incremental run compares with
+    last: dict[tuple[str, str, int], CommitPoint] = field(default_factory=dict)
 
 
 def ordered_records(commits: list[dict], roles: dict[str, str]) -> list[tuple]:
@@ -102,24 +104,40 @@ def ordered_records(commits: list[dict], roles: dict[str, str]) -> list[tuple]:
     return [(k[0], k[1], node, at, c) for k, (_s, node, at, c) in sorted(best.items())]
 
 
-def judge_commits(commits: list[dict], roles: dict[str, str], events: list[dict]) -> CommitHistory:
+def judge_commits(
+    commits: list[dict],
+    roles: dict[str, str],
+    events: list[dict],
+    seed: dict[tuple[str, str, int], CommitPoint] | None = None,
+) -> CommitHistory:
     """Judge every commit record (``commit`` rows of the chunk tasks; ``roles`` maps a chunk key
     to its manifest's role). A value lower than the previous one of its queue with no reset
-    record between them is a ``regression``, with both records as witnesses."""
-    out = CommitHistory()
-    last: dict[tuple[str, str, int], CommitPoint] = {}
+    record between them is a ``regression``, with both records as witnesses. ``seed``: each
+    queue's newest point a passing run judged (the audit state): the first new record of a
+    queue is compared with it, and a record at or before it in log order (a chunk read again
+    for continuity) was judged then and is not judged again."""
+    out = CommitHistory(last=dict(seed or {}))
+    last = out.last
     for epoch, off, node, at, c in ordered_records(commits, roles):
+        new = {q: v for q, v in c.offsets.items() if not _judged(last, c, q, epoch, off)}
+        if not new:
+            continue
         out.records += 1
         g = out.groups.setdefault(c.group, {"commits": 0, "fromMs": at, "toMs": at})
         g["commits"] += 1
         g["fromMs"], g["toMs"] = min(g["fromMs"], at), max(g["toMs"], at)
-        for q, value in sorted(c.offsets.items()):
+        for q, value in sorted(new.items()):
             point = CommitPoint(epoch, off, node, at, value, c.is_reset)
             prev = last.get((c.group, c.topic, q))
             if prev is not None and not point.reset and value < prev.value:
                 out.violations.append(_regression(c.group, c.topic, q, prev, point, events))
             last[(c.group, c.topic, q)] = point
     return out
+
+
+def _judged(last: dict, c: OffsetCommit, q: int, epoch: int, off: int) -> bool:
+    prev = last.get((c.group, c.topic, q))
+    return prev is not None and (epoch, off) <= (prev.epoch, prev.log_offset)
 
 
 def _regression(group, topic, q, before: CommitPoint, after: CommitPoint, events) -> dict:
@@ -189,13 +207,16 @@ def coverage(history: CommitHistory, snapshots) -> dict[str, dict]:
     return dict(sorted(out.items()))
 
 
-def judge_offsets(commits: list[dict], windowed: dict, snapshots, events, snap_violations):
+def judge_offsets(
+    commits: list[dict], windowed: dict, snapshots, events, snap_violations, seed=None
+):
     """Check 4's findings for one group: every commit record judged (``roles`` from the chunk
-    manifests), and snapshot findings only for consumer groups that have no records (real
-    RocketMQ, or a node with ``offsetCommitThroughLog=false``). Returns (violations, records
-    judged, the ``offsets`` part of verdict.json)."""
+    manifests; ``seed`` the queues' points of the audit state), and snapshot findings only for
+    consumer groups that have no records (real RocketMQ, or a node with
+    ``offsetCommitThroughLog=false``). Returns (violations, the :class:`CommitHistory`, the
+    ``offsets`` part of verdict.json)."""
     roles = {c["key"]: c.get("role") for cs in windowed.values() for c in cs}
-    history = judge_commits(commits, roles, events)
+    history = judge_commits(commits, roles, events, seed)
     by_records = set(history.groups)
     kept = [v for v in snap_violations if v["group_name"] not in by_records]
     groups = coverage(history, snapshots)
@@ -205,4 +226,4 @@ def judge_offsets(commits: list[dict], windowed: dict, snapshots, events, snap_v
         "records": history.records,
         "groups": groups,
     }
-    return history.violations + kept, history.records, doc
+    return history.violations + kept, history, doc
