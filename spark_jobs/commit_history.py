@@ -86,7 +86,8 @@ class CommitHistory:
 
     violations: list[dict] = field(default_factory=list)
     records: int = 0
-    groups: dict[str, dict] = field(default_factory=dict)  # group -> commits, fromMs, toMs
+    # group -> commits, fromMs, toMs, queues (the (topic, queue) pairs its records named)
+    groups: dict[str, dict] = field(default_factory=dict)
     #: (group, topic, queue) -> its newest point: what the next incremental run compares with
     last: dict[tuple[str, str, int], CommitPoint] = field(default_factory=dict)
 
@@ -123,9 +124,12 @@ def judge_commits(
         if not new:
             continue
         out.records += 1
-        g = out.groups.setdefault(c.group, {"commits": 0, "fromMs": at, "toMs": at})
+        g = out.groups.setdefault(
+            c.group, {"commits": 0, "fromMs": at, "toMs": at, "queues": set()}
+        )
         g["commits"] += 1
         g["fromMs"], g["toMs"] = min(g["fromMs"], at), max(g["toMs"], at)
+        g["queues"].update((c.topic, q) for q in new)
         for q, value in sorted(new.items()):
             point = CommitPoint(epoch, off, node, at, value, c.is_reset)
             prev = last.get((c.group, c.topic, q))
@@ -167,31 +171,36 @@ def _regression(group, topic, q, before: CommitPoint, after: CommitPoint, events
     }
 
 
-def snapshot_groups(snapshots) -> dict[str, list[int]]:
-    """Per consumer group, the times of the master snapshots that carry its offsets."""
+def snapshot_groups(snapshots) -> dict[str, tuple[list[int], int]]:
+    """Per consumer group, the times of the master snapshots that carry its offsets and how
+    many queues they name."""
     out: dict[str, set[int]] = {}
+    queues: dict[str, set[tuple[str, str]]] = {}
     for s in snapshots:
         if s.role == "SLAVE":
             continue
-        for key in s.consumerOffsets:
-            out.setdefault(key.partition("@")[2], set()).add(s.takenAt)
-    return {g: sorted(ts) for g, ts in out.items()}
+        for key, by_queue in s.consumerOffsets.items():
+            topic, _, group = key.partition("@")
+            out.setdefault(group, set()).add(s.takenAt)
+            queues.setdefault(group, set()).update((topic, str(q)) for q in by_queue)
+    return {g: (sorted(ts), len(queues[g])) for g, ts in out.items()}
 
 
 def coverage(history: CommitHistory, snapshots) -> dict[str, dict]:
     """Per consumer group, what its offset verdict stands on: ``evidence`` (records or
-    snapshots), ``points`` judged, the time covered and ``blindWindowMs``, the longest interval
+    snapshots), ``points`` judged, the ``queues`` they name, the time covered and ``blindWindowMs``, the longest interval
     in which a commit could have happened unobserved (0 when every commit is a record; the
     longest gap between consecutive master snapshots otherwise; null when one snapshot alone
     saw the group, which bounds nothing)."""
     masters = sorted({s.takenAt for s in snapshots if s.role != "SLAVE"})
     out = {}
-    for g, times in snapshot_groups(snapshots).items():
+    for g, (times, queues) in snapshot_groups(snapshots).items():
         pairs = zip(masters, masters[1:], strict=False)
         gaps = [b - a for a, b in pairs if a >= times[0] and b <= times[-1]]
         out[g] = {
             "evidence": EVIDENCE_SNAPSHOTS,
             "points": len(times),
+            "queues": queues,
             "coveredFromMs": times[0],
             "coveredToMs": times[-1],
             "blindWindowMs": max(gaps) if gaps else None,
@@ -200,6 +209,7 @@ def coverage(history: CommitHistory, snapshots) -> dict[str, dict]:
         out[g] = {
             "evidence": EVIDENCE_RECORDS,
             "points": info["commits"],
+            "queues": len(info["queues"]),
             "coveredFromMs": info["fromMs"],
             "coveredToMs": info["toMs"],
             "blindWindowMs": 0,

@@ -66,11 +66,13 @@ def test_every_commit_is_judged_with_its_witness(spark, tmp_path, stores) -> Non
     assert groups["g1"] == {
         "evidence": "records",
         "points": 6,
+        "queues": 2,
         "coveredFromMs": 1_000_010,
         "coveredToMs": 5_000_010,
         "blindWindowMs": 0,
     }
     assert groups["g2"]["evidence"] == "snapshots" and groups["g2"]["blindWindowMs"] == 60_000
+    assert groups["g2"]["queues"] == 1
     assert v["offsets"]["blindWindowMs"] == 60_000
     root = tmp_path / "archive" / "audits" / v["runId"]
     assert json.loads((root / "verdict.json").read_text())["offsets"] == v["offsets"]
