@@ -12,11 +12,9 @@ write: rows of ``offset_violations`` with ``evidence`` = ``records``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from contracts.errors import CorruptRecordError, OffsetRecordError
-from contracts.offset_commits.builder import body_doc
 from contracts.offset_commits.model import OFFSETS_QUEUE_ID, OFFSETS_TOPIC, OffsetCommit
 from contracts.offset_commits.reader import is_offset_record, parse_body, parse_record
 from contracts.record.reader import decode_record
@@ -28,7 +26,7 @@ _TOPIC = OFFSETS_TOPIC.encode()
 
 
 def offset_records(data: bytes, start: int, source: str, count: int):
-    """``(physical offset, store timestamp, OffsetCommit | OffsetRecordError)`` for the
+    """``(physical offset, store timestamp, OffsetCommit | OffsetRecordError, body)`` for the
     ``count`` records of the offsets topic in a chunk (the walk's queue range says how many)."""
     for pos in starts_of_topic(data, _TOPIC, count):
         try:
@@ -41,21 +39,21 @@ def offset_records(data: bytes, start: int, source: str, count: int):
             got: OffsetCommit | OffsetRecordError = parse_record(rec)
         except OffsetRecordError as exc:
             got = exc
-        yield rec.physical_offset, rec.store_timestamp, got
+        yield rec.physical_offset, rec.store_timestamp, got, rec.body
 
 
 def commit_rows(
     node: str, key: str, start: int, data: bytes, queues: dict, scan_row
 ) -> list[tuple]:
     """The ``SCAN_FIELDS`` rows of a chunk's offset records: ``commit`` rows (the body as
-    canonical JSON in ``detail``, the store time in ``at``), and an ``issue`` for a record of
+    stored JSON in ``detail``, the store time in ``at``), and an ``issue`` for a record of
     the offsets topic that breaks section 3b. ``queues``: the record walk's first/last queue
     offset per (topic, queueId); a chunk without the offsets queue costs nothing more."""
     span = queues.get((OFFSETS_TOPIC, OFFSETS_QUEUE_ID))
     if span is None:
         return []
     rows = []
-    for off, at, got in offset_records(data, start, key, span[1] - span[0] + 1):
+    for off, at, got, body in offset_records(data, start, key, span[1] - span[0] + 1):
         where = {"start": start, "node": node, "key": key, "offset": off}
         if isinstance(got, OffsetRecordError):
             bad = {"topic": OFFSETS_TOPIC, "queue_id": 0, "found": got.field}
@@ -63,8 +61,8 @@ def commit_rows(
                 scan_row(kind="issue", check="offset_record", detail=str(got), **where, **bad)
             )
         else:
-            body = json.dumps(body_doc(got), separators=(",", ":"))
-            rows.append(scan_row(kind="commit", at=at, detail=body, **where))
+            # the body as stored (strict UTF-8 JSON: it parsed), parsed again on the driver
+            rows.append(scan_row(kind="commit", at=at, detail=bytes(body).decode(), **where))
     return rows
 
 
