@@ -190,7 +190,7 @@ def duplicates_kept(spark, kept: list) -> dict:
     if not kept:
         return summarize({}, [])
     sc = spark.sparkContext
-    parts = max(1, sc.defaultParallelism // 2)  # over cached rows: a few tasks suffice
+    parts = max(1, sc.defaultParallelism)  # one task per slot: the grouping is Python work
     try:
         rdd = sc.union(kept).coalesce(parts).mapPartitions(_keyed)
         out = rdd.reduceByKey(_merge, parts).mapPartitions(_summaries).collect()
