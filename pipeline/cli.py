@@ -145,8 +145,9 @@ def coverage_lines(v: dict) -> list[str]:
     out = []
     for group, c in (v.get("offsets") or {}).get("groups", {}).items():
         blind = "unknown" if c["blindWindowMs"] is None else f"{c['blindWindowMs']} ms"
+        queues = f" on {c['queues']} queue(s)" if c.get("queues") is not None else ""
         out.append(
-            f"offsets {group}: {c['points']} {c['evidence']} over "
+            f"offsets {group}: {c['points']} {c['evidence']}{queues} over "
             f"{c['coveredToMs'] - c['coveredFromMs']} ms, blind window {blind}"
         )
     d = v.get("delivery")

@@ -19,7 +19,7 @@ from contracts.record.layout import (
 
 def _starts_of_topic(a, needle, out) -> int:
     n, pos, found = len(a), 0, 0
-    while pos + 8 <= n:
+    while pos + 8 <= n and found < len(out):  # (the walk's queue range says how many)
         total = (a[pos] << 24) | (a[pos + 1] << 16) | (a[pos + 2] << 8) | a[pos + 3]
         magic = (a[pos + 4] << 24) | (a[pos + 5] << 16) | (a[pos + 6] << 8) | a[pos + 7]
         if total <= 0 or pos + total > n or total >= 2**31:
@@ -52,7 +52,7 @@ def _starts_of_topic(a, needle, out) -> int:
                 if a[p + i] != needle[i]:
                     same = False
                     break
-            if same and found < len(out):
+            if same:
                 out[found] = pos
                 found += 1
         pos += total

@@ -38,7 +38,7 @@ from spark_jobs.archive_reader import (
     load_group,
 )
 from spark_jobs.commit_history import judge_offsets, ordered_records
-from spark_jobs.delivery import delivery_check, delivery_doc, duplicates_spark
+from spark_jobs.delivery import delivery_check, delivery_doc, duplicates_kept, duplicates_spark
 from spark_jobs.elections import judge_elections
 from spark_jobs.epochs import (
     conflict_plans,
@@ -59,6 +59,7 @@ from spark_jobs.offset_monotonicity import (
 )
 from spark_jobs.redelivery import redeliveries
 from spark_jobs.replica_consistency import run_replica_consistency
+from spark_jobs.session import has_context
 from spark_jobs.views import epoch_plans, node_view
 
 DEFAULT_MAX_LAG_BYTES = T.DEFAULT_MAX_LAG_BYTES
@@ -164,8 +165,8 @@ def integrity_step(spark, opts, windowed, scan, state_in):
     readable = [c for c in chunks if not c.get("absent")]
     checked = [c for c in readable if c["key"] in scan.checked_keys]
     rest = [c for c in readable if c["key"] not in scan.checked_keys]
-    tally = run_log_integrity(spark, opts.spec, rest, ScanTally().add(scan.check_rows))
-    return judge(tally, checked + rest)
+    tally = ScanTally(messages=list(scan.messages)).add(scan.check_rows)
+    return judge(run_log_integrity(spark, opts.spec, rest, tally), checked + rest)
 
 
 def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
@@ -199,27 +200,35 @@ class RecordFindings:
 
     docs: dict[str, dict]
     checks: list[T.CheckResult]
+    commits: dict[str, dict]  # each queue's newest commit record judged (the audit state's)
 
 
-def records_step(spark, opts, ga, windowed, snapshots, timeline, snap_violations, integ, lost):
+def records_step(
+    spark, opts, ga, state_in, windowed, snapshots, timeline, snap_violations, integ, lost
+):
     """Check 4 over the offset commit records the chunk tasks found (``commit_history``) and
     the ``delivery`` accounting: what ``offsets_step`` gave, with the violations of both, the
     points judged and the :class:`RecordFindings`."""
     events = [e for na in ga.nodes.values() for e in na.events]
-    violations, records, offsets_doc = judge_offsets(
-        integ.commits, windowed, snapshots, events, snap_violations
+    seed = inc.commit_seed(state_in)
+    violations, history, offsets_doc = judge_offsets(
+        integ.commits, windowed, snapshots, events, snap_violations, seed
     )
-    points = records + master_points(timeline)
+    points = history.records + master_points(timeline)
     _progress(f"{ga.broker_name}: offsets: {points} point(s), {len(violations)} violation(s)")
     chunks = [c for cs in windowed.values() for c in cs]
-    masters = [c for c in chunks if c["key"] in integ.checked_keys and c["role"] != "SLAVE"]
-    dups = duplicates_spark(spark, opts.spec, masters)
+    if has_context(spark):  # the chunk tasks kept the masters' message rows in Spark
+        dups = duplicates_kept(spark, integ.messages)
+    else:  # Spark Connect: a job of its own reads the master chunks again
+        masters = [c for c in chunks if c["key"] in integ.checked_keys and c["role"] != "SLAVE"]
+        dups = duplicates_spark(spark, opts.spec, masters)
     starts = {e: start for e, start, _node in epoch_masters(ga)}
     roles = {c["key"]: c["role"] for c in chunks}
     again = redeliveries(ordered_records(integ.commits, roles), starts)
     doc = delivery_doc(dups, again, len(lost))
     check = delivery_check(doc, opts.max_duplicated, opts.max_redelivered)
-    found = RecordFindings({"offsets": offsets_doc, "delivery": doc}, [check])
+    last = inc.commit_points(history.last)
+    found = RecordFindings({"offsets": offsets_doc, "delivery": doc}, [check], last)
     return snapshots, timeline, violations, points, found
 
 
@@ -249,7 +258,9 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
         + elections.losses
     )
     off = offsets_step(spark, opts, ga, state_in, broker_name) + (integrity, durability)
-    snapshots, timeline, violations, points, found = records_step(spark, opts, ga, windowed, *off)
+    snapshots, timeline, violations, points, found = records_step(
+        spark, opts, ga, state_in, windowed, *off
+    )
     checks = outputs.judge_checks(
         ga=ga,
         state_in=state_in,
@@ -293,9 +304,8 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     )
     # the watermarks move only after every output of a run that failed no check is written
     if verdict["status"] != T.RUN_FAILED:
-        _save_state(
-            store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master
-        )
+        seen = (timeline, snapshots, found.commits)
+        _save_state(store, opts, broker_name, run_id, ga, state, state_in, seen, master)
     return verdict
 
 
@@ -337,7 +347,9 @@ def _timing(scan_s: float, li_s: float, rep, integrity) -> dict:
     }
 
 
-def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline, snapshots, master):
+def _save_state(store, opts, broker_name, run_id, ga, state, state_in, seen, master):
+    """``seen``: this run's offset timeline, snapshots and commit points."""
+    timeline, snapshots, commits = seen
     if opts.before_save is not None:
         opts.before_save(broker_name)  # the lease is still this run's, or this raises
     promised = [
@@ -354,6 +366,7 @@ def _save_state(store, opts, broker_name, run_id, ga, state, state_in, timeline,
         max(promised) if promised else None,
         ga=ga,
         master=master,
+        commits=commits,
     )
     if opts.incremental and new_state == dataclasses.replace(state_in, run_id=run_id):
         # nothing new was verified: the watermarks stay those of the run that verified them

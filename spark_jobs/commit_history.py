@@ -12,11 +12,9 @@ write: rows of ``offset_violations`` with ``evidence`` = ``records``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from contracts.errors import CorruptRecordError, OffsetRecordError
-from contracts.offset_commits.builder import body_doc
 from contracts.offset_commits.model import OFFSETS_QUEUE_ID, OFFSETS_TOPIC, OffsetCommit
 from contracts.offset_commits.reader import is_offset_record, parse_body, parse_record
 from contracts.record.reader import decode_record
@@ -28,7 +26,7 @@ _TOPIC = OFFSETS_TOPIC.encode()
 
 
 def offset_records(data: bytes, start: int, source: str, count: int):
-    """``(physical offset, store timestamp, OffsetCommit | OffsetRecordError)`` for the
+    """``(physical offset, store timestamp, OffsetCommit | OffsetRecordError, body)`` for the
     ``count`` records of the offsets topic in a chunk (the walk's queue range says how many)."""
     for pos in starts_of_topic(data, _TOPIC, count):
         try:
@@ -41,21 +39,21 @@ def offset_records(data: bytes, start: int, source: str, count: int):
             got: OffsetCommit | OffsetRecordError = parse_record(rec)
         except OffsetRecordError as exc:
             got = exc
-        yield rec.physical_offset, rec.store_timestamp, got
+        yield rec.physical_offset, rec.store_timestamp, got, rec.body
 
 
 def commit_rows(
     node: str, key: str, start: int, data: bytes, queues: dict, scan_row
 ) -> list[tuple]:
     """The ``SCAN_FIELDS`` rows of a chunk's offset records: ``commit`` rows (the body as
-    canonical JSON in ``detail``, the store time in ``at``), and an ``issue`` for a record of
+    stored JSON in ``detail``, the store time in ``at``), and an ``issue`` for a record of
     the offsets topic that breaks section 3b. ``queues``: the record walk's first/last queue
     offset per (topic, queueId); a chunk without the offsets queue costs nothing more."""
     span = queues.get((OFFSETS_TOPIC, OFFSETS_QUEUE_ID))
     if span is None:
         return []
     rows = []
-    for off, at, got in offset_records(data, start, key, span[1] - span[0] + 1):
+    for off, at, got, body in offset_records(data, start, key, span[1] - span[0] + 1):
         where = {"start": start, "node": node, "key": key, "offset": off}
         if isinstance(got, OffsetRecordError):
             bad = {"topic": OFFSETS_TOPIC, "queue_id": 0, "found": got.field}
@@ -63,8 +61,8 @@ def commit_rows(
                 scan_row(kind="issue", check="offset_record", detail=str(got), **where, **bad)
             )
         else:
-            body = json.dumps(body_doc(got), separators=(",", ":"))
-            rows.append(scan_row(kind="commit", at=at, detail=body, **where))
+            # the body as stored (strict UTF-8 JSON: it parsed), parsed again on the driver
+            rows.append(scan_row(kind="commit", at=at, detail=bytes(body).decode(), **where))
     return rows
 
 
@@ -86,7 +84,10 @@ class CommitHistory:
 
     violations: list[dict] = field(default_factory=list)
     records: int = 0
-    groups: dict[str, dict] = field(default_factory=dict)  # group -> commits, fromMs, toMs
+    # group -> commits, fromMs, toMs, queues (the (topic, queue) pairs its records named)
+    groups: dict[str, dict] = field(default_factory=dict)
+    #: (group, topic, queue) -> its newest point: what the next incremental run compares with
+    last: dict[tuple[str, str, int], CommitPoint] = field(default_factory=dict)
 
 
 def ordered_records(commits: list[dict], roles: dict[str, str]) -> list[tuple]:
@@ -102,24 +103,43 @@ def ordered_records(commits: list[dict], roles: dict[str, str]) -> list[tuple]:
     return [(k[0], k[1], node, at, c) for k, (_s, node, at, c) in sorted(best.items())]
 
 
-def judge_commits(commits: list[dict], roles: dict[str, str], events: list[dict]) -> CommitHistory:
+def judge_commits(
+    commits: list[dict],
+    roles: dict[str, str],
+    events: list[dict],
+    seed: dict[tuple[str, str, int], CommitPoint] | None = None,
+) -> CommitHistory:
     """Judge every commit record (``commit`` rows of the chunk tasks; ``roles`` maps a chunk key
     to its manifest's role). A value lower than the previous one of its queue with no reset
-    record between them is a ``regression``, with both records as witnesses."""
-    out = CommitHistory()
-    last: dict[tuple[str, str, int], CommitPoint] = {}
+    record between them is a ``regression``, with both records as witnesses. ``seed``: each
+    queue's newest point a passing run judged (the audit state): the first new record of a
+    queue is compared with it, and a record at or before it in log order (a chunk read again
+    for continuity) was judged then and is not judged again."""
+    out = CommitHistory(last=dict(seed or {}))
+    last = out.last
     for epoch, off, node, at, c in ordered_records(commits, roles):
+        new = {q: v for q, v in c.offsets.items() if not _judged(last, c, q, epoch, off)}
+        if not new:
+            continue
         out.records += 1
-        g = out.groups.setdefault(c.group, {"commits": 0, "fromMs": at, "toMs": at})
+        g = out.groups.setdefault(
+            c.group, {"commits": 0, "fromMs": at, "toMs": at, "queues": set()}
+        )
         g["commits"] += 1
         g["fromMs"], g["toMs"] = min(g["fromMs"], at), max(g["toMs"], at)
-        for q, value in sorted(c.offsets.items()):
+        g["queues"].update((c.topic, q) for q in new)
+        for q, value in sorted(new.items()):
             point = CommitPoint(epoch, off, node, at, value, c.is_reset)
             prev = last.get((c.group, c.topic, q))
             if prev is not None and not point.reset and value < prev.value:
                 out.violations.append(_regression(c.group, c.topic, q, prev, point, events))
             last[(c.group, c.topic, q)] = point
     return out
+
+
+def _judged(last: dict, c: OffsetCommit, q: int, epoch: int, off: int) -> bool:
+    prev = last.get((c.group, c.topic, q))
+    return prev is not None and (epoch, off) <= (prev.epoch, prev.log_offset)
 
 
 def _regression(group, topic, q, before: CommitPoint, after: CommitPoint, events) -> dict:
@@ -149,31 +169,36 @@ def _regression(group, topic, q, before: CommitPoint, after: CommitPoint, events
     }
 
 
-def snapshot_groups(snapshots) -> dict[str, list[int]]:
-    """Per consumer group, the times of the master snapshots that carry its offsets."""
+def snapshot_groups(snapshots) -> dict[str, tuple[list[int], int]]:
+    """Per consumer group, the times of the master snapshots that carry its offsets and how
+    many queues they name."""
     out: dict[str, set[int]] = {}
+    queues: dict[str, set[tuple[str, str]]] = {}
     for s in snapshots:
         if s.role == "SLAVE":
             continue
-        for key in s.consumerOffsets:
-            out.setdefault(key.partition("@")[2], set()).add(s.takenAt)
-    return {g: sorted(ts) for g, ts in out.items()}
+        for key, by_queue in s.consumerOffsets.items():
+            topic, _, group = key.partition("@")
+            out.setdefault(group, set()).add(s.takenAt)
+            queues.setdefault(group, set()).update((topic, str(q)) for q in by_queue)
+    return {g: (sorted(ts), len(queues[g])) for g, ts in out.items()}
 
 
 def coverage(history: CommitHistory, snapshots) -> dict[str, dict]:
     """Per consumer group, what its offset verdict stands on: ``evidence`` (records or
-    snapshots), ``points`` judged, the time covered and ``blindWindowMs``, the longest interval
+    snapshots), ``points`` judged, the ``queues`` they name, the time covered and ``blindWindowMs``, the longest interval
     in which a commit could have happened unobserved (0 when every commit is a record; the
     longest gap between consecutive master snapshots otherwise; null when one snapshot alone
     saw the group, which bounds nothing)."""
     masters = sorted({s.takenAt for s in snapshots if s.role != "SLAVE"})
     out = {}
-    for g, times in snapshot_groups(snapshots).items():
+    for g, (times, queues) in snapshot_groups(snapshots).items():
         pairs = zip(masters, masters[1:], strict=False)
         gaps = [b - a for a, b in pairs if a >= times[0] and b <= times[-1]]
         out[g] = {
             "evidence": EVIDENCE_SNAPSHOTS,
             "points": len(times),
+            "queues": queues,
             "coveredFromMs": times[0],
             "coveredToMs": times[-1],
             "blindWindowMs": max(gaps) if gaps else None,
@@ -182,6 +207,7 @@ def coverage(history: CommitHistory, snapshots) -> dict[str, dict]:
         out[g] = {
             "evidence": EVIDENCE_RECORDS,
             "points": info["commits"],
+            "queues": len(info["queues"]),
             "coveredFromMs": info["fromMs"],
             "coveredToMs": info["toMs"],
             "blindWindowMs": 0,
@@ -189,13 +215,16 @@ def coverage(history: CommitHistory, snapshots) -> dict[str, dict]:
     return dict(sorted(out.items()))
 
 
-def judge_offsets(commits: list[dict], windowed: dict, snapshots, events, snap_violations):
+def judge_offsets(
+    commits: list[dict], windowed: dict, snapshots, events, snap_violations, seed=None
+):
     """Check 4's findings for one group: every commit record judged (``roles`` from the chunk
-    manifests), and snapshot findings only for consumer groups that have no records (real
-    RocketMQ, or a node with ``offsetCommitThroughLog=false``). Returns (violations, records
-    judged, the ``offsets`` part of verdict.json)."""
+    manifests; ``seed`` the queues' points of the audit state), and snapshot findings only for
+    consumer groups that have no records (real RocketMQ, or a node with
+    ``offsetCommitThroughLog=false``). Returns (violations, the :class:`CommitHistory`, the
+    ``offsets`` part of verdict.json)."""
     roles = {c["key"]: c.get("role") for cs in windowed.values() for c in cs}
-    history = judge_commits(commits, roles, events)
+    history = judge_commits(commits, roles, events, seed)
     by_records = set(history.groups)
     kept = [v for v in snap_violations if v["group_name"] not in by_records]
     groups = coverage(history, snapshots)
@@ -205,4 +234,4 @@ def judge_offsets(commits: list[dict], windowed: dict, snapshots, events, snap_v
         "records": history.records,
         "groups": groups,
     }
-    return history.violations + kept, history.records, doc
+    return history.violations + kept, history, doc

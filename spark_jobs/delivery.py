@@ -5,10 +5,12 @@ topic), ``redelivered`` messages a consumer group was sent again after its offse
 (``redelivery``, from the commit records), ``lost`` acknowledged ranges (check 2's findings).
 
 read: the commit log chunks masters shipped (a record replicated to a slave is the same record;
-``role`` != SLAVE), decoded on the executors (properties only, no bodies); transform: one row per
-stored message ``(topic, uniq, log offset, store time, msgId)`` kept in Spark, one copy per
-(epoch, log offset), grouped by (topic, UNIQ_KEY); only the per-topic totals and the duplicated
-keys come back to the driver. System topics are left out (offset commits, and the schedule
+``role`` != SLAVE), decoded on the executors (properties only, no bodies) by the chunk tasks of
+log integrity and replica consistency, on the bytes they read anyway (:func:`duplicates_kept`;
+on Spark Connect, without RDDs, a job of its own reads them again: :func:`duplicates_spark`);
+transform: one row per stored message ``(topic, uniq, log offset, store time, msgId)`` kept in
+Spark, one copy per (epoch, log offset), grouped by (topic, UNIQ_KEY); only the per-topic totals
+and the duplicated keys come back to the driver. System topics are left out (offset commits, and the schedule
 topic, whose messages are stored again in their real topic with the same key), and so are the
 retry and dead-letter topics (the broker's own copies).
 """
@@ -25,6 +27,8 @@ from contracts.record.properties import PROPERTY_UNIQ_KEY
 from contracts.record.reader import scan_records
 
 MESSAGE_COLUMNS = ("epoch", "topic", "uniq", "log_offset", "at", "msg_id")
+#: the first field of a message row a chunk task keeps in Spark: ``(MESSAGE_KIND, *columns)``
+MESSAGE_KIND = "message"
 MESSAGE_SCHEMA = "epoch long, topic string, uniq string, log_offset long, at long, msg_id string"
 SKIPPED_TOPICS = frozenset({OFFSETS_TOPIC, "SCHEDULE_TOPIC_XXXX"})
 EXAMPLES_MAX = 20  # duplicated keys shown, most copies first
@@ -152,6 +156,53 @@ def duplicates_spark(spark, spec: StoreSpec, chunks: list[dict]) -> dict:
         for r in dup.collect()
     ]
     return summarize(enqueued, keys)
+
+
+def _keyed(rows):
+    """A message row keyed by (topic, UNIQ_KEY), or by its own place when it has no key (it
+    only counts as enqueued); the value: its copies by (epoch, log offset)."""
+    for _kind, epoch, topic, uniq, off, at, msg_id in rows:
+        key = (topic, uniq) if uniq is not None else (topic, None, epoch, off)
+        yield key, {(epoch, off): (at, msg_id)}
+
+
+def _merge(a: dict, b: dict) -> dict:
+    return {**a, **b}
+
+
+def _summaries(items):
+    """Per reduce partition: the messages enqueued per topic, and the duplicated keys."""
+    enqueued: dict[str, int] = {}
+    for key, by_off in items:
+        enqueued[key[0]] = enqueued.get(key[0], 0) + len(by_off)
+        if key[1] is not None and len(by_off) > 1:
+            ats = [a for a, _m in by_off.values()]
+            ids = [m for _o, (_a, m) in sorted(by_off.items())][:MSG_IDS_SHOWN]
+            yield ("dup", (key[0], key[1], len(by_off), max(ats) - min(ats), ids))
+    yield ("enqueued", enqueued)
+
+
+def duplicates_kept(spark, kept: list) -> dict:
+    """:func:`duplicates_of` over the message rows the chunk tasks of log integrity and replica
+    consistency kept in Spark (``MESSAGE_KIND`` rows of persisted RDDs): no chunk is read
+    again; a few tasks group them by key (one shuffle), only totals and duplicated keys come
+    back; the RDDs are unpersisted."""
+    if not kept:
+        return summarize({}, [])
+    sc = spark.sparkContext
+    parts = max(1, sc.defaultParallelism)  # one task per slot: the grouping is Python work
+    try:
+        rdd = sc.union(kept).coalesce(parts).mapPartitions(_keyed)
+        out = rdd.reduceByKey(_merge, parts).mapPartitions(_summaries).collect()
+    finally:
+        for r in kept:
+            r.unpersist()
+    enqueued: dict[str, int] = {}
+    for kind, v in out:
+        if kind == "enqueued":
+            for topic, n in v.items():
+                enqueued[topic] = enqueued.get(topic, 0) + n
+    return summarize(enqueued, [v for kind, v in out if kind == "dup"])
 
 
 def delivery_doc(dups: dict, redelivered: dict, lost: int) -> dict:

@@ -5,7 +5,9 @@ its ``commitlog/`` resumes (the chunk holding the group's lowest verified offset
 compared from its watermark and the record chain and queue offsets are checked across the
 boundary), the last chunk it verified and the last snapshot and event keys it read; per (group,
 topic, queue) the last committed point of a master, and the last point of each node; the newest
-snapshot time; and the highest acknowledged offset any master promised. Its size is
+snapshot time; the highest acknowledged offset any master promised; and per (group, topic,
+queue) the newest offset commit record judged (``commitPoints``), so a regression between two
+runs is found by the second. Its size is
 O(nodes x queues), whatever the archive's age (version 1 kept the JSON of every object read).
 
 An ``--incremental`` run lists each node's prefixes from those keys (``StartAfter``), checks only
@@ -30,6 +32,7 @@ from contracts.audit_state import (
 )
 from contracts.errors import AuditInputError, ObjectNotFoundError, ObjectTooLargeError
 from contracts.read_limits import MAX_JSON_DOC_BYTES, load_json_doc
+from spark_jobs.commit_history import CommitPoint
 
 
 @dataclass
@@ -78,6 +81,9 @@ class AuditState:
     run_id: str = ""
     nodes: dict[str, NodeMark] = field(default_factory=dict)
     master: str = ""  # the master at the end of the verified history
+    # "group@topic@queue" -> its newest commit record judged (value, epoch, logOffset, node,
+    # at, reset): the next run compares that queue's first new record with it
+    commits: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -91,6 +97,7 @@ class AuditState:
                 "runId": self.run_id,
                 "nodes": {n: m.to_doc() for n, m in sorted(self.nodes.items())},
                 "master": self.master,
+                "commitPoints": self.commits,
             },
             sort_keys=True,
             separators=(",", ":"),
@@ -127,9 +134,42 @@ def load_state(store, cluster: str, broker_name: str) -> AuditState:
             run_id=str(doc.get("runId", "")),
             nodes={n: NodeMark.from_doc(m) for n, m in doc.get("nodes", {}).items()},
             master=str(doc.get("master", "")),
+            commits={str(k): _commit_doc(v) for k, v in doc.get("commitPoints", {}).items()},
         )
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise AuditInputError(f"{store.root}/{key}: malformed state: {exc}") from exc
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise AuditInputError(f"{store.root}/{key}: malformed state: {exc!r}") from exc
+
+
+def _commit_doc(v: dict) -> dict:
+    keys = ("value", "epoch", "logOffset", "at")
+    return {**{k: int(v[k]) for k in keys}, "node": str(v["node"]), "reset": bool(v["reset"])}
+
+
+def commit_seed(state: AuditState) -> dict[tuple[str, str, int], CommitPoint]:
+    """The state's last commit point per (group, topic, queue), as the commit history's
+    seed."""
+    out = {}
+    for key, p in state.commits.items():
+        group, topic, queue = key.split("@")
+        out[(group, topic, int(queue))] = CommitPoint(
+            p["epoch"], p["logOffset"], p["node"], p["at"], p["value"], p["reset"]
+        )
+    return out
+
+
+def commit_points(last: dict[tuple[str, str, int], CommitPoint]) -> dict[str, dict]:
+    """The commit history's last points as the state's ``commitPoints``."""
+    return {
+        f"{g}@{t}@{q}": {
+            "value": p.value,
+            "epoch": p.epoch,
+            "logOffset": p.log_offset,
+            "node": p.node,
+            "at": p.at_ms,
+            "reset": p.reset,
+        }
+        for (g, t, q), p in sorted(last.items())
+    }
 
 
 def migrate_v1(doc: dict, cluster: str, broker_name: str) -> dict:
@@ -242,6 +282,7 @@ def next_state(
     max_ack: tuple[int, int, str] | None,
     ga=None,
     master: str = "",
+    commits: dict[str, dict] | None = None,
 ) -> AuditState:
     new = AuditState(
         verified=dict(state.verified),
@@ -252,6 +293,7 @@ def next_state(
         run_id=run_id,
         nodes=dict(state.nodes),
         master=master or state.master,
+        commits={**state.commits, **(commits or {})},
     )
     for node, end in node_ends.items():
         new.verified[node] = max(end, new.verified.get(node, 0))

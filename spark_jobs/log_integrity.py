@@ -22,7 +22,8 @@ from contracts.object_store import StoreSpec
 from contracts.record_walk import check_chunk
 from spark_jobs.archive_reader import executor_store
 from spark_jobs.commit_history import commit_rows
-from spark_jobs.session import deal, run_tasks, task_partitions
+from spark_jobs.delivery import MESSAGE_KIND, message_rows
+from spark_jobs.session import deal, has_context, run_scan_tasks, task_partitions
 
 
 def assign_chains(chunks: list[dict]) -> list[dict]:
@@ -91,11 +92,19 @@ def scan_row(**fields) -> tuple:
 
 
 def chunk_rows(
-    node: str, key: str, start: int, data: bytes, file_size: int, sha256: str | None = None
+    node: str,
+    key: str,
+    start: int,
+    data: bytes,
+    file_size: int,
+    sha256: str | None = None,
+    msg_epoch: int | None = None,
 ) -> list[tuple]:
     """Check one chunk's bytes against its manifest's ``sha256`` (when given) and its records;
     its issues, per-queue first/last queue offsets and one count row (with the seconds the
-    checks took), in the ``SCAN_FIELDS`` layout."""
+    checks took), in the ``SCAN_FIELDS`` layout. With ``msg_epoch`` (a master's chunk, on a
+    SparkContext) also a ``message`` row per stored message for the ``delivery`` check, which
+    stays in Spark (``delivery.MESSAGE_ROW``)."""
     rows = []
     if sha256 is not None:
         got = hashlib.sha256(data).hexdigest()
@@ -145,6 +154,8 @@ def chunk_rows(
         for (topic, qid), (first, last) in queues.items()
     ]
     rows += commit_rows(node, key, start, data, queues, scan_row)  # offset commit records
+    if msg_epoch is not None:  # the delivery check's rows, from the same bytes
+        rows += [(MESSAGE_KIND, *m) for m in message_rows(data, start, msg_epoch, key)]
     rows.append(
         scan_row(
             kind="count",
@@ -201,12 +212,12 @@ def read_chunk(store, node: str, key: str, start: int, end: int) -> tuple[bytes 
 def _check_partition(spec: StoreSpec):
     def run(chunks: Iterator[tuple]) -> Iterator[tuple]:
         store = executor_store(spec)
-        for node, key, start, end, file_size, sha256 in chunks:
+        for node, key, start, end, file_size, sha256, msg_epoch in chunks:
             data, bad = read_chunk(store, node, key, start, end)
             if data is None:
                 yield bad
                 continue
-            yield from chunk_rows(node, key, start, data, int(file_size), sha256)
+            yield from chunk_rows(node, key, start, data, int(file_size), sha256, msg_epoch)
 
     return run
 
@@ -224,15 +235,35 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict], tally=None) ->
     :func:`judge` turns it into findings. No job at all when there is no chunk."""
     tally = ScanTally() if tally is None else tally
     schema = "node string, key string, start long, end long, mappedFileSize long, sha256 string"
+    schema += ", msg_epoch long"
+    keeping = has_context(spark)  # the delivery check's rows stay in Spark (else: its own job)
     for i in range(0, len(chunks), CHUNKS_PER_JOB):
         rows = [
-            (c["node"], c["key"], c["start"], c["end"], c["mappedFileSize"], c.get("sha256"))
+            (
+                c["node"],
+                c["key"],
+                c["start"],
+                c["end"],
+                c["mappedFileSize"],
+                c.get("sha256"),
+                message_epoch(c) if keeping else None,
+            )
             for c in chunks[i : i + CHUNKS_PER_JOB]
         ]
         n_parts = task_partitions(spark, len(rows))
         rows = deal(sorted(rows, key=lambda r: r[2] - r[3]), n_parts)  # largest first
-        tally.add(run_tasks(spark, rows, schema, n_parts, _check_partition(spec), SCAN_SCHEMA))
+        fn = _check_partition(spec)
+        out, kept = run_scan_tasks(spark, rows, schema, n_parts, fn, SCAN_SCHEMA, MESSAGE_KIND)
+        tally.add(out)
+        if kept is not None:
+            tally.messages.append(kept)
     return tally
+
+
+def message_epoch(chunk: dict) -> int | None:
+    """The epoch a master's chunk was shipped in (its messages are counted by ``delivery``);
+    None for a slave's (its copies are the same messages)."""
+    return None if chunk.get("role") == "SLAVE" else int(chunk["epoch"])
 
 
 @dataclass
@@ -250,6 +281,7 @@ class ScanTally:
     # (node, key, start, topic, queue_id, first_qo, last_qo)
     queues: list[tuple] = field(default_factory=list)
     commits: list[dict] = field(default_factory=list)  # offset commit records (commit_history)
+    messages: list = field(default_factory=list)  # RDDs of the delivery check's message rows
 
     def add(self, rows) -> ScanTally:
         for r in rows:
@@ -304,6 +336,7 @@ class IntegrityResult:
     faults: list[dict] = field(default_factory=list)  # archive faults the executors found
     checked_keys: set[str] = field(default_factory=set)  # chunks whose records were checked
     commits: list[dict] = field(default_factory=list)  # offset commit records read (3b)
+    messages: list | None = None  # the master chunks' message rows kept in Spark (or None)
 
 
 def judge(tally: ScanTally, chunks: list[dict]) -> IntegrityResult:
@@ -336,6 +369,7 @@ def judge(tally: ScanTally, chunks: list[dict]) -> IntegrityResult:
         list(tally.faults),
         checked,
         list(tally.commits),
+        list(tally.messages),
     )
 
 

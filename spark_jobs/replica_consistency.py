@@ -17,17 +17,24 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from contracts import audit_tables as T
 from contracts.errors import ArchiveError, CorruptRecordError, ObjectNotFoundError
 from contracts.object_store import StoreSpec
 from contracts.record.reader import decode_record, record_to_json
 from spark_jobs.archive_reader import executor_store
-from spark_jobs.log_integrity import SCAN_SCHEMA, chunk_rows, fault_row, scan_row
-from spark_jobs.session import deal, run_tasks, task_partitions
-from spark_jobs.views import split_windows
-from spark_jobs.witness import divergence_detail, merged_detail
+from spark_jobs.delivery import MESSAGE_KIND
+from spark_jobs.log_integrity import (
+    SCAN_SCHEMA,
+    chunk_rows,
+    fault_row,
+    message_epoch,
+    scan_row,
+)
+from spark_jobs.session import deal, has_context, run_scan_tasks, task_partitions
+from spark_jobs.views import covered, split_windows
+from spark_jobs.witness import divergence_detail, first_difference, merged_detail
 
 RANGE_SCHEMA = "pair string, start long, end long, verdict string, detail string"
 DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
@@ -100,17 +107,6 @@ def _start(seg: dict) -> int:
     return seg["start"]
 
 
-def _coverage(segs: list[dict], spans: list[tuple[int, int]]) -> list[bool]:
-    """For sorted sub-ranges cut at every boundary of ``segs`` (sorted, non-overlapping): is
-    each one inside a segment? One pass over both."""
-    out, i = [], 0
-    for a, b in spans:
-        while i < len(segs) and segs[i]["end"] <= a:
-            i += 1
-        out.append(i < len(segs) and segs[i]["start"] <= a and b <= segs[i]["end"])
-    return out
-
-
 def _piece_finder(pieces: list[tuple]):
     """``(a, b) -> (bytes, key, fault)`` like :func:`_slice`, for calls in ascending order (a
     moving index)."""
@@ -126,17 +122,6 @@ def _piece_finder(pieces: list[tuple]):
         )
 
     return at
-
-
-def first_difference(a: bytes, b: bytes) -> int:
-    """Index of the first differing byte of two unequal, equally long byte strings (memcmp by
-    64 KiB blocks, then byte by byte inside the block)."""
-    step = 1 << 16
-    for i in range(0, len(a), step):
-        x, y = a[i : i + step], b[i : i + step]
-        if x != y:
-            return i + next(k for k in range(len(x)) if x[k] != y[k])
-    raise ValueError("the byte strings are equal")
 
 
 def compare_window(
@@ -164,7 +149,7 @@ def compare_window(
     t1 = time.perf_counter()
     rows = []
     spans = list(zip(bounds, bounds[1:], strict=False))
-    m_cov, s_cov = _coverage(master, spans), _coverage(slave, spans)
+    m_cov, s_cov = covered(master, spans), covered(slave, spans)
     m_at, s_at = _piece_finder(m_pieces), _piece_finder(s_pieces)
     for (a, b), m_has, s_has in zip(spans, m_cov, s_cov, strict=True):
         if m_has and s_has:
@@ -198,6 +183,7 @@ def compare_window(
 WINDOW_COLUMNS = "pair string, start long, end long, check_node string, check_key string, "
 WINDOW_COLUMNS += "file_size long, check_sha256 string, "
 WINDOW_COLUMNS += "s_check_node string, s_check_key string, s_file_size long, s_check_sha256 string"
+WINDOW_COLUMNS += ", msg_epoch long"  # the master chunk's epoch: its messages for ``delivery``
 
 
 def _compare_partition(spec: StoreSpec, pairs: dict):
@@ -215,6 +201,7 @@ def _compare_partition(spec: StoreSpec, pairs: dict):
             s_key,
             s_file_size,
             s_sha256,
+            msg_epoch,
         ) in windows:
             master, slave = pairs[pair]
             ranges, m_pieces, s_pieces, (read_s, compare_s) = compare_window(
@@ -229,8 +216,9 @@ def _compare_partition(spec: StoreSpec, pairs: dict):
             if check_key is not None and m_pieces and m_pieces[0][2] is not None:
                 # the window is exactly one master chunk: check its sha256 and records on the
                 # bytes just read (each byte is read once)
+                data, size = m_pieces[0][2], int(file_size)
                 yield from chunk_rows(
-                    check_node, check_key, start, m_pieces[0][2], int(file_size), check_sha256
+                    check_node, check_key, start, data, size, check_sha256, msg_epoch
                 )
             if s_key is not None and s_pieces and s_pieces[0][2] is not None:
                 # ... and exactly one slave chunk too (the usual case when both nodes ship
@@ -316,6 +304,25 @@ class ScanResult:
     checked_keys: set[str]  # those chunks' keys
     read_s: float = 0.0  # wall seconds the tasks spent reading bytes, summed over windows
     compare_s: float = 0.0  # wall seconds comparing them, summed over windows
+    messages: list = field(default_factory=list)  # the checked master chunks' message rows
+
+
+def _window(k: str, a: int, b: int, c: dict | None, d: dict | None, keeping: bool) -> tuple:
+    """A window's ``WINDOW_COLUMNS``: ``c``/``d`` the master's/slave's chunk it checks."""
+    return (
+        k,
+        a,
+        b,
+        c and c["node"],
+        c and c["key"],
+        c and c["mappedFileSize"],
+        c and c.get("sha256"),
+        d and d["node"],
+        d and d["key"],
+        d and d["mappedFileSize"],
+        d and d.get("sha256"),
+        message_epoch(c) if c and keeping else None,
+    )
 
 
 def run_replica_consistency(
@@ -334,6 +341,7 @@ def run_replica_consistency(
     gets that chunk's sha256 and record checks (log integrity) in the same task, over the bytes
     read for the comparison: each chunk is checked once, on its own node's bytes."""
     pairs, windows, ends = {}, [], {}
+    keeping = has_context(spark)  # the master chunks' messages stay in Spark for ``delivery``
     slave_ends: dict[str, int] = {}
     taken: set[str] = set()
     spans = _spans(check_chunks or [])
@@ -357,29 +365,14 @@ def run_replica_consistency(
         checks = {} if master == slave else _checkable(m_view, mine, spans, master, taken)
         s_checks = {} if master == slave else _checkable(s_view, mine, spans, slave, taken)
         for k, a, b in mine:
-            c, d = checks.get((a, b)), s_checks.get((a, b))
-            windows.append(
-                (
-                    k,
-                    a,
-                    b,
-                    c and c["node"],
-                    c and c["key"],
-                    c and c["mappedFileSize"],
-                    c and c.get("sha256"),
-                    d and d["node"],
-                    d and d["key"],
-                    d and d["mappedFileSize"],
-                    d and d.get("sha256"),
-                )
-            )
+            windows.append(_window(k, a, b, checks.get((a, b)), s_checks.get((a, b)), keeping))
     if not windows:
         return ScanResult([], [], set())
     n = task_partitions(spark, len(windows))
     by_size = sorted(windows, key=lambda w: w[1] - w[2])  # largest first, dealt round-robin
-    out = run_tasks(
-        spark, deal(by_size, n), WINDOW_COLUMNS, n, _compare_partition(spec, pairs), SCAN_SCHEMA
-    )
+    fn = _compare_partition(spec, pairs)
+    rows = deal(by_size, n)
+    out, kept = run_scan_tasks(spark, rows, WINDOW_COLUMNS, n, fn, SCAN_SCHEMA, MESSAGE_KIND)
     rows = [
         (r["pair"], r["start"], r["end"], r["verdict"], r["detail"])
         for r in out
@@ -397,4 +390,5 @@ def run_replica_consistency(
         {r["key"] for r in check_rows if r["kind"] == "count"},
         sum(r["read_s"] for r in win),
         sum(r["compare_s"] for r in win),
+        [kept] if kept is not None else [],
     )

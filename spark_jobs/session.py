@@ -144,3 +144,34 @@ def run_tasks(spark, rows: list[tuple], schema: str, partitions: int, fn, out_sc
 
     df = rows_frame(spark, rows, schema, partitions)
     return [r.asDict() for r in df.mapInPandas(run, out_schema).collect()]
+
+
+def has_context(spark) -> bool:
+    """Whether the session has a SparkContext (RDDs; not on Spark Connect)."""
+    try:
+        return spark.sparkContext is not None
+    except Exception:  # Spark Connect
+        return False
+
+
+def run_tasks_keeping(spark, rows: list[tuple], partitions: int, fn, keep: str, columns):
+    """:func:`run_tasks` on a SparkContext, where ``fn`` also yields tuples whose first field
+    is ``keep``: those stay in Spark (the returned RDD, persisted memory-and-disk), the others
+    come back as dicts of ``columns``. The tasks run once: a later job over the kept RDD
+    reads what they cached (call ``unpersist`` when done)."""
+    from pyspark import StorageLevel
+
+    rdd = spark.sparkContext.parallelize(rows, partitions).mapPartitions(fn)
+    rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+    out = rdd.filter(lambda r, k=keep: r[0] != k).collect()
+    kept = rdd.filter(lambda r, k=keep: r[0] == k)
+    return [dict(zip(columns, r, strict=True)) for r in out], kept
+
+
+def run_scan_tasks(spark, rows, schema: str, partitions: int, fn, out_schema: str, keep: str):
+    """:func:`run_tasks_keeping` on a SparkContext (rows of kind ``keep`` stay in Spark: the
+    RDD), else :func:`run_tasks` (and None): ``(rows as dicts, kept RDD or None)``."""
+    if has_context(spark):
+        columns = [c.strip().split()[0] for c in out_schema.split(",")]
+        return run_tasks_keeping(spark, rows, partitions, fn, keep, columns)
+    return run_tasks(spark, rows, schema, partitions, fn, out_schema), None

@@ -129,3 +129,14 @@ def split_windows(m_view: list[dict], lo: int, hi: int, window_bytes: int) -> li
     if ws < hi:
         out.append((ws, hi))
     return out
+
+
+def covered(segs: list[dict], spans: list[tuple[int, int]]) -> list[bool]:
+    """For sorted sub-ranges cut at every boundary of ``segs`` (sorted, non-overlapping): is
+    each one inside a segment? One pass over both."""
+    out, i = [], 0
+    for a, b in spans:
+        while i < len(segs) and segs[i]["end"] <= a:
+            i += 1
+        out.append(i < len(segs) and segs[i]["start"] <= a and b <= segs[i]["end"])
+    return out

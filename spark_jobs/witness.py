@@ -13,6 +13,17 @@ import json
 WINDOW_BYTES = 64
 
 
+def first_difference(a: bytes, b: bytes) -> int:
+    """Index of the first differing byte of two unequal, equally long byte strings (memcmp by
+    64 KiB blocks, then byte by byte inside the block)."""
+    step = 1 << 16
+    for i in range(0, len(a), step):
+        x, y = a[i : i + step], b[i : i + step]
+        if x != y:
+            return i + next(k for k in range(len(x)) if x[k] != y[k])
+    raise ValueError("the byte strings are equal")
+
+
 def differing_bytes(a: bytes, b: bytes) -> int:
     """How many positions of two equally long byte strings differ."""
     try:

@@ -42,12 +42,14 @@ class OffsetLogApplier:
 
     def catch_up(self) -> int:
         """Apply the visible records not applied yet; returns how many were applied."""
-        limit = self.visible_end()
         top = self.store.get_max_offset_in_queue(OFFSETS_TOPIC, OFFSETS_QUEUE_ID)
         if self.next_queue_offset > top:  # the log was truncated under us (a rejoining master)
             self.next_queue_offset = top
         lowest = self.store.get_min_offset_in_queue(OFFSETS_TOPIC, OFFSETS_QUEUE_ID)
         self.next_queue_offset = max(self.next_queue_offset, lowest)
+        if self.next_queue_offset >= top:
+            return 0  # nothing new: the periodic round costs two lookups, no HA status
+        limit = self.visible_end()  # once per round (HAService.status walks the slaves)
         done = 0
         while self.next_queue_offset < top:
             res = self.store.get_message(
@@ -60,14 +62,14 @@ class OffsetLogApplier:
                 end = rec.stored_physical_offset + rec.total_size
                 if limit is not None and end > limit:
                     return done
-                self._apply(rec)
+                self._apply(rec, slave=limit is None)
                 self.log_offset = end
                 self.next_queue_offset += 1
                 self.store.consumer_offsets.log_position = (end, self.next_queue_offset)
                 done += 1
         return done
 
-    def _apply(self, rec) -> None:
+    def _apply(self, rec, slave: bool) -> None:
         try:
             c = parse_record(rec)
         except (OffsetRecordError, CorruptRecordError) as exc:
@@ -75,7 +77,6 @@ class OffsetLogApplier:
             log.error("offset record at %d not applied: %s", rec.stored_physical_offset, exc)
             return
         offsets = self.store.consumer_offsets
-        slave = self.visible_end() is None
         for queue_id, offset in c.offsets.items():
             before = offsets.query(c.group, c.topic, queue_id)
             offsets.apply_logged(c.group, c.topic, queue_id, offset, reset=c.is_reset)

@@ -11,6 +11,7 @@ from html import escape
 
 from contracts import audit_tables as at
 from expectations.evidence import plots
+from expectations.evidence.accounting import delivery_section, offsets_with_coverage
 from expectations.evidence.checks import check_views, run_status, why
 from expectations.evidence.model import (
     DATA_DOCS_INDEX,
@@ -18,7 +19,7 @@ from expectations.evidence.model import (
     VERDICT_NAME,
     RunEvidence,
 )
-from expectations.evidence.sections import SECTIONS
+from expectations.evidence.sections import SECTIONS as CHECK_SECTIONS
 from expectations.evidence.svg import fmt_time_ms
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -26,6 +27,12 @@ STATUS_LABEL = {
     at.RUN_PASSED: "PASSED",
     at.RUN_FAILED: "FAILED",
     at.RUN_NO_EVIDENCE: "NO EVIDENCE",
+}
+#: each check's section of the page (check 4 with its coverage cell, the delivery accounting)
+SECTIONS = {
+    **CHECK_SECTIONS,
+    at.OFFSET_MONOTONICITY: offsets_with_coverage,
+    at.DELIVERY: delivery_section,
 }
 CHECK_LABEL = {at.STATUS_PASS: "PASS", at.STATUS_FAIL: "FAIL", at.STATUS_NO_EVIDENCE: "NO EVIDENCE"}
 

@@ -67,3 +67,25 @@ def test_bench_broker_with_committing_groups_compares_the_offset_log() -> None:
         assert run["commits"] == 2 * 8 * run["commit_rounds"] > 0 and run["commits_failed"] == 0
         assert run["p99_commit_ms"] >= run["p50_commit_ms"] > 0
     assert fig["on_vs_off"] > 0
+
+
+def test_offset_log_comparison_alternates_sides_and_takes_medians() -> None:
+    """ABBA order (a load that changes over the runs falls on both sides), medians of msgs/s,
+    the broker's CPU per message compared as capacity (off/on)."""
+    from tools.bench.broker import compare_offset_log
+
+    order: list[bool] = []
+    rates = iter([100.0, 90.0, 80.0, 70.0, 60.0, 50.0])
+
+    def one_run(on: bool) -> dict:
+        order.append(on)
+        rate = next(rates)
+        cpu = 50.0 if on else 40.0
+        return {"msgs_per_s": rate, "broker_cpu_us_per_msg": cpu, "failed": 0, "sent": 5}
+
+    fig = compare_offset_log(lambda on: {**one_run(on), "consumed": 5}, 3)
+    assert order == [False, True, True, False, False, True]
+    # off: 100, 70, 60 -> 70; on: 90, 80, 50 -> 80
+    assert fig["msgs_per_s_median"] == {"off": 70.0, "on": 80.0}
+    assert fig["on_vs_off"] == round(80 / 70, 3) and fig["cpu_on_vs_off"] == 0.8
+    assert fig["msgs_per_s"] == 80.0 and fig["sent"] == 30 and len(fig["offsetLog"]["on"]) == 3

@@ -77,6 +77,17 @@ def test_passing_report(ctx, root):
     assert "SLAVE \u2192 SYNC_MASTER (epoch 2)" in lag.text_content()
     assert "epoch 2 (broker-a-1)" in page.locator('svg[data-plot="offsets"]').first.text_content()
     _assert_plots_drawn(page, "passing")
+    # check 4's coverage cell: a row per consumer group, on screen and inside the page's width
+    coverage = page.locator("#offset-coverage table.coverage")
+    assert coverage.is_visible()
+    g1 = coverage.locator("tbody tr", has_text="g1")
+    assert g1.locator("td").nth(1).inner_text() == "every commit record"
+    assert g1.locator("td").last.inner_text() == "0 ms"
+    assert page.inner_text("#offset-coverage strong.blind") == "1 min"
+    box = page.locator("#offset-coverage").bounding_box()
+    assert box and box["x"] + box["width"] <= page.viewport_size["width"]
+    delivery = page.locator("#check-delivery table.delivery")
+    assert delivery.is_visible() and "39" in delivery.inner_text()
 
 
 def test_failing_report_shows_the_witnesses(ctx, root):

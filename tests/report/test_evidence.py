@@ -233,3 +233,49 @@ def test_snapshots_are_read_evenly_spaced_past_the_bound(store, monkeypatch):
         gaps = {b - a for a, b in zip(taken, taken[1:], strict=False)}
         assert max(gaps) <= 2 * min(gaps) + runs.STEP_MS
     assert any("the lag plot reads 5 of them, evenly spaced" in n for n in ev.archive_notes)
+
+
+def _coverage_rows(html: str) -> dict[str, list[str]]:
+    cell_html = re.search(r'<div id="offset-coverage">(.*?)</div></div>', html).group(1)
+    out = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", cell_html.split("<tbody>")[1]):
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        out[cells[0]] = cells[1:]
+    return out
+
+
+def test_offsets_section_states_each_groups_coverage(store):
+    """The coverage cell: per consumer group the evidence judged, queues, points, the time
+    covered and the largest unobserved window (0 with records, the snapshot gap, unknown)."""
+    html = _page(store, "passing")
+    rows = _coverage_rows(html)
+    assert rows["g1"] == ["every commit record", "2", "42", "2026-09-21 14:13:20.000Z",
+                          "2026-09-21 14:15:20.000Z", "2 min", "0 ms"]  # fmt: skip
+    assert rows["g2"][0] == "consumerOffset.json snapshots" and rows["g2"][-1] == "1 min"
+    assert rows["&lt;g3&gt;"][-1] == "unknown (one snapshot alone saw it)"  # escaped
+    assert "<g3>" not in html
+    blind = re.search(r'<strong class="blind">([^<]*)</strong>', html).group(1)
+    assert blind == "1 min"
+    # the cell sits in check 4's section, before its witnesses
+    section = html.split('id="check-offset_monotonicity"')[1].split("</section>")[0]
+    assert 'id="offset-coverage"' in section
+
+
+def test_delivery_section_shows_the_run_as_openchaos_does(store):
+    html = _page(store, "failing")
+    section = html.split('id="check-delivery"')[1].split("</section>")[0]
+    counts = re.search(r'<table class="counts delivery">.*?<tbody>(.*?)</tbody>', section)
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", counts.group(1)) == ["4000", "1", "39", "0"]
+    assert "AC1100" in section and "3 s" in section and "T/0" in section
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [(0, "0 ms"), (999, "999 ms"), (1_000, "1 s"), (12_500, "12.5 s"), (60_000, "1 min"),
+     (250_000, "4 min 10 s"), (7_200_000, "2 h"), (12_000_000, "3 h 20 min"), (None, "-"),
+     (-1, "-")],
+)  # fmt: skip
+def test_durations_read_as_words(ms, text):
+    from expectations.evidence.accounting import fmt_duration_ms
+
+    assert fmt_duration_ms(ms) == text

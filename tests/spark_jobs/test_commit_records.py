@@ -66,11 +66,13 @@ def test_every_commit_is_judged_with_its_witness(spark, tmp_path, stores) -> Non
     assert groups["g1"] == {
         "evidence": "records",
         "points": 6,
+        "queues": 2,
         "coveredFromMs": 1_000_010,
         "coveredToMs": 5_000_010,
         "blindWindowMs": 0,
     }
     assert groups["g2"]["evidence"] == "snapshots" and groups["g2"]["blindWindowMs"] == 60_000
+    assert groups["g2"]["queues"] == 1
     assert v["offsets"]["blindWindowMs"] == 60_000
     root = tmp_path / "archive" / "audits" / v["runId"]
     assert json.loads((root / "verdict.json").read_text())["offsets"] == v["offsets"]
@@ -86,3 +88,27 @@ def test_every_commit_is_judged_with_its_witness(spark, tmp_path, stores) -> Non
     assert {e["uniqKey"]: e["copies"] for e in d["duplicateExamples"]} == {"U1": 2, "U4": 2}
     delivery = next(c for c in v["checks"] if c["name"] == "delivery")
     assert delivery["status"] == "pass" and "2 duplicated" in delivery["detail"]
+
+
+def test_a_regression_between_two_incremental_runs_is_found_by_the_second(spark, tmp_path) -> None:
+    """The first run judges commits up to 9 and passes; the state carries each queue's last
+    commit record, so the second run (which reads only the new chunks and the last verified
+    one again, orders only) finds 9 -> 4 with the first run's record as witness, and nothing twice."""
+    path = tmp_path / "m"
+    msgs = [order(0), commit("g1", {0: 3}), order(1), commit("g1", {0: 9})]
+    first = write_store(path, msgs + [order(i) for i in range(2, 10)])  # chunks of orders after
+    archive = Archive(tmp_path / "archive")
+    archive.ship(path, "a-0", "SYNC_MASTER", 0, chunk=700)
+    opts = AuditOptions(spec=archive.spec, cluster=CLUSTER, broker_name=GROUP, incremental=True)
+    v1 = run_audit(spark, opts)["groupVerdicts"][0]
+    assert v1["passed"] and v1["offsets"]["records"] == 2
+    state = json.loads(archive.store.get(f"v1/{CLUSTER}/{GROUP}/_audit/state.json"))
+    assert state["commitPoints"]["g1@orders@0"]["value"] == 9
+    second = write_store(path, [order(10), commit("g1", {0: 4}), order(11)], 2_000_000)
+    archive.ship(path, "a-0", "SYNC_MASTER", 0, chunk=700)
+    v2 = run_audit(spark, opts)["groupVerdicts"][0]
+    (got,) = v2["findings"]["offset_violations"]
+    assert (got["evidence"], got["before"], got["after"]) == ("records", 9, 4)
+    assert got["log_offset_before"] == first[3].wrote_offset
+    assert got["log_offset_after"] == second[1].wrote_offset
+    assert v2["offsets"]["records"] == 1  # the re-read record of 9 is not judged again

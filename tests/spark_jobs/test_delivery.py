@@ -66,3 +66,45 @@ def test_the_check_counts_and_fails_only_past_a_threshold() -> None:
     empty = delivery_doc(duplicates_of([]), {}, lost=0)
     assert delivery_check(empty, None, None).status == T.STATUS_PASS  # informational
     assert delivery_check(empty, 0, None).status == T.STATUS_NO_EVIDENCE
+
+
+def _kept_summary(rows: list[tuple], parts: int) -> dict:
+    """What :func:`duplicates_kept` computes, with Python standing in for Spark's shuffle:
+    rows keyed, merged per key, the keys dealt over ``parts`` reduce partitions."""
+    from spark_jobs.delivery import MESSAGE_KIND, _keyed, _merge, _summaries, summarize
+
+    merged: dict = {}
+    for key, v in _keyed([(MESSAGE_KIND, *r) for r in rows]):
+        merged[key] = _merge(merged[key], v) if key in merged else v
+    items = sorted(merged.items(), key=str)
+    out = [x for p in range(parts) for x in _summaries(items[p::parts])]
+    enqueued: Counter = Counter()
+    for kind, v in out:
+        if kind == "enqueued":
+            enqueued.update(v)
+    return summarize(dict(enqueued), [v for kind, v in out if kind == "dup"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(sends, st.integers(1, 4))
+def test_the_shared_pass_counts_as_the_reference_does(plan, parts) -> None:
+    """The message rows the chunk tasks keep, grouped by key over any number of reduce
+    partitions, give the document :func:`duplicates_of` gives (a chunk shipped twice too)."""
+    rows = list(message_rows(_chunk(plan), 0, 0, "k"))
+    rows += list(message_rows(_chunk(plan), 0, 0, "k-again"))
+    assert _kept_summary(rows, parts) == duplicates_of(rows)
+
+
+def test_duplicates_kept_in_spark_from_two_jobs(spark) -> None:
+    """Rows of two persisted RDDs (the comparison job's and log integrity's) counted as one
+    set; the RDDs are unpersisted."""
+    from spark_jobs.delivery import MESSAGE_KIND, duplicates_kept
+
+    plan = [("A", 1), ("B", 2), ("A", 1), ("commit", 3), ("A", 3), ("B", 2), ("A", 1)]
+    rows = [(MESSAGE_KIND, *r) for r in message_rows(_chunk(plan), 0, 0, "k")]
+    sc = spark.sparkContext
+    kept = [sc.parallelize(rows[:3], 2).cache(), sc.parallelize(rows[3:], 1).cache()]
+    got = duplicates_kept(spark, kept)
+    assert got == duplicates_of([r[1:] for r in rows])
+    assert (got["enqueued"], got["duplicated"]) == (6, 3)
+    assert not any(r.is_cached for r in kept)

@@ -50,6 +50,8 @@ from broker.archive.sources import StoreDirSource
 from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
 from contracts.object_store import StoreSpec, open_store
+from contracts.offset_commits.builder import commit_message
+from contracts.offset_commits.model import OffsetCommit
 from contracts.record.model import Message
 from tools.localcluster import child_pids, process_cpu_s
 from tools.s3server import S3Server
@@ -60,10 +62,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--gib", type=float, default=1.0, help="log size per node (GiB)")
     p.add_argument("--body-bytes", type=int, default=1024)
     p.add_argument("--spark-master", default=None)
+    p.add_argument(
+        "--commit-every",
+        type=int,
+        default=0,
+        help="also store an offset commit record of 256 queues (DESIGN.md 3b) every N "
+        "messages, as offsetCommitThroughLog does (0: none)",
+    )
     p.set_defaults(func=run)
 
 
-def build_archive(workdir: str, server: S3Server, gib: float, body_bytes: int) -> dict:
+def build_archive(
+    workdir: str, server: S3Server, gib: float, body_bytes: int, commit_every: int = 0
+) -> dict:
     store_dir = os.path.join(workdir, "store")
     cfg = BrokerConfig(store_path_root_dir=store_dir, mapped_file_size_commit_log=128 << 20)
     ms = MessageStore.open(cfg)
@@ -73,6 +84,18 @@ def build_archive(workdir: str, server: S3Server, gib: float, body_bytes: int) -
     while ms.max_phy_offset < target:
         ms.put_message(Message("BenchTopic", body, queue_id=n % 8, properties={"TAGS": "b"}))
         n += 1
+        if commit_every and n % commit_every == 0:  # 4 groups take turns, every queue rises
+            rnd = n // commit_every
+            c = OffsetCommit(
+                "commit",
+                f"bench-{rnd % 4}",
+                "BenchCommits",
+                {q: rnd for q in range(256)},
+                0,
+                rnd,
+                "127.0.0.1:1",
+            )
+            ms.put_message(commit_message(c))
     end = ms.max_phy_offset
     ms.shutdown()
     server.create_bucket("bench")
@@ -277,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
     server = S3Server.start()
     try:
         t0 = time.perf_counter()
-        built = build_archive(workdir, server, args.gib, args.body_bytes)
+        built = build_archive(workdir, server, args.gib, args.body_bytes, args.commit_every)
         build_s = time.perf_counter() - t0
         # the better of two runs each (the first pays for connections and cold buffers), as
         # the audit's figure is its second, warm run
@@ -306,6 +329,7 @@ def run(args: argparse.Namespace) -> int:
             {
                 "bench": "audit",
                 "gib_per_node": args.gib,
+                "commit_every": args.commit_every,
                 "log_bytes_per_node": built["log_bytes"],
                 "records_checked": records,
                 "records_by_identity": by_identity,
