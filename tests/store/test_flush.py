@@ -10,7 +10,7 @@ from broker.store.flush import FlushRealTimeService, GroupCommitService
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageResult, PutMessageStatus
 from contracts.record.model import Message
-from tests.support.aio import run_async
+from tests.support.aio import async_test, run_async
 from tests.support.waiting import wait_for
 
 
@@ -105,10 +105,10 @@ def test_async_flusher_ticks_with_an_injected_clock() -> None:
     assert calls[-1] == 4
 
 
-def test_async_flusher_runs_by_ticks_of_a_driven_clock(driven_clock) -> None:
+@async_test
+async def test_async_flusher_runs_by_ticks_of_a_driven_clock(driven_clock) -> None:
     """The flusher's thread waits on the clock: each interval of driven time is one round (the
     round's decision reads the same clock), and a stop ends the thread."""
-    import asyncio
 
     from tests.support.waiting import wait_for
 
@@ -121,18 +121,15 @@ def test_async_flusher_runs_by_ticks_of_a_driven_clock(driven_clock) -> None:
         clock=driven_clock,
     )
 
-    async def main() -> None:
-        svc.start()
-        try:
-            await driven_clock.advance(500)
-            await wait_for(lambda: calls == [4], 5000, what="the round at 500 ms")
-            await driven_clock.advance(500)
-            await wait_for(lambda: calls == [4, 0], 5000, what="the thorough round at 1000 ms")
-        finally:
-            svc.shutdown()
-        assert not svc._thread.is_alive() and calls[-1] == 0  # the final flush at shutdown
-
-    asyncio.run(main())
+    svc.start()
+    try:
+        await driven_clock.advance(500)
+        await wait_for(lambda: calls == [4], 5000, what="the round at 500 ms")
+        await driven_clock.advance(500)
+        await wait_for(lambda: calls == [4, 0], 5000, what="the thorough round at 1000 ms")
+    finally:
+        svc.shutdown()
+    assert not svc._thread.is_alive() and calls[-1] == 0  # the final flush at shutdown
 
 
 def test_async_flush_respects_least_pages(open_store) -> None:
