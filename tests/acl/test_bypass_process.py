@@ -18,6 +18,7 @@ from broker.remoting.command import RemotingCommand
 from contracts.record.ids import parse_message_id
 from tests.acl.acl_files import GROUP, TOPIC, acl_broker_conf, admin, user
 from tests.acl.helpers import send_v2
+from tests.support.aio import async_test
 from tools.localcluster import LocalProcess, free_port, start_broker, write_broker_conf
 
 SECRET = "SecretTopic"  # the user account has no permission on it (defaultTopicPerm DENY)
@@ -90,29 +91,27 @@ def acl_broker(tmp_path):
         proc.stop()
 
 
-def test_batch_send_with_a_v1_header_is_held_to_the_acl(acl_broker):
+@async_test
+async def test_batch_send_with_a_v1_header_is_held_to_the_acl(acl_broker):
     addr = acl_broker.addr
 
-    async def main():
-        for topic in (TOPIC, SECRET):
-            assert (await _call(addr, _create(topic), admin())).code == ResponseCode.SUCCESS
-        for topic in (SECRET, "NewTopicB", "SCHEDULE_TOPIC_XXXX", "TBW102", "RMQ_SYS_TRACE"):
-            resp = await _call(addr, _batch_v1(topic), user())
-            assert resp.code == ResponseCode.NO_PERMISSION, (topic, resp.code, resp.remark)
-        # a V2 field the guard might read beside the V1 one the handler writes: they agree
-        both = _batch_v1(SECRET, {"b": TOPIC, "e": 0})
-        ok = await _call(addr, both, user())
-        assert ok.code == ResponseCode.SUCCESS, ok.remark
-        both = _batch_v1(TOPIC, {"b": SECRET, "e": 0})
-        assert (await _call(addr, both, user())).code == ResponseCode.NO_PERMISSION
-        assert (await _call(addr, _batch_v1(TOPIC), user())).code == ResponseCode.SUCCESS
-        assert await _max_offset(addr, SECRET) == 0
-        assert await _max_offset(addr, TOPIC) == 2
-        topics = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)
-        table = (await _call(addr, topics, admin())).body.decode()
-        assert "NewTopicB" not in table
-
-    asyncio.run(main())
+    for topic in (TOPIC, SECRET):
+        assert (await _call(addr, _create(topic), admin())).code == ResponseCode.SUCCESS
+    for topic in (SECRET, "NewTopicB", "SCHEDULE_TOPIC_XXXX", "TBW102", "RMQ_SYS_TRACE"):
+        resp = await _call(addr, _batch_v1(topic), user())
+        assert resp.code == ResponseCode.NO_PERMISSION, (topic, resp.code, resp.remark)
+    # a V2 field the guard might read beside the V1 one the handler writes: they agree
+    both = _batch_v1(SECRET, {"b": TOPIC, "e": 0})
+    ok = await _call(addr, both, user())
+    assert ok.code == ResponseCode.SUCCESS, ok.remark
+    both = _batch_v1(TOPIC, {"b": SECRET, "e": 0})
+    assert (await _call(addr, both, user())).code == ResponseCode.NO_PERMISSION
+    assert (await _call(addr, _batch_v1(TOPIC), user())).code == ResponseCode.SUCCESS
+    assert await _max_offset(addr, SECRET) == 0
+    assert await _max_offset(addr, TOPIC) == 2
+    topics = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)
+    table = (await _call(addr, topics, admin())).body.decode()
+    assert "NewTopicB" not in table
 
 
 def test_batch_send_with_a_v1_header_cannot_reach_system_topics_without_acl(tmp_path):
@@ -146,24 +145,22 @@ def _send_back(offset: int, origin_topic: str, delay_level: int = -1) -> Remotin
     )
 
 
-def test_send_back_copies_only_a_message_of_the_origin_topic(acl_broker):
+@async_test
+async def test_send_back_copies_only_a_message_of_the_origin_topic(acl_broker):
     addr = acl_broker.addr
     dlq = f"%DLQ%{GROUP}"
 
-    async def main():
-        for topic in (TOPIC, SECRET):
-            assert (await _call(addr, _create(topic), admin())).code == ResponseCode.SUCCESS
-        secret = await _call(addr, send_v2(SECRET, b"the secret"), admin())
-        assert secret.code == ResponseCode.SUCCESS, secret.remark
-        secret_offset = parse_message_id(secret.ext_fields["msgId"])[2]
-        stolen = await _call(addr, _send_back(secret_offset, TOPIC), user())
-        assert stolen.code == ResponseCode.NO_PERMISSION, stolen.remark
-        assert "not a message of topic" in stolen.remark
-        assert await _max_offset(addr, dlq) == 0
-        mine = await _call(addr, send_v2(TOPIC, b"mine"), user())
-        mine_offset = parse_message_id(mine.ext_fields["msgId"])[2]
-        back = await _call(addr, _send_back(mine_offset, TOPIC), user())
-        assert back.code == ResponseCode.SUCCESS, back.remark
-        assert await _max_offset(addr, dlq) == 1
-
-    asyncio.run(main())
+    for topic in (TOPIC, SECRET):
+        assert (await _call(addr, _create(topic), admin())).code == ResponseCode.SUCCESS
+    secret = await _call(addr, send_v2(SECRET, b"the secret"), admin())
+    assert secret.code == ResponseCode.SUCCESS, secret.remark
+    secret_offset = parse_message_id(secret.ext_fields["msgId"])[2]
+    stolen = await _call(addr, _send_back(secret_offset, TOPIC), user())
+    assert stolen.code == ResponseCode.NO_PERMISSION, stolen.remark
+    assert "not a message of topic" in stolen.remark
+    assert await _max_offset(addr, dlq) == 0
+    mine = await _call(addr, send_v2(TOPIC, b"mine"), user())
+    mine_offset = parse_message_id(mine.ext_fields["msgId"])[2]
+    back = await _call(addr, _send_back(mine_offset, TOPIC), user())
+    assert back.code == ResponseCode.SUCCESS, back.remark
+    assert await _max_offset(addr, dlq) == 1
