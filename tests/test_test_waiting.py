@@ -25,8 +25,6 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("controller/test_archiver.py", "deadline loop"): (1, "to move to wait_for"),
     ("controller/test_process.py", "deadline loop"): (2, "to move to wait_for"),
     ("node/conftest.py", "deadline loop"): (1, "to move to wait_for"),
-    ("node/test_end_to_end.py", "deadline loop"): (1, "to move to wait_for"),
-    ("node/test_processors.py", "deadline loop"): (1, "to move to wait_for"),
     ("node/test_schedule.py", "deadline loop"): (1, "to move to wait_for"),
     ("node/test_sendback.py", "deadline loop"): (2, "to move to wait_for"),
 }
