@@ -75,21 +75,37 @@ def walk_in_place(
     (the records before it are good). ``on_record`` sees ``decode``'s result for every taken
     message (not the BLANK).
     """
+    if on_record is not None and decode is None:
+        raise ValueError("on_record sees what decode extracts: pass a decode")
     unpack = PREFIX.unpack_from
     blank, magics, least, view_len = MAGIC_BLANK, MAGICS, _MIN_RECORD, len(view)
     stop = pos + budget if budget is not None else limit
+    inspect = decode is not None or check_offset
     n, last = 0, -1
-    while pos + 4 <= limit:
-        if pos + 8 > limit:  # a TOTALSIZE but no room for a MAGICCODE
-            if view[pos : pos + 4] == b"\0\0\0\0":
-                break
-            if partial_is_end:
-                break
-            return pos, n, last, _named(view, pos, base_offset, limit, source)
+    while pos + 8 <= limit:
         total, magic = unpack(view, pos)
-        if total == 0:
-            break
         end = pos + total
+        if magic in magics and least <= total and end <= limit:  # a plain message frame
+            if end > stop and (n or not take_first):
+                return pos, n, last, "budget"
+            if inspect:
+                why = _inspect(
+                    view,
+                    pos,
+                    base_offset,
+                    limit,
+                    decode,
+                    on_record,
+                    check_offset,
+                    check_crc,
+                    source,
+                )
+                if why is not None:
+                    return pos, n, last, why
+            n, last, pos = n + 1, pos, end
+            continue
+        if total == 0:  # zero bytes: the end of the written data
+            return pos, n, last, "end"
         ok = 8 <= total if magic == blank else (magic in magics and least <= total)
         if not ok or end > limit:
             if ok and partial_is_end and end <= view_len:
@@ -97,29 +113,36 @@ def walk_in_place(
             return pos, n, last, _named(view, pos, base_offset, limit, source)
         if end > stop and (n or not take_first):
             return pos, n, last, "budget"
-        if magic == blank:
-            if file_end is not None and end != file_end:
-                why = f"BLANK record at {base_offset + pos} not at the file end"
-                return pos, n, last, CorruptRecordError(source, base_offset + pos, why)
-            return end, n + 1, last, "blank"
-        rec = None
-        if decode is not None:
-            try:
-                rec = decode(view, pos, base_offset, limit, source)
-            except CorruptRecordError as exc:
-                return pos, n, last, exc
-        if check_offset:
-            (stored,) = I64.unpack_from(view, pos + OFFSET_PHYSICALOFFSET)
-            if stored != base_offset + pos:
-                why = f"record at {base_offset + pos} says it is at {stored}"
-                return pos, n, last, CorruptRecordError(source, base_offset + pos, why)
-        if check_crc and not rec.crc_ok:
-            why = f"body CRC mismatch at {base_offset + pos}"
+        if file_end is not None and end != file_end:
+            why = f"BLANK record at {base_offset + pos} not at the file end"
             return pos, n, last, CorruptRecordError(source, base_offset + pos, why)
-        if on_record is not None:
-            on_record(rec)
-        n, last, pos = n + 1, pos, end
+        return end, n + 1, last, "blank"
+    if pos + 4 <= limit and not partial_is_end and view[pos : pos + 4] != b"\0\0\0\0":
+        # a TOTALSIZE but no room for a MAGICCODE before the limit
+        return pos, n, last, _named(view, pos, base_offset, limit, source)
     return pos, n, last, "end"
+
+
+def _inspect(view, pos, base_offset, limit, decode, on_record, check_offset, check_crc, source):
+    """The checks past the frame (decodes; at its own offset; its CRC), then ``on_record``;
+    None when the record is valid in place, else why not."""
+    rec = None
+    if decode is not None:
+        try:
+            rec = decode(view, pos, base_offset, limit, source)
+        except CorruptRecordError as exc:
+            return exc
+    if check_offset:
+        (stored,) = I64.unpack_from(view, pos + OFFSET_PHYSICALOFFSET)
+        if stored != base_offset + pos:
+            why = f"record at {base_offset + pos} says it is at {stored}"
+            return CorruptRecordError(source, base_offset + pos, why)
+    if check_crc and not rec.crc_ok:
+        why = f"body CRC mismatch at {base_offset + pos}"
+        return CorruptRecordError(source, base_offset + pos, why)
+    if on_record is not None:
+        on_record(rec)
+    return None
 
 
 def walk_valid(
