@@ -12,21 +12,24 @@ with numba (``_walk_nb``, when numba is installed), the NumPy scan (``_walk_np``
 Python (``_walk_py``); each hands anything unusual to the next and finally to the full decoder
 (``check_slow``), which names every issue. The fastest available is picked at import.
 
-The other readers of records in place walk with the same decoder, from here:
+The other readers of records in place share one walk, :func:`walk_in_place`
+(:mod:`contracts._walk_valid`): one loop and one "valid in place" predicate (a plain frame that
+decodes; at its own physical offset, BLANK only at the file end and the body CRC when asked),
+what to extract per record being its ``decode`` parameter:
 
-- ``walk_valid`` / ``valid_step`` (:mod:`contracts._walk_valid`): records valid in place, one
-  file at a time, stopping at the first that is not (why named): the store's recovery (torn
+- ``walk_valid`` / ``valid_step``: the full decoder, every check: the store's recovery (torn
   tail vs damage, checkCRCOnRecover), its file scan and ``haproof store repair``;
-- ``walk_records`` / ``scan_frames`` / ``store_timestamp`` (:mod:`contracts._walk_frames`): the
-  archive shipper's record scan (framing and body CRC, no host or properties decoding) and its
-  frame chain by TOTALSIZE and MAGIC.
+- ``record_scanner()`` (:mod:`contracts._scan_record`): the archive shipper's scan of a store
+  directory (framing and body CRC, no host or properties decoding; CRC failures are reported,
+  not stops), and no decoding at all for a live node's own, trusted bytes (frames chained by
+  TOTALSIZE and MAGIC; ``store_timestamp`` reads the one field it needs).
 """
 
 from __future__ import annotations
 
-from contracts._walk_frames import ScannedRecord, scan_frames, store_timestamp, walk_records
+from contracts._scan_record import ScannedRecord, record_scanner, store_timestamp
 from contracts._walk_py import check_chunk_py, check_slow
-from contracts._walk_valid import valid_step, walk_valid
+from contracts._walk_valid import valid_step, walk_in_place, walk_valid
 
 try:
     from contracts import _walk_nb as fastscan
@@ -42,10 +45,10 @@ __all__ = [
     "check_chunk_np",
     "check_chunk_py",
     "check_slow",
-    "scan_frames",
+    "record_scanner",
     "store_timestamp",
     "valid_step",
-    "walk_records",
+    "walk_in_place",
     "walk_valid",
 ]
 

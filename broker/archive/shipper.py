@@ -23,7 +23,12 @@ from broker.clock import SYSTEM_CLOCK
 from contracts import archive_layout as layout
 from contracts.errors import ArchiveConflictError, ArchiveError, CorruptRecordError
 from contracts.object_store import ObjectStore
-from contracts.record_walk import scan_frames, store_timestamp, walk_records
+from contracts.record_walk import (
+    ScannedRecord,
+    record_scanner,
+    store_timestamp,
+    walk_in_place,
+)
 
 log = logging.getLogger(__name__)
 
@@ -236,65 +241,38 @@ class Shipper:
             self.id.epoch if epoch is None else epoch,
             self.id.role if role is None else role,
         )
-        if source.framing_trusted:
-            self._ship_framed(source, out)
-        else:
-            self._ship_walked(source, out)
+        self._ship_records(source, out)
         out.flush()
         return out.result
 
-    def _ship_walked(self, source: CommitLogSource, out: _Chunks) -> None:
-        """Decode every record on the way: CRC failures and queue max offsets are reported."""
-        result = out.result
-        qmax = result.queue_max_offsets
+    def _ship_records(self, source: CommitLogSource, out: _Chunks) -> None:
+        """Chunks cut at record boundaries by the one record walk, ``chunk_max_bytes`` at most
+        (one larger record alone). A store directory's records are decoded on the way (framing
+        and body CRC: CRC failures and queue max offsets are reported); a source whose writer
+        framed its records (``framing_trusted``, a live node's) is chained by TOTALSIZE and
+        MAGIC with first and last store timestamps read from two records: a few Python steps
+        per record instead of a decode (its archiver shares the interpreter with the send path).
+        """
+        trusted = source.framing_trusted
+        on_record = None if trusted else self._noter(out)
+        decode = None if trusted else record_scanner()
         offset = out.start
         while offset < out.end_limit:
             file_start, view, limit, rel = _window(source, offset, out.end_limit)
-            seg_from = rel  # the records walked since the last copy start here
-            closed = False
-            try:
-                for rec in walk_records(view, file_start, rel, limit, _name(source)):
-                    if out.length and out.length + rec.total_size > self.chunk_max_bytes:
-                        out.add(view[seg_from : offset - file_start])
-                        seg_from = offset - file_start
-                        out.flush()
-                    out.note(1, rec.total_size)
-                    offset = rec.end
-                    if rec.is_blank:
-                        closed = True
-                        continue
-                    if not rec.crc_ok:
-                        log.warning("body CRC mismatch at %d: shipped as is", rec.physical_offset)
-                        result.crc_failures.append(rec.physical_offset)
-                    out.timestamps(rec.store_timestamp, rec.store_timestamp)
-                    q = qmax.setdefault(rec.topic, {})
-                    q[str(rec.queue_id)] = max(q.get(str(rec.queue_id), 0), rec.queue_offset + 1)
-            except CorruptRecordError as exc:
-                result.stopped_by = exc
-                closed = False
-            out.add(view[seg_from : offset - file_start])
-            if not closed:
-                return  # the written log ends inside this file (or at a bad record)
-
-    def _ship_framed(self, source: CommitLogSource, out: _Chunks) -> None:
-        """For a source whose writer framed its records (``framing_trusted``): the same chunks,
-        cut at record boundaries found by chaining TOTALSIZE, with first and last store
-        timestamps read from two records; a few Python steps per record instead of a decode
-        (a live node's archiver thread shares the interpreter with its send path)."""
-        offset = out.start
-        while offset < out.end_limit:
-            file_start, view, limit, rel = _window(source, offset, out.end_limit)
-            end, n, last, why = scan_frames(
+            end, n, last, why = walk_in_place(
                 view,
-                file_start,
                 rel,
-                limit,
-                self.chunk_max_bytes - out.length,
-                not out.length,
-                _name(source),
+                base_offset=file_start,
+                limit=limit,
+                decode=decode,
+                on_record=on_record,
+                budget=self.chunk_max_bytes - out.length,
+                take_first=not out.length,
+                partial_is_end=trusted,
+                source=_name(source),
             )
             if n:
-                if last >= 0:  # the frame at rel is a message too (only a BLANK ends a scan)
+                if trusted and last >= 0:  # the frame at rel is a message too (a BLANK ends)
                     out.timestamps(store_timestamp(view, rel), store_timestamp(view, last))
                 out.note(n, end - rel)
                 out.add(view[rel:end])
@@ -306,6 +284,23 @@ class Shipper:
             elif why != "blank":
                 out.result.stopped_by = why
                 return
+
+    @staticmethod
+    def _noter(out: _Chunks) -> Callable[[ScannedRecord], None]:
+        """What a decoded record adds to the result: its CRC failure, its queue's max offset,
+        its store timestamp to the chunk's range."""
+        result = out.result
+        qmax = result.queue_max_offsets
+
+        def note(rec: ScannedRecord) -> None:
+            if not rec.crc_ok:
+                log.warning("body CRC mismatch at %d: shipped as is", rec.physical_offset)
+                result.crc_failures.append(rec.physical_offset)
+            out.timestamps(rec.store_timestamp, rec.store_timestamp)
+            q = qmax.setdefault(rec.topic, {})
+            q[str(rec.queue_id)] = max(q.get(str(rec.queue_id), 0), rec.queue_offset + 1)
+
+        return note
 
     def _put_chunk(
         self,

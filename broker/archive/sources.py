@@ -8,8 +8,8 @@ import mmap
 import os
 from typing import Protocol
 
-from contracts.errors import CorruptRecordError, StoreError
-from contracts.record_walk import walk_records
+from contracts.errors import StoreError
+from contracts.record_walk import record_scanner, walk_in_place
 
 
 class CommitLogSource(Protocol):
@@ -80,21 +80,22 @@ class StoreDirSource:
         end = offset = start
         files = {s for s, _ in self.files}
         size = self.mapped_file_size
+        scan = record_scanner()
         while True:
             file_start = offset - offset % size
             if file_start not in files:
                 return end
             view = self.file_view(file_start)
-            closed = False
-            try:
-                for rec in walk_records(
-                    view, file_start, offset - file_start, len(view), self.directory
-                ):
-                    end = offset = rec.end
-                    closed = rec.is_blank
-            except CorruptRecordError:
-                return end
-            if not closed:
+            end, _n, _last, why = walk_in_place(
+                view,
+                offset - file_start,
+                base_offset=file_start,
+                limit=len(view),
+                decode=scan,
+                source=self.directory,
+            )
+            end = offset = file_start + end
+            if why != "blank":
                 return end
 
     def file_view(self, file_start: int) -> memoryview | bytes:

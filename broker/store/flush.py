@@ -25,27 +25,28 @@ from broker.clock import SYSTEM_CLOCK, Clock
 log = logging.getLogger(__name__)
 
 
-def monotonic_ms() -> int:
-    return int(SYSTEM_CLOCK.monotonic_ms())
-
-
 class GroupCommitService:
+    """Group commit (RocketMQ's GroupCommitService); its timed waits (the expiry of waiting
+    requests, the back-off from a failing disk) are on ``clock``, so a driven clock moves them
+    by ticks; waiting for work is untimed (a notify)."""
+
     def __init__(
         self,
         flush: Callable[[], int],
         on_flushed: Callable[[list[tuple[Any, bool]]], None],
         sync_flush_timeout_ms: int,
-        clock_ms: Callable[[], int] = monotonic_ms,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self._flush = flush
         # on_flushed([(waiter, flushed_ok), ...]) completes a whole batch of waiters at once;
         # a waiter is anything with done() (the store wraps its put futures)
         self._on_flushed = on_flushed
         self._timeout_ms = sync_flush_timeout_ms
-        self._clock_ms = clock_ms
+        self._clock = clock
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)  # the flush thread waits for requests
-        self._expiry = threading.Condition(self._lock)  # the expiry thread waits for deadlines
+        self._expiry = threading.Event()  # wakes the expiry thread: a first deadline, or stop
+        self._stopping = threading.Event()
         self._requests: list[tuple[int, Any]] = []
         # (deadline ms, [(end, waiter), ...]) per submitted batch; one timeout for all, so
         # deadlines come in order and the oldest batch is always at the left
@@ -71,9 +72,12 @@ class GroupCommitService:
                 return
             self._requests.extend(batch)
             if not self._deadlines:
-                self._expiry.notify()
-            self._deadlines.append((self._clock_ms() + self._timeout_ms, batch))
+                self._expiry.set()
+            self._deadlines.append((self._now_ms() + self._timeout_ms, batch))
             self._work.notify()
+
+    def _now_ms(self) -> int:
+        return int(self._clock.monotonic_ms())
 
     def _run(self) -> None:
         while True:
@@ -113,15 +117,16 @@ class GroupCommitService:
             if waiting:
                 with self._lock:
                     self._requests[:0] = waiting
-                    if flushed < 0:
-                        self._work.wait(0.01)  # back off from a failing disk
+                if flushed < 0:  # back off from a failing disk
+                    self._clock.wait_event_ms(self._stopping, 10)
 
     def _expire(self) -> None:
         while True:
+            self._expiry.clear()  # a set from here on ends the wait below
             with self._lock:
                 if self._stopped:
                     return
-                now = self._clock_ms()
+                now = self._now_ms()
                 deadlines = self._deadlines
                 expired = []
                 while deadlines and deadlines[0][0] <= now:
@@ -129,15 +134,19 @@ class GroupCommitService:
                     expired.extend((waiter, False) for _, waiter in batch if not waiter.done())
                 if expired:
                     self._on_flushed(expired)
-                wait_s = (deadlines[0][0] - now) / 1000 if deadlines else None
-                self._expiry.wait(wait_s)
+                wait_ms = deadlines[0][0] - now if deadlines else None
+            if wait_ms is None:
+                self._expiry.wait()
+            else:
+                self._clock.wait_event_ms(self._expiry, wait_ms)
 
     def shutdown(self) -> None:
         """Flush what is waiting, then stop both threads."""
         with self._lock:
             self._stopped = True
             self._work.notify_all()
-            self._expiry.notify_all()
+        self._stopping.set()
+        self._expiry.set()
         for t in self._threads:
             t.join(timeout=10)
         with self._lock:

@@ -222,25 +222,22 @@ class MessageStore:
 
     def start(self) -> None:
         """Start the flush services (threads)."""
-        cfg = self.config
+        cfg, flush, clock = self.config, self._flush_commit_log, self.clock
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.puts.group_commit = GroupCommitService(
-                self._flush_commit_log, self.puts.complete_flush, cfg.sync_flush_timeout_ms
-            )
+            done, timeout_ms = self.puts.complete_flush, cfg.sync_flush_timeout_ms
+            self.puts.group_commit = GroupCommitService(flush, done, timeout_ms, clock)
             self.puts.group_commit.start()
         else:
             self._flusher = FlushRealTimeService(
-                self._flush_commit_log,
+                flush,
                 cfg.flush_interval_commit_log_ms,
                 cfg.flush_commit_log_least_pages,
                 cfg.flush_commit_log_thorough_interval_ms,
-                clock=self.clock,
+                clock=clock,
             )
             self._flusher.start()
         interval_ms = cfg.flush_interval_consume_queue_ms
-        self._cq_flusher = FlushConsumeQueueService(
-            self._flush_consume_queues, interval_ms, self.clock
-        )
+        self._cq_flusher = FlushConsumeQueueService(self._flush_consume_queues, interval_ms, clock)
         self._cq_flusher.start()
         self.running = True
 

@@ -1,4 +1,3 @@
-import asyncio
 import functools
 import json
 
@@ -14,6 +13,7 @@ from contracts.errors import CorruptFileError
 from contracts.record.builder import encode_message
 from contracts.record.model import Message
 from tests.client.fakes import register, start_namesrv
+from tests.support.aio import async_test
 from tests.support.waiting import wait_for
 
 TOPICS = {"T": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6}}
@@ -113,64 +113,60 @@ class FakeBroker:
 _poll_until = functools.partial(wait_for, timeout_ms=5_000)  # tests/support/waiting.py
 
 
-def test_clustering_two_members_split_queues_and_commit_offsets():
-    async def main():
-        ns = await start_namesrv()
-        fb = FakeBroker(3)
-        await fb.server.start()
-        await register(ns, fb.server, "b", TOPICS)
-        nsaddr = [f"127.0.0.1:{ns.server.port}"]
-        clock = [0]
-        c1 = Consumer("G", nsaddr, "T", client_id="c1", clock_ms=lambda: clock[0])
-        c2 = Consumer("G", nsaddr, "T", client_id="c2", clock_ms=lambda: clock[0])
-        await c1.heartbeat()
-        await c2.heartbeat()
-        got1, got2 = await c1.poll(), await c2.poll()
-        assert [m.queue_id for m in c1.assigned] == [0, 1]
-        assert [m.queue_id for m in c2.assigned] == [2, 3]
-        assert sorted(r.body for r in got1 + got2) == sorted(
-            b"q%d-%d" % (q, i) for q in range(4) for i in range(3)
-        )
-        assert fb.pulls[0]["sysFlag"] == "4" and fb.pulls[0]["commitOffset"] == "0"
-        await c1.poll()  # second pull carries the commit-offset flag
-        assert int(fb.pulls[-1]["sysFlag"]) & 1 and fb.pulls[-1]["commitOffset"] == "3"
-        assert fb.updates == []  # persist interval not reached
-        clock[0] = 5000
-        await c1.poll()
-        await _poll_until(lambda: len(fb.updates) == 2)
-        assert sorted(fb.updates) == [(("G", 0), 3), (("G", 1), 3)]
-        # a broker notification triggers a rebalance on the next poll
-        await fb.last_conn.invoke_oneway(
-            RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "G"})
-        )
-        await _poll_until(lambda: c2.rebalance_needed)
-        fb.members.discard("c1")
-        await c2.poll()
-        assert [m.queue_id for m in c2.assigned] == [0, 1, 2, 3]
-        await c1.close()
-        await c2.close()
-        await fb.server.stop()
-        await ns.server.stop()
-
-    asyncio.run(main())
+@async_test
+async def test_clustering_two_members_split_queues_and_commit_offsets():
+    ns = await start_namesrv()
+    fb = FakeBroker(3)
+    await fb.server.start()
+    await register(ns, fb.server, "b", TOPICS)
+    nsaddr = [f"127.0.0.1:{ns.server.port}"]
+    clock = [0]
+    c1 = Consumer("G", nsaddr, "T", client_id="c1", clock_ms=lambda: clock[0])
+    c2 = Consumer("G", nsaddr, "T", client_id="c2", clock_ms=lambda: clock[0])
+    await c1.heartbeat()
+    await c2.heartbeat()
+    got1, got2 = await c1.poll(), await c2.poll()
+    assert [m.queue_id for m in c1.assigned] == [0, 1]
+    assert [m.queue_id for m in c2.assigned] == [2, 3]
+    assert sorted(r.body for r in got1 + got2) == sorted(
+        b"q%d-%d" % (q, i) for q in range(4) for i in range(3)
+    )
+    assert fb.pulls[0]["sysFlag"] == "4" and fb.pulls[0]["commitOffset"] == "0"
+    await c1.poll()  # second pull carries the commit-offset flag
+    assert int(fb.pulls[-1]["sysFlag"]) & 1 and fb.pulls[-1]["commitOffset"] == "3"
+    assert fb.updates == []  # persist interval not reached
+    clock[0] = 5000
+    await c1.poll()
+    await _poll_until(lambda: len(fb.updates) == 2)
+    assert sorted(fb.updates) == [(("G", 0), 3), (("G", 1), 3)]
+    # a broker notification triggers a rebalance on the next poll
+    await fb.last_conn.invoke_oneway(
+        RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "G"})
+    )
+    await _poll_until(lambda: c2.rebalance_needed)
+    fb.members.discard("c1")
+    await c2.poll()
+    assert [m.queue_id for m in c2.assigned] == [0, 1, 2, 3]
+    await c1.close()
+    await c2.close()
+    await fb.server.stop()
+    await ns.server.stop()
 
 
-def test_broadcasting_reads_everything_and_writes_offset_file(tmp_path):
-    async def main():
-        ns = await start_namesrv()
-        fb = FakeBroker(2)
-        await fb.server.start()
-        await register(ns, fb.server, "b", TOPICS)
-        path = str(tmp_path / "off.json")
-        c = Consumer("G", [f"127.0.0.1:{ns.server.port}"], "T", mode=BROADCASTING, offset_file=path)
-        assert len(await c.poll()) == 8
-        await c.close()
-        doc = json.loads(open(path).read())
-        assert doc["offsetTable"] == {f"T@b@{q}": 2 for q in range(4)}
-        await fb.server.stop()
-        await ns.server.stop()
-
-    asyncio.run(main())
+@async_test
+async def test_broadcasting_reads_everything_and_writes_offset_file(tmp_path):
+    ns = await start_namesrv()
+    fb = FakeBroker(2)
+    await fb.server.start()
+    await register(ns, fb.server, "b", TOPICS)
+    path = str(tmp_path / "off.json")
+    c = Consumer("G", [f"127.0.0.1:{ns.server.port}"], "T", mode=BROADCASTING, offset_file=path)
+    assert len(await c.poll()) == 8
+    await c.close()
+    doc = json.loads(open(path).read())
+    assert doc["offsetTable"] == {f"T@b@{q}": 2 for q in range(4)}
+    await fb.server.stop()
+    await ns.server.stop()
 
 
 def test_delivered_records_are_inflated_and_retries_keep_their_topic():
@@ -199,21 +195,19 @@ async def _with_retry_topic(fb: FakeBroker):
     return ns, Consumer("G", [f"127.0.0.1:{ns.server.port}"], "T", client_id="c1")
 
 
-def test_clustering_consumer_subscribes_its_retry_topic():
-    async def main():
-        fb = FakeBroker(1)
-        ns, c = await _with_retry_topic(fb)
-        await c.poll()
-        assert [(m.topic, m.queue_id) for m in c.assigned] == [
-            *(("T", q) for q in range(4)),
-            ("%RETRY%G", 0),
-        ]
-        assert {p["topic"] for p in fb.pulls} == {"T", "%RETRY%G"}
-        await c.close()
-        await fb.server.stop()
-        await ns.server.stop()
-
-    asyncio.run(main())
+@async_test
+async def test_clustering_consumer_subscribes_its_retry_topic():
+    fb = FakeBroker(1)
+    ns, c = await _with_retry_topic(fb)
+    await c.poll()
+    assert [(m.topic, m.queue_id) for m in c.assigned] == [
+        *(("T", q) for q in range(4)),
+        ("%RETRY%G", 0),
+    ]
+    assert {p["topic"] for p in fb.pulls} == {"T", "%RETRY%G"}
+    await c.close()
+    await fb.server.stop()
+    await ns.server.stop()
 
 
 class _RetryTopicRefused(FakeBroker):
@@ -228,46 +222,42 @@ class _RetryTopicRefused(FakeBroker):
         return await super().pull(conn, req)
 
 
-def test_a_failed_pull_of_one_queue_keeps_the_records_of_the_others():
-    async def main():
-        fb = _RetryTopicRefused(3)
-        ns, c = await _with_retry_topic(fb)
-        got = await c.poll()  # the retry queue is pulled last and refused
-        assert sorted(r.body for r in got) == sorted(
-            b"q%d-%d" % (q, i) for q in range(4) for i in range(3)
-        )
-        assert any(p["topic"] == "%RETRY%G" for p in fb.pulls)
-        # nothing new anywhere and the retry queue still refused: an empty poll, no raise
-        assert await c.poll() == []
-        fb.queues[0].append(fb.queues[0][0])  # one more record in queue 0 ...
-        assert [r.queue_offset for r in await c.poll()] == [0]  # ... (a copy of its first)
-        await c.close()
-        await fb.server.stop()
-        await ns.server.stop()
-
-    asyncio.run(main())
+@async_test
+async def test_a_failed_pull_of_one_queue_keeps_the_records_of_the_others():
+    fb = _RetryTopicRefused(3)
+    ns, c = await _with_retry_topic(fb)
+    got = await c.poll()  # the retry queue is pulled last and refused
+    assert sorted(r.body for r in got) == sorted(
+        b"q%d-%d" % (q, i) for q in range(4) for i in range(3)
+    )
+    assert any(p["topic"] == "%RETRY%G" for p in fb.pulls)
+    # nothing new anywhere and the retry queue still refused: an empty poll, no raise
+    assert await c.poll() == []
+    fb.queues[0].append(fb.queues[0][0])  # one more record in queue 0 ...
+    assert [r.queue_offset for r in await c.poll()] == [0]  # ... (a copy of its first)
+    await c.close()
+    await fb.server.stop()
+    await ns.server.stop()
 
 
-def test_a_queue_that_keeps_failing_warns_once_and_says_when_it_works_again(caplog):
+@async_test
+async def test_a_queue_that_keeps_failing_warns_once_and_says_when_it_works_again(caplog):
     import logging
 
-    async def main():
-        fb = _RetryTopicRefused(1)
-        ns, c = await _with_retry_topic(fb)
-        with caplog.at_level(logging.DEBUG, logger="broker.client.consumer"):
-            for _ in range(5):
-                await c.poll()
-            (retry_q,) = [mq for mq in c.assigned if mq.topic == "%RETRY%G"]
-            assert c.failing == {retry_q: 5}
-            failures = [r for r in caplog.records if "failed (" in r.getMessage()]
-            assert [r.levelno for r in failures] == [logging.WARNING] + [logging.DEBUG] * 4
-            assert "(5 in a row)" in failures[-1].getMessage()
-            fb.refuse_retry = False  # the broker takes the retry queue's pulls again
+    fb = _RetryTopicRefused(1)
+    ns, c = await _with_retry_topic(fb)
+    with caplog.at_level(logging.DEBUG, logger="broker.client.consumer"):
+        for _ in range(5):
             await c.poll()
-        assert c.failing == {}
-        assert any("works again after 5 failed polls" in r.getMessage() for r in caplog.records)
-        await c.close()
-        await fb.server.stop()
-        await ns.server.stop()
-
-    asyncio.run(main())
+        (retry_q,) = [mq for mq in c.assigned if mq.topic == "%RETRY%G"]
+        assert c.failing == {retry_q: 5}
+        failures = [r for r in caplog.records if "failed (" in r.getMessage()]
+        assert [r.levelno for r in failures] == [logging.WARNING] + [logging.DEBUG] * 4
+        assert "(5 in a row)" in failures[-1].getMessage()
+        fb.refuse_retry = False  # the broker takes the retry queue's pulls again
+        await c.poll()
+    assert c.failing == {}
+    assert any("works again after 5 failed polls" in r.getMessage() for r in caplog.records)
+    await c.close()
+    await fb.server.stop()
+    await ns.server.stop()

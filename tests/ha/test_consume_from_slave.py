@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 
 from broker.admin import ha_status
 from broker.client.consumer import Consumer
@@ -18,6 +17,7 @@ from broker.remoting.command import RemotingCommand
 from tests.conftest import wait_until
 from tests.ha.test_failover_process import _conf
 from tests.support.cluster import knows_topic
+from tests.support.waiting import wait_for
 from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "FailoverTopic"  # the name _conf's brokers expect nothing of; any topic works
@@ -73,13 +73,18 @@ def test_consumers_go_on_from_the_slave_while_the_master_is_down(tmp_path):
             if c is None:
                 c = consumer_box["c"] = Consumer("CG", [ns.addr], TOPIC, persist_interval_ms=0)
             got: set[bytes] = set()
-            deadline = time.monotonic() + deadline_s
-            while len(got) < want:
-                assert time.monotonic() < deadline, f"consumed {len(got)} of {want}"
+
+            async def consumed() -> bool:
+                nonlocal got
                 try:
                     got |= {r.body for r in await c.poll()}
                 except Exception:  # noqa: BLE001 - a dead master mid-poll; the next poll moves on
                     await asyncio.sleep(0.05)
+                return len(got) >= want
+
+            await wait_for(
+                consumed, deadline_s * 1000, what=f"{want} messages consumed", every_ms=0
+            )
             await c.persist()
             return got
 

@@ -29,6 +29,7 @@ from broker.remoting.command import RemotingCommand
 from broker.store.cli import iter_dump
 from contracts.record.reader import decode_record
 from tests.conftest import wait_until
+from tests.support.aio import async_test
 from tests.support.cluster import knows_topic
 from tools.localcluster import free_port, start_broker, start_namesrv, write_broker_conf
 
@@ -298,77 +299,73 @@ def test_kill_master_under_load_promote_rejoin_stress(tmp_path, batch):
     assert len(figures) == ROUNDS_STRESS
 
 
-def test_promoted_slave_with_a_torn_tail_serves_whole_records(tmp_path):
+@async_test
+async def test_promoted_slave_with_a_torn_tail_serves_whole_records(tmp_path):
     """The master died after sending the first part of a record (frames split records): the
     promoted slave must not write its new epoch after half a record."""
     from broker.config import BrokerRole
     from tests.ha.test_failover import node
     from tests.ha.test_replication import put, wait_for
 
-    async def main():
-        a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
-        b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
-        try:
-            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
-            for i in range(20):
-                await put(a, i)
-            whole = a.store.max_phy_offset
-            await wait_for(lambda: b.store.max_phy_offset == whole, what="catch-up")
-            await b.replication.ha_client.stop()
-            res, _ = await put(a, 20, size=2000)
-            rec_size = res.wrote_bytes
-            torn = a.store.commit_log.read(whole, rec_size // 2)
-            b.store.append_raw(whole, torn)  # the first frame of the record, then nothing
-            assert b.store.max_phy_offset == whole + rec_size // 2
-            await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
-            for i in range(21, 25):
-                res, _ = await put(b, i)
-            b.store.flush_all()
-            recs = list(iter_dump(str(tmp_path / "b")))
-            assert all(rec.crc_ok for rec in recs)
-            assert max(rec.end for rec in recs) == b.store.max_phy_offset
-            assert b.role.epoch_entries[-1].start_offset == whole
-        finally:
-            for n in (b, a):
-                await n.stop()
-
-    asyncio.run(main())
+    a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
+    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
+                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+    try:
+        await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
+        for i in range(20):
+            await put(a, i)
+        whole = a.store.max_phy_offset
+        await wait_for(lambda: b.store.max_phy_offset == whole, what="catch-up")
+        await b.replication.ha_client.stop()
+        res, _ = await put(a, 20, size=2000)
+        rec_size = res.wrote_bytes
+        torn = a.store.commit_log.read(whole, rec_size // 2)
+        b.store.append_raw(whole, torn)  # the first frame of the record, then nothing
+        assert b.store.max_phy_offset == whole + rec_size // 2
+        await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
+        for i in range(21, 25):
+            res, _ = await put(b, i)
+        b.store.flush_all()
+        recs = list(iter_dump(str(tmp_path / "b")))
+        assert all(rec.crc_ok for rec in recs)
+        assert max(rec.end for rec in recs) == b.store.max_phy_offset
+        assert b.role.epoch_entries[-1].start_offset == whole
+    finally:
+        for n in (b, a):
+            await n.stop()
 
 
-def test_promoted_slave_without_the_topic_config_serves_its_messages(tmp_path):
+@async_test
+async def test_promoted_slave_without_the_topic_config_serves_its_messages(tmp_path):
     from broker.config import BrokerRole
     from broker.store.config_store import topic_config
     from tests.ha.test_failover import node
     from tests.ha.test_replication import put, wait_for
 
-    async def main():
-        a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
-        b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}", slaveSyncIntervalMs=3_600_000)  # fmt: skip
+    a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
+    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
+                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}", slaveSyncIntervalMs=3_600_000)  # fmt: skip
+    try:
+        await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
+        a.store.topic_config.put("T", topic_config("T", 4))  # created on the master only
+        for i in range(8):
+            await put(a, i)
+        end = a.store.max_phy_offset
+        await wait_for(lambda: b.store.max_phy_offset == end, what="catch-up")
+        assert "T" not in b.store.topic_config.table
+        await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
+        client = RemotingClient()
         try:
-            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
-            a.store.topic_config.put("T", topic_config("T", 4))  # created on the master only
-            for i in range(8):
-                await put(a, i)
-            end = a.store.max_phy_offset
-            await wait_for(lambda: b.store.max_phy_offset == end, what="catch-up")
-            assert "T" not in b.store.topic_config.table
-            await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
-            client = RemotingClient()
-            try:
-                req = RemotingCommand.request(
-                    RequestCode.PULL_MESSAGE,
-                    {"consumerGroup": "check", "topic": "T", "queueId": 1, "queueOffset": 0,
-                     "maxMsgNums": 1, "sysFlag": 0, "commitOffset": 0,
-                     "suspendTimeoutMillis": 0, "subscription": "*"},
-                )  # fmt: skip
-                resp = await client.invoke(b.config.broker_addr, req, 10_000)
-            finally:
-                await client.close()
-            assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+            req = RemotingCommand.request(
+                RequestCode.PULL_MESSAGE,
+                {"consumerGroup": "check", "topic": "T", "queueId": 1, "queueOffset": 0,
+                 "maxMsgNums": 1, "sysFlag": 0, "commitOffset": 0,
+                 "suspendTimeoutMillis": 0, "subscription": "*"},
+            )  # fmt: skip
+            resp = await client.invoke(b.config.broker_addr, req, 10_000)
         finally:
-            for n in (b, a):
-                await n.stop()
-
-    asyncio.run(main())
+            await client.close()
+        assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+    finally:
+        for n in (b, a):
+            await n.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.support.aio import async_test
 from tools.faultproxy import FaultProxy
 
 
@@ -31,61 +32,59 @@ async def _ends(reader) -> bytes | type:
         return type(exc)
 
 
-def test_forwards_drops_resets_half_closes_delays_and_blackholes():
-    async def main():
-        server, port = await _echo_server()
-        proxy = await FaultProxy.start("127.0.0.1", port)
+@async_test
+async def test_forwards_drops_resets_half_closes_delays_and_blackholes():
+    server, port = await _echo_server()
+    proxy = await FaultProxy.start("127.0.0.1", port)
+    try:
+        r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
+        w.write(b"hello")
+        assert await asyncio.wait_for(r.readexactly(5), 10) == b"hello"
+        assert proxy.active == 1
+
+        proxy.drop()
+        assert await _ends(r) == b""
+        w.close()
+
+        r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
+        w.write(b"x")
+        assert await asyncio.wait_for(r.readexactly(1), 10) == b"x"
+        proxy.reset()
+        assert await _ends(r) in (ConnectionResetError, b"")
+        w.close()
+
+        r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
+        w.write(b"y")
+        assert await asyncio.wait_for(r.readexactly(1), 10) == b"y"
+        proxy.half_close()
+        assert await _ends(r) == b""  # the client sees EOF, its own side stays writable
+        w.write(b"still")
+        await w.drain()
+        w.close()
+
+        proxy.set_delay_ms(300)
+        r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
+        t0 = asyncio.get_running_loop().time()
+        w.write(b"z")
+        assert await asyncio.wait_for(r.readexactly(1), 10) == b"z"
+        assert asyncio.get_running_loop().time() - t0 >= 0.55  # 300 ms each way
+        proxy.set_delay_ms(0)
+
+        proxy.blackhole(True)
+        w.write(b"lost")
+        await w.drain()
         try:
-            r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
-            w.write(b"hello")
-            assert await asyncio.wait_for(r.readexactly(5), 10) == b"hello"
-            assert proxy.active == 1
-
-            proxy.drop()
-            assert await _ends(r) == b""
-            w.close()
-
-            r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
-            w.write(b"x")
-            assert await asyncio.wait_for(r.readexactly(1), 10) == b"x"
-            proxy.reset()
-            assert await _ends(r) in (ConnectionResetError, b"")
-            w.close()
-
-            r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
-            w.write(b"y")
-            assert await asyncio.wait_for(r.readexactly(1), 10) == b"y"
-            proxy.half_close()
-            assert await _ends(r) == b""  # the client sees EOF, its own side stays writable
-            w.write(b"still")
-            await w.drain()
-            w.close()
-
-            proxy.set_delay_ms(300)
-            r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
-            t0 = asyncio.get_running_loop().time()
-            w.write(b"z")
-            assert await asyncio.wait_for(r.readexactly(1), 10) == b"z"
-            assert asyncio.get_running_loop().time() - t0 >= 0.55  # 300 ms each way
-            proxy.set_delay_ms(0)
-
-            proxy.blackhole(True)
-            w.write(b"lost")
-            await w.drain()
-            try:
-                async with asyncio.timeout(0.5):
-                    got = await r.read(10)
-            except TimeoutError:
-                got = None
-            assert got is None
-            proxy.blackhole(False)
-            w.write(b"back")
-            assert await asyncio.wait_for(r.readexactly(4), 10) == b"back"
-            w.close()
-            assert proxy.accepted == 4
-        finally:
-            await proxy.stop()
-            server.close()
-            await server.wait_closed()
-
-    asyncio.run(main())
+            async with asyncio.timeout(0.5):
+                got = await r.read(10)
+        except TimeoutError:
+            got = None
+        assert got is None
+        proxy.blackhole(False)
+        w.write(b"back")
+        assert await asyncio.wait_for(r.readexactly(4), 10) == b"back"
+        w.close()
+        assert proxy.accepted == 4
+    finally:
+        await proxy.stop()
+        server.close()
+        await server.wait_closed()

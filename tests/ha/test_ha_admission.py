@@ -17,6 +17,7 @@ from broker.node import BrokerNode
 from broker.store.results import PutMessageStatus
 from tests.acl.acl_files import acl_broker_conf, admin, user
 from tests.ha.test_replication import _config, log_bytes, put, start_pair, stop, wait_for
+from tests.support.aio import async_test
 
 READ_TIMEOUT_S = 10
 
@@ -90,98 +91,90 @@ async def _challenged(port: int):
     return reader, writer, nonce
 
 
-def test_with_acl_only_a_signed_admin_handshake_gets_in(tmp_path):
-    async def main():
-        master = await BrokerNode.start(
-            _config(tmp_path, "m", brokerRole="SYNC_MASTER", syncFlushTimeout=500,
-                    **acl_broker_conf(tmp_path)),
-            "127.0.0.1",
-        )  # fmt: skip
-        port = master.replication.ha.port
-        try:
-            end = await _fill(master, 5)
-            report = wire.build_report(0)
-            stale = AclSigner("haproofAdmin", "adminSecret-123", clock_ms=lambda: 1_000_000)
-            # the one a slave sent on an earlier connection: a different nonce
-            reader, writer, earlier_nonce = await _challenged(port)
-            captured = handshake_frame(admin(), "slave-1", earlier_nonce)
-            writer.close()
-            firsts = (
-                lambda nonce: report,  # anonymous, classic
-                lambda nonce: wire.build_report(end),  # anonymous, claiming everything
-                lambda nonce: handshake_frame(user(), "app", nonce) + report,  # not an admin
-                lambda nonce: (
-                    handshake_frame(AclSigner("haproofAdmin", "guessed"), "x", nonce) + report
-                ),
-                lambda nonce: handshake_frame(stale, "old", nonce) + report,  # out of the window
-                lambda nonce: captured + report,  # replayed on another connection
-                lambda nonce: b"HAAC\xff\xff" + report,  # oversized
-            )
-            for first in firsts:
-                reader, writer, nonce = await _challenged(port)
-                writer.write(first(nonce))
-                await writer.drain()
-                assert await _everything_until_closed(reader) == b""
-                writer.close()
-            assert master.replication.ha.connections == []
-            _, status = await put(master, 99)
-            assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
+@async_test
+async def test_with_acl_only_a_signed_admin_handshake_gets_in(tmp_path):
+    master = await BrokerNode.start(
+        _config(tmp_path, "m", brokerRole="SYNC_MASTER", syncFlushTimeout=500,
+                **acl_broker_conf(tmp_path)),
+        "127.0.0.1",
+    )  # fmt: skip
+    port = master.replication.ha.port
+    try:
+        end = await _fill(master, 5)
+        report = wire.build_report(0)
+        stale = AclSigner("haproofAdmin", "adminSecret-123", clock_ms=lambda: 1_000_000)
+        # the one a slave sent on an earlier connection: a different nonce
+        reader, writer, earlier_nonce = await _challenged(port)
+        captured = handshake_frame(admin(), "slave-1", earlier_nonce)
+        writer.close()
+        firsts = (
+            lambda nonce: report,  # anonymous, classic
+            lambda nonce: wire.build_report(end),  # anonymous, claiming everything
+            lambda nonce: handshake_frame(user(), "app", nonce) + report,  # not an admin
+            lambda nonce: (
+                handshake_frame(AclSigner("haproofAdmin", "guessed"), "x", nonce) + report
+            ),
+            lambda nonce: handshake_frame(stale, "old", nonce) + report,  # out of the window
+            lambda nonce: captured + report,  # replayed on another connection
+            lambda nonce: b"HAAC\xff\xff" + report,  # oversized
+        )
+        for first in firsts:
             reader, writer, nonce = await _challenged(port)
-            writer.write(handshake_frame(admin(), "slave-1", nonce) + report)
-            async with asyncio.timeout(READ_TIMEOUT_S):
-                offset, size = wire.read_header(await reader.readexactly(12))
-            assert offset == 0 and size > 0
-            await wait_for(lambda: master.replication.ha.peer_names, what="named slave")
-            assert list(master.replication.ha.peer_names.values()) == ["slave-1"]
+            writer.write(first(nonce))
+            await writer.drain()
+            assert await _everything_until_closed(reader) == b""
             writer.close()
-        finally:
-            await stop(master)
+        assert master.replication.ha.connections == []
+        _, status = await put(master, 99)
+        assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
+        reader, writer, nonce = await _challenged(port)
+        writer.write(handshake_frame(admin(), "slave-1", nonce) + report)
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            offset, size = wire.read_header(await reader.readexactly(12))
+        assert offset == 0 and size > 0
+        await wait_for(lambda: master.replication.ha.peer_names, what="named slave")
+        assert list(master.replication.ha.peer_names.values()) == ["slave-1"]
+        writer.close()
+    finally:
+        await stop(master)
 
-    asyncio.run(main())
 
-
-def test_an_ack_beyond_what_was_sent_closes_the_connection_and_confirms_nothing(tmp_path):
-    async def main():
-        master = await BrokerNode.start(
-            _config(tmp_path, "m", brokerRole="SYNC_MASTER", syncFlushTimeout=500), "127.0.0.1"
+@async_test
+async def test_an_ack_beyond_what_was_sent_closes_the_connection_and_confirms_nothing(tmp_path):
+    master = await BrokerNode.start(
+        _config(tmp_path, "m", brokerRole="SYNC_MASTER", syncFlushTimeout=500), "127.0.0.1"
+    )
+    try:
+        end = await _fill(master, 5)  # stored, SLAVE_NOT_AVAILABLE: no slave yet
+        # "I have nothing" and, in the same packet, "I have it all": nothing was sent yet
+        reader, writer = await _fake_slave(
+            master.replication.ha.port, wire.build_report(0) + wire.build_report(end)
         )
-        try:
-            end = await _fill(master, 5)  # stored, SLAVE_NOT_AVAILABLE: no slave yet
-            # "I have nothing" and, in the same packet, "I have it all": nothing was sent yet
-            reader, writer = await _fake_slave(
-                master.replication.ha.port, wire.build_report(0) + wire.build_report(end)
-            )
-            await _everything_until_closed(reader)
-            writer.close()
-            assert master.replication.ha.push2slave_max == 0, (
-                "the lie was counted as a confirmation"
-            )
-            await wait_for(lambda: not master.replication.ha.connections, what="connection dropped")
-            _, status = await put(master, 99)
-            assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
-        finally:
-            await stop(master)
-
-    asyncio.run(main())
+        await _everything_until_closed(reader)
+        writer.close()
+        assert master.replication.ha.push2slave_max == 0, "the lie was counted as a confirmation"
+        await wait_for(lambda: not master.replication.ha.connections, what="connection dropped")
+        _, status = await put(master, 99)
+        assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
+    finally:
+        await stop(master)
 
 
-def test_slaves_with_acl_replicate_byte_identically_and_sync_sends_succeed(tmp_path):
-    async def main():
-        master, slave = await start_pair(
-            tmp_path, role="SYNC_MASTER", syncFlushTimeout=5000, **acl_broker_conf(tmp_path)
-        )
-        try:
-            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
-            statuses = [(await put(master, i))[1] for i in range(20)]
-            assert set(statuses) == {PutMessageStatus.PUT_OK}
-            end = master.store.max_phy_offset
-            await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up")
-            assert log_bytes(slave, 0, end) == log_bytes(master, 0, end)
-            assert master.replication.ha.admission.refused == 0
-        finally:
-            await stop(slave, master)
-
-    asyncio.run(main())
+@async_test
+async def test_slaves_with_acl_replicate_byte_identically_and_sync_sends_succeed(tmp_path):
+    master, slave = await start_pair(
+        tmp_path, role="SYNC_MASTER", syncFlushTimeout=5000, **acl_broker_conf(tmp_path)
+    )
+    try:
+        await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
+        statuses = [(await put(master, i))[1] for i in range(20)]
+        assert set(statuses) == {PutMessageStatus.PUT_OK}
+        end = master.store.max_phy_offset
+        await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up")
+        assert log_bytes(slave, 0, end) == log_bytes(master, 0, end)
+        assert master.replication.ha.admission.refused == 0
+    finally:
+        await stop(slave, master)
 
 
 @settings(max_examples=300, deadline=None)

@@ -25,6 +25,7 @@ from broker.store.delay_offsets import DelayOffsetTable
 from broker.store.role import BrokerRoleState
 from contracts.errors import RemotingError
 from tests.conftest import wait_until
+from tests.support.aio import async_test
 from tests.support.cluster import conf_factory
 from tests.support.waiting import wait_for
 from tools.localcluster import free_port, start_broker, start_namesrv
@@ -140,7 +141,8 @@ def test_pre_online_sync_takes_the_larger_offsets_and_skips_dead_peers(tmp_path)
     assert again.query("G", "T", 1) == 35
 
 
-def test_pre_online_sync_does_nothing_on_a_slave_until_it_is_promoted(tmp_path):
+@async_test
+async def test_pre_online_sync_does_nothing_on_a_slave_until_it_is_promoted(tmp_path):
     node = _fake_node(tmp_path, role=BrokerRole.SLAVE)
     calls = []
 
@@ -151,19 +153,16 @@ def test_pre_online_sync_does_nothing_on_a_slave_until_it_is_promoted(tmp_path):
     async def peers():
         return ["s2"]
 
-    async def main():
-        svc = _pre_online(node, fetch=fetch, peers=peers)
-        await svc.start()
-        assert calls == []
-        node.role.announce(node.role.change(BrokerRole.SYNC_MASTER, 0))
-        await wait_for(
-            lambda: node.store.consumer_offsets.query("G", "T", 0) == 5,
-            20_000,
-            what="the reverse sync a promotion triggers",
-        )
-        await svc.stop()
-
-    asyncio.run(main())
+    svc = _pre_online(node, fetch=fetch, peers=peers)
+    await svc.start()
+    assert calls == []
+    node.role.announce(node.role.change(BrokerRole.SYNC_MASTER, 0))
+    await wait_for(
+        lambda: node.store.consumer_offsets.query("G", "T", 0) == 5,
+        20_000,
+        what="the reverse sync a promotion triggers",
+    )
+    await svc.stop()
 
 
 # -- real processes ------------------------------------------------------------------------------

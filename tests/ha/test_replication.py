@@ -18,6 +18,7 @@ from broker.node import BrokerNode
 from broker.store.results import PutMessageStatus
 from contracts.record.model import Message
 from contracts.record.reader import decode_record
+from tests.support.aio import async_test
 from tests.support.waiting import wait_for as support_wait_for
 
 FILE_SIZE = 256 * 1024
@@ -90,197 +91,179 @@ async def stop(*nodes):
             await n.stop()
 
 
-def test_slave_log_is_byte_identical_and_serves_pulls(tmp_path):
-    async def main():
-        master, slave = await start_pair(tmp_path)
-        try:
-            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
-            for i in range(1500):  # ~1 MB: several 256 KiB files, BLANK fillers included
-                res, status = await put(master, i)
-                assert status is PutMessageStatus.PUT_OK
-            end = master.store.max_phy_offset
-            await wait_for(lambda: slave.store.max_phy_offset == end, what="slave catch-up")
-            assert log_bytes(slave, 0, end) == log_bytes(master, 0, end)
-            await wait_for(
-                lambda: master.replication.ha.status()["slaves"][0]["ackOffset"] == end,
-                what="ack reaches end",
-            )
-            # The slave dispatched what it received: its consume queues serve reads.
-            for qid in range(4):
-                assert slave.store.get_max_offset_in_queue("T", qid) == 375
-            got = slave.store.get_message("T", 2, 370, 32, None)
-            bodies = [decode_record(r, 0).body for r in got.records]
-            assert [b[:6] for b in bodies] == [f"m{i}-".encode()[:6] for i in range(1482, 1500, 4)]
-        finally:
-            await stop(slave, master)
-
-    asyncio.run(main())
-
-
-def test_sync_master_answers_after_the_slave_acks(tmp_path):
-    async def main():
-        master, slave = await start_pair(tmp_path, role="SYNC_MASTER")
-        try:
-            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
-            for i in range(50):
-                res, status = await put(master, i)
-                assert status is PutMessageStatus.PUT_OK
-                # Acknowledged means on the slave already.
-                assert slave.store.max_phy_offset >= res.end_offset
-                assert master.replication.ha.push2slave_max >= res.end_offset
-        finally:
-            await stop(slave, master)
-
-    asyncio.run(main())
-
-
-def test_sync_master_without_slave_is_slave_not_available(tmp_path):
-    async def main():
-        master, _ = await start_pair(tmp_path, role="SYNC_MASTER", start_slave=False)
-        try:
-            res, status = await put(master, 0)
-            assert res.status is PutMessageStatus.PUT_OK  # stored locally...
-            assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE  # ...but not replicated
-        finally:
-            await stop(master)
-
-    asyncio.run(main())
-
-
-def test_sync_master_times_out_when_the_slave_stops_acking(tmp_path):
-    async def main():
-        master, _ = await start_pair(
-            tmp_path, role="SYNC_MASTER", start_slave=False, syncFlushTimeout=300
+@async_test
+async def test_slave_log_is_byte_identical_and_serves_pulls(tmp_path):
+    master, slave = await start_pair(tmp_path)
+    try:
+        await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
+        for i in range(1500):  # ~1 MB: several 256 KiB files, BLANK fillers included
+            res, status = await put(master, i)
+            assert status is PutMessageStatus.PUT_OK
+        end = master.store.max_phy_offset
+        await wait_for(lambda: slave.store.max_phy_offset == end, what="slave catch-up")
+        assert log_bytes(slave, 0, end) == log_bytes(master, 0, end)
+        await wait_for(
+            lambda: master.replication.ha.status()["slaves"][0]["ackOffset"] == end,
+            what="ack reaches end",
         )
-        try:
-            # A "slave" that reports once and then never acknowledges anything.
-            reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
-            writer.write(wire.build_report(0))
-            await writer.drain()
-            await wait_for(lambda: master.replication.ha.status()["slaves"], what="fake slave seen")
-            t0 = time.monotonic()
-            res, status = await put(master, 1)
-            assert status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-            assert time.monotonic() - t0 >= 0.25
-            writer.close()
-        finally:
-            await stop(master)
-
-    asyncio.run(main())
+        # The slave dispatched what it received: its consume queues serve reads.
+        for qid in range(4):
+            assert slave.store.get_max_offset_in_queue("T", qid) == 375
+        got = slave.store.get_message("T", 2, 370, 32, None)
+        bodies = [decode_record(r, 0).body for r in got.records]
+        assert [b[:6] for b in bodies] == [f"m{i}-".encode()[:6] for i in range(1482, 1500, 4)]
+    finally:
+        await stop(slave, master)
 
 
-def test_fresh_slave_is_fed_from_the_start_of_the_masters_last_file(tmp_path):
-    async def main():
-        master, _ = await start_pair(tmp_path, start_slave=False)
-        try:
-            for i in range(700):  # > 1 file of 256 KiB
-                await put(master, i)
-            end = master.store.max_phy_offset
-            last_start = end - end % FILE_SIZE
-            assert last_start > 0
-            slave = await BrokerNode.start(
-                _config(tmp_path, "s", brokerRole="SLAVE", brokerId=1,
-                        haMasterAddress=f"127.0.0.1:{master.replication.ha.port}"),
-                "127.0.0.1",
-            )  # fmt: skip
-            try:
-                await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up")
-                assert slave.store.commit_log.min_offset == last_start
-                assert log_bytes(slave, last_start, end) == log_bytes(master, last_start, end)
-                names = sorted(os.listdir(tmp_path / "s" / "commitlog"))
-                assert names == [f"{last_start:020d}"]
-            finally:
-                await stop(slave)
-        finally:
-            await stop(master)
-
-    asyncio.run(main())
+@async_test
+async def test_sync_master_answers_after_the_slave_acks(tmp_path):
+    master, slave = await start_pair(tmp_path, role="SYNC_MASTER")
+    try:
+        await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
+        for i in range(50):
+            res, status = await put(master, i)
+            assert status is PutMessageStatus.PUT_OK
+            # Acknowledged means on the slave already.
+            assert slave.store.max_phy_offset >= res.end_offset
+            assert master.replication.ha.push2slave_max >= res.end_offset
+    finally:
+        await stop(slave, master)
 
 
-def test_garbage_and_wrong_offsets_on_the_ha_port_drop_only_that_connection(tmp_path):
-    async def main():
-        master, slave = await start_pair(tmp_path)
-        try:
-            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
-            for i in range(20):
-                await put(master, i)
-            end = master.store.max_phy_offset
-            await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up")
-            for junk in (
-                struct.pack(">q", end + 10_000),  # beyond the master's log
-                struct.pack(">q", -3),  # negative
-                b"GET / HTTP/1.1\r\n\r\n",  # not HA at all
-            ):
-                reader, writer = await asyncio.open_connection(
-                    "127.0.0.1", master.replication.ha.port
-                )
-                writer.write(junk)
-                await writer.drain()
-                # frames may come first; then the master closes the connection
-                while await asyncio.wait_for(reader.read(65536), 10):
-                    pass
-                writer.close()
-            # The real slave still replicates.
-            for i in range(20, 40):
-                await put(master, i)
-            end = master.store.max_phy_offset
-            await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up again")
-            assert len(master.replication.ha.status()["slaves"]) == 1
-        finally:
-            await stop(slave, master)
-
-    asyncio.run(main())
+@async_test
+async def test_sync_master_without_slave_is_slave_not_available(tmp_path):
+    master, _ = await start_pair(tmp_path, role="SYNC_MASTER", start_slave=False)
+    try:
+        res, status = await put(master, 0)
+        assert res.status is PutMessageStatus.PUT_OK  # stored locally...
+        assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE  # ...but not replicated
+    finally:
+        await stop(master)
 
 
-def test_slave_drops_a_master_sending_the_wrong_offset_and_reconnects(tmp_path):
-    async def main():
-        # A fake master that first sends a frame at the wrong offset, then behaves.
-        connections = []
+@async_test
+async def test_sync_master_times_out_when_the_slave_stops_acking(tmp_path):
+    master, _ = await start_pair(
+        tmp_path, role="SYNC_MASTER", start_slave=False, syncFlushTimeout=300
+    )
+    try:
+        # A "slave" that reports once and then never acknowledges anything.
+        reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
+        writer.write(wire.build_report(0))
+        await writer.drain()
+        await wait_for(lambda: master.replication.ha.status()["slaves"], what="fake slave seen")
+        t0 = time.monotonic()
+        res, status = await put(master, 1)
+        assert status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        assert time.monotonic() - t0 >= 0.25
+        writer.close()
+    finally:
+        await stop(master)
 
-        async def fake_master(reader, writer):
-            connections.append(writer)
-            (offset,) = struct.unpack(">q", await reader.readexactly(8))
-            if len(connections) == 1:
-                writer.write(wire.build_header(offset + 100, 4) + b"junk")
-            else:
-                writer.write(wire.build_header(0, 0))  # a heartbeat: nothing to append
-            await writer.drain()
-            try:
-                await reader.read()
-            finally:
-                writer.close()
 
-        server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
+@async_test
+async def test_fresh_slave_is_fed_from_the_start_of_the_masters_last_file(tmp_path):
+    master, _ = await start_pair(tmp_path, start_slave=False)
+    try:
+        for i in range(700):  # > 1 file of 256 KiB
+            await put(master, i)
+        end = master.store.max_phy_offset
+        last_start = end - end % FILE_SIZE
+        assert last_start > 0
         slave = await BrokerNode.start(
             _config(tmp_path, "s", brokerRole="SLAVE", brokerId=1,
-                    haMasterAddress=f"127.0.0.1:{port}"),
+                    haMasterAddress=f"127.0.0.1:{master.replication.ha.port}"),
             "127.0.0.1",
         )  # fmt: skip
         try:
-            await wait_for(lambda: len(connections) >= 2, what="reconnect")
-            assert slave.store.max_phy_offset == 0  # the bad frame was not appended
-            assert slave.replication.ha_client.connects >= 2
+            await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up")
+            assert slave.store.commit_log.min_offset == last_start
+            assert log_bytes(slave, last_start, end) == log_bytes(master, last_start, end)
+            names = sorted(os.listdir(tmp_path / "s" / "commitlog"))
+            assert names == [f"{last_start:020d}"]
         finally:
             await stop(slave)
-            server.close()
+    finally:
+        await stop(master)
 
-    asyncio.run(main())
+
+@async_test
+async def test_garbage_and_wrong_offsets_on_the_ha_port_drop_only_that_connection(tmp_path):
+    master, slave = await start_pair(tmp_path)
+    try:
+        await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
+        for i in range(20):
+            await put(master, i)
+        end = master.store.max_phy_offset
+        await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up")
+        for junk in (
+            struct.pack(">q", end + 10_000),  # beyond the master's log
+            struct.pack(">q", -3),  # negative
+            b"GET / HTTP/1.1\r\n\r\n",  # not HA at all
+        ):
+            reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
+            writer.write(junk)
+            await writer.drain()
+            # frames may come first; then the master closes the connection
+            while await asyncio.wait_for(reader.read(65536), 10):
+                pass
+            writer.close()
+        # The real slave still replicates.
+        for i in range(20, 40):
+            await put(master, i)
+        end = master.store.max_phy_offset
+        await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up again")
+        assert len(master.replication.ha.status()["slaves"]) == 1
+    finally:
+        await stop(slave, master)
 
 
-def test_master_keeps_a_history_of_rising_acks(tmp_path):
-    async def main():
-        master, slave = await start_pair(tmp_path)
+@async_test
+async def test_slave_drops_a_master_sending_the_wrong_offset_and_reconnects(tmp_path):
+    # A fake master that first sends a frame at the wrong offset, then behaves.
+    connections = []
+
+    async def fake_master(reader, writer):
+        connections.append(writer)
+        (offset,) = struct.unpack(">q", await reader.readexactly(8))
+        if len(connections) == 1:
+            writer.write(wire.build_header(offset + 100, 4) + b"junk")
+        else:
+            writer.write(wire.build_header(0, 0))  # a heartbeat: nothing to append
+        await writer.drain()
         try:
-            await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
-            for i in range(30):
-                await put(master, i)
-            end = master.store.max_phy_offset
-            await wait_for(lambda: master.replication.ha.push2slave_max == end, what="acked")
-            hist = list(master.replication.ha.ack_history)
-            assert hist[-1][1] == end
-            assert all(a[0] <= b[0] and a[1] < b[1] for a, b in zip(hist, hist[1:], strict=False))
+            await reader.read()
         finally:
-            await stop(slave, master)
+            writer.close()
 
-    asyncio.run(main())
+    server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    slave = await BrokerNode.start(
+        _config(tmp_path, "s", brokerRole="SLAVE", brokerId=1,
+                haMasterAddress=f"127.0.0.1:{port}"),
+        "127.0.0.1",
+    )  # fmt: skip
+    try:
+        await wait_for(lambda: len(connections) >= 2, what="reconnect")
+        assert slave.store.max_phy_offset == 0  # the bad frame was not appended
+        assert slave.replication.ha_client.connects >= 2
+    finally:
+        await stop(slave)
+        server.close()
+
+
+@async_test
+async def test_master_keeps_a_history_of_rising_acks(tmp_path):
+    master, slave = await start_pair(tmp_path)
+    try:
+        await wait_for(lambda: master.replication.ha.status()["slaves"], what="slave connected")
+        for i in range(30):
+            await put(master, i)
+        end = master.store.max_phy_offset
+        await wait_for(lambda: master.replication.ha.push2slave_max == end, what="acked")
+        hist = list(master.replication.ha.ack_history)
+        assert hist[-1][1] == end
+        assert all(a[0] <= b[0] and a[1] < b[1] for a, b in zip(hist, hist[1:], strict=False))
+    finally:
+        await stop(slave, master)

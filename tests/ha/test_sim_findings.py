@@ -16,6 +16,7 @@ from broker.store.epoch import EpochEntry
 from broker.store.role import BrokerRoleState
 from tests.ha.test_failover import node
 from tests.ha.test_replication import message, put, stop, wait_for
+from tests.support.aio import async_test
 
 
 class _Log:
@@ -66,77 +67,69 @@ def test_no_unchecked_replication_into_a_log_that_has_epochs(tmp_path, entries):
     assert asyncio.run(client._reconcile()) is (not entries)
 
 
-def test_a_slave_refuses_to_cut_its_log_to_a_stale_master_or_to_a_slave(tmp_path):
-    async def main():
-        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-        b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
-        try:
-            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
-            await put(a, 1)
-            # asked to cut its log to a slave's: refused, nothing cut
-            with pytest.raises(FailoverError, match="not a master"):
-                await a.reconciler.reconcile(b.config.broker_addr)
-            # b becomes master under epoch 2; a, still at epoch 1, is no master to follow
-            await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
-            end = b.store.max_phy_offset
-            with pytest.raises(FailoverError, match="stale master"):
-                await b.reconciler.reconcile(a.config.broker_addr)
-            assert b.role.epoch == 2 and b.store.max_phy_offset == end
-        finally:
-            await stop(b, a)
-
-    asyncio.run(main())
+@async_test
+async def test_a_slave_refuses_to_cut_its_log_to_a_stale_master_or_to_a_slave(tmp_path):
+    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
+                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+    try:
+        await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
+        await put(a, 1)
+        # asked to cut its log to a slave's: refused, nothing cut
+        with pytest.raises(FailoverError, match="not a master"):
+            await a.reconciler.reconcile(b.config.broker_addr)
+        # b becomes master under epoch 2; a, still at epoch 1, is no master to follow
+        await b.failover.become_master(2, BrokerRole.SYNC_MASTER)
+        end = b.store.max_phy_offset
+        with pytest.raises(FailoverError, match="stale master"):
+            await b.reconciler.reconcile(a.config.broker_addr)
+        assert b.role.epoch == 2 and b.store.max_phy_offset == end
+    finally:
+        await stop(b, a)
 
 
-def test_become_slave_of_an_unreachable_master_still_follows_it(tmp_path):
-    async def main():
-        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-        try:
-            with pytest.raises(FailoverError, match="cannot read the epochs"):
-                await a.failover.become_slave("127.0.0.1:9", "127.0.0.1:10", 1)
-            # a slave now, whose HA client reconciles and replicates once the master answers
-            assert a.role.role is BrokerRole.SLAVE
-            client = a.replication.ha_client
-            assert client is not None and client.master_ha_addr == "127.0.0.1:10"
-        finally:
-            await stop(a)
-
-    asyncio.run(main())
+@async_test
+async def test_become_slave_of_an_unreachable_master_still_follows_it(tmp_path):
+    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+    try:
+        with pytest.raises(FailoverError, match="cannot read the epochs"):
+            await a.failover.become_slave("127.0.0.1:9", "127.0.0.1:10", 1)
+        # a slave now, whose HA client reconciles and replicates once the master answers
+        assert a.role.role is BrokerRole.SLAVE
+        client = a.replication.ha_client
+        assert client is not None and client.master_ha_addr == "127.0.0.1:10"
+    finally:
+        await stop(a)
 
 
-def test_promote_takes_an_epoch_no_lower_than_min_epoch(tmp_path):
-    async def main():
-        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-        try:
-            result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr],
-                                   min_epoch=7)  # fmt: skip
-            assert result["epoch"] == 7 and a.role.epoch == 7
-            result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr])
-            assert result["epoch"] == 8
-        finally:
-            await stop(a)
-
-    asyncio.run(main())
+@async_test
+async def test_promote_takes_an_epoch_no_lower_than_min_epoch(tmp_path):
+    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+    try:
+        result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr],
+                               min_epoch=7)  # fmt: skip
+        assert result["epoch"] == 7 and a.role.epoch == 7
+        result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr])
+        assert result["epoch"] == 8
+    finally:
+        await stop(a)
 
 
-def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
-    async def main():
-        a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-        b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                       haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
-        addrs = [a.config.broker_addr, b.config.broker_addr]
-        try:
-            await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
-            await put(a, 1)
-            await b.replication.ha_client.stop()
-            await a.store.put_message_async(message(2))  # only a holds it
-            with pytest.raises(UncleanPromotionError, match="is behind a"):
-                await promote("broker-a", "b", broker_addrs=addrs)
-            assert (a.role.epoch, b.role.epoch) == (1, 1) and b.role.role is BrokerRole.SLAVE
-            done = await promote("broker-a", "b", broker_addrs=addrs, unclean=True)
-            assert done["master"] == "b" and b.role.role is BrokerRole.SYNC_MASTER
-        finally:
-            await stop(b, a)
-
-    asyncio.run(main())
+@async_test
+async def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
+    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
+                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+    addrs = [a.config.broker_addr, b.config.broker_addr]
+    try:
+        await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
+        await put(a, 1)
+        await b.replication.ha_client.stop()
+        await a.store.put_message_async(message(2))  # only a holds it
+        with pytest.raises(UncleanPromotionError, match="is behind a"):
+            await promote("broker-a", "b", broker_addrs=addrs)
+        assert (a.role.epoch, b.role.epoch) == (1, 1) and b.role.role is BrokerRole.SLAVE
+        done = await promote("broker-a", "b", broker_addrs=addrs, unclean=True)
+        assert done["master"] == "b" and b.role.role is BrokerRole.SYNC_MASTER
+    finally:
+        await stop(b, a)

@@ -194,10 +194,12 @@ def test_pull_filters_tags_commits_offsets_and_reports_moves(tmp_path):
         # commit-offset flag: the committed offset reaches the offset table on a master
         r = await client.invoke(addr, pull("TP", 0, 2, sys_flag=0x1 | 0x4, commit=2))
         assert r.code == 0
-        deadline = time.monotonic() + 20  # (a record in the log first: offsetCommitThroughLog)
-        while node.store.consumer_offsets.query("CG", "TP", 0) != 2:
-            assert time.monotonic() < deadline, "the pull's commit never reached the table"
-            await asyncio.sleep(0.005)
+        await wait_for(  # (a record in the log first: offsetCommitThroughLog)
+            lambda: node.store.consumer_offsets.query("CG", "TP", 0) == 2,
+            20_000,
+            what="the pull's commit to reach the table",
+            every_ms=5,
+        )
 
     run_node(tmp_path, body)
 

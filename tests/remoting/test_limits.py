@@ -17,6 +17,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.limits import RefusalLog, ServerLimits
 from broker.remoting.server import RemotingServer, is_loopback, warn_if_exposed
+from tests.support.aio import async_test
 from tests.support.waiting import wait_for
 
 
@@ -90,75 +91,69 @@ def _partial_frame(total: int, sent: int) -> bytes:
     return (struct.pack(">ii", total - 4, 10) + b"x" * total)[:sent]
 
 
-def test_idle_connection_closed_after_the_idle_timeout_but_not_while_busy() -> None:
-    async def main() -> None:
-        clock = FakeClock()
-        server = await _server(clock, idle_timeout_ms=120_000)
-        idle = await connect(f"127.0.0.1:{server.port}")
-        busy = await connect(f"127.0.0.1:{server.port}")
-        await busy.invoke_oneway(RemotingCommand.request(RequestCode.HEART_BEAT))  # hangs
-        await _poll(lambda: any(c.busy for c in server.connections))
-        clock.now += 119
+@async_test
+async def test_idle_connection_closed_after_the_idle_timeout_but_not_while_busy() -> None:
+    clock = FakeClock()
+    server = await _server(clock, idle_timeout_ms=120_000)
+    idle = await connect(f"127.0.0.1:{server.port}")
+    busy = await connect(f"127.0.0.1:{server.port}")
+    await busy.invoke_oneway(RemotingCommand.request(RequestCode.HEART_BEAT))  # hangs
+    await _poll(lambda: any(c.busy for c in server.connections))
+    clock.now += 119
+    server.guard.sweep()
+    assert not idle.closed.is_set()
+    clock.now += 2
+    server.guard.sweep()
+    await _poll(idle.closed.is_set)
+    assert not busy.closed.is_set() and len(server.connections) == 1
+    await busy.close()
+    await server.stop()
+
+
+@async_test
+async def test_slowloris_a_byte_at_a_time_is_dropped_at_the_frame_deadline() -> None:
+    clock = FakeClock()
+    server = await _server(clock, frame_read_timeout_ms=30_000)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    frame = _partial_frame(200, 150)
+    sent = 0
+    while server.connections:  # one byte a "second": never idle, never a whole frame
+        writer.write(frame[sent : sent + 1])
+        await writer.drain()
+        sent += 1
+        await _poll(lambda n=sent: sum(c.pending_bytes for c in server.connections) == n)
+        clock.now += 1
         server.guard.sweep()
-        assert not idle.closed.is_set()
-        clock.now += 2
+    assert sent == 31, "dropped once the frame had been in progress for over 30 s"
+    assert await _closed_by_server(reader)
+    assert server.guard.pending_bytes == 0 and not server.connections
+    assert await _served(server.port)
+    writer.close()
+    await server.stop()
+
+
+@async_test
+async def test_a_steady_stream_of_whole_frames_never_trips_the_frame_deadline() -> None:
+    clock = FakeClock()
+    server = await _server(clock, frame_read_timeout_ms=1000)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    frames = b"".join(encode_frame(_request(str(i))) for i in range(60))
+    cut = len(frames) // 60 + 7  # every write ends inside a frame
+    for start in range(0, len(frames), cut):
+        writer.write(frames[start : start + cut])
+        await writer.drain()
+        clock.now += 0.5
+        await asyncio.sleep(0)
         server.guard.sweep()
-        await _poll(idle.closed.is_set)
-        assert not busy.closed.is_set() and len(server.connections) == 1
-        await busy.close()
-        await server.stop()
-
-    asyncio.run(main())
-
-
-def test_slowloris_a_byte_at_a_time_is_dropped_at_the_frame_deadline() -> None:
-    async def main() -> None:
-        clock = FakeClock()
-        server = await _server(clock, frame_read_timeout_ms=30_000)
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        frame = _partial_frame(200, 150)
-        sent = 0
-        while server.connections:  # one byte a "second": never idle, never a whole frame
-            writer.write(frame[sent : sent + 1])
-            await writer.drain()
-            sent += 1
-            await _poll(lambda n=sent: sum(c.pending_bytes for c in server.connections) == n)
-            clock.now += 1
-            server.guard.sweep()
-        assert sent == 31, "dropped once the frame had been in progress for over 30 s"
-        assert await _closed_by_server(reader)
-        assert server.guard.pending_bytes == 0 and not server.connections
-        assert await _served(server.port)
-        writer.close()
-        await server.stop()
-
-    asyncio.run(main())
-
-
-def test_a_steady_stream_of_whole_frames_never_trips_the_frame_deadline() -> None:
-    async def main() -> None:
-        clock = FakeClock()
-        server = await _server(clock, frame_read_timeout_ms=1000)
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        frames = b"".join(encode_frame(_request(str(i))) for i in range(60))
-        cut = len(frames) // 60 + 7  # every write ends inside a frame
-        for start in range(0, len(frames), cut):
-            writer.write(frames[start : start + cut])
-            await writer.drain()
-            clock.now += 0.5
-            await asyncio.sleep(0)
-            server.guard.sweep()
-        got = b""
-        async with asyncio.timeout(5):
-            while got.count(b'"topic"') < 60:
-                chunk = await reader.read(65536)
-                assert chunk, "closed"
-                got += chunk
-        assert len(server.connections) == 1
-        writer.close()
-        await server.stop()
-
-    asyncio.run(main())
+    got = b""
+    async with asyncio.timeout(5):
+        while got.count(b'"topic"') < 60:
+            chunk = await reader.read(65536)
+            assert chunk, "closed"
+            got += chunk
+    assert len(server.connections) == 1
+    writer.close()
+    await server.stop()
 
 
 def test_connection_cap_refuses_the_next_one_and_serves_again_after_a_close(caplog) -> None:
@@ -184,46 +179,42 @@ def test_connection_cap_refuses_the_next_one_and_serves_again_after_a_close(capl
     assert "127.0.0.1:" in refusals[0].getMessage()
 
 
-def test_partial_frame_budget_drops_the_oldest_hogs_and_keeps_serving() -> None:
-    async def main() -> None:
-        clock = FakeClock()
-        budget = 512 * 1024
-        server = await _server(clock, max_pending_bytes=budget)
-        hogs = []
-        for i in range(6):  # each holds 200 KiB of a 1 MiB frame
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            writer.write(_partial_frame(1 << 20, 200 * 1024))
-            await writer.drain()
-            hogs.append((reader, writer))
-            clock.now += 1
-            await _poll(lambda i=i: server.guard.pending_bytes >= min(i + 1, 2) * 200 * 1024)
-            assert server.guard.pending_bytes <= budget
-        # the oldest four went, the newest two still hold theirs
-        for reader, _ in hogs[:4]:
-            assert await _closed_by_server(reader)
-        assert len(server.connections) == 2
-        assert server.guard.pending_bytes == 2 * 200 * 1024
-        assert await _served(server.port)
-        for _, w in hogs:
-            w.close()
-        await server.stop()
-
-    asyncio.run(main())
-
-
-def test_a_malformed_frame_closes_only_its_connection() -> None:
-    async def main() -> None:
-        server = await _server(FakeClock())
+@async_test
+async def test_partial_frame_budget_drops_the_oldest_hogs_and_keeps_serving() -> None:
+    clock = FakeClock()
+    budget = 512 * 1024
+    server = await _server(clock, max_pending_bytes=budget)
+    hogs = []
+    for i in range(6):  # each holds 200 KiB of a 1 MiB frame
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        header = b'{"code":1e999}'
-        writer.write(struct.pack(">ii", 4 + len(header), len(header)) + header)
+        writer.write(_partial_frame(1 << 20, 200 * 1024))
         await writer.drain()
+        hogs.append((reader, writer))
+        clock.now += 1
+        await _poll(lambda i=i: server.guard.pending_bytes >= min(i + 1, 2) * 200 * 1024)
+        assert server.guard.pending_bytes <= budget
+    # the oldest four went, the newest two still hold theirs
+    for reader, _ in hogs[:4]:
         assert await _closed_by_server(reader)
-        assert await _served(server.port)
-        writer.close()
-        await server.stop()
+    assert len(server.connections) == 2
+    assert server.guard.pending_bytes == 2 * 200 * 1024
+    assert await _served(server.port)
+    for _, w in hogs:
+        w.close()
+    await server.stop()
 
-    asyncio.run(main())
+
+@async_test
+async def test_a_malformed_frame_closes_only_its_connection() -> None:
+    server = await _server(FakeClock())
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    header = b'{"code":1e999}'
+    writer.write(struct.pack(">ii", 4 + len(header), len(header)) + header)
+    await writer.drain()
+    assert await _closed_by_server(reader)
+    assert await _served(server.port)
+    writer.close()
+    await server.stop()
 
 
 def test_refusal_log_is_rate_limited_per_host_and_bounded(caplog) -> None:
@@ -259,27 +250,25 @@ def test_exposure_warning_only_beyond_loopback_with_acl_off(caplog) -> None:
     assert len(caplog.records) == 1 and "ACL OFF" in caplog.records[0].getMessage()
 
 
-def test_a_peer_that_never_reads_its_responses_is_dropped() -> None:
+@async_test
+async def test_a_peer_that_never_reads_its_responses_is_dropped() -> None:
     async def big(conn, req):
         return req.make_response(ResponseCode.SUCCESS, body=bytes(256 * 1024))
 
-    async def main() -> None:
-        server = RemotingServer(
-            {RequestCode.GET_ROUTEINFO_BY_TOPIC: big}, ServerLimits(max_unread_bytes=2 << 20)
-        )
-        await server.start("127.0.0.1", 0)
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        # 400 requests in one write, never reading: 100 MiB of answers without the limit
-        writer.write(b"".join(encode_frame(_request(str(i))) for i in range(400)))
-        await writer.drain()
-        await _poll(lambda: server.guard.refusals.total == 1 and not server.connections)
-        writer.close()
-        # a well-formed client is still served (big answers, read as they come)
-        conn = await connect(f"127.0.0.1:{server.port}")
-        for _ in range(20):
-            resp = await conn.invoke(_request(), timeout_ms=3000)
-            assert len(resp.body) == 256 * 1024
-        await conn.close()
-        await server.stop()
-
-    asyncio.run(main())
+    server = RemotingServer(
+        {RequestCode.GET_ROUTEINFO_BY_TOPIC: big}, ServerLimits(max_unread_bytes=2 << 20)
+    )
+    await server.start("127.0.0.1", 0)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    # 400 requests in one write, never reading: 100 MiB of answers without the limit
+    writer.write(b"".join(encode_frame(_request(str(i))) for i in range(400)))
+    await writer.drain()
+    await _poll(lambda: server.guard.refusals.total == 1 and not server.connections)
+    writer.close()
+    # a well-formed client is still served (big answers, read as they come)
+    conn = await connect(f"127.0.0.1:{server.port}")
+    for _ in range(20):
+        resp = await conn.invoke(_request(), timeout_ms=3000)
+        assert len(resp.body) == 256 * 1024
+    await conn.close()
+    await server.stop()

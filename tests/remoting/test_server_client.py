@@ -11,6 +11,7 @@ from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import ConnectionClosedError, RemotingTimeoutError
 from broker.remoting.server import RemotingServer
+from tests.support.aio import async_test
 from tests.support.waiting import wait_for
 
 _poll = functools.partial(wait_for, timeout_ms=5_000)  # tests/support/waiting.py
@@ -50,33 +51,29 @@ async def _raw_roundtrip(port, frame: bytes):
         writer.close()
 
 
-def test_answers_json_and_binary_in_the_same_serialize_type():
-    async def main():
-        server = await _server().start()
-        for stype in (SerializeType.JSON, SerializeType.ROCKETMQ):
-            req = RemotingCommand.request(105, {"topic": "T1"})
-            req.serialize_type = stype
-            resp = await _raw_roundtrip(server.port, encode_frame(req))
-            assert resp.serialize_type == stype and resp.is_response
-            assert resp.code == 0 and resp.opaque == req.opaque and resp.ext_fields["topic"] == "T1"
-        await server.stop()
-
-    asyncio.run(main())
+@async_test
+async def test_answers_json_and_binary_in_the_same_serialize_type():
+    server = await _server().start()
+    for stype in (SerializeType.JSON, SerializeType.ROCKETMQ):
+        req = RemotingCommand.request(105, {"topic": "T1"})
+        req.serialize_type = stype
+        resp = await _raw_roundtrip(server.port, encode_frame(req))
+        assert resp.serialize_type == stype and resp.is_response
+        assert resp.code == 0 and resp.opaque == req.opaque and resp.ext_fields["topic"] == "T1"
+    await server.stop()
 
 
-def test_unknown_code_and_missing_field_are_error_responses():
-    async def main():
-        server = await _server().start()
-        client = RemotingClient()
-        addr = f"127.0.0.1:{server.port}"
-        resp = await client.invoke(addr, RemotingCommand.request(9999))
-        assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "9999" in resp.remark
-        resp = await client.invoke(addr, RemotingCommand.request(105))
-        assert resp.code == ResponseCode.SYSTEM_ERROR and "'topic'" in resp.remark
-        await client.close()
-        await server.stop()
-
-    asyncio.run(main())
+@async_test
+async def test_unknown_code_and_missing_field_are_error_responses():
+    server = await _server().start()
+    client = RemotingClient()
+    addr = f"127.0.0.1:{server.port}"
+    resp = await client.invoke(addr, RemotingCommand.request(9999))
+    assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "9999" in resp.remark
+    resp = await client.invoke(addr, RemotingCommand.request(105))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "'topic'" in resp.remark
+    await client.close()
+    await server.stop()
 
 
 @pytest.mark.parametrize(
@@ -88,82 +85,74 @@ def test_unknown_code_and_missing_field_are_error_responses():
         struct.pack(">ii", 100, 2) + b"{}",  # half frame, then the client vanishes
     ],
 )
-def test_bad_input_closes_only_that_connection_without_leaks(bad):
-    async def main():
-        server = await _server().start()
-        good = await connect(f"127.0.0.1:{server.port}")
-        assert (await good.invoke(RemotingCommand.request(105, {"topic": "a"}))).code == 0
-        fds_before, tasks_before = _fds(), len(asyncio.all_tasks())
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(bad)
-        await writer.drain()
-        if bad.startswith(struct.pack(">i", 100)):
-            writer.close()
-        else:
-            assert await asyncio.wait_for(reader.read(), 5) == b""  # server closed it
-            writer.close()
-        await writer.wait_closed()
-        await _poll(lambda: len(server.connections) == 1)
-        await _poll(lambda: _fds() == fds_before and len(asyncio.all_tasks()) == tasks_before)
-        assert (await good.invoke(RemotingCommand.request(105, {"topic": "b"}))).code == 0
-        await good.close()
-        await server.stop()
-
-    asyncio.run(main())
+@async_test
+async def test_bad_input_closes_only_that_connection_without_leaks(bad):
+    server = await _server().start()
+    good = await connect(f"127.0.0.1:{server.port}")
+    assert (await good.invoke(RemotingCommand.request(105, {"topic": "a"}))).code == 0
+    fds_before, tasks_before = _fds(), len(asyncio.all_tasks())
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(bad)
+    await writer.drain()
+    if bad.startswith(struct.pack(">i", 100)):
+        writer.close()
+    else:
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # server closed it
+        writer.close()
+    await writer.wait_closed()
+    await _poll(lambda: len(server.connections) == 1)
+    await _poll(lambda: _fds() == fds_before and len(asyncio.all_tasks()) == tasks_before)
+    assert (await good.invoke(RemotingCommand.request(105, {"topic": "b"}))).code == 0
+    await good.close()
+    await server.stop()
 
 
-def test_client_vanishing_mid_request_leaves_no_task():
-    async def main():
-        server = await _server().start()
-        await asyncio.sleep(0)  # the server's sweeper reaches its first wait
-        tasks_before, fds_before = len(asyncio.all_tasks()), _fds()
-        conn = await connect(f"127.0.0.1:{server.port}")
-        await conn.invoke_oneway(RemotingCommand.request(34))
-        await _poll(lambda: any(c._tasks for c in server.connections))
-        await conn.close()
-        await _poll(lambda: not server.connections)
-        await _poll(lambda: len(asyncio.all_tasks()) == tasks_before and _fds() == fds_before)
-        await server.stop()
-
-    asyncio.run(main())
+@async_test
+async def test_client_vanishing_mid_request_leaves_no_task():
+    server = await _server().start()
+    await asyncio.sleep(0)  # the server's sweeper reaches its first wait
+    tasks_before, fds_before = len(asyncio.all_tasks()), _fds()
+    conn = await connect(f"127.0.0.1:{server.port}")
+    await conn.invoke_oneway(RemotingCommand.request(34))
+    await _poll(lambda: any(c._tasks for c in server.connections))
+    await conn.close()
+    await _poll(lambda: not server.connections)
+    await _poll(lambda: len(asyncio.all_tasks()) == tasks_before and _fds() == fds_before)
+    await server.stop()
 
 
-def test_timeout_and_close_fail_pending_requests_with_cause():
-    async def main():
-        server = await _server().start()
-        conn = await connect(f"127.0.0.1:{server.port}")
-        with pytest.raises(RemotingTimeoutError, match="within 50 ms"):
-            await conn.invoke(RemotingCommand.request(34), timeout_ms=50)
-        pending = asyncio.ensure_future(conn.invoke(RemotingCommand.request(34), 10_000))
-        await _poll(lambda: bool(conn._pending))
-        await server.stop()  # server goes away: the pending request fails, not hangs
-        with pytest.raises(ConnectionClosedError):
-            await pending
-        with pytest.raises(ConnectionClosedError):
-            await conn.invoke(RemotingCommand.request(105, {"topic": "x"}))
-
-    asyncio.run(main())
-
-
-def test_server_to_client_oneway_notify():
-    async def main():
-        got = asyncio.Queue()
-
-        async def on_notify(conn, req):
-            await got.put(req.ext_fields["consumerGroup"])
-            return None
-
-        server = await _server().start()
-        conn = await connect(
-            f"127.0.0.1:{server.port}", {RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: on_notify}
-        )
+@async_test
+async def test_timeout_and_close_fail_pending_requests_with_cause():
+    server = await _server().start()
+    conn = await connect(f"127.0.0.1:{server.port}")
+    with pytest.raises(RemotingTimeoutError, match="within 50 ms"):
+        await conn.invoke(RemotingCommand.request(34), timeout_ms=50)
+    pending = asyncio.ensure_future(conn.invoke(RemotingCommand.request(34), 10_000))
+    await _poll(lambda: bool(conn._pending))
+    await server.stop()  # server goes away: the pending request fails, not hangs
+    with pytest.raises(ConnectionClosedError):
+        await pending
+    with pytest.raises(ConnectionClosedError):
         await conn.invoke(RemotingCommand.request(105, {"topic": "x"}))
-        (server_side,) = server.connections
-        await server_side.invoke_oneway(
-            RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "G"})
-        )
-        assert await asyncio.wait_for(got.get(), 5) == "G"
-        await conn.close()
-        await server.stop()
 
-    asyncio.run(main())
+
+@async_test
+async def test_server_to_client_oneway_notify():
+    got = asyncio.Queue()
+
+    async def on_notify(conn, req):
+        await got.put(req.ext_fields["consumerGroup"])
+        return None
+
+    server = await _server().start()
+    conn = await connect(
+        f"127.0.0.1:{server.port}", {RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: on_notify}
+    )
+    await conn.invoke(RemotingCommand.request(105, {"topic": "x"}))
+    (server_side,) = server.connections
+    await server_side.invoke_oneway(
+        RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "G"})
+    )
+    assert await asyncio.wait_for(got.get(), 5) == "G"
+    await conn.close()
+    await server.stop()

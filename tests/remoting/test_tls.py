@@ -19,6 +19,7 @@ from broker.remoting.connection import ConnectionClosedError
 from broker.remoting.server import RemotingServer
 from broker.remoting.tls import TlsMode, client_context, server_context
 from contracts.errors import ConfigError
+from tests.support.aio import async_test
 from tests.support.tls_certs import make_cert as _make_cert
 from tests.support.waiting import wait_for
 from tools.localcluster import LocalProcess, free_port
@@ -90,26 +91,24 @@ def test_enforcing_permissive_and_disabled_in_process(cert, tmp_path) -> None:
     asyncio.run(main())
 
 
-def test_permissive_drops_a_peer_that_never_sends_its_first_byte(cert) -> None:
+@async_test
+async def test_permissive_drops_a_peer_that_never_sends_its_first_byte(cert) -> None:
     from broker.remoting.limits import ServerLimits
 
-    async def main() -> None:
-        server = await RemotingServer(
-            {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo},
-            ServerLimits(frame_read_timeout_ms=200),
-            tls_mode=TlsMode.PERMISSIVE,
-            ssl_context=server_context(*cert),
-        ).start("127.0.0.1", 0)
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            async with asyncio.timeout(5):
-                assert await reader.read(1) == b""
-            writer.close()
-            assert server.guard.refusals.total == 1 and server._sniffing == 0
-        finally:
-            await server.stop()
-
-    asyncio.run(main())
+    server = await RemotingServer(
+        {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo},
+        ServerLimits(frame_read_timeout_ms=200),
+        tls_mode=TlsMode.PERMISSIVE,
+        ssl_context=server_context(*cert),
+    ).start("127.0.0.1", 0)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        async with asyncio.timeout(5):
+            assert await reader.read(1) == b""
+        writer.close()
+        assert server.guard.refusals.total == 1 and server._sniffing == 0
+    finally:
+        await server.stop()
 
 
 def _namesrv(tmp_path, *flags: str) -> LocalProcess:
@@ -172,7 +171,8 @@ def test_broker_conf_tls_keys(tmp_path, cert) -> None:
         BrokerConfig.from_dict({**base, "tlsMode": "sometimes"})
 
 
-def test_broker_node_serves_tls_and_plain_in_permissive_mode(tmp_path, cert) -> None:
+@async_test
+async def test_broker_node_serves_tls_and_plain_in_permissive_mode(tmp_path, cert) -> None:
     from broker.node import BrokerNode
 
     config = BrokerConfig.from_dict(
@@ -181,20 +181,17 @@ def test_broker_node_serves_tls_and_plain_in_permissive_mode(tmp_path, cert) -> 
          "tlsServerCertPath": cert[0], "tlsServerKeyPath": cert[1]}
     )  # fmt: skip
 
-    async def main() -> None:
-        node = await BrokerNode.start(config, "127.0.0.1")
-        try:
-            addr = f"127.0.0.1:{node.server.port}"
-            info = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
-            for ssl in (client_context(cert[0]), None):
-                conn = await connect(addr, ssl=ssl)
-                resp = await conn.invoke(info)
-                assert resp.code == ResponseCode.SUCCESS
-                await conn.close()
-        finally:
-            await node.stop()
-
-    asyncio.run(main())
+    node = await BrokerNode.start(config, "127.0.0.1")
+    try:
+        addr = f"127.0.0.1:{node.server.port}"
+        info = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        for ssl in (client_context(cert[0]), None):
+            conn = await connect(addr, ssl=ssl)
+            resp = await conn.invoke(info)
+            assert resp.code == ResponseCode.SUCCESS
+            await conn.close()
+    finally:
+        await node.stop()
 
 
 def test_broker_with_tls_enable_registers_with_an_enforcing_name_server(tmp_path, cert) -> None:
@@ -225,39 +222,37 @@ def test_broker_with_tls_enable_registers_with_an_enforcing_name_server(tmp_path
         assert ns.stop() == 0
 
 
-def test_enforcing_counts_handshakes_against_the_cap_and_refuses_plain_bytes(cert) -> None:
+@async_test
+async def test_enforcing_counts_handshakes_against_the_cap_and_refuses_plain_bytes(cert) -> None:
     from broker.remoting.limits import ServerLimits
 
-    async def main() -> None:
-        server = await RemotingServer(
-            {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo},
-            ServerLimits(max_connections=3, frame_read_timeout_ms=60_000),
-            tls_mode=TlsMode.ENFORCING,
-            ssl_context=server_context(*cert),
-        ).start("127.0.0.1", 0)
-        try:
-            silent = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
-            await wait_for(lambda: server._sniffing >= 3, 5000, what="three peers sniffed")
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    server = await RemotingServer(
+        {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo},
+        ServerLimits(max_connections=3, frame_read_timeout_ms=60_000),
+        tls_mode=TlsMode.ENFORCING,
+        ssl_context=server_context(*cert),
+    ).start("127.0.0.1", 0)
+    try:
+        silent = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
+        await wait_for(lambda: server._sniffing >= 3, 5000, what="three peers sniffed")
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        async with asyncio.timeout(5):
+            assert await reader.read(1) == b"", "a fourth peer is refused at once"
+        writer.close()
+        for _, w in silent:
+            w.close()
+        await wait_for(lambda: not server._sniffing, 5000, what="the sniffers released")
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"\x00\x00\x00\x10plain")
+        try:  # closed with our bytes unread: a reset, or an end of stream
             async with asyncio.timeout(5):
-                assert await reader.read(1) == b"", "a fourth peer is refused at once"
-            writer.close()
-            for _, w in silent:
-                w.close()
-            await wait_for(lambda: not server._sniffing, 5000, what="the sniffers released")
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            writer.write(b"\x00\x00\x00\x10plain")
-            try:  # closed with our bytes unread: a reset, or an end of stream
-                async with asyncio.timeout(5):
-                    assert await reader.read(1) == b"", "plain bytes are dropped"
-            except ConnectionResetError:
-                pass
-            writer.close()
-            assert await _ask(server.port, client_context(cert[0])) == "true"
-        finally:
-            await server.stop()
-
-    asyncio.run(main())
+                assert await reader.read(1) == b"", "plain bytes are dropped"
+        except ConnectionResetError:
+            pass
+        writer.close()
+        assert await _ask(server.port, client_context(cert[0])) == "true"
+    finally:
+        await server.stop()
 
 
 def _encrypted_key(directory, pass_phrase: bytes) -> tuple[str, str]:

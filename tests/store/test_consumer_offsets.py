@@ -14,6 +14,7 @@ from broker.store.consumer_offsets import (
     OffsetOutOfRangeError,
     OffsetsUnreadableError,
 )
+from tests.support.aio import async_test
 
 
 def _manager(tmp_path, top: int | None = None) -> ConsumerOffsetManager:
@@ -185,7 +186,8 @@ def test_offsets_above_their_queue_after_a_lost_tail_are_reported_not_lowered(tm
     assert t.query("G", "T", 0) == 50
 
 
-def test_periodic_persist_loop_writes_after_a_change(tmp_path, driven_clock) -> None:
+@async_test
+async def test_periodic_persist_loop_writes_after_a_change(tmp_path, driven_clock) -> None:
     """By ticks of a driven clock: nothing is written before the interval, the change is
     written at it."""
     import asyncio
@@ -195,16 +197,13 @@ def test_periodic_persist_loop_writes_after_a_change(tmp_path, driven_clock) -> 
     def persisted() -> int:
         return ConsumerOffsetManager.load(t.path).query("g", "t", 0)
 
-    async def main() -> None:
-        task = asyncio.create_task(t.persist_periodically(10, driven_clock))
-        try:
-            await driven_clock.settle()
-            t.commit("g", "t", 0, 9)
-            await driven_clock.advance(9)
-            assert not os.path.exists(t.path) or persisted() != 9
-            await driven_clock.advance(1)
-            assert persisted() == 9
-        finally:
-            task.cancel()
-
-    asyncio.run(main())
+    task = asyncio.create_task(t.persist_periodically(10, driven_clock))
+    try:
+        await driven_clock.settle()
+        t.commit("g", "t", 0, 9)
+        await driven_clock.advance(9)
+        assert not os.path.exists(t.path) or persisted() != 9
+        await driven_clock.advance(1)
+        assert persisted() == 9
+    finally:
+        task.cancel()

@@ -7,8 +7,11 @@ from concurrent.futures import Future
 
 from broker.config import FlushDiskType
 from broker.store.flush import FlushRealTimeService, GroupCommitService
+from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageResult, PutMessageStatus
 from contracts.record.model import Message
+from tests.support.aio import async_test, run_async
+from tests.support.waiting import wait_for
 
 
 def test_group_commit_shares_fsyncs_between_writers(open_store) -> None:
@@ -102,10 +105,10 @@ def test_async_flusher_ticks_with_an_injected_clock() -> None:
     assert calls[-1] == 4
 
 
-def test_async_flusher_runs_by_ticks_of_a_driven_clock(driven_clock) -> None:
+@async_test
+async def test_async_flusher_runs_by_ticks_of_a_driven_clock(driven_clock) -> None:
     """The flusher's thread waits on the clock: each interval of driven time is one round (the
     round's decision reads the same clock), and a stop ends the thread."""
-    import asyncio
 
     from tests.support.waiting import wait_for
 
@@ -118,18 +121,15 @@ def test_async_flusher_runs_by_ticks_of_a_driven_clock(driven_clock) -> None:
         clock=driven_clock,
     )
 
-    async def main() -> None:
-        svc.start()
-        try:
-            await driven_clock.advance(500)
-            await wait_for(lambda: calls == [4], 5000, what="the round at 500 ms")
-            await driven_clock.advance(500)
-            await wait_for(lambda: calls == [4, 0], 5000, what="the thorough round at 1000 ms")
-        finally:
-            svc.shutdown()
-        assert not svc._thread.is_alive() and calls[-1] == 0  # the final flush at shutdown
-
-    asyncio.run(main())
+    svc.start()
+    try:
+        await driven_clock.advance(500)
+        await wait_for(lambda: calls == [4], 5000, what="the round at 500 ms")
+        await driven_clock.advance(500)
+        await wait_for(lambda: calls == [4, 0], 5000, what="the thorough round at 1000 ms")
+    finally:
+        svc.shutdown()
+    assert not svc._thread.is_alive() and calls[-1] == 0  # the final flush at shutdown
 
 
 def test_async_flush_respects_least_pages(open_store) -> None:
@@ -140,3 +140,40 @@ def test_async_flush_respects_least_pages(open_store) -> None:
     for _ in range(200):
         store.put_message(Message("t", b"a" * 100)).result()
     assert store._flush_commit_log(4) == store.max_phy_offset
+
+
+def test_sync_flush_group_commit_expires_by_the_driven_clock(make_config, driven_clock) -> None:
+    """SYNC_FLUSH on a DrivenClock: a put whose flush hangs is answered FLUSH_DISK_TIMEOUT
+    when the driven time passes sync_flush_timeout_ms, not before, and no wall time is spent on
+    the minute it waits; once the disk answers, a put completes with no tick at all."""
+    store = MessageStore.open(
+        make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=60_000),
+        clock=driven_clock,
+    )
+    gate = threading.Event()
+    real_flush = store.commit_log.flush
+
+    def gated_flush(least_pages: int = 0) -> int:
+        gate.wait(30)
+        return real_flush(least_pages)
+
+    store.commit_log.flush = gated_flush
+    store.start()
+
+    async def drive() -> None:
+        fut = store.put_message(Message("t", b"x"))
+        await driven_clock.advance(59_999)
+        assert not fut.done()  # within the timeout: still waiting for the disk
+        await driven_clock.advance(1)
+        r = await wait_for(fut.done, 5_000, what="the put to time out on the driven clock")
+        assert r and fut.result().status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        gate.set()
+        ok = store.put_message(Message("t", b"y"))
+        await wait_for(ok.done, 5_000, what="a flushed put")
+        assert ok.result().status is PutMessageStatus.PUT_OK
+
+    try:
+        run_async(drive)
+    finally:
+        gate.set()
+        store.shutdown()
