@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker import planted_bugs
 from broker.clock import Clock
 from broker.ha.broker_identity import BrokerIdentityStore, IdentityError, Invoke, allocate_broker_id
 from broker.loop_service import LoopService
@@ -132,6 +133,9 @@ class ControllerClient(LoopService):
         self.fenced = False
         self._next_pull_ms = 0.0
         self._role_lock = asyncio.Lock()
+        # named master under an epoch this node's log already holds (it restarted as the
+        # master): it asks for a new epoch instead of resuming one whose tail it may have lost
+        self._renew_epoch = False
 
     @property
     def is_master(self) -> bool:
@@ -226,7 +230,7 @@ class ControllerClient(LoopService):
             self._forget_leader_if(resp)
             return
         await self._apply_response(resp)
-        if self.replica.master_broker_id is None:  # nobody leads: ask for an election
+        if self.replica.master_broker_id is None or self._renew_epoch:  # ask for an election
             resp = await self._call(
                 self.leader,
                 Q.CONTROLLER_ELECT_MASTER,
@@ -266,6 +270,11 @@ class ControllerClient(LoopService):
         async with self._role_lock:
             r, me = self.replica, self.broker_id
             if master_id is None or me is None:
+                return
+            own = self.role.master_epoch()
+            self._renew_epoch = master_id == me and not self.is_master and master_epoch <= own
+            if self._renew_epoch:
+                self._next_pull_ms = 0.0
                 return
             if master_epoch > r.master_epoch:
                 await self._switch(master_id, master_addr, master_epoch, sync_set, set_epoch)
@@ -316,6 +325,8 @@ class ControllerClient(LoopService):
 
     def _check_lease(self) -> None:
         if not self.is_master or self.fenced or not self._lease_expired():
+            return
+        if planted_bugs.active("write-after-lease"):  # the master keeps taking writes
             return
         self.fenced = True
         self.role.fence_writes(

@@ -109,7 +109,13 @@ def test_cli_lists_bugs_and_prints_one_json_line(tmp_path):
     from broker.cli import main
 
     assert main(["sim", "--list-bugs"]) == 0
-    assert set(planted_bugs.KNOWN) == {"nondurable-truncation", "early-ack", "unclean-election"}
+    assert set(planted_bugs.KNOWN) == {
+        "nondurable-truncation",
+        "early-ack",
+        "unclean-election",
+        "election-overflow",
+        "write-after-lease",
+    }
 
 
 def test_cli_json_summary_and_exit_codes(capsys):

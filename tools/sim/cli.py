@@ -78,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
     if args.list_bugs:
         for name in planted_bugs.KNOWN:
             print(name)
-        for name, why in planted_bugs.PENDING.items():
-            print(f"{name} (pending: {why})")
         return 0
     bugs = frozenset(args.inject_bug or ())
     unknown = sorted(bugs - set(planted_bugs.KNOWN))
@@ -178,6 +176,7 @@ def _summary(outcomes: list[Outcome], wall: float, first: int, seconds: float, b
         "seconds": seconds,
         "bugs": sorted(bugs),
         "acks": sum(o.acks for o in outcomes),
+        "weak_acks_lost": sum(o.weak_acks_lost for o in outcomes),
         "reads": sum(o.reads for o in outcomes),
         "reads_beyond_confirm": sum(o.reads_beyond_confirm for o in outcomes),
         "violations": dict(Counter(o.violation.name for o in failed)),

@@ -27,13 +27,24 @@ LISTEN_PORT = 10911
 FILE_SIZE = 64 * 1024
 
 
-def node_config(root: str, name: str, ip: str, master_ip: str | None) -> BrokerConfig:
+# controller mode, on short timers so a 30 s schedule sees several elections
+HEARTBEAT_MS = 500
+CONTROLLER_TIMEOUT_MS = 4000
+LEASE_MS = 3000  # at most 80 % of the controller's heartbeat timeout
+
+
+def node_config(
+    root: str, name: str, ip: str, master_ip: str | None, controller_addr: str | None
+) -> BrokerConfig:
+    """Controller mode when ``controller_addr`` is given; else broker.conf's classic roles: the
+    master (``master_ip`` None) or a slave of ``master_ip``."""
     conf = {
         "storePathRootDir": os.path.join(root, name),
         "brokerName": BROKER_NAME,
         "brokerIP1": ip,
         "listenPort": LISTEN_PORT,
         "nodeName": name,
+        "brokerRole": "SYNC_MASTER",  # the role taken when the controller elects this node
         "flushDiskType": "SYNC_FLUSH",
         "mappedFileSizeCommitLog": FILE_SIZE,
         "mappedFileSizeConsumeQueue": 20 * 1024,
@@ -41,7 +52,16 @@ def node_config(root: str, name: str, ip: str, master_ip: str | None) -> BrokerC
         "haHousekeepingInterval": 3000,
         "syncFlushTimeout": 2000,
     }
-    if master_ip is None:
+    if controller_addr is not None:
+        conf.update(
+            enableControllerMode=True,
+            controllerAddr=controller_addr,
+            brokerHeartbeatInterval=HEARTBEAT_MS,
+            controllerHeartBeatTimeoutMills=CONTROLLER_TIMEOUT_MS,
+            controllerLeaseMills=LEASE_MS,
+            syncBrokerMetadataPeriod=2000,
+        )
+    elif master_ip is None:
         conf.update(brokerRole="SYNC_MASTER", brokerId=0)
     else:
         conf.update(
@@ -132,10 +152,13 @@ class SimNode:
     def fsync_latency_s(self) -> float:
         return (self.world.rt_rng.uniform(0.1, 2.0) + self.slow_disk_ms) / 1000
 
-    async def start(self, master_ip: str | None) -> None:
-        """Start from broker.conf: as the master (``master_ip`` None) or a slave of
+    async def start(self, master_ip: str | None = None) -> None:
+        """Start in controller mode (a slave of nobody until the controller names its role) or,
+        without a controller, from broker.conf: as the master (``master_ip`` None) or a slave of
         ``master_ip``, as an operator edits broker.conf before a restart after a failover."""
-        self.config = node_config(self.root, self.name, self.ip, master_ip)
+        ctl = self.world.ctl
+        addr = ctl.addr if ctl is not None else None
+        self.config = node_config(self.root, self.name, self.ip, master_ip, addr)
         self.gen += 1
         self.world.net.node_up(self.name)
         self.ctx = contextvars.copy_context()

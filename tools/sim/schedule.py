@@ -36,7 +36,9 @@ class Knobs:
     careless: bool  # the operator sometimes names any up node (promote must refuse a lagging one)
 
 
-def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
+def draw(seed: int, seconds: float, controller: bool = False) -> tuple[list[Step], Knobs]:
+    """The steps and knobs of ``seed``; with ``controller``, partitions also cut the master
+    from the controller (alone, or from everyone: #7017's two masters)."""
     rng = random.Random(seed)
     knobs = Knobs(
         crash_after_truncation=rng.random() < 0.75,
@@ -56,7 +58,10 @@ def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
             raw.append((at, kind, rng.choice(("master", "master", "slave", "any")), 0.0))
             raw.append((back, "restart", "down", 0.0))
         elif kind == "partition":
-            raw.append((at, kind, rng.choice(("master-slave", "slave-slave", "master-all")), 0.0))
+            targets = ("master-slave", "slave-slave", "master-all")
+            if controller:
+                targets += ("master-ctl", "master-all-ctl")
+            raw.append((at, kind, rng.choice(targets), 0.0))
             raw.append((back, "heal", "all", 0.0))
         elif kind == "slow-disk":
             raw.append((at, kind, rng.choice(("master", "slave")), rng.uniform(50, 1500)))
