@@ -230,7 +230,10 @@ class ControllerClient(LoopService):
             self._forget_leader_if(resp)
             return
         await self._apply_response(resp)
-        if self.replica.master_broker_id is None or self._renew_epoch:  # ask for an election
+        # nobody leads (never did, or the controller's last election failed while this node
+        # still remembers the master before it), or this node restarted as the master
+        no_master = _opt_int(resp.ext_fields.get("masterBrokerId")) is None
+        if no_master or self.replica.master_broker_id is None or self._renew_epoch:
             resp = await self._call(
                 self.leader,
                 Q.CONTROLLER_ELECT_MASTER,

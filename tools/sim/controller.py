@@ -98,14 +98,18 @@ class SimController:
                 f"{'' if c['inSyncStateSet'] else '-out'}{'' if c['alive'] else '-dead'}"
                 for c in record.get("candidates", [])
             )
-            self.world.log(f"controller: elected id {bid} epoch {epoch}"
-                           f"{' UNCLEAN' if record.get('unclean') else ''} [{cands}]")  # fmt: skip
+            self.world.log(
+                f"controller: elected id {bid} epoch {epoch}"
+                f"{' UNCLEAN' if record.get('unclean') else ''} [{cands}]"
+            )
             problem = election_problem(record)
             if problem is not None:
                 self.world.fail(Violation("election", problem))
         elif kind == "sync_state_set_changed":
-            self.world.log(f"controller: SyncStateSet {record.get('memberIds')} "
-                           f"(set epoch {record.get('syncStateSetEpoch')})")  # fmt: skip
+            self.world.log(
+                f"controller: SyncStateSet {record.get('memberIds')} "
+                f"(set epoch {record.get('syncStateSetEpoch')})"
+            )
 
     # -- what the world reads ------------------------------------------------------------------
 
@@ -136,7 +140,9 @@ class SimController:
 def election_problem(record: dict) -> str | None:
     """What is wrong with an election by its own evidence (the candidates as the controller saw
     them), or None: a clean election takes an alive member of the SyncStateSet, and none of them
-    has a newer epoch, or the same epoch and a longer log (leader completeness)."""
+    has a newer epoch, or the same epoch and a longer log (leader completeness), unless it is
+    the master itself asking for a new epoch after a restart (what it lost was not acknowledged:
+    SYNC_FLUSH acknowledges only what the master flushed)."""
     if record.get("unclean") or record.get("designated"):
         return None
     cands = record.get("candidates", [])
@@ -145,6 +151,8 @@ def election_problem(record: dict) -> str | None:
     chosen = next((c for c in cands if c["brokerId"] == record["brokerId"]), None)
     if chosen is None or chosen not in pool:
         return f"elected id {record['brokerId']}, not an alive member of the SyncStateSet"
+    if record.get("requester") == chosen["brokerId"]:
+        return None  # the master restarted and renews its epoch (its lost tail was never acked)
     best = max(pool, key=lambda c: (c["epoch"], c["maxOffset"]))
     if (best["epoch"], best["maxOffset"]) > (chosen["epoch"], chosen["maxOffset"]):
         return (

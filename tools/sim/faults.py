@@ -35,8 +35,10 @@ class Faults:
         if not sim.up:
             return
         notes = await sim.crash(power)
-        world.log(f"{sim.name} {'power loss' if power else 'killed'} ({why})"
-                  + "".join(f"; {n}" for n in notes))  # fmt: skip
+        world.log(
+            f"{sim.name} {'power loss' if power else 'killed'} ({why})"
+            + "".join(f"; {n}" for n in notes)
+        )
         delay = world.rt_rng.uniform(1.0, 3.0)
         world.loop.call_later(delay, self.spawn_restart, sim)
 

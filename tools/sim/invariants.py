@@ -111,9 +111,12 @@ class Checker:
         first)."""
         for at, new_epoch, bid in ctl.elections:
             if at <= now and new_epoch > epoch and ctl.address_of(bid) != sim.addr:
-                raise Violation("two-writers", f"{sim.name} accepted a write under epoch {epoch} "
-                                f"at t={now - 1000:.3f}, after the controller elected id {bid} "
-                                f"under epoch {new_epoch} at t={at - 1000:.3f}")  # fmt: skip
+                raise Violation(
+                    "two-writers",
+                    f"{sim.name} accepted a write under epoch {epoch} "
+                    f"at t={now - 1000:.3f}, after the controller elected id {bid} "
+                    f"under epoch {new_epoch} at t={at - 1000:.3f}",
+                )
 
     def acked_held(self, store, start: int, end: int) -> list[Ack]:
         """The acknowledged messages whose bytes ``store`` holds in ``[start, end)``."""
@@ -137,13 +140,20 @@ class Checker:
             if not s.up or s.node.role.epoch_entries != entries:
                 continue
             end = min(s.node.store.max_phy_offset, mstore.max_phy_offset)
-            mine = log_bytes(s.node.store, 0, end)
-            theirs = log_bytes(mstore, 0, end)
+            # an empty slave starts at the master's last file (RocketMQ's transfer from where)
+            start = max(s.node.store.min_phy_offset, mstore.min_phy_offset, 0)
+            mine = log_bytes(s.node.store, start, end)
+            theirs = log_bytes(mstore, start, end)
             if mine != theirs:
                 n = min(len(mine), len(theirs))
                 at = next((i for i in range(n) if mine[i] != theirs[i]), n)
-                raise Violation("log-matching", f"{s.name}'s log differs from master "
-                                f"{master.name}'s at offset {at} (both under epochs {entries})")  # fmt: skip
+                raise Violation(
+                    "log-matching",
+                    f"{s.name}'s log differs from master "
+                    f"{master.name}'s at offset {start + at} (read {len(mine)} and "
+                    f"{len(theirs)} of {end - start} bytes; both under epochs "
+                    f"{[(e.epoch, e.start_offset) for e in entries]})",
+                )
 
     def final(self, master) -> None:
         store = master.node.store

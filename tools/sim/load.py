@@ -61,8 +61,10 @@ async def produce(world: World, pid: int) -> None:
             ack = world.checker.on_ack(ack, list(world.nodes.values()), world.disk, world.in_set())
         except Violation as v:
             world.fail(v)
-        world.log(f"ack #{seq} [{offset},{offset + n}) on {sim.name} epoch {ack.epoch}"
-                  + ("" if ack.strong else " (not on every SyncStateSet member)"))  # fmt: skip
+        world.log(
+            f"ack #{seq} [{offset},{offset + n}) on {sim.name} epoch {ack.epoch}"
+            + ("" if ack.strong else " (not on every SyncStateSet member)")
+        )
         if world.knobs.crash_after_ack and rng.random() < world.knobs.crash_after_ack:
             world.faults.spawn_crash(sim, True, "after an ack")
 

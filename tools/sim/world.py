@@ -50,6 +50,7 @@ class Outcome:
     simulated_s: float = 0.0
     acks: int = 0
     weak_acks_lost: int = 0
+    controller: bool = False
     reads: int = 0
     reads_beyond_confirm: int = 0
 
@@ -275,7 +276,7 @@ def run_seed(
     loop = VirtualLoop()
     saved_start = message_store.MessageStore.start
     saved_random = random.getstate()
-    outcome = Outcome(seed, steps, None)
+    outcome = Outcome(seed, steps, None, controller=controller)
     planted_bugs.switch_on(bugs)
     planted_bugs.OVERFLOW_BITS = 10  # the simulated logs hold kilobytes, not gigabytes
     random.seed(seed)
