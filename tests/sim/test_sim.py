@@ -1,9 +1,11 @@
 """``haproof sim``: deterministic, replayable, and it catches the planted bugs.
 
-The schedules' seeds change every day (derived from the date, printed on failure) so CI
-explores new interleavings while any failure stays replayable with
-``haproof sim --seed N --trace``. The run of 1,000 schedules is behind the ``stress`` marker
-(``pytest -m stress tests/sim``): on these 2 shared cores it takes longer than a CI step.
+Each run draws a new block of seeds (a random base, printed, or ``HAPROOF_SIM_FIRST_SEED`` to
+replay a run's block) so CI explores new interleavings while any failure stays replayable with
+``haproof sim --seed N --trace``: ``test_the_schedules_of_this_run_pass`` runs
+``HAPROOF_SIM_SCHEDULES`` (default 1,000) schedules over 2 processes, half with the real
+controller electing, half with the operator promoting. The planted bugs are each caught from
+seeds that change daily; the longer run (``pytest -m stress tests/sim``) runs 4,000.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import datetime
 import hashlib
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -56,16 +59,46 @@ def test_same_trace_in_another_process_with_another_hash_seed():
     assert out.stdout.split()[-1] == _digest(here.trace)
 
 
-def test_schedules_of_the_day_pass():
-    """40 schedules of 30 simulated seconds with every fault kind; seeds change daily."""
-    first = daily_first_seed()
-    failures = []
-    for seed in range(first, first + 40):
-        outcome = run_seed(seed, 30.0)
-        if outcome.failed:
-            failures.append(f"seed {seed}: {outcome.violation} (replay: "
-                            f"{replay_command(outcome, 30.0, frozenset(), len(outcome.steps))})")  # fmt: skip
-    assert not failures, "\n".join(failures)
+def run_first_seed() -> int:
+    """A new block of seeds each run (printed), or the block of ``HAPROOF_SIM_FIRST_SEED``."""
+    env = os.environ.get("HAPROOF_SIM_FIRST_SEED")
+    first = int(env) if env else random.SystemRandom().randrange(10**9)
+    print(f"haproof sim: schedules from seed {first} (HAPROOF_SIM_FIRST_SEED={first} replays)")
+    return first
+
+
+def _run_block(count: int, seconds: float) -> None:
+    first = run_first_seed()
+    half = count // 2
+    start = time.monotonic()
+    with_ctl = run_many(first, half, seconds, frozenset(), 2, None, False, controller=True)
+    classic = run_many(first + half, count - half, seconds, frozenset(), 2, None, False)
+    wall = time.monotonic() - start
+    outcomes = with_ctl + classic
+    simulated = sum(o.simulated_s for o in outcomes)
+    print(json.dumps({"schedules": len(outcomes), "first_seed": first, "wall_s": round(wall, 1),
+                      "schedules_per_s": round(len(outcomes) / wall, 3),
+                      "simulated_s_per_wall_s": round(simulated / wall, 1)}))  # fmt: skip
+    failures = [
+        f"seed {o.seed}: {o.violation} (replay: "
+        f"{replay_command(o, seconds, frozenset(), len(o.steps))})"
+        for o in outcomes
+        if o.failed
+    ]
+    assert len(outcomes) == count and not failures, "\n".join(failures)
+
+
+def test_the_schedules_of_this_run_pass():
+    """HAPROOF_SIM_SCHEDULES (default 1,000) schedules of 30 simulated seconds with every
+    fault kind, half of them under the real controller; new seeds every run."""
+    _run_block(int(os.environ.get("HAPROOF_SIM_SCHEDULES", "1000")), 30.0)
+
+
+def test_the_controller_mode_is_deterministic_too():
+    a = run_seed(21, 12.0, controller=True)
+    b = run_seed(21, 12.0, controller=True)
+    assert any("controller: elected" in line for line in a.trace) and a.acks > 0
+    assert a.trace == b.trace
 
 
 def _first_catch(bug: str, seeds, seconds: float, budget_s: float):
@@ -105,6 +138,24 @@ def test_unclean_election_is_caught():
     assert not run_seed(outcome.seed, 20.0, frozenset(), keep).failed
 
 
+def test_write_after_lease_is_caught_and_the_same_schedule_passes_without_it():
+    """A master cut from the controller (and its lease ended) keeps taking writes while the
+    controller elects another: two writers (#7017)."""
+    outcome = _first_catch("write-after-lease", range(daily_first_seed(), 10**9), 30.0, 240.0)
+    assert outcome is not None, "write-after-lease not caught within the budget"
+    assert outcome.violation.name in ("two-writers", "one-master-per-epoch")
+    assert outcome.controller
+    assert not run_seed(outcome.seed, 30.0, controller=True).failed
+
+
+def test_election_overflow_is_caught_and_the_same_schedule_passes_without_it():
+    """The election's comparator wraps (#10578): a shorter log wins over a longer one."""
+    outcome = _first_catch("election-overflow", range(daily_first_seed(), 10**9), 30.0, 240.0)
+    assert outcome is not None, "election-overflow not caught within the budget"
+    assert outcome.violation.name in ("election", "truncation-acked", "ack-lost")
+    assert not run_seed(outcome.seed, 30.0, controller=True).failed
+
+
 def test_cli_lists_bugs_and_prints_one_json_line(tmp_path):
     from broker.cli import main
 
@@ -136,13 +187,6 @@ def test_cli_json_summary_and_exit_codes(capsys):
 
 
 @pytest.mark.stress
-def test_a_thousand_schedules():
-    """>= 1,000 schedules of 30 simulated seconds over 2 processes; prints its throughput."""
-    first = daily_first_seed() + 500
-    start = time.monotonic()
-    outcomes = run_many(first, 1000, 30.0, frozenset(), 2, None, False)
-    wall = time.monotonic() - start
-    print(json.dumps({"schedules": len(outcomes), "first_seed": first, "wall_s": round(wall, 1),
-                      "schedules_per_s": round(len(outcomes) / wall, 3)}))  # fmt: skip
-    failures = [f"seed {o.seed}: {o.violation}" for o in outcomes if o.failed]
-    assert len(outcomes) == 1000 and not failures, "\n".join(failures)
+def test_four_thousand_schedules():
+    """The longer run: 4,000 schedules of 30 simulated seconds over 2 processes."""
+    _run_block(4000, 30.0)

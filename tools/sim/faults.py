@@ -30,7 +30,7 @@ class Faults:
         ctx.run(NODE.set, "sim")
         world.loop.create_task(self.crash(sim, power, why), context=ctx)
 
-    async def crash(self, sim: SimNode, power: bool, why: str) -> None:
+    async def crash(self, sim: SimNode, power: bool, why: str, down_s: float = 0.0) -> None:
         world = self.world
         if not sim.up:
             return
@@ -39,7 +39,7 @@ class Faults:
             f"{sim.name} {'power loss' if power else 'killed'} ({why})"
             + "".join(f"; {n}" for n in notes)
         )
-        delay = world.rt_rng.uniform(1.0, 3.0)
+        delay = down_s or world.rt_rng.uniform(1.0, 3.0)
         world.loop.call_later(delay, self.spawn_restart, sim)
 
     def spawn_restart(self, sim: SimNode) -> None:
@@ -98,7 +98,7 @@ class Faults:
             elif kind == "slow-disk":
                 sim.slow_disk_ms = step.value
             else:
-                await self.crash(sim, kind == "power", f"step {step.index}")
+                await self.crash(sim, kind == "power", f"step {step.index}", step.value)
         elif kind == "partition":
             self.partition(step)
         elif kind == "heal":

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.node import BrokerNode
+from tools.sim.invariants import Violation
 from tools.sim.vloop import NODE
 
 if TYPE_CHECKING:
@@ -130,6 +131,7 @@ class SimNode:
         self.config: BrokerConfig | None = None
         self.node: BrokerNode | None = None
         self.gen = 0
+        self.starting = False  # a start under way (a second one would make two processes)
         self.slow_disk_ms = 0.0
         self.ctx = contextvars.copy_context()
         SimNode.current[name] = self
@@ -156,6 +158,8 @@ class SimNode:
         """Start in controller mode (a slave of nobody until the controller names its role) or,
         without a controller, from broker.conf: as the master (``master_ip`` None) or a slave of
         ``master_ip``, as an operator edits broker.conf before a restart after a failover."""
+        if self.starting or self.node is not None:
+            return
         ctl = self.world.ctl
         addr = ctl.addr if ctl is not None else None
         self.config = node_config(self.root, self.name, self.ip, master_ip, addr)
@@ -165,7 +169,11 @@ class SimNode:
         self.ctx.run(NODE.set, self.name)
         loop = asyncio.get_running_loop()
         task = loop.create_task(BrokerNode.start(self.config, self.ip), context=self.ctx)
-        node = await task
+        self.starting = True
+        try:
+            node = await task
+        finally:
+            self.starting = False
         node.truncations.add(self._truncated)
         self._watch_truncations(node.store)
         node.role.listeners.append(self._role_changed)
@@ -210,12 +218,9 @@ class SimNode:
                 t.cancel()
             await asyncio.wait(tasks, timeout=0.5)
         left = [t for t in loop.node_tasks.get(self.name, {}) if not t.done()]
-        if left:
-            world.log(f"{self.name}: {len(left)} task(s) outlived the crash")
-        # a process's death ends its replication too, whatever task context started it
-        client = node.replication.ha_client
-        if client is not None:
-            await client.stop()
+        if left:  # a process's death ends all of it: a task that goes on is a zombie
+            names = sorted({t.get_name() for t in left})
+            world.fail(Violation("zombie", f"{self.name}: task(s) {names} outlived the crash"))
         node.store.close_abruptly()
         if not power:
             return []
