@@ -143,7 +143,8 @@ class ReplicasInfoManager:
         )
         # the master itself asking (it restarted: its epoch may have lost a tail a slave holds)
         # gets a new epoch; anybody else asking while the master stays gets the master as is
-        if new_master is not None and new_master == info.masterBrokerId != broker_id:
+        renew = broker_id == new_master and not designate
+        if new_master is not None and new_master == info.masterBrokerId and not renew:
             return Result(
                 code=RC.CONTROLLER_MASTER_STILL_EXIST,
                 remark=f"The old master {new_master} is still alive, no need to elect a new "

@@ -101,10 +101,10 @@ def test_the_controller_mode_is_deterministic_too():
     assert a.trace == b.trace
 
 
-def _first_catch(bug: str, seeds, seconds: float, budget_s: float):
+def _first_catch(bug: str, seeds, seconds: float, budget_s: float, controller: bool = False):
     deadline = time.monotonic() + budget_s
     for seed in seeds:
-        outcome = run_seed(seed, seconds, frozenset({bug}))
+        outcome = run_seed(seed, seconds, frozenset({bug}), controller=controller)
         if outcome.failed:
             return outcome
         if time.monotonic() > deadline:
@@ -136,6 +136,14 @@ def test_unclean_election_is_caught():
     assert outcome.violation.name in ("truncation-acked", "ack-lost", "log-matching")
     keep = {s.index for s in outcome.steps}
     assert not run_seed(outcome.seed, 20.0, frozenset(), keep).failed
+
+
+def test_unclean_election_by_the_controller_is_caught():
+    seeds = range(daily_first_seed(), 10**9)
+    outcome = _first_catch("unclean-election", seeds, 30.0, 240.0, controller=True)
+    assert outcome is not None, "unclean-election (controller) not caught within the budget"
+    assert outcome.violation.name in ("election", "truncation-acked", "ack-lost")
+    assert not run_seed(outcome.seed, 30.0, controller=True).failed
 
 
 def test_write_after_lease_is_caught_and_the_same_schedule_passes_without_it():
