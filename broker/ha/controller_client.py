@@ -322,6 +322,11 @@ class ControllerClient(LoopService):
             self._next_pull_ms = 0.0
             raise
 
+    def check_lease(self) -> None:
+        """Fence writes now if the lease ended: called between rounds and by a watch of its
+        own (a round can wait seconds on an unreachable controller, the lease cannot)."""
+        self._check_lease()
+
     def _lease_expired(self) -> bool:
         last = self.last_leader_ack_ms
         return last is None or self.clock.monotonic_ms() - last > self.cfg.lease_ms

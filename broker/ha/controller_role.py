@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 UNASSIGNED = "unassigned"
 LEASE = "lease"
+LEASE_WATCH_STEPS = 20  # the lease is checked every 1/20 of it (5 % late at most)
 
 
 def initial_role(config: BrokerConfig, epochs: EpochFile) -> BrokerRoleState:
@@ -172,15 +173,27 @@ class ControllerModeService:
             round_=self.keep_sync_state_set,
             clock=clock,
         )
+        # the lease ends on time even while the client's round waits on the network
+        self.lease_watch = Periodic(
+            "master-lease",
+            period_ms=max(10, config.controller_lease_ms // LEASE_WATCH_STEPS),
+            round_=self._watch_lease,
+            clock=clock,
+        )
 
     async def start(self) -> None:
         self.client.start()
         self.keeper.start()
+        self.lease_watch.start()
 
     async def stop(self) -> None:
+        await self.lease_watch.stop()
         await self.keeper.stop()
         await self.client.stop()
         await self.remoting.close()
+
+    async def _watch_lease(self) -> None:
+        self.client.check_lease()
 
     async def keep_sync_state_set(self) -> None:
         """A master proposes its SyncStateSet (1001): itself and the slaves whose HA
