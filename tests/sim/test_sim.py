@@ -111,6 +111,15 @@ def test_the_controller_mode_is_deterministic_too():
     assert a.trace == b.trace
 
 
+def test_found_a_master_writing_past_its_lease_while_its_round_waited():
+    """Seed 900002 (shrunk): the master cut from the controller twice; its client's round
+    waited on the unreachable controller past the lease, and it kept writing while another was
+    elected, until the lease got a watch of its own (broker/ha/controller_role.py)."""
+    outcome = run_seed(900002, 30.0, frozenset(), {2, 4, 5}, controller=True)
+    assert any("partition master-ctl" in line for line in outcome.trace)
+    assert not outcome.failed, outcome.violation
+
+
 def _first_catch(bug: str, seeds, seconds: float, budget_s: float, controller: bool = False):
     deadline = time.monotonic() + budget_s
     for seed in seeds:
