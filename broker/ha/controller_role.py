@@ -197,14 +197,20 @@ class ControllerModeService:
 
     async def keep_sync_state_set(self) -> None:
         """A master proposes its SyncStateSet (1001): itself and the slaves whose HA
-        connection is in sync (within haSlaveFallbehindMax, connected). A first, coarse
-        upkeep: ``broker/ha/sync_state.py``'s RocketMQ rules are not wired yet."""
+        connection is in sync (within haSlaveFallbehindMax, connected); a slave not in the set
+        joins only once it acknowledged what every member did (a lagging slave let in would be
+        electable without bytes acknowledged by all the others: found by the simulation). A
+        first, coarse upkeep: ``broker/ha/sync_state.py``'s RocketMQ rules are not wired yet."""
         client, ha = self.client, self.replication.ha
         if not client.is_master or ha is None or client.broker_id is None:
             return
-        ids = {s["brokerId"] for s in ha.status()["slaves"] if s["inSync"] and s["brokerId"]}
+        current, status = client.replica.sync_state_set, ha.status()
+        slaves = [s for s in status["slaves"] if s["inSync"] and s["brokerId"]]
+        members = [s["ackOffset"] for s in slaves if s["brokerId"] in current]
+        floor = min(members) if members else status["masterMaxOffset"]
+        ids = {s["brokerId"] for s in slaves if s["brokerId"] in current or s["ackOffset"] >= floor}
         wanted = frozenset({client.broker_id, *ids})
-        if wanted != client.replica.sync_state_set:
+        if wanted != current:
             if await client.alter_sync_state_set(set(wanted)):
                 log.warning("controller: SyncStateSet now %s", sorted(wanted))
 

@@ -207,6 +207,7 @@ def _summary(outcomes: list[Outcome], wall: float, first: int, seconds: float, b
         "controller": any(o.controller for o in outcomes),
         "acks": sum(o.acks for o in outcomes),
         "weak_acks_lost": sum(o.weak_acks_lost for o in outcomes),
+        "needless_cuts": sum(o.needless_cuts for o in outcomes),
         "reads": sum(o.reads for o in outcomes),
         "reads_beyond_confirm": sum(o.reads_beyond_confirm for o in outcomes),
         "violations": dict(Counter(o.violation.name for o in failed)),

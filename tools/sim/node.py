@@ -191,7 +191,9 @@ class SimNode:
             epochs = [(e.epoch, e.start_offset) for e in self.node.role.epoch_entries]
             self.world.log(f"{self.name} cuts [{offset},{store.max_phy_offset}) epochs {epochs}")
             cut(offset, on_step)
-            checker.on_truncated(self.name, offset, held, self.world.fail)
+            master = self.world.master()
+            master = None if master is self else master
+            checker.on_truncated(self.name, offset, held, self.world.fail, master)
 
         store.truncate_dirty = truncate_dirty
 

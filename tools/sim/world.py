@@ -50,6 +50,7 @@ class Outcome:
     simulated_s: float = 0.0
     acks: int = 0
     weak_acks_lost: int = 0
+    needless_cuts: int = 0
     controller: bool = False
     reads: int = 0
     reads_beyond_confirm: int = 0
@@ -298,6 +299,7 @@ def run_seed(
             outcome.simulated_s = loop.time() - 1000
             outcome.acks = len(world.checker.acks)
             outcome.weak_acks_lost = world.checker.weak_lost
+            outcome.needless_cuts = world.checker.needless_cuts
             outcome.reads = world.reads
             outcome.reads_beyond_confirm = world.reads_beyond_confirm
     finally:
