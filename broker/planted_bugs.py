@@ -9,28 +9,32 @@ switch is read at the bug's site (``if planted_bugs.active("early-ack")``), nowh
   Site: ``broker/store/mapped_file.py`` ``MappedFile.truncate_to``.
 - ``early-ack``: a SYNC_FLUSH slave reports (acknowledges) replicated bytes before they are
   flushed, so a SYNC_MASTER answers for bytes no disk holds. Site: ``broker/ha/client.py``.
-- ``unclean-election``: promotion takes a node that is behind another reachable one (until the
-  controller of issue #30 keeps a SyncStateSet, "in sync" is "not behind a reachable node").
-  Site: ``broker/ha/failover.py`` ``_refuse_unclean``; in controller mode the election
-  itself prefers an alive replica outside the SyncStateSet: ``broker/controller/election.py``
-  ``choose``.
+- ``unclean-election``: promotion takes a node that is behind another reachable one ("in
+  sync" is "not behind a reachable node" without a controller); the controller's election
+  takes any alive replica as if in the SyncStateSet. Sites: ``broker/ha/failover.py``
+  ``_refuse_unclean``, ``broker/controller/election.py`` ``choose``.
+- ``election-overflow`` (RocketMQ #10578): the election ranks candidates with DefaultElectPolicy's
+  overflowing comparator ``(int)(o2.maxOffset - o1.maxOffset)``. The simulation's logs hold
+  kilobytes, not gigabytes, so it wraps at ``OVERFLOW_BITS`` (10 there, Java's 32 otherwise).
+  Site: ``broker/controller/election.py`` ``choose``.
+- ``write-after-lease``: a master whose lease ended (no heartbeat acknowledged by the controller
+  leader for ``controllerLeaseMills``) is not fenced and keeps taking writes (#7017's two
+  masters). Site: ``broker/ha/controller_client.py`` ``_check_lease``.
 """
 
 from __future__ import annotations
 
-# name -> what the bug does; the pending ones need the simulation to run the controller and
-# the broker-side lease of issue #30 (on main, not yet wired into the nodes or the simulation)
+# name -> what the bug does
 KNOWN: dict[str, str] = {
     "nondurable-truncation": "a rejoin truncation is not made durable before serving (#10666)",
     "early-ack": "a slave acknowledges replicated bytes before flushing them",
     "unclean-election": "promotion of a node behind another reachable one (outside the in-sync set)",
+    "election-overflow": "the election's comparator overflows on log ends far apart (#10578)",
+    "write-after-lease": "a master keeps taking writes after its lease ended (#7017)",
 }
-PENDING: dict[str, str] = {
-    "election-overflow": "election comparator overflow (#10578): needs the simulation to run "
-    "the controller of #30",
-    "write-after-lease": "a master writing after its lease: needs the simulation to run the "
-    "controller client's lease (#30)",
-}
+PENDING: dict[str, str] = {}
+# the integer width of election-overflow's comparator (the simulation narrows it to its logs)
+OVERFLOW_BITS = 32
 
 ENV = "HAPROOF_PLANTED_BUG"
 

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,6 +28,8 @@ from broker.controller.heartbeat import BrokerLiveInfo
 
 class Liveness(Protocol):
     def is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool: ...
+
+    def lease_may_hold(self, cluster: str, broker_name: str, broker_id: int) -> bool: ...
 
     def live_info(
         self, cluster: str, broker_name: str, broker_id: int
@@ -43,6 +46,20 @@ class Outcome:
 def rank_key(c: Candidate) -> tuple[int, int, int, int]:
     """Smaller is better: higher epoch, then higher maxOffset, then lower priority, lower id."""
     return (-c.epoch, -c.maxOffset, c.priority, c.brokerId)
+
+
+def _overflowing_compare(o1: Candidate, o2: Candidate) -> int:
+    """The planted ``election-overflow`` (RocketMQ #10578): DefaultElectPolicy's comparator
+    ``(int) (o2.maxOffset - o1.maxOffset)``, the difference wrapped to a signed integer of
+    ``planted_bugs.OVERFLOW_BITS`` bits, so a log longer by more than half that range sorts
+    as the shorter one."""
+    if o1.epoch != o2.epoch:
+        return o2.epoch - o1.epoch
+    half = 1 << (planted_bugs.OVERFLOW_BITS - 1)
+    diff = ((o2.maxOffset - o1.maxOffset + half) % (2 * half)) - half
+    if diff != 0:
+        return diff
+    return rank_key(o1) > rank_key(o2) or -(rank_key(o1) < rank_key(o2))
 
 
 def candidate(
@@ -74,7 +91,10 @@ def choose(
 ) -> tuple[int | None, bool]:
     """(new master or None, unclean). ``candidates``: every registered replica as seen now."""
     everyone = list(candidates)
-    pools = [[c for c in everyone if c.alive and (c.inSyncStateSet or first_election)]]
+    unclean_bug = planted_bugs.active("unclean-election")  # the whole group counts as in sync
+    pools = [
+        [c for c in everyone if c.alive and (c.inSyncStateSet or first_election or unclean_bug)]
+    ]
     if unclean_allowed and not first_election:
         pools.append([c for c in everyone if c.alive])
     if planted_bugs.active("unclean-election") and not first_election:
@@ -89,6 +109,9 @@ def choose(
             if designated in ids:
                 return designated, round_no > 0
             continue
-        best = min(pool, key=rank_key)
+        if planted_bugs.active("election-overflow"):
+            best = min(pool, key=functools.cmp_to_key(_overflowing_compare))
+        else:
+            best = min(pool, key=rank_key)
         return best.brokerId, round_no > 0
     return None, False

@@ -33,6 +33,7 @@ class BrokerLiveInfo:
     confirmOffset: int
     electionPriority: int
     channel: object | None = None  # the connection it last heartbeated on
+    closed: bool = False  # that connection closed: not alive, though its lease may hold
 
 
 class BrokerHeartbeatManager:
@@ -83,6 +84,7 @@ class BrokerHeartbeatManager:
             )
             return True
         prev.lastUpdateMs = now
+        prev.closed = False
         prev.heartbeatTimeoutMs = real_timeout
         prev.electionPriority = real_priority
         prev.brokerAddr = broker_addr
@@ -94,9 +96,18 @@ class BrokerHeartbeatManager:
 
     def is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
         info = self.table.get((cluster, broker_name, broker_id))
-        if info is None:
+        if info is None or info.closed:
             return False
         return self.clock.monotonic_ms() - info.lastUpdateMs <= info.heartbeatTimeoutMs
+
+    def lease_may_hold(self, cluster: str, broker_name: str, broker_id: int) -> bool:
+        """Whether the broker may still believe itself alive: its last heartbeat is within its
+        timeout, even if its connection closed since. A master's lease (at most 80 % of that
+        timeout, counted from a heartbeat sent before this one arrived) may hold until then."""
+        info = self.table.get((cluster, broker_name, broker_id))
+        return info is not None and (
+            self.clock.monotonic_ms() - info.lastUpdateMs <= info.heartbeatTimeoutMs
+        )
 
     def live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         return self.table.get((cluster, broker_name, broker_id))
@@ -125,5 +136,5 @@ class BrokerHeartbeatManager:
             self.table[key].channel = None
         gone = [key for key in mine if key not in masters]
         for key in gone:
-            del self.table[key]
+            self.table[key].closed = True
         return gone

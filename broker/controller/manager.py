@@ -122,6 +122,18 @@ class ReplicasInfoManager:
         if first and broker_id in replica.brokerIdInfo:  # it just asked: it is alive
             cands = tuple(c if c.brokerId != broker_id else _alive(c) for c in cands)
         designated = broker_id if designate and broker_id >= 0 else None
+        old = info.masterBrokerId
+        if (
+            old is not None
+            and old != broker_id
+            and not live.is_alive(cluster, broker_name, old)
+            and live.lease_may_hold(cluster, broker_name, old)
+        ):  # its connection closed, but it may still take writes until its lease ends
+            return _fail(
+                RC.CONTROLLER_ELECT_MASTER_FAILED,
+                f"the master {old} of {broker_name} may still hold its lease: not before its "
+                "heartbeat timeout",
+            )
         new_master, unclean = election.choose(
             cands,
             old_master=info.masterBrokerId,
@@ -129,7 +141,10 @@ class ReplicasInfoManager:
             unclean_allowed=self.unclean_allowed,
             first_election=first,
         )
-        if new_master is not None and new_master == info.masterBrokerId:
+        # the master itself asking (it restarted: its epoch may have lost a tail a slave holds)
+        # gets a new epoch; anybody else asking while the master stays gets the master as is
+        renew = broker_id == new_master and not designate
+        if new_master is not None and new_master == info.masterBrokerId and not renew:
             return Result(
                 code=RC.CONTROLLER_MASTER_STILL_EXIST,
                 remark=f"The old master {new_master} is still alive, no need to elect a new "

@@ -9,18 +9,14 @@ base: every ``heartbeat_interval_ms`` it
 4. applies a role only when the controller's masterEpoch is newer than its own (or equal, for
    a newer SyncStateSet), through the injected role owner: the controller decides roles, not
    ``brokerRole``/``brokerId``;
-5. keeps a **master lease**: a master whose last heartbeat the controller leader acknowledged
-   was sent more than ``lease_ms`` ago stops taking writes (``fence_writes``) and records
-   ``lease_lost``, by a watch of its own at the lease's end (a round may wait on a silent
-   controller longer than a lease). ``lease_ms`` must be below the controller's heartbeat
-   timeout (checked: at most 80 % of it), so the master stops before the controller may
-   consider it dead and elect another (RocketMQ has no lease: #7017). Contact again and the
-   controller still naming it master under the same epoch lifts the fence.
+5. keeps a **master lease**: a master whose last heartbeat acknowledged by the controller
+   leader was sent over ``lease_ms`` ago stops taking writes and records ``lease_lost``, by a
+   watch of its own (a round may wait on a silent controller longer than a lease); the lease
+   is at most 80 % of the controller's heartbeat timeout, so the master stops before it may
+   elect another (RocketMQ has no lease: #7017). Contact again under the same epoch lifts it.
 
-``on_notify`` answers NOTIFY_BROKER_ROLE_CHANGED (1008) from a controller (register it on the
-broker's remoting server, behind the request validation); ``alter_sync_state_set`` is what the
-master's SyncStateSet keeper (``broker/ha/sync_state_keeper.py``) calls to widen or shrink its
-set (1001); the keeper records the change.
+``on_notify`` answers NOTIFY_BROKER_ROLE_CHANGED (1008), behind the request validation;
+``alter_sync_state_set`` (1001) is what ``broker/ha/sync_state_keeper.py`` calls.
 """
 
 from __future__ import annotations
@@ -33,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker import planted_bugs
 from broker.clock import Clock
 from broker.ha.broker_identity import BrokerIdentityStore, IdentityError, Invoke, allocate_broker_id
 from broker.loop_service import LoopService, Periodic
@@ -134,6 +131,9 @@ class ControllerClient(LoopService):
         self.fenced = False
         self._next_pull_ms = 0.0
         self._role_lock = asyncio.Lock()
+        # named master under an epoch this node's log already holds (it restarted as the
+        # master): it asks for a new epoch instead of resuming one whose tail it may have lost
+        self._renew_epoch = False
         watch = {"round_": self._watch_lease, "clock": clock, "stop_timeout_ms": 0}
         self._lease_watch = Periodic("controller-lease", period_ms=config.lease_ms, **watch)
 
@@ -241,7 +241,10 @@ class ControllerClient(LoopService):
             self._forget_leader_if(resp)
             return
         await self._apply_response(resp)
-        if self.replica.master_broker_id is None:  # nobody leads: ask for an election
+        # nobody leads (never did, or the controller's last election failed while this node
+        # still remembers the master before it), or this node restarted as the master
+        no_master = _opt_int(resp.ext_fields.get("masterBrokerId")) is None
+        if no_master or self.replica.master_broker_id is None or self._renew_epoch:
             resp = await self._call(
                 self.leader,
                 Q.CONTROLLER_ELECT_MASTER,
@@ -281,6 +284,11 @@ class ControllerClient(LoopService):
         async with self._role_lock:
             r, me = self.replica, self.broker_id
             if master_id is None or me is None:
+                return
+            own = self.role.master_epoch()
+            self._renew_epoch = master_id == me and not self.is_master and master_epoch <= own
+            if self._renew_epoch:
+                self._next_pull_ms = 0.0
                 return
             if master_epoch > r.master_epoch:
                 await self._switch(master_id, master_addr, master_epoch, sync_set, set_epoch)
@@ -339,6 +347,8 @@ class ControllerClient(LoopService):
 
     def _check_lease(self) -> None:
         if not self.is_master or self.fenced or not self._lease_expired():
+            return
+        if planted_bugs.active("write-after-lease"):  # the master keeps taking writes
             return
         self.fenced = True
         self.role.fence_writes(

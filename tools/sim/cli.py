@@ -22,7 +22,7 @@ import time
 from collections import Counter
 
 from broker import planted_bugs
-from tools.sim.world import Outcome, run_seed
+from tools.sim.world import CONTROLLER_BUGS, Outcome, run_seed
 
 EPILOG = """exit codes:
   0  no invariant broke in any schedule
@@ -44,7 +44,7 @@ def shrink(
         changed = False
         while i < len(best.steps) and time.monotonic() < deadline:
             keep = {s.index for s in best.steps[:i] + best.steps[i + chunk :]}
-            trial = run_seed(outcome.seed, seconds, bugs, keep, strict_reads)
+            trial = run_seed(outcome.seed, seconds, bugs, keep, strict_reads, outcome.controller)
             if trial.failed and trial.violation.name == name:
                 best, changed = trial, True
             else:
@@ -60,6 +60,8 @@ def replay_command(outcome: Outcome, seconds: float, bugs: frozenset[str], full:
         cmd += " --steps " + (",".join(str(s.index) for s in outcome.steps) or "none")
     for bug in sorted(bugs):
         cmd += f" --inject-bug {bug}"
+    if outcome.controller and not bugs & CONTROLLER_BUGS:
+        cmd += " --controller"
     return cmd
 
 
@@ -78,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
     if args.list_bugs:
         for name in planted_bugs.KNOWN:
             print(name)
-        for name, why in planted_bugs.PENDING.items():
-            print(f"{name} (pending: {why})")
         return 0
     bugs = frozenset(args.inject_bug or ())
     unknown = sorted(bugs - set(planted_bugs.KNOWN))
@@ -93,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace, bugs: frozenset[str]) -> int:
     start = time.monotonic()
-    outcome = run_seed(args.seed, args.seconds, bugs, _steps(args.steps), args.strict_reads)
+    outcome = run_seed(
+        args.seed, args.seconds, bugs, _steps(args.steps), args.strict_reads, args.controller
+    )
     wall = time.monotonic() - start
     if args.trace:
         print("\n".join(outcome.trace))
@@ -107,14 +109,25 @@ def _many(args: argparse.Namespace, bugs: frozenset[str]) -> int:
     limit = args.seeds if args.seeds is not None else (None if args.budget_s else 100)
     print(f"haproof sim: seeds from {first}, {args.seconds:g} simulated s each", file=sys.stderr)
     start = time.monotonic()
-    outcomes = run_many(first, limit, args.seconds, bugs, args.jobs, args.budget_s,
-                        args.stop_at_first, args.strict_reads)  # fmt: skip
+    outcomes = run_many(
+        first,
+        limit,
+        args.seconds,
+        bugs,
+        args.jobs,
+        args.budget_s,
+        args.stop_at_first,
+        args.strict_reads,
+        args.controller,
+    )
     wall = time.monotonic() - start
     summary = _summary(outcomes, wall, first, args.seconds, bugs)
     failed = [o for o in outcomes if o.failed]
     if failed:
         # again here, with its trace
-        first_fail = run_seed(failed[0].seed, args.seconds, bugs, strict_reads=args.strict_reads)
+        first_fail = run_seed(
+            failed[0].seed, args.seconds, bugs, None, args.strict_reads, args.controller
+        )
         full = len(first_fail.steps)
         small = shrink(first_fail, args.seconds, bugs, args.shrink_budget_s, args.strict_reads)
         print(f"seed {small.seed}: {small.violation}")
@@ -127,16 +140,26 @@ def _many(args: argparse.Namespace, bugs: frozenset[str]) -> int:
     return 1 if failed else 0
 
 
-def _one(seed: int, seconds: float, bugs: frozenset[str], strict_reads: bool) -> Outcome:
+def _one(
+    seed: int, seconds: float, bugs: frozenset[str], strict_reads: bool, controller: bool
+) -> Outcome:
     """A schedule in a worker process: the outcome without its trace (replayed if needed)."""
-    outcome = run_seed(seed, seconds, bugs, strict_reads=strict_reads)
+    outcome = run_seed(seed, seconds, bugs, strict_reads=strict_reads, controller=controller)
     outcome.trace = []
     return outcome
 
 
-def run_many(first: int, limit: int | None, seconds: float, bugs: frozenset[str], jobs: int,
-             budget_s: float | None, stop_at_first: bool,
-             strict_reads: bool = False) -> list[Outcome]:  # fmt: skip
+def run_many(
+    first: int,
+    limit: int | None,
+    seconds: float,
+    bugs: frozenset[str],
+    jobs: int,
+    budget_s: float | None,
+    stop_at_first: bool,
+    strict_reads: bool = False,
+    controller: bool = False,
+) -> list[Outcome]:
     """Schedules ``first``, ``first + 1``, ... until ``limit`` ran or ``budget_s`` passed, over
     ``jobs`` processes (each schedule is independent; results come back in seed order)."""
     start = time.monotonic()
@@ -152,7 +175,7 @@ def run_many(first: int, limit: int | None, seconds: float, bugs: frozenset[str]
     seed = first
     if jobs <= 1:
         while more():
-            outcomes.append(run_seed(seed, seconds, bugs, strict_reads=strict_reads))
+            outcomes.append(run_seed(seed, seconds, bugs, None, strict_reads, controller))
             seed += 1
         return outcomes
     ctx = multiprocessing.get_context("fork")
@@ -161,7 +184,11 @@ def run_many(first: int, limit: int | None, seconds: float, bugs: frozenset[str]
             n = jobs * 4 if limit is None else min(jobs * 4, limit - len(outcomes))
             batch = list(range(seed, seed + n))
             seed += n
-            outcomes.extend(pool.map(_one, batch, [seconds] * n, [bugs] * n, [strict_reads] * n))
+            outcomes.extend(
+                pool.map(
+                    _one, batch, [seconds] * n, [bugs] * n, [strict_reads] * n, [controller] * n
+                )
+            )
     return outcomes
 
 
@@ -177,7 +204,10 @@ def _summary(outcomes: list[Outcome], wall: float, first: int, seconds: float, b
         "last_seed": outcomes[-1].seed if outcomes else None,
         "seconds": seconds,
         "bugs": sorted(bugs),
+        "controller": any(o.controller for o in outcomes),
         "acks": sum(o.acks for o in outcomes),
+        "weak_acks_lost": sum(o.weak_acks_lost for o in outcomes),
+        "needless_cuts": sum(o.needless_cuts for o in outcomes),
         "reads": sum(o.reads for o in outcomes),
         "reads_beyond_confirm": sum(o.reads_beyond_confirm for o in outcomes),
         "violations": dict(Counter(o.violation.name for o in failed)),
@@ -214,6 +244,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--strict-reads", action="store_true",
                    help="a consumer read beyond the master's confirmOffset is a violation "
                    "(classic HA serves such reads; counted as reads_beyond_confirm otherwise)")  # fmt: skip
+    p.add_argument(
+        "--controller",
+        action="store_true",
+        help="the real controller elects (and leases); default: the operator promotes "
+        "(implied by election-overflow and write-after-lease)",
+    )
     p.add_argument("--stop-at-first", action="store_true", help="stop at the first failure")
     p.add_argument("--shrink-budget-s", type=float, default=SHRINK_BUDGET_S,
                    help="wall seconds the shrinker may use (default 60)")  # fmt: skip

@@ -57,10 +57,7 @@ class SimDisk:
             if image == current:
                 continue
             out = bytearray(image)
-            first = next(i for i in range(len(current)) if current[i] != image[i])
-            last = len(current) - next(
-                i for i in range(len(current)) if current[-1 - i] != image[-1 - i]
-            )
+            first, last = _differing_range(current, image)
             kept = 0
             if tear:  # pages are written back whole, in any order: a prefix of whole pages
                 cuts = [first, *range((first // PAGE + 1) * PAGE, last, PAGE), last]
@@ -72,6 +69,21 @@ class SimDisk:
             rel = os.path.relpath(path, root)
             notes.append(f"{rel} lost [{first + kept},{last}) kept {kept}")
         return notes
+
+
+def _differing_range(a: bytes, b: bytes) -> tuple[int, int]:
+    """``[first, last)``: the first and one past the last index where ``a`` and ``b`` (same
+    length, not equal) differ; whole pages compared first (a byte loop in Python is slow)."""
+    n = len(a)
+    lo = 0
+    while lo + PAGE <= n and a[lo : lo + PAGE] == b[lo : lo + PAGE]:
+        lo += PAGE
+    first = next(i for i in range(lo, n) if a[i] != b[i])
+    hi = n
+    while hi - PAGE >= first and a[hi - PAGE : hi] == b[hi - PAGE : hi]:
+        hi -= PAGE
+    last = next(i for i in range(hi - 1, first - 1, -1) if a[i] != b[i]) + 1
+    return first, last
 
 
 def _mapped_files(root: str):

@@ -1,4 +1,5 @@
-"""The load of a simulated run: producers sending with SYNC_MASTER to the operator's master
+"""The load of a simulated run: producers sending with SYNC_MASTER to a node that
+takes itself for the master
 (an acknowledgement is recorded and checked at once), and a consumer pulling from it."""
 
 from __future__ import annotations
@@ -15,12 +16,23 @@ if TYPE_CHECKING:
     from tools.sim.world import World
 
 
+def writer(world: World):
+    """Where a producer sends: a node that takes itself for the master (a client's route may be
+    stale, so any of them when several do), else nothing."""
+    if world.ctl is None:
+        return world.master()
+    claiming = [s for s in world.nodes.values() if s.up and s.node.role.role.is_master]
+    return world.rt_rng.choice(claiming) if claiming else None
+
+
 async def produce(world: World, pid: int) -> None:
     rng = world.rt_rng
     while world.producing:
         await asyncio.sleep(rng.uniform(0.01, 0.1))
-        sim = world.operator.master
-        if sim is None or not sim.up or not world.producing:
+        sim = writer(world)
+        if sim is None or not world.producing:
+            continue
+        if sim.node.gate.refusal is not None:  # the send path answers SERVICE_NOT_AVAILABLE
             continue
         node, gen = sim.node, sim.gen
         world.seq += 1
@@ -29,6 +41,11 @@ async def produce(world: World, pid: int) -> None:
         body = (f"p{pid}-m{seq}-".encode() * (size // 8 + 1))[:size]
         msg = Message(topic="T", body=body, queue_id=seq % 4, properties={"KEYS": f"k{seq}"},
                       born_host=("127.0.9.9", 5555))  # fmt: skip
+        try:
+            if world.ctl is not None:
+                world.checker.on_write(sim, node.role.epoch, world.loop.time(), world.ctl)
+        except Violation as v:
+            world.fail(v)
         try:
             result = await node.store.put_message_async(msg)
             status = await node.await_replication(result)
@@ -40,13 +57,16 @@ async def produce(world: World, pid: int) -> None:
         offset, n = result.wrote_offset, result.wrote_bytes
         crc = zlib.crc32(log_bytes(node.store, offset, offset + n))
         ack = Ack(seq, offset, n, crc, sim.name, node.role.epoch)
-        world.log(f"ack #{seq} [{offset},{offset + n}) on {sim.name} epoch {ack.epoch}")
         try:
-            world.checker.on_ack(ack, list(world.nodes.values()), world.disk)
+            ack = world.checker.on_ack(ack, list(world.nodes.values()), world.disk, world.in_set())
         except Violation as v:
             world.fail(v)
+        world.log(
+            f"ack #{seq} [{offset},{offset + n}) on {sim.name} epoch {ack.epoch}"
+            + ("" if ack.strong else " (not on every SyncStateSet member)")
+        )
         if world.knobs.crash_after_ack and rng.random() < world.knobs.crash_after_ack:
-            world._spawn_crash(sim, True, "after an ack")
+            world.faults.spawn_crash(sim, True, "after an ack")
 
 
 async def consume(world: World) -> None:
@@ -56,8 +76,8 @@ async def consume(world: World) -> None:
     next_offset = dict.fromkeys(range(4), 0)
     while world.producing:
         await asyncio.sleep(rng.uniform(0.05, 0.3))
-        sim = world.operator.master
-        if sim is None or not sim.up or sim.node.replication.ha is None:
+        sim = world.master()
+        if sim is None or sim.node.replication.ha is None:
             continue
         store = sim.node.store
         confirm = sim.node.replication.ha.status()["confirmOffset"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.node import BrokerNode
+from tools.sim.invariants import Violation
 from tools.sim.vloop import NODE
 
 if TYPE_CHECKING:
@@ -27,13 +28,24 @@ LISTEN_PORT = 10911
 FILE_SIZE = 64 * 1024
 
 
-def node_config(root: str, name: str, ip: str, master_ip: str | None) -> BrokerConfig:
+# controller mode, on short timers so a 30 s schedule sees several elections
+HEARTBEAT_MS = 500
+CONTROLLER_TIMEOUT_MS = 4000
+LEASE_MS = 3000  # at most 80 % of the controller's heartbeat timeout
+
+
+def node_config(
+    root: str, name: str, ip: str, master_ip: str | None, controller_addr: str | None
+) -> BrokerConfig:
+    """Controller mode when ``controller_addr`` is given; else broker.conf's classic roles: the
+    master (``master_ip`` None) or a slave of ``master_ip``."""
     conf = {
         "storePathRootDir": os.path.join(root, name),
         "brokerName": BROKER_NAME,
         "brokerIP1": ip,
         "listenPort": LISTEN_PORT,
         "nodeName": name,
+        "brokerRole": "SYNC_MASTER",  # the role taken when the controller elects this node
         "flushDiskType": "SYNC_FLUSH",
         "mappedFileSizeCommitLog": FILE_SIZE,
         "mappedFileSizeConsumeQueue": 20 * 1024,
@@ -41,7 +53,16 @@ def node_config(root: str, name: str, ip: str, master_ip: str | None) -> BrokerC
         "haHousekeepingInterval": 3000,
         "syncFlushTimeout": 2000,
     }
-    if master_ip is None:
+    if controller_addr is not None:
+        conf.update(
+            enableControllerMode=True,
+            controllerAddr=controller_addr,
+            brokerHeartbeatInterval=HEARTBEAT_MS,
+            controllerHeartBeatTimeoutMills=CONTROLLER_TIMEOUT_MS,
+            controllerLeaseMills=LEASE_MS,
+            syncBrokerMetadataPeriod=2000,
+        )
+    elif master_ip is None:
         conf.update(brokerRole="SYNC_MASTER", brokerId=0)
     else:
         conf.update(
@@ -110,6 +131,7 @@ class SimNode:
         self.config: BrokerConfig | None = None
         self.node: BrokerNode | None = None
         self.gen = 0
+        self.starting = False  # a start under way (a second one would make two processes)
         self.slow_disk_ms = 0.0
         self.ctx = contextvars.copy_context()
         SimNode.current[name] = self
@@ -132,17 +154,26 @@ class SimNode:
     def fsync_latency_s(self) -> float:
         return (self.world.rt_rng.uniform(0.1, 2.0) + self.slow_disk_ms) / 1000
 
-    async def start(self, master_ip: str | None) -> None:
-        """Start from broker.conf: as the master (``master_ip`` None) or a slave of
+    async def start(self, master_ip: str | None = None) -> None:
+        """Start in controller mode (a slave of nobody until the controller names its role) or,
+        without a controller, from broker.conf: as the master (``master_ip`` None) or a slave of
         ``master_ip``, as an operator edits broker.conf before a restart after a failover."""
-        self.config = node_config(self.root, self.name, self.ip, master_ip)
+        if self.starting or self.node is not None:
+            return
+        ctl = self.world.ctl
+        addr = ctl.addr if ctl is not None else None
+        self.config = node_config(self.root, self.name, self.ip, master_ip, addr)
         self.gen += 1
         self.world.net.node_up(self.name)
         self.ctx = contextvars.copy_context()
         self.ctx.run(NODE.set, self.name)
         loop = asyncio.get_running_loop()
         task = loop.create_task(BrokerNode.start(self.config, self.ip), context=self.ctx)
-        node = await task
+        self.starting = True
+        try:
+            node = await task
+        finally:
+            self.starting = False
         node.truncations.add(self._truncated)
         self._watch_truncations(node.store)
         node.role.listeners.append(self._role_changed)
@@ -160,7 +191,9 @@ class SimNode:
             epochs = [(e.epoch, e.start_offset) for e in self.node.role.epoch_entries]
             self.world.log(f"{self.name} cuts [{offset},{store.max_phy_offset}) epochs {epochs}")
             cut(offset, on_step)
-            checker.on_truncated(self.name, offset, held, self.world.fail)
+            master = self.world.master()
+            master = None if master is self else master
+            checker.on_truncated(self.name, offset, held, self.world.fail, master)
 
         store.truncate_dirty = truncate_dirty
 
@@ -187,12 +220,9 @@ class SimNode:
                 t.cancel()
             await asyncio.wait(tasks, timeout=0.5)
         left = [t for t in loop.node_tasks.get(self.name, {}) if not t.done()]
-        if left:
-            world.log(f"{self.name}: {len(left)} task(s) outlived the crash")
-        # a process's death ends its replication too, whatever task context started it
-        client = node.replication.ha_client
-        if client is not None:
-            await client.stop()
+        if left:  # a process's death ends all of it: a task that goes on is a zombie
+            names = sorted({t.get_name() for t in left})
+            world.fail(Violation("zombie", f"{self.name}: task(s) {names} outlived the crash"))
         node.store.close_abruptly()
         if not power:
             return []

@@ -19,10 +19,12 @@ class Step:
     at_s: float
     kind: str  # kill, power, restart, partition, heal, slow-disk, fast-disk, clock-jump
     target: str  # master, slave, any, down (restart), all (heal)
-    value: float = 0.0  # slow-disk ms, clock-jump ms
+    value: float = 0.0  # slow-disk ms, clock-jump ms, kill/power: s down (0: 1 to 3)
 
     def describe(self) -> str:
         extra = f" {self.value:+.0f}ms" if self.kind in ("slow-disk", "clock-jump") else ""
+        if self.kind in ("kill", "power") and self.value:
+            extra = f" for {self.value:.1f}s"
         return f"step {self.index} {self.kind} {self.target}{extra}"
 
 
@@ -36,7 +38,10 @@ class Knobs:
     careless: bool  # the operator sometimes names any up node (promote must refuse a lagging one)
 
 
-def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
+def draw(seed: int, seconds: float, controller: bool = False) -> tuple[list[Step], Knobs]:
+    """The steps and knobs of ``seed``; with ``controller``, partitions also cut the master
+    from the controller (alone, or from everyone: #7017's two masters), and a lagging failover
+    (a slave cut from the master, then the master killed) makes elections rank candidates."""
     rng = random.Random(seed)
     knobs = Knobs(
         crash_after_truncation=rng.random() < 0.75,
@@ -46,8 +51,8 @@ def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
     )
     raw: list[tuple[float, str, str, float]] = []
     n = max(1, int(seconds / 3 * rng.uniform(0.5, 1.5)))
-    kinds = list(KINDS)
-    weights = list(KINDS.values())
+    kinds = list(KINDS) + (["lagging-failover"] if controller else [])
+    weights = list(KINDS.values()) + ([2] if controller else [])
     for _ in range(n):
         at = round(rng.uniform(1.0, max(1.5, seconds - 2.0)), 3)
         kind = rng.choices(kinds, weights)[0]
@@ -56,11 +61,21 @@ def draw(seed: int, seconds: float) -> tuple[list[Step], Knobs]:
             raw.append((at, kind, rng.choice(("master", "master", "slave", "any")), 0.0))
             raw.append((back, "restart", "down", 0.0))
         elif kind == "partition":
-            raw.append((at, kind, rng.choice(("master-slave", "slave-slave", "master-all")), 0.0))
+            targets = ("master-slave", "slave-slave", "master-all")
+            if controller:
+                targets += ("master-ctl", "master-all-ctl")
+            raw.append((at, kind, rng.choice(targets), 0.0))
             raw.append((back, "heal", "all", 0.0))
         elif kind == "slow-disk":
             raw.append((at, kind, rng.choice(("master", "slave")), rng.uniform(50, 1500)))
             raw.append((back, "fast-disk", "all", 0.0))
+        elif kind == "lagging-failover":  # a slave falls behind, then the master dies
+            raw.append((at, "partition", "master-slave", 0.0))
+            died = round(at + rng.uniform(0.3, 2.5), 3)
+            down_s = rng.uniform(5.0, 8.0)  # past the controller's heartbeat timeout
+            raw.append((died, rng.choice(("kill", "power")), "master", down_s))
+            raw.append((round(died + rng.uniform(0.5, 3.0), 3), "heal", "all", 0.0))
+            raw.append((back + 3.0, "restart", "down", 0.0))
         else:
             raw.append((at, kind, "any", rng.uniform(-2000, 2000)))
     raw.sort()

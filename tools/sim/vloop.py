@@ -73,7 +73,9 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         self.wall_skew_s: dict[str, float] = {}
         # per node, its live tasks in creation order (a dict: deterministic iteration)
         self.node_tasks: dict[str, dict[asyncio.Task, None]] = {}
-        self.set_task_factory(self._task_factory)
+        # (not named _task_factory: BaseEventLoop's attribute of that name would shadow it and
+        # install no factory at all, so no task was tagged and a crash cancelled nothing)
+        self.set_task_factory(self._tag_task)
 
     def time(self) -> float:
         return self.vt
@@ -81,7 +83,7 @@ class VirtualLoop(asyncio.SelectorEventLoop):
     def wall(self) -> float:
         return WALL_START_S + (self.vt - MONO_START_S) + self.wall_skew_s.get(NODE.get(), 0.0)
 
-    def _task_factory(self, loop, coro, context=None):
+    def _tag_task(self, loop, coro, context=None):
         task = asyncio.Task(coro, loop=loop, context=context)
         node = (context or contextvars.copy_context()).get(NODE, "sim")
         tasks = self.node_tasks.setdefault(node, {})

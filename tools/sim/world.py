@@ -1,4 +1,5 @@
-"""One simulated run: three real nodes, producers, the operator, a fault schedule, invariants.
+"""One simulated run: three real nodes in controller mode, the real controller, producers and a
+consumer, a fault schedule, invariants.
 
 ``run_seed(seed, ...)`` builds a fresh world in a temp dir on a fresh virtual loop, runs the
 schedule for ``seconds`` of simulated time, then stops the faults (heal, restart, normal disks),
@@ -21,17 +22,21 @@ from dataclasses import dataclass, field
 
 from broker import planted_bugs
 from broker.store import message_store
+from tools.sim.controller import CTL, CTL_IP, SimController
 from tools.sim.disk import SimDisk
+from tools.sim.faults import Faults
 from tools.sim.invariants import Checker, Violation, log_bytes
 from tools.sim.load import consume, produce
 from tools.sim.net import SimNetwork
-from tools.sim.node import SimNode, sim_store_start
+from tools.sim.node import BROKER_NAME, SimNode, sim_store_start
 from tools.sim.operator import Operator
 from tools.sim.schedule import Knobs, Step, draw
 from tools.sim.vloop import NODE, VirtualLoop, virtual_time
 
 NAMES = ("a", "b", "c")
 IPS = {"a": "127.0.1.1", "b": "127.0.1.2", "c": "127.0.1.3"}
+# planted bugs whose site is in the controller or its client: they need controller mode
+CONTROLLER_BUGS = frozenset({"election-overflow", "write-after-lease"})
 CHECK_EVERY_S = 1.0
 CONVERGE_S = 60.0
 
@@ -44,6 +49,9 @@ class Outcome:
     trace: list[str] = field(default_factory=list)
     simulated_s: float = 0.0
     acks: int = 0
+    weak_acks_lost: int = 0
+    needless_cuts: int = 0
+    controller: bool = False
     reads: int = 0
     reads_beyond_confirm: int = 0
 
@@ -53,25 +61,35 @@ class Outcome:
 
 
 class World:
-    def __init__(self, seed: int, seconds: float, steps: list[Step], knobs: Knobs, root: str):
+    def __init__(
+        self,
+        seed: int,
+        seconds: float,
+        steps: list[Step],
+        knobs: Knobs,
+        root: str,
+        controller: bool,
+    ):
         self.seed, self.seconds, self.steps, self.knobs = seed, seconds, steps, knobs
         self.rt_rng = random.Random(seed * 7919 + 17)
         self.loop = asyncio.get_running_loop()
-        self.net = SimNetwork(self.rt_rng, {ip: n for n, ip in IPS.items()})
+        self.net = SimNetwork(self.rt_rng, {**{ip: n for n, ip in IPS.items()}, CTL_IP: CTL})
         self.loop.net = self.net
         self.disk = SimDisk()
         self.checker = Checker()
         self.trace: list[str] = []
+        # the real controller elects; without it, the operator promotes (the classic mode)
+        self.ctl = SimController(self, BROKER_NAME) if controller else None
+        self.operator = None if controller else Operator(self)
+        self.checker.node_epochs_monotonic = not controller
         self.nodes = {n: SimNode(self, n, IPS[n], root) for n in NAMES}
-        self.operator = Operator(self)
+        self.faults = Faults(self)
         self.pending: list[Violation] = []
         self.producing = True
         self.stopping = False  # tearing down: no more crashes or restarts
         self.reads = 0
         self.reads_beyond_confirm = 0
         self.strict_reads = False  # read-beyond-confirm a violation (needs #30's read gating)
-        # the operator's master restarts as a master from its broker.conf (an open finding)
-        self.masters_restart_as_masters = False
         self.seq = 0
 
     def log(self, text: str) -> None:
@@ -105,102 +123,27 @@ class World:
         self.log(f"{sim.name} truncated [{to_offset},{from_offset})")
         if self.knobs.crash_after_truncation:
             delay = self.rt_rng.uniform(0.0, 0.003)
-            self.loop.call_later(delay, self._spawn_crash, sim, True, "after truncation")
+            self.loop.call_later(delay, self.faults.spawn_crash, sim, True, "after truncation")
 
-    def _spawn_crash(self, sim: SimNode, power: bool, why: str) -> None:
-        if self.stopping:
-            return
-        ctx = contextvars.copy_context()
-        ctx.run(NODE.set, "sim")
-        self.loop.create_task(self.crash(sim, power, why), context=ctx)
+    def master(self) -> SimNode | None:
+        """The node the controller (the operator) names master, when it is up and has taken the
+        role."""
+        if self.ctl is None:
+            m = self.operator.master
+            return m if m is not None and m.up and m.node.role.role.is_master else None
+        bid, _epoch = self.ctl.master()
+        addr = self.ctl.address_of(bid)
+        for sim in self.nodes.values():
+            if sim.addr == addr and sim.up and sim.node.role.role.is_master:
+                return sim
+        return None
 
-    async def crash(self, sim: SimNode, power: bool, why: str) -> None:
-        if not sim.up:
-            return
-        notes = await sim.crash(power)
-        self.log(f"{sim.name} {'power loss' if power else 'killed'} ({why})"
-                 + "".join(f"; {n}" for n in notes))  # fmt: skip
-        delay = self.rt_rng.uniform(1.0, 3.0)
-        self.loop.call_later(delay, self._spawn_restart, sim)
-
-    def _spawn_restart(self, sim: SimNode) -> None:
-        if self.stopping:
-            return
-        ctx = contextvars.copy_context()
-        ctx.run(NODE.set, "sim")
-        self.loop.create_task(self.restart(sim), context=ctx)
-
-    async def restart(self, sim: SimNode) -> None:
-        if sim.up:
-            return
-        # A node restarts as a slave (its broker.conf edited, as after a manual failover):
-        # restarting a master that lost its unflushed tail under the same epoch would let a
-        # slave keep that tail (see the README); the operator promotes it again if it is best.
-        master = self.operator.master
-        as_master = self.masters_restart_as_masters and master is sim
-        if master is None or master is sim:
-            master = self.nodes["b" if sim.name == "a" else "a"]
-        try:
-            await sim.start(None if as_master else master.ip)
-        except Exception as exc:  # noqa: BLE001 - any start failure is the finding
-            self.fail(Violation("restart-failed", f"{sim.name}: {type(exc).__name__}: {exc}"))
-
-    # -- the schedule --------------------------------------------------------------------------
-
-    def pick(self, target: str) -> SimNode | None:
-        up = [s for s in self.nodes.values() if s.up]
-        master = self.operator.master
-        if target == "master":
-            pool = [s for s in up if s is master]
-        elif target == "slave":
-            pool = [s for s in up if s is not master]
-        elif target == "down":
-            pool = [s for s in self.nodes.values() if not s.up]
-        else:
-            pool = up
-        return self.rt_rng.choice(pool) if pool else None
-
-    async def apply(self, step: Step) -> None:
-        kind = step.kind
-        if kind in ("kill", "power", "restart", "slow-disk"):
-            sim = self.pick(step.target)
-            if sim is None:
-                self.log(f"{step.describe()}: no such node now")
-                return
-            self.log(f"{step.describe()} -> {sim.name}")
-            if kind == "restart":
-                await self.restart(sim)
-            elif kind == "slow-disk":
-                sim.slow_disk_ms = step.value
-            else:
-                await self.crash(sim, kind == "power", f"step {step.index}")
-        elif kind == "partition":
-            self.partition(step)
-        elif kind == "heal":
-            self.log(step.describe())
-            self.net.heal()
-        elif kind == "fast-disk":
-            self.log(step.describe())
-            for s in self.nodes.values():
-                s.slow_disk_ms = 0.0
-        elif kind == "clock-jump":
-            sim = self.rt_rng.choice(list(self.nodes.values()))
-            skew = self.loop.wall_skew_s
-            skew[sim.name] = skew.get(sim.name, 0.0) + step.value / 1000
-            self.log(f"{step.describe()} -> {sim.name}")
-
-    def partition(self, step: Step) -> None:
-        master = self.operator.master or self.nodes["a"]
-        slaves = [s for s in self.nodes.values() if s is not master]
-        if step.target == "master-all":
-            pairs = [(master, s) for s in slaves]
-        elif step.target == "slave-slave":
-            pairs = [(slaves[0], slaves[1])]
-        else:
-            pairs = [(master, self.rt_rng.choice(slaves))]
-        for x, y in pairs:
-            self.net.partition(x.name, y.name)
-        self.log(f"{step.describe()} -> " + ", ".join(f"{x.name}|{y.name}" for x, y in pairs))
+    def in_set(self) -> set[str]:
+        """The nodes of the controller's SyncStateSet, by name (none without a controller)."""
+        if self.ctl is None:
+            return set()
+        addrs = {self.ctl.address_of(b) for b in self.ctl.sync_state_set()}
+        return {s.name for s in self.nodes.values() if s.addr in addrs}
 
     def check(self) -> None:
         self.check_pending()
@@ -208,18 +151,24 @@ class World:
             if sim.up:
                 role = sim.node.role
                 self.checker.observe(sim.name, role.role.is_master, role.epoch)
-        master = self.operator.master
-        if master is not None and master.up and master.node.role.role.is_master:
+        if self.ctl is not None:
+            self.checker.observe_controller(self.ctl.master()[1])
+        master = self.master()
+        if master is not None:
             self.checker.log_matching(master, [s for s in self.nodes.values() if s is not master])
 
     async def run(self) -> None:
-        self.operator.master = self.nodes["a"]
+        if self.ctl is not None:
+            await self.ctl.start()
+        else:
+            self.operator.master = self.nodes["a"]
         for name in NAMES:
-            await self.nodes[name].start(None if name == "a" else IPS["a"])
+            await self.nodes[name].start(None if name == "a" or self.ctl else IPS["a"])
         op_ctx = contextvars.copy_context()
         op_ctx.run(NODE.set, "op")
-        background = [self.loop.create_task(self.operator.run(), context=op_ctx)]
-        background.append(self.loop.create_task(consume(self), context=op_ctx))
+        background = [self.loop.create_task(consume(self), context=op_ctx)]
+        if self.operator is not None:
+            background.append(self.loop.create_task(self.operator.run(), context=op_ctx))
         for pid in range(self.knobs.producers):
             background.append(self.loop.create_task(produce(self, pid), context=op_ctx))
         start = self.loop.time()
@@ -231,7 +180,7 @@ class World:
                     self.check()
                     next_check += CHECK_EVERY_S
                 await asyncio.sleep(max(0.0, start + step.at_s - self.loop.time()))
-                await self.apply(step)
+                await self.faults.apply(step)
                 self.check()
             while self.loop.time() < start + self.seconds:
                 await asyncio.sleep(min(CHECK_EVERY_S, start + self.seconds - self.loop.time()))
@@ -250,7 +199,7 @@ class World:
         self.net.heal()
         for sim in self.nodes.values():
             sim.slow_disk_ms = 0.0
-            await self.restart(sim)
+            await self.faults.restart(sim)
         self.check_pending()
         deadline = self.loop.time() + CONVERGE_S
         while not self.converged():
@@ -259,7 +208,7 @@ class World:
             await asyncio.sleep(0.5)
             self.check()
         self.check()
-        master = self.operator.master
+        master = self.master()
         self.checker.final(master)
         for sim in self.nodes.values():
             end = sim.node.store.max_phy_offset
@@ -268,8 +217,8 @@ class World:
                      f"{sim.node.role.epoch} end {end} crc {digest:08x}")  # fmt: skip
 
     def converged(self) -> bool:
-        master = self.operator.master
-        if master is None or not master.up or not master.node.role.role.is_master:
+        master = self.master()
+        if master is None or master.node.gate.refusal is not None:
             return False
         end = master.node.store.max_phy_offset
         for sim in self.nodes.values():
@@ -290,8 +239,11 @@ class World:
             r = sim.node.role
             parts.append(f"{sim.name} {r.role.value} epoch {r.epoch} end "
                          f"{sim.node.store.max_phy_offset}")  # fmt: skip
-        master = self.operator.master
-        return f"operator's master {master.name if master else None}; " + "; ".join(parts)
+        if self.ctl is None:
+            m = self.operator.master
+            return f"operator's master {m.name if m else None}; " + "; ".join(parts)
+        bid, epoch = self.ctl.master()
+        return f"controller's master id {bid} epoch {epoch}; " + "; ".join(parts)
 
 
 async def _run(world: World) -> None:
@@ -302,6 +254,8 @@ async def _run(world: World) -> None:
         for sim in world.nodes.values():
             if sim.up:
                 await sim.crash(power=False)
+        if world.ctl is not None:
+            await world.ctl.stop()
 
 
 def run_seed(
@@ -310,28 +264,32 @@ def run_seed(
     bugs: frozenset[str] = frozenset(),
     keep: set[int] | None = None,
     strict_reads: bool = False,
-    masters_restart_as_masters: bool = False,
+    controller: bool = False,
 ) -> Outcome:
     """One schedule. ``keep``: the indices of the schedule's steps to run (None: all);
-    ``strict_reads``: a read beyond the master's confirmOffset is a violation."""
-    steps, knobs = draw(seed, seconds)
+    ``strict_reads``: a read beyond the master's confirmOffset is a violation; ``controller``:
+    the real controller elects (else the operator promotes)."""
+    controller = controller or bool(bugs & CONTROLLER_BUGS)
+    steps, knobs = draw(seed, seconds, controller)
     if keep is not None:
         steps = [s for s in steps if s.index in keep]
     root = tempfile.mkdtemp(prefix=f"haproof-sim-{seed}-", dir=_sim_dir())
     loop = VirtualLoop()
     saved_start = message_store.MessageStore.start
     saved_random = random.getstate()
-    outcome = Outcome(seed, steps, None)
+    outcome = Outcome(seed, steps, None, controller=controller)
     planted_bugs.switch_on(bugs)
+    planted_bugs.OVERFLOW_BITS = 10  # the simulated logs hold kilobytes, not gigabytes
     random.seed(seed)
     message_store.MessageStore.start = sim_store_start
     logging.disable(logging.CRITICAL)
     try:
         with virtual_time(loop):
             asyncio.set_event_loop(loop)
-            world = loop.run_until_complete(_make_world(seed, seconds, steps, knobs, root))
+            world = loop.run_until_complete(
+                _make_world(seed, seconds, steps, knobs, root, controller)
+            )
             world.strict_reads = strict_reads
-            world.masters_restart_as_masters = masters_restart_as_masters
             try:
                 loop.run_until_complete(_run(world))
             except Violation as v:
@@ -340,20 +298,23 @@ def run_seed(
             outcome.trace = world.trace
             outcome.simulated_s = loop.time() - 1000
             outcome.acks = len(world.checker.acks)
+            outcome.weak_acks_lost = world.checker.weak_lost
+            outcome.needless_cuts = world.checker.needless_cuts
             outcome.reads = world.reads
             outcome.reads_beyond_confirm = world.reads_beyond_confirm
     finally:
         logging.disable(logging.NOTSET)
         message_store.MessageStore.start = saved_start
         planted_bugs.switch_off()
+        planted_bugs.OVERFLOW_BITS = 32
         random.setstate(saved_random)
         world_loop_close(loop)
         shutil.rmtree(root, ignore_errors=True)
     return outcome
 
 
-async def _make_world(seed, seconds, steps, knobs, root) -> World:
-    world = World(seed, seconds, steps, knobs, root)
+async def _make_world(seed, seconds, steps, knobs, root, controller) -> World:
+    world = World(seed, seconds, steps, knobs, root, controller)
     world.disk.install()
     return world
 

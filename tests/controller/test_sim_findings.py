@@ -1,0 +1,68 @@
+"""What the simulation's controller mode found in the controller, pinned (``haproof sim
+--controller``; docs/simulation.md "What it found"): a closed channel does not let the
+controller elect while the old master's lease may hold, and a restarted master asking for an
+election gets a new epoch."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.remoting.codes import ResponseCode as RC
+from tests.controller.test_state import Group
+
+TIMEOUT_MS = 10_000  # the heartbeat timeout Group's brokers report (the default)
+
+
+def _group_with_master() -> Group:
+    g = Group()
+    g.join(3)
+    for b in (1, 2, 3):
+        g.beat(b, 0, 100)
+    assert g.elect(1).header["masterBrokerId"] == 1
+    assert g.alter({1, 2, 3}).code == RC.SUCCESS
+    return g
+
+
+def test_a_closed_channel_does_not_elect_while_the_masters_lease_may_hold():
+    g = _group_with_master()
+    channel = object()
+    g.hb.on_heartbeat("DefaultCluster", "broker-a", "127.0.0.1:10911", 1, channel=channel)
+    asyncio.run(g.clock.advance(1_000))
+    g.beat(2, 1, 100)
+    g.beat(3, 1, 100)
+    # a partition ends: the master's connection is reset, the broker is not alive any more...
+    assert g.hb.on_channel_close(channel) == [("DefaultCluster", "broker-a", 1)]
+    assert not g.hb.is_alive("DefaultCluster", "broker-a", 1)
+    # ...but it may still take writes under its lease: no election before its timeout
+    assert g.hb.lease_may_hold("DefaultCluster", "broker-a", 1)
+    r = g.elect(-1)
+    assert r.code == RC.CONTROLLER_ELECT_MASTER_FAILED and "lease" in r.remark
+    assert g.info().masterBrokerId == 1 and g.info().masterEpoch == 1
+    asyncio.run(g.clock.advance(TIMEOUT_MS + 1))
+    g.beat(2, 1, 100)
+    g.beat(3, 1, 100)
+    assert not g.hb.lease_may_hold("DefaultCluster", "broker-a", 1)
+    r = g.elect(-1)
+    assert r.code == RC.SUCCESS and r.header["masterBrokerId"] in (2, 3)
+    assert g.info().masterEpoch == 2
+
+
+def test_a_heartbeat_after_the_close_makes_the_broker_alive_again():
+    g = _group_with_master()
+    channel = object()
+    g.hb.on_heartbeat("DefaultCluster", "broker-a", "127.0.0.1:10911", 1, channel=channel)
+    g.hb.on_channel_close(channel)
+    g.beat(1, 1, 100)
+    assert g.hb.is_alive("DefaultCluster", "broker-a", 1)
+
+
+def test_the_master_itself_asking_gets_a_new_epoch_others_get_the_master_as_is():
+    g = _group_with_master()
+    assert g.elect(2).code == RC.CONTROLLER_MASTER_STILL_EXIST
+    assert g.elect(1, designate=True).code == RC.CONTROLLER_MASTER_STILL_EXIST
+    assert g.info().masterEpoch == 1
+    # the master restarted (its log already holds epoch 1, maybe without a lost tail a slave
+    # holds): it asks, and stays master under a new epoch
+    r = g.elect(1)
+    assert r.code == RC.SUCCESS and r.header["masterBrokerId"] == 1
+    assert r.header["masterEpoch"] == 2 and g.info().masterEpoch == 2
