@@ -113,16 +113,18 @@ class BrokerHeartbeatManager:
         return self.table.get((cluster, broker_name, broker_id))
 
     def scan_not_active(self) -> list[BrokerKey]:
-        """Drop every broker silent for longer than its timeout; their keys, in key order."""
+        """Drop every broker silent for longer than its timeout; the keys of those still alive
+        until now (a closed one was reported at its close), in key order."""
         now = self.clock.monotonic_ms()
         gone = sorted(
             key
             for key, info in self.table.items()
             if now - info.lastUpdateMs > info.heartbeatTimeoutMs
         )
+        dropped = [key for key in gone if not self.table[key].closed]
         for key in gone:
             del self.table[key]
-        return gone
+        return dropped
 
     def on_channel_close(
         self, channel: object, masters: frozenset[BrokerKey] = frozenset()
@@ -135,6 +137,6 @@ class BrokerHeartbeatManager:
         for key in mine:
             self.table[key].channel = None
         gone = [key for key in mine if key not in masters]
-        for key in gone:
+        for key in gone:  # kept until its timeout: ``lease_may_hold`` still answers for it
             self.table[key].closed = True
         return gone
