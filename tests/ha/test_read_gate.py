@@ -1,0 +1,113 @@
+"""Consumers read only up to the master's confirmOffset in controller mode (RocketMQ's
+ReputMessageService stops at getReputEndOffset: the confirmOffset unless readUnCommitted): a
+real store gated by the SyncStateSet keeper on a DrivenClock."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from broker.clock import DrivenClock
+from broker.config import BrokerConfig, FlushDiskType
+from broker.ha.group_transfer import GroupTransferService
+from broker.ha.sync_state_keeper import SyncStateKeeper
+from broker.store.message_store import MessageStore
+from broker.store.results import GetMessageStatus
+from contracts.record.model import Message
+
+MASTER, S2 = 1, 2
+PEER = "127.0.0.1:40002"
+
+
+def _rig(tmp_path, **conf):
+    cfg = BrokerConfig.from_dict(
+        {
+            "storePathRootDir": str(tmp_path / "store"),
+            "flushDiskType": FlushDiskType.ASYNC_FLUSH.value,
+            "enableControllerMode": "true",
+            "controllerAddr": "127.0.0.1:9878",
+            "allAckInSyncStateSet": "true",
+            **conf,
+        }
+    )
+    store = MessageStore.open(cfg)
+    clock = DrivenClock()
+    keeper = SyncStateKeeper(cfg, "node-m", clock, read_gate=store.queries.set_read_end)
+    ha = SimpleNamespace(peer_ids={PEER: S2}, peer_names={PEER: "node-2"}, store=store)
+    ha.transfer = GroupTransferService(clock)
+    keeper.attach(ha)
+    conn = SimpleNamespace(peer=PEER, ack_offset=-1, sent_end=0)
+    return store, keeper, conn
+
+
+def _ack(keeper, conn, store, ack: int) -> None:
+    conn.sent_end = store.max_phy_offset
+    keeper.conn_transfer(conn, conn.sent_end)
+    conn.ack_offset = ack
+    keeper.conn_ack(conn, ack)
+
+
+def _put(store, body: bytes) -> int:
+    return store.put_message(Message("T", body, queue_id=0)).result(5).end_offset
+
+
+def test_a_put_the_set_has_not_acked_is_invisible_to_pulls_until_the_ack(tmp_path):
+    store, keeper, conn = _rig(tmp_path)
+    woken: list[int] = []
+    store.queries.on_read_end_advanced = lambda: woken.append(1)
+    try:
+        keeper.begin(MASTER, {MASTER, S2}, 5, 1, 0)
+        first = _put(store, b"a")
+        _ack(keeper, conn, store, first)
+        second = _put(store, b"b")
+        assert store.get_max_offset_in_queue("T", 0) == 1, "the un-acked record is not counted"
+        got = store.get_message("T", 0, 0, 32)
+        assert got.status is GetMessageStatus.FOUND and len(got.records) == 1
+        beyond = store.get_message("T", 0, 1, 32)
+        assert (
+            beyond.status is GetMessageStatus.OFFSET_OVERFLOW_ONE and beyond.next_begin_offset == 1
+        )
+        _ack(keeper, conn, store, second - 1)  # a partial ack: still not the whole record
+        assert store.get_max_offset_in_queue("T", 0) == 1
+        _ack(keeper, conn, store, second)
+        assert woken, "suspended pulls are woken when the read end advances"
+        assert store.get_max_offset_in_queue("T", 0) == 2
+        assert len(store.get_message("T", 0, 0, 32).records) == 2
+    finally:
+        store.shutdown()
+
+
+def test_a_set_of_the_master_alone_reads_to_the_end_and_the_term_end_lifts_the_gate(tmp_path):
+    store, keeper, conn = _rig(tmp_path)
+    try:
+        keeper.begin(MASTER, {MASTER}, 5, 1, 0)
+        _put(store, b"a")
+        assert store.get_max_offset_in_queue("T", 0) == 1  # confirmOffset = max offset
+        keeper.begin(MASTER, {MASTER, S2}, 6, 1, store.max_phy_offset)
+        _put(store, b"b")
+        assert store.get_max_offset_in_queue("T", 0) == 1
+        keeper.end()
+        assert store.get_max_offset_in_queue("T", 0) == 2
+    finally:
+        store.shutdown()
+
+
+def test_read_uncommitted_serves_past_the_confirm_offset(tmp_path):
+    store, keeper, conn = _rig(tmp_path, readUnCommitted="true")
+    try:
+        keeper.begin(MASTER, {MASTER, S2}, 5, 1, 0)
+        _put(store, b"a")
+        assert store.get_max_offset_in_queue("T", 0) == 1
+        assert len(store.get_message("T", 0, 0, 32).records) == 1
+    finally:
+        store.shutdown()
+
+
+def test_without_all_ack_nothing_is_gated(tmp_path):
+    store, keeper, conn = _rig(tmp_path, allAckInSyncStateSet="false")
+    try:
+        keeper.begin(MASTER, {MASTER, S2}, 5, 1, 0)
+        _put(store, b"a")
+        assert store.queries.read_end is None
+        assert store.get_max_offset_in_queue("T", 0) == 1
+    finally:
+        store.shutdown()
