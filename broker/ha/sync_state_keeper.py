@@ -29,6 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from broker.clock import Clock
+from broker.ha import wire
 from broker.ha.sync_state import SyncStateConfig, SyncStateSet
 from broker.loop_service import LoopService
 from contracts.errors import HaproofError
@@ -66,6 +67,7 @@ class SyncStateKeeper(LoopService):
         self.master_max: Callable[[], int] = lambda: 0
         self.on_change: Callable[[], None] = lambda: None
         self.read_gate = read_gate
+        self._sent_confirm: dict[str, int] = {}  # slave peer -> confirmOffset it was last sent
         self.on_event: Emit = lambda kind, fields: None
         self._alter: Alter | None = None
         self._view: ControllerView | None = None
@@ -90,8 +92,23 @@ class SyncStateKeeper(LoopService):
         self._moved()
 
     def end(self) -> None:
+        """The term ends (a slave now): the read end stays until its new master's frames move
+        it (the tail past it may be cut at the rejoin)."""
         self.state = None
-        self.read_gate(None)
+
+    def header_for(self, conn) -> Callable[[int, int], bytes]:
+        """``conn``'s frame headers: with the confirmOffset (RocketMQ's AutoSwitch header)."""
+
+        def header(offset: int, size: int) -> bytes:
+            confirm = self.confirm_offset(self.master_max())
+            self._sent_confirm[conn.peer] = confirm
+            return wire.build_header(offset, size, confirm)
+
+        return header
+
+    def confirm_moved(self, conn) -> bool:
+        """Did the confirmOffset rise past what ``conn``'s slave was last told?"""
+        return self.confirm_offset(self.master_max()) > self._sent_confirm.get(conn.peer, -1)
 
     def _moved(self) -> None:
         """Acks or the set changed: re-check the waiting puts, move the consumers' read end."""
@@ -102,6 +119,11 @@ class SyncStateKeeper(LoopService):
             self.read_gate(st.confirm_offset(self.master_max()))
         else:
             self.read_gate(None)
+        if self._ha is not None and st is not None:  # the slaves learn it at once
+            confirm = st.confirm_offset(self.master_max())
+            for c in self._ha.connections:
+                if confirm > self._sent_confirm.get(c.peer, -1):
+                    c.new_data.set()
 
     @property
     def active(self) -> bool:
@@ -142,6 +164,7 @@ class SyncStateKeeper(LoopService):
             self._moved()
 
     def conn_closed(self, peer: str) -> None:
+        self._sent_confirm.pop(peer, None)
         if self.state is not None and (sid := self._ha.peer_ids.get(peer)):
             self.on_disconnect(sid)
 
