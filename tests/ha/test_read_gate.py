@@ -4,16 +4,20 @@ real store gated by the SyncStateSet keeper on a DrivenClock."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 from broker.clock import DrivenClock
 from broker.config import BrokerConfig, FlushDiskType
 from broker.ha import wire
+from broker.ha.client import HAClient
 from broker.ha.group_transfer import GroupTransferService
 from broker.ha.sync_state_keeper import SyncStateKeeper
 from broker.store.message_store import MessageStore
 from broker.store.results import GetMessageStatus
+from broker.store.role import BrokerRoleState
 from contracts.record.model import Message
+from tests.support.waiting import wait_for
 
 MASTER, S2 = 1, 2
 PEER = "127.0.0.1:40002"
@@ -130,3 +134,56 @@ def test_the_confirm_offset_rides_every_frame_header_and_a_rise_is_sent_at_once(
         assert not keeper.confirm_moved(conn)
     finally:
         store.shutdown()
+
+
+def test_a_slave_serves_only_what_its_masters_frames_confirmed(tmp_path):
+    """A controller-mode slave (a real HAClient) fed by a stand-in master: nothing is served
+    before the first frame, then up to each frame's confirmOffset."""
+    source, _, _ = _rig(tmp_path / "m")
+    first, second = _put(source, b"a"), _put(source, b"b")
+    data = source.read_commit_log(0, second)
+    source.shutdown()
+
+    async def main():
+        reports: list[int] = []
+
+        async def master(reader, writer):
+            reports.append(wire.read_report(await reader.readexactly(wire.REPORT.size)))
+            writer.write(wire.build_header(0, len(data), first) + data)  # "b" not yet confirmed
+            reports.append(wire.read_report(await reader.readexactly(wire.REPORT.size)))
+            await confirm_b.wait()
+            writer.write(wire.build_header(second, 0, second))  # a heartbeat: "b" confirmed
+            await writer.drain()
+            await reader.read()
+
+        confirm_b = asyncio.Event()
+        server = await asyncio.start_server(master, "127.0.0.1", 0)
+        cfg = BrokerConfig.from_dict(
+            {
+                "storePathRootDir": str(tmp_path / "s"),
+                "brokerRole": "SLAVE",
+                "brokerId": "1",
+                "enableControllerMode": "true",
+                "controllerAddr": "127.0.0.1:9878",
+            }
+        )
+        store = MessageStore.open(cfg)
+        client = HAClient(store, cfg, BrokerRoleState.configured(cfg), node_name="s",
+                          namesrv_addrs=[])  # fmt: skip
+        client.set_master(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        await client.start()
+        try:
+            assert store.queries.read_end == 0  # nothing confirmed before the master says
+            await wait_for(lambda: len(reports) == 2, 10_000, what="the frame appended")
+            assert store.max_phy_offset == second
+            assert store.get_max_offset_in_queue("T", 0) == 1
+            assert len(store.get_message("T", 0, 0, 32).records) == 1
+            confirm_b.set()
+            await wait_for(lambda: store.get_max_offset_in_queue("T", 0) == 2, 10_000,
+                           what="the heartbeat's confirmOffset")  # fmt: skip
+        finally:
+            await client.stop()
+            server.close()
+            store.shutdown()
+
+    asyncio.run(main())
