@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from broker.clock import DrivenClock
 from broker.config import BrokerConfig, FlushDiskType
 from broker.ha import wire
@@ -14,6 +17,7 @@ from broker.ha.client import HAClient
 from broker.ha.group_transfer import GroupTransferService
 from broker.ha.sync_state_keeper import SyncStateKeeper
 from broker.store.message_store import MessageStore
+from broker.store.queries import StoreQueries
 from broker.store.results import GetMessageStatus
 from broker.store.role import BrokerRoleState
 from contracts.record.model import Message
@@ -187,3 +191,31 @@ def test_a_slave_serves_only_what_its_masters_frames_confirmed(tmp_path):
             store.shutdown()
 
     asyncio.run(main())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 50), max_size=40),
+    gap=st.integers(0, 30),
+    lo=st.integers(0, 10),
+    end=st.integers(0, 2_000),
+)
+def test_the_visible_max_counts_exactly_the_entries_ending_at_or_before_the_read_end(
+    sizes, gap, lo, end
+):
+    """A queue's entries ascend in the commit log, other queues' records between them."""
+    entries, phy = [], 0
+    for size in sizes:
+        entries.append((phy, size, 0))
+        phy += size + gap
+    lo = min(lo, len(entries))
+
+    def get(qo):
+        return entries[qo] if lo <= qo < len(entries) else None
+
+    cq = SimpleNamespace(min_offset_in_queue=lo, max_offset_in_queue=len(entries), get=get)
+    queries = StoreQueries(None, {}, None, None)
+    queries.read_end = end
+    visible = queries._visible_max(cq)
+    expected = sum(1 for p, s, _ in entries if p + s <= end)
+    assert visible == (len(entries) if not entries else max(lo, expected))
