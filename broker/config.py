@@ -121,6 +121,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "allAckInSyncStateSet": ("all_ack_in_sync_state_set", False),
     "minInSyncReplicas": ("min_in_sync_replicas", 1),
     "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup_ms", 15_000),
+    "readUnCommitted": ("read_uncommitted", False),
     "metricsExporterType": ("metrics_exporter_type", MetricsExporterType.DISABLE),
     "metricsPromExporterHost": ("metrics_prom_exporter_host", ""),
     "metricsPromExporterPort": ("metrics_prom_exporter_port", 5557),
@@ -237,6 +238,8 @@ class BrokerConfig:
     all_ack_in_sync_state_set: bool = False
     min_in_sync_replicas: int = 1
     ha_max_time_slave_not_catchup_ms: int = 15_000
+    # consumers may read past the master's confirmOffset (RocketMQ's MessageStoreConfig key)
+    read_uncommitted: bool = False
     # RocketMQ 5's metrics keys (broker/metrics/exporter.py): PROM serves Prometheus on
     # metricsPromExporterHost (default 127.0.0.1, not RocketMQ's brokerIP1) and Port
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE

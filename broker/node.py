@@ -210,6 +210,7 @@ class BrokerNode:
     async def _start(self) -> None:
         self.long_poll = LongPollWaiters(asyncio.get_running_loop(), self.clock)
         self.store.add_dispatch_listener(self.long_poll.on_dispatch)
+        self.store.queries.on_read_end_advanced = self.long_poll.on_read_end_advanced
         self.topics.ensure_default_topic()
         self.store.start()
         self.refusals = Refusals()  # refused requests by reason (metrics)

@@ -45,7 +45,9 @@ class RoleServiceFactory:
         self.clock = clock
         # controller mode: the master's SyncStateSet, one keeper across the node's terms
         self.sync_state = (
-            SyncStateKeeper(config, node_name, clock) if config.enable_controller_mode else None
+            SyncStateKeeper(config, node_name, clock, read_gate=store.queries.set_read_end)
+            if config.enable_controller_mode
+            else None
         )
 
     def build(self, role: BrokerRole) -> list[NodeService]:

@@ -9,7 +9,9 @@ queues, so consumers can read from the slave).
 A frame whose offset is not this slave's log end is refused — the connection is dropped and made
 again (RocketMQ does the same), except on an empty log, which takes the master's start (the
 start of its last file). ``haHousekeepingInterval`` without a frame (the master heartbeats)
-drops the connection too. Reconnects back off from 100 ms to 5 s.
+drops the connection too. Reconnects back off from 100 ms to 5 s. In controller mode every
+frame carries the master's confirmOffset (``wire.CONFIRM_HEADER``): consumers of this slave read
+up to it only (nothing before the first frame), unless ``readUnCommitted``.
 """
 
 from __future__ import annotations
@@ -88,6 +90,9 @@ class HAClient:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        gate = self.config.enable_controller_mode and not self.config.read_uncommitted
+        if gate and self.store.queries.read_end is None:
+            self.store.queries.set_read_end(0)  # nothing confirmed until the master says
         self._task = asyncio.create_task(self._run(), name="ha-client")
 
     async def stop(self) -> None:
@@ -301,21 +306,28 @@ class HAClient:
                 if heartbeat.done():
                     heartbeat.result()  # raises what ended it (a dead connection, a silence)
                 try:
-                    head = await reader.readexactly(wire.TRANSFER_HEADER.size)
-                    offset, size = wire.read_header(head)
+                    offset, size, confirm = await self._read_header(reader)
                     body = await reader.readexactly(size) if size else b""
                 except (ConnectionError, asyncio.IncompleteReadError, OSError):
                     if heartbeat.done() and isinstance(heartbeat.exception(), TimeoutError):
                         heartbeat.result()  # the silence closed it: say so
                     raise
                 self.last_frame_at_ms = self.clock.monotonic_ms()
-                if size == 0:
-                    continue  # a heartbeat
-                self._append(offset, body)
-                await self._report(writer)
+                if size:
+                    self._append(offset, body)
+                if confirm is not None and not self.config.read_uncommitted:
+                    self.store.queries.set_read_end(confirm)  # what the master confirmed
+                if size:  # else a heartbeat
+                    await self._report(writer)
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
+
+    async def _read_header(self, reader) -> tuple[int, int, int | None]:
+        """A frame's offset and size; in controller mode the master's confirmOffset too."""
+        if not self.config.enable_controller_mode:
+            return (*wire.read_header(await reader.readexactly(wire.TRANSFER_HEADER.size)), None)
+        return wire.read_confirm_header(await reader.readexactly(wire.CONFIRM_HEADER.size))
 
     def _append(self, offset: int, body: bytes) -> None:
         mine = self.store.max_phy_offset

@@ -1,24 +1,22 @@
 """The master side of classic HA: HAService, one HAConnection per slave, GroupTransferService.
 
 - A slave connects to ``haListenPort`` and reports its max physical offset (8 bytes) after each
-  append and every ``haSendHeartbeatInterval``. Its first report says where to start: from that
-  offset, or, when it reports 0 (a fresh slave), from the start of the master's last commit log
-  file, as RocketMQ does.
+  append and every ``haSendHeartbeatInterval``. Its first report says where to start: there, or
+  from the start of the master's last commit log file when it reports 0 (fresh), as RocketMQ.
 - The master sends the commit log's written bytes in frames of at most ``haTransferBatchSize``,
   never across a file end, and a heartbeat frame (size 0) when it has had nothing to send for
   ``haSendHeartbeatInterval``. ``haHousekeepingInterval`` without a report closes the connection.
 - A report that is negative or beyond the master's log end is garbage (or an old master that
-  must truncate first): the connection is dropped with the reason logged; nothing else changes.
-  After the first, a report beyond what this connection was sent is a lie (an ack for bytes the
-  peer cannot hold): a protocol error that closes the connection, never a confirmation.
+  must truncate first): the connection is dropped, the reason logged. After the first, a report
+  beyond what the connection was sent (an ack for bytes the peer cannot hold) is a lie too.
 - Only slaves get in (broker/ha/admission.py): an address allow-list, with ACL a signed handshake,
   under tlsMode=enforcing TLS only; anyone else is closed before a byte is sent.
-- ``wait_replicated`` is GroupTransferService: on a SYNC_MASTER a send is answered once some
-  slave's ack reaches the message's end, FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, and
-  SLAVE_NOT_AVAILABLE at once when no slave is connected or the best one lags by more than
-  ``haSlaveFallbehindMax``. In controller mode (``sync_state``: ``broker/ha/sync_state_keeper.py``)
-  each connection's transfers, idles, acks and close go to the master's SyncStateSet, and a put
-  waits for its members instead (``allAckInSyncStateSet``; else for one slave, as here).
+- ``wait_replicated`` is GroupTransferService: a SYNC_MASTER send is answered once a slave's
+  ack reaches its end, FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, SLAVE_NOT_AVAILABLE at
+  once when no slave is connected or the best lags by over ``haSlaveFallbehindMax``. Controller
+  mode (``sync_state``, ``broker/ha/sync_state_keeper.py``): transfers, idles, acks and closes
+  go to the SyncStateSet, a put waits for its members (``allAckInSyncStateSet``; else for one
+  slave), frames carry the confirmOffset (``wire.CONFIRM_HEADER``, sent at once as it moves).
 """
 
 from __future__ import annotations
@@ -159,12 +157,13 @@ class HAConnection:
         batch = cfg.ha_transfer_batch_size_bytes
         store, clock = self.service.store, self.service.clock
         keeper = self.service.sync_state  # controller mode: the master's SyncStateSet
+        header = wire.build_header if keeper is None else keeper.header_for(self)
         last_write = clock.monotonic_ms()
         while True:
             self.new_data.clear()  # before reading: a put after the read wakes the wait below
             data = store.commit_log.read(self.next_transfer, batch)
             if data:
-                self.writer.write(wire.build_header(self.next_transfer, len(data)))
+                self.writer.write(header(self.next_transfer, len(data)))
                 self.writer.write(data)
                 # before the drain: the slave's ack may arrive while we wait for the socket
                 self.sent_end = self.next_transfer + len(data)
@@ -177,8 +176,9 @@ class HAConnection:
                 continue
             if keeper is not None:
                 keeper.conn_idle(self)
-            if clock.monotonic_ms() - last_write >= heartbeat_ms:
-                self.writer.write(wire.build_header(self.next_transfer, 0))
+            moved = keeper is not None and keeper.confirm_moved(self)  # tell the slave
+            if moved or clock.monotonic_ms() - last_write >= heartbeat_ms:
+                self.writer.write(header(self.next_transfer, 0))
                 await self.writer.drain()
                 last_write = clock.monotonic_ms()
             await sleep_unless_set(clock, self.new_data, heartbeat_ms)

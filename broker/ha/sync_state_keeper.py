@@ -9,6 +9,9 @@ this keeper feeds it and carries its proposals).
   ``on_disconnect`` when the connection closes; it asks ``admit_put`` (minInSyncReplicas)
   before a put, waits for ``acknowledged_offset`` (allAckInSyncStateSet: every member of the
   union of the set and a proposal in flight) and reports ``confirm_offset`` (never lowered).
+- What consumers may read (``read_gate``, the store's read end): the confirmOffset while the
+  union has a slave and allAckInSyncStateSet is on, unless ``readUnCommitted``; else (and
+  outside a term) the whole log, as RocketMQ's getReputEndOffset over getConfirmOffset.
 - Every second (``SHRINK_PERIOD_MS``, or at once when an ack or a closed connection makes a
   proposal) a round sends the proposal in flight, else what ``shrink`` proposes, to the
   controller as CONTROLLER_ALTER_SYNC_STATE_SET (1001) through ``alter`` (the controller
@@ -26,6 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from broker.clock import Clock
+from broker.ha import wire
 from broker.ha.sync_state import SyncStateConfig, SyncStateSet
 from broker.loop_service import LoopService
 from contracts.errors import HaproofError
@@ -47,7 +51,13 @@ class SyncStateKeeper(LoopService):
     term); ``connect`` hands it the controller client's ``alter`` and ``view``, ``on_event`` the
     archiver's event sink; HAService sets ``on_change`` (re-check the waiting puts)."""
 
-    def __init__(self, config, node_name: str, clock: Clock) -> None:
+    def __init__(
+        self,
+        config,
+        node_name: str,
+        clock: Clock,
+        read_gate: Callable[[int | None], None] = lambda end: None,
+    ) -> None:
         super().__init__("sync-state-set", period_ms=SHRINK_PERIOD_MS, clock=clock)
         self.config, self.node_name = config, node_name
         self.state: SyncStateSet | None = None
@@ -56,6 +66,8 @@ class SyncStateKeeper(LoopService):
         self.names: dict[int, str] = {}  # slave broker id -> node name (from HAService)
         self.master_max: Callable[[], int] = lambda: 0
         self.on_change: Callable[[], None] = lambda: None
+        self.read_gate = read_gate
+        self._sent_confirm: dict[str, int] = {}  # slave peer -> confirmOffset it was last sent
         self.on_event: Emit = lambda kind, fields: None
         self._alter: Alter | None = None
         self._view: ControllerView | None = None
@@ -77,10 +89,41 @@ class SyncStateKeeper(LoopService):
         self.state = SyncStateSet(master_id, frozenset(members), conf, self.clock)
         self.state.epoch_start_offset = self.state.confirm = start
         self.master_epoch, self.set_epoch = master_epoch, set_epoch
-        self.on_change()
+        self._moved()
 
     def end(self) -> None:
+        """The term ends (a slave now): the read end stays until its new master's frames move
+        it (the tail past it may be cut at the rejoin)."""
         self.state = None
+
+    def header_for(self, conn) -> Callable[[int, int], bytes]:
+        """``conn``'s frame headers: with the confirmOffset (RocketMQ's AutoSwitch header)."""
+
+        def header(offset: int, size: int) -> bytes:
+            confirm = self.confirm_offset(self.master_max())
+            self._sent_confirm[conn.peer] = confirm
+            return wire.build_header(offset, size, confirm)
+
+        return header
+
+    def confirm_moved(self, conn) -> bool:
+        """Did the confirmOffset rise past what ``conn``'s slave was last told?"""
+        return self.confirm_offset(self.master_max()) > self._sent_confirm.get(conn.peer, -1)
+
+    def _moved(self) -> None:
+        """Acks or the set changed: re-check the waiting puts, move the consumers' read end."""
+        self.on_change()
+        st = self.state
+        gated = st is not None and st.config.all_ack_in_sync_state_set and len(st.union) > 1
+        if gated and not self.config.read_uncommitted:
+            self.read_gate(st.confirm_offset(self.master_max()))
+        else:
+            self.read_gate(None)
+        if self._ha is not None and st is not None:  # the slaves learn it at once
+            confirm = st.confirm_offset(self.master_max())
+            for c in self._ha.connections:
+                if confirm > self._sent_confirm.get(c.peer, -1):
+                    c.new_data.set()
 
     @property
     def active(self) -> bool:
@@ -118,9 +161,10 @@ class SyncStateKeeper(LoopService):
         if self.state is not None and (sid := self._slave_id(conn)):
             self.on_ack(sid, ack, self.master_max())
         if self.state is not None:
-            self.on_change()
+            self._moved()
 
     def conn_closed(self, peer: str) -> None:
+        self._sent_confirm.pop(peer, None)
         if self.state is not None and (sid := self._ha.peer_ids.get(peer)):
             self.on_disconnect(sid)
 
@@ -213,7 +257,7 @@ class SyncStateKeeper(LoopService):
             self.set_epoch,
             how,
         )
-        self.on_change()
+        self._moved()
         if before == after:
             return
         master = self.state.master_id if self.state is not None else -1

@@ -11,6 +11,12 @@ Master → slave, a frame per transfer::
     body             the commit log bytes [offset, offset + size): at most
                      haTransferBatchSize, never across a mapped file end
 
+In controller mode (``enableControllerMode``, on every node of the group) the header carries the
+master's confirmOffset too, as RocketMQ 5's AutoSwitchHAConnection header does; the slave serves
+consumers only up to it (``readUnCommitted`` aside)::
+
+    CONFIRM_HEADER   i64 offset, i32 size (as above), i64 the master's confirmOffset
+
 With ``aclEnable`` the master first sends a fresh nonce, and the slave answers one signed
 handshake frame (our own; RocketMQ's classic HA has no authentication)::
 
@@ -33,6 +39,7 @@ from contracts.errors import HaproofError
 
 REPORT = struct.Struct(">q")  # slave max physical offset
 TRANSFER_HEADER = struct.Struct(">qi")  # body physical offset, body size
+CONFIRM_HEADER = struct.Struct(">qiq")  # controller mode: + the master's confirmOffset
 # A body larger than this is garbage, whatever the master's batch size (RocketMQ's is 32 KiB).
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -110,8 +117,20 @@ def read_report(data: bytes) -> int:
     return offset
 
 
-def build_header(offset: int, size: int) -> bytes:
-    return TRANSFER_HEADER.pack(offset, size)
+def build_header(offset: int, size: int, confirm: int | None = None) -> bytes:
+    """A frame header; with ``confirm`` (controller mode) the CONFIRM_HEADER."""
+    if confirm is None:
+        return TRANSFER_HEADER.pack(offset, size)
+    return CONFIRM_HEADER.pack(offset, size, confirm)
+
+
+def read_confirm_header(data: bytes) -> tuple[int, int, int]:
+    """A controller mode frame header: offset, size and the master's confirmOffset."""
+    offset, size = read_header(data[: TRANSFER_HEADER.size])
+    (confirm,) = struct.unpack_from(">q", data, TRANSFER_HEADER.size)
+    if confirm < 0:
+        raise HAProtocolError(f"master sent a negative confirmOffset {confirm} at {offset}")
+    return offset, size, confirm
 
 
 def read_header(data: bytes) -> tuple[int, int]:

@@ -78,6 +78,14 @@ class LongPollWaiters:
             except RuntimeError:  # loop closed during shutdown
                 pass
 
+    def on_read_end_advanced(self) -> None:
+        """The store's read end (confirmOffset) moved: every suspended pull looks again."""
+        if self._waiters:
+            try:
+                self.loop.call_soon_threadsafe(self.wake_all)
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
     def _wake(self, key: tuple[str, int]) -> None:
         for event in self._waiters.pop(key, ()):
             event.set()

@@ -41,6 +41,37 @@ class StoreQueries:
         self.put_lock = put_lock
         # rebuilds a damaged queue from the commit log (the façade's, under the put lock)
         self.on_damage: Callable[[str, int, int, str], None] | None = None
+        # what consumers may read: records ending at or below it (the master's confirmOffset in
+        # controller mode with allAckInSyncStateSet, readUnCommitted off); None: the whole log
+        self.read_end: int | None = None
+        self.on_read_end_advanced: Callable[[], None] | None = None  # wakes suspended pulls
+
+    def set_read_end(self, end: int | None) -> None:
+        """The gate RocketMQ puts on its ReputMessageService (getReputEndOffset): consume queue
+        entries of records ending past ``end`` are not served nor counted in max offsets."""
+        before, self.read_end = self.read_end, end
+        advanced = end is None or (before is not None and end > before)
+        if advanced and before != end and self.on_read_end_advanced is not None:
+            self.on_read_end_advanced()
+
+    def _visible_max(self, cq: ConsumeQueue) -> int:
+        """The queue's max offset under ``read_end``: one entry read when all is visible, a
+        binary search over the queue's tail otherwise (entries are in commit log order)."""
+        hi, end = cq.max_offset_in_queue, self.read_end
+        if end is None or hi == 0:
+            return hi
+        last = cq.get(hi - 1)
+        if last is None or last[0] + last[1] <= end:
+            return hi
+        lo = cq.min_offset_in_queue
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = cq.get(mid)
+            if entry is None or entry[0] + entry[1] > end:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def is_dispatched(self, phy_offset: int) -> bool:
         """True when every record ending at or before ``phy_offset`` is in its consume queue.
@@ -54,7 +85,7 @@ class StoreQueries:
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get((topic, queue_id))
-        return cq.max_offset_in_queue if cq else 0
+        return self._visible_max(cq) if cq else 0
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get((topic, queue_id))
@@ -63,7 +94,7 @@ class StoreQueries:
     def queue_max_offsets(self) -> dict[str, dict[int, int]]:
         out: dict[str, dict[int, int]] = {}
         for (topic, qid), cq in list(self.queues.items()):
-            out.setdefault(topic, {})[qid] = cq.max_offset_in_queue
+            out.setdefault(topic, {})[qid] = self._visible_max(cq)
         return out
 
     def _store_timestamp(self, phy_offset: int) -> int:
@@ -75,7 +106,7 @@ class StoreQueries:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             return 0
-        lo, hi = cq.min_offset_in_queue, cq.max_offset_in_queue
+        lo, hi = cq.min_offset_in_queue, self._visible_max(cq)
         while lo < hi:
             mid = (lo + hi) // 2
             entry = cq.get(mid)
@@ -106,12 +137,12 @@ class StoreQueries:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        lo, hi = cq.min_offset_in_queue, cq.max_offset_in_queue
+        lo, hi = cq.min_offset_in_queue, self._visible_max(cq)
         if hi == 0:
             return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
         if offset < lo:
             return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, lo, lo, hi)
-        if offset == hi:
+        if offset == hi or hi < offset <= cq.max_offset_in_queue:  # beyond confirm: wait there
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
@@ -120,7 +151,7 @@ class StoreQueries:
         next_offset = offset
         max_pulled = -1
         for qo, phy, size, tag_code in cq.iter_from(offset, max(max_msgs, 1) * 4 + 32):
-            if len(records) >= max_msgs or (records and size_total + size > max_bytes):
+            if qo >= hi or len(records) >= max_msgs or (records and size_total + size > max_bytes):
                 break
             data, fault = self._served(cq, qo, phy, size)
             if fault is not None:

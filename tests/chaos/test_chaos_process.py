@@ -30,6 +30,7 @@ def test_one_round_killing_the_master_keeps_every_promise(tmp_path) -> None:
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert summary["violations"] == {} and summary["lost"] == 0
+    assert summary["reads_beyond_confirm"] == 0  # a violation by default (--strict-reads)
     assert summary["acked"] > 0 and summary["reads"] > 0 and summary["offset_queries"] > 0
     assert summary["archived_events"] > 0
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]

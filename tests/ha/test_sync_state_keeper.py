@@ -43,7 +43,7 @@ class Rig:
         self.clock = clock
         self.keeper = SyncStateKeeper(_config(**conf), "node-m", clock)
         self.ha = SimpleNamespace(
-            peer_ids={}, peer_names={}, store=SimpleNamespace(max_phy_offset=0)
+            peer_ids={}, peer_names={}, connections=[], store=SimpleNamespace(max_phy_offset=0)
         )
         self.ha.transfer = GroupTransferService(clock)
         self.proposals: list[frozenset[int]] = []

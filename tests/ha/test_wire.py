@@ -35,3 +35,13 @@ def test_garbage_headers_are_protocol_errors(data, match):
 def test_negative_report_is_a_protocol_error():
     with pytest.raises(wire.HAProtocolError, match="negative"):
         wire.read_report(struct.pack(">q", -1))
+
+
+def test_the_controller_mode_header_adds_the_confirm_offset():
+    data = wire.build_header(4096, 100, 4000)
+    assert data == struct.pack(">qiq", 4096, 100, 4000) and len(data) == wire.CONFIRM_HEADER.size
+    assert wire.read_confirm_header(data) == (4096, 100, 4000)
+    with pytest.raises(wire.HAProtocolError, match="negative confirmOffset"):
+        wire.read_confirm_header(struct.pack(">qiq", 0, 0, -1))
+    with pytest.raises(wire.HAProtocolError, match="negative offset"):
+        wire.read_confirm_header(struct.pack(">qiq", -1, 0, 0))

@@ -80,6 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--producers", type=int, default=2, help="concurrent producers (default 2)")
     p.add_argument("--inject-bug", metavar="NAME", default=None,
                    help="start every process with this planted bug (HAPROOF_PLANTED_BUG)")  # fmt: skip
-    p.add_argument("--strict-reads", action="store_true",
-                   help="a read past the master's confirmOffset is a violation (counted otherwise)")  # fmt: skip
+    p.add_argument("--strict-reads", action=argparse.BooleanOptionalAction, default=True,
+                   help="a read past the master's confirmOffset is a violation (default; "
+                   "--no-strict-reads only counts it)")  # fmt: skip
     p.set_defaults(func=main)

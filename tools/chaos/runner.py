@@ -134,7 +134,7 @@ def _caught_up(master: str, docs: dict) -> bool:
 
 async def run(workdir: Path, seed: int, rounds: int, kinds: tuple[str, ...],
               planted_bug: str | None = None, producers: int = 2,
-              strict_reads: bool = False) -> Outcome:  # fmt: skip
+              strict_reads: bool = True) -> Outcome:  # fmt: skip
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
     history = History(workdir / "history.jsonl")
