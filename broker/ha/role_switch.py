@@ -14,7 +14,10 @@ node for longer than a failover:
   longer the current one);
 - **bounded**: a switch toward another node (``bounded=True``: a slave's, which asks its master)
   ends with ``SwitchTimeoutError`` after ``timeout_ms`` of the clock, and the client applies
-  the controller's view again at its next pull. A switch to master asks no peer and is never cut
+  the controller's view again at its next pull. The bound is a last resort (30 s by default,
+  for a master that hangs while the controller still names it): its requests have their own
+  timeouts (5 s), and a bound near a loaded machine's slow but sound switch (a rejoin's cut
+  and restart) would cancel and redo it again and again. A switch to master asks no peer and is never cut
   short, not even by a newer epoch (its half-started services would take writes unreplicated):
   the newer switch waits for it.
 """

@@ -69,6 +69,7 @@ def _group(tmp_path, clock: DrivenClock, timeout_ms: int = 2000):
             heartbeat_timeout_ms=timeout_ms,
             lease_ms=int(timeout_ms * 0.75),
             sync_metadata_period_ms=500,
+            switch_timeout_ms=4000,
         )
         (tmp_path / f"b{i}").mkdir()
         store = BrokerIdentityStore(tmp_path / f"b{i}", "DefaultCluster", "broker-a")
@@ -137,7 +138,7 @@ def test_a_switch_toward_a_hung_master_ends_at_its_bound_and_is_tried_again(tmp_
         began = clock.monotonic_ms()
         assert clients[B].replica.master_addr == A  # the switch in flight names its target
         await _wait(clock, lambda: len(nodes[B].attempts) >= 2, 5000)
-        assert 4000 <= clock.monotonic_ms() - began <= 4600  # the bound: 2 x the timeout
+        assert 4000 <= clock.monotonic_ms() - began <= 4600  # the bound
         assert clients[B]._switching.timed_out >= 1 and nodes[B].cut_against == []
         nodes[B].hung = None  # A answers again: the retried switch completes
         await _wait(clock, lambda: getattr(nodes[B], "master", None) == A, 5000)
