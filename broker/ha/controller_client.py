@@ -7,8 +7,8 @@ base: every ``heartbeat_interval_ms`` it
 3. every ``sync_metadata_period_ms`` (or at once when it knows no master) pulls its set's
    replica info (1004) and, with no master anywhere, asks the controller to elect (1002);
 4. applies a role only when the controller's masterEpoch is newer than its own (or equal, for
-   a newer SyncStateSet), through the injected role owner: the controller decides roles, not
-   ``brokerRole``/``brokerId``;
+   a newer SyncStateSet), through the injected role owner, in a switch of its own that a newer
+   epoch preempts (``broker/ha/role_switch.py``): the controller decides roles;
 5. keeps a **master lease**: a master whose last heartbeat acknowledged by the controller
    leader was sent over ``lease_ms`` ago stops taking writes and records ``lease_lost``, by a
    watch of its own (a round may wait on a silent controller longer than a lease); the lease
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from broker import planted_bugs
 from broker.clock import Clock
 from broker.ha.broker_identity import BrokerIdentityStore, IdentityError, Invoke, allocate_broker_id
 from broker.ha.controller_types import ClientConfig, OffsetReader, Replica, RoleOwner
+from broker.ha.role_switch import RoleSwitch
 from broker.loop_service import LoopService, Periodic
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.codes import ResponseCode as RC
@@ -67,7 +69,8 @@ class ControllerClient(LoopService):
         self.last_contact_wall_ms: int | None = None
         self.fenced = False
         self._next_pull_ms = 0.0
-        self._role_lock = asyncio.Lock()
+        self._role_lock = asyncio.Lock()  # held while deciding, not while switching
+        self._switching = RoleSwitch(clock, config.switch_timeout_ms)
         # named master under an epoch this node's log already holds (it restarted as the
         # master): it asks for a new epoch instead of resuming one whose tail it may have lost
         self._renew_epoch = False
@@ -81,6 +84,7 @@ class ControllerClient(LoopService):
     async def stop(self) -> None:
         await self._lease_watch.stop()
         await super().stop()
+        await self._switching.cancel()
 
     @property
     def is_master(self) -> bool:
@@ -243,32 +247,36 @@ class ControllerClient(LoopService):
                     log.warning("master lease renewed under epoch %d: writes resume", master_epoch)
 
     async def _switch(self, master_id, master_addr, master_epoch, sync_set, set_epoch) -> None:
-        """Take a newer master epoch; when the role owner fails, forget it (the next pull
-        applies it again) rather than believe a role this node does not have."""
+        """Take a newer master epoch in a switch of its own; a failed one forgets the role (the
+        next pull applies it again) rather than believe one this node does not have."""
+        await self._switching.cancel()
         r, me = self.replica, self.broker_id
         before = dataclasses.replace(r)
         r.master_broker_id, r.master_addr, r.master_epoch = master_id, master_addr, master_epoch
         if sync_set is not None and set_epoch is not None:
             r.sync_state_set, r.sync_state_set_epoch = frozenset(sync_set), set_epoch
-        try:
-            if master_id == me:
-                await self.role.become_master(
-                    broker_id=me,
-                    master_epoch=master_epoch,
-                    sync_state_set=set(r.sync_state_set),
-                    sync_state_set_epoch=r.sync_state_set_epoch,
-                )
-            else:
-                await self.role.become_slave(
-                    broker_id=me,
-                    master_epoch=master_epoch,
-                    master_broker_id=master_id,
-                    master_addr=master_addr or "",
-                )
-        except Exception:
+
+        def failed(_exc: BaseException) -> None:
             self.replica = before
             self._next_pull_ms = 0.0
-            raise
+
+        if master_id == me:
+            run = functools.partial(
+                self.role.become_master,
+                broker_id=me,
+                master_epoch=master_epoch,
+                sync_state_set=set(r.sync_state_set),
+                sync_state_set_epoch=r.sync_state_set_epoch,
+            )
+        else:
+            run = functools.partial(
+                self.role.become_slave,
+                broker_id=me,
+                master_epoch=master_epoch,
+                master_broker_id=master_id,
+                master_addr=master_addr or "",
+            )
+        self._switching.begin(master_epoch, run, failed, bounded=master_id != me)
 
     def _lease_expired(self) -> bool:
         last = self.last_leader_ack_ms
@@ -300,15 +308,7 @@ class ControllerClient(LoopService):
 
     async def on_notify(self, conn, req: RemotingCommand) -> None:
         """NOTIFY_BROKER_ROLE_CHANGED (1008), one-way; applied only when newer."""
-        h = req.ext_fields
-        body = json.loads(req.body) if req.body else {}
-        await self.apply_role(
-            _opt_int(h.get("masterBrokerId")),
-            h.get("masterAddress"),
-            _opt_int(h.get("masterEpoch")) or 0,
-            body.get("syncStateSet"),
-            _opt_int(body.get("syncStateSetEpoch", h.get("syncStateSetEpoch"))),
-        )
+        await self._apply_response(req)  # the same fields as a 1004 answer
         return None
 
     async def alter_sync_state_set(self, new_set: set[int]) -> bool:

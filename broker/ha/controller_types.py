@@ -48,6 +48,7 @@ class ClientConfig:
     lease_ms: int = 8_000
     sync_metadata_period_ms: int = 5_000  # syncBrokerMetadataPeriod
     election_priority: int = 2**31 - 1  # brokerElectionPriority: lower wins
+    switch_timeout_ms: int = 30_000  # a slave's role switch at most (ours: role_switch.py)
 
     def __post_init__(self) -> None:
         if not self.controller_addrs:
