@@ -17,7 +17,8 @@ Sizes: no module of the product packages and tools over 400 lines, no function o
 (``OVERSIZED_MODULES`` / ``OVERSIZED_FUNCTIONS``: today's offenders, only shrinking). Record
 names are imported from the module of ``contracts/record/`` that owns them, not the package
 (``RECORD_FACADE_USERS``: the files still written against the single module). ``# fmt: skip``
-only on data tables (``FMT_SKIP_TABLES``) in ``FMT_SKIP_PACKAGES``."""
+only on data tables (``FMT_SKIP_TABLES``) in ``FMT_SKIP_PACKAGES`` (``FMT_SKIP_PENDING``: folders
+still to be laid out by ruff)."""
 
 from __future__ import annotations
 
@@ -214,8 +215,15 @@ def test_the_size_allowlists_only_shrink() -> None:
 
 # -- formatting: ``# fmt: skip`` only on data tables --------------------------------------------
 
-# The packages held to it: every product package (tools/ may pack its own lines)
-FMT_SKIP_PACKAGES = PRODUCT
+# The packages held to it: every product package and tools/
+FMT_SKIP_PACKAGES = (*PRODUCT, "tools")
+
+# Folders not held to it yet: folder -> why. The test fails on an entry whose folder has no
+# ``# fmt: skip`` left, so the list only shrinks.
+FMT_SKIP_PENDING: dict[str, str] = {
+    "tools/sim": "edited by the simulator's work in flight; lay out with ruff after it lands",
+    "tools/chaos": "edited by the chaos runner's work in flight; lay out with ruff after it lands",
+}
 
 # (file, the table: its assigned name, else the function it is in): reason. The only places
 # ruff may not lay out; the test fails on any other ``# fmt: skip`` / ``# fmt: off`` and on
@@ -230,6 +238,7 @@ FMT_SKIP_TABLES: dict[tuple[str, str], str] = {
     ("contracts/archive_layout.py", "_SNAPSHOT_FIELDS"): "field table: JSON types",
     ("contracts/object_store/interface.py", "_WEB_TYPES"): "code table: suffix -> MIME type",
     ("broker/acl/accounts.py", "_ACCOUNT_KEYS"): "field table: plain_acl.yml account keys",
+    ("tools/bench/archive_stats.py", "_T975"): "number table: Student's t by degrees of freedom",
 }
 
 
@@ -265,13 +274,16 @@ def fmt_skips(source: str) -> list[tuple[int, str]]:
     return out
 
 
-def fmt_skip_sites() -> dict[tuple[str, str], list[int]]:
+def fmt_skip_sites(pending: bool = False) -> dict[tuple[str, str], list[int]]:
+    """The sites in ``FMT_SKIP_PACKAGES`` outside ``FMT_SKIP_PENDING`` (inside it: ``pending``)."""
     sites: dict[tuple[str, str], list[int]] = {}
     for top in FMT_SKIP_PACKAGES:
         for path in sorted((REPO / top).rglob("*.py")):
             if "__pycache__" in path.parts:
                 continue
             rel = path.relative_to(REPO).as_posix()
+            if any(rel.startswith(f"{d}/") for d in FMT_SKIP_PENDING) != pending:
+                continue
             for line, label in fmt_skips(path.read_text()):
                 sites.setdefault((rel, label), []).append(line)
     return sites
@@ -302,6 +314,14 @@ def test_fmt_skip_only_on_data_tables() -> None:
     assert not stray, (
         "# fmt: skip outside a data table: let ruff format lay it out (split the function or "
         "module if it grows past the size limits)\n" + "\n".join(f"  {x}" for x in stray)
+    )
+
+
+def test_the_fmt_skip_pending_folders_only_shrink() -> None:
+    files = {f for f, _ in fmt_skip_sites(pending=True)}
+    done = sorted(d for d in FMT_SKIP_PENDING if not any(f.startswith(f"{d}/") for f in files))
+    assert not done, "no # fmt: skip left there; remove from FMT_SKIP_PENDING:\n" + "\n".join(
+        f"  {d}" for d in done
     )
 
 

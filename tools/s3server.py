@@ -4,14 +4,14 @@ Used by the demo, the tests and the benchmarks; boto3 talks to it over real HTTP
 
 Range GETs: moto answers one by building the whole object in memory and slicing it (a 1 KiB
 range of a 64 MiB chunk costs ~35 ms of server CPU). The subprocess runs this module, which
-patches only that path (:func:`serve_ranges_from_the_buffer`): a Range GET streams just its
+patches only that path (:func:`serve_ranges_from_the_buffer`, ``tools/s3server_ranges.py``): a Range GET streams just its
 bytes from the object's buffer, in 1 MiB pieces. ``HAPROOF_S3_MOTO_RANGES=1`` keeps moto's
 range path.
 
 Writes: werkzeug reads a body in 64 KiB pieces and copies them out of a bytearray, moto copies
 the body into the object's buffer and later reads it all back to compute the MD5 ETag: three
 fresh copies of every chunk, most of the server's CPU per MB. :func:`read_bodies_in_one_piece`
-and :func:`store_bodies_without_copies` keep one (the bytes read from the socket) and hash it
+and :func:`store_bodies_without_copies` (``tools/s3server_writes.py``) keep one (the bytes read from the socket) and hash it
 once (4.7 -> 2.7 ms of server CPU per MB PUT on 2 cores). What moto answers is unchanged.
 ``HAPROOF_S3_MOTO_PLAIN=1`` runs moto with no patches but the next one.
 
@@ -48,6 +48,12 @@ from tools.proc_status import status_mb
 from tools.s3server_index import list_from_a_sorted_index
 from tools.s3server_keys import keep_keys_lean
 from tools.s3server_preload import PRELOAD_ENV, REPORT_ENV, preload_from_env
+from tools.s3server_ranges import serve_ranges_from_the_buffer
+from tools.s3server_writes import (
+    conditional_puts_one_at_a_time,
+    read_bodies_in_one_piece,
+    store_bodies_without_copies,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +81,14 @@ class S3Server:
         self._work = ""
 
     @classmethod
-    def start(cls, port: int | None = None, timeout_s: float = 30.0, nice: int = 0,
-              preload: dict[str, tuple[str, str]] | None = None,
-              preload_timeout_s: float = 7200.0) -> S3Server:  # fmt: skip
+    def start(
+        cls,
+        port: int | None = None,
+        timeout_s: float = 30.0,
+        nice: int = 0,
+        preload: dict[str, tuple[str, str]] | None = None,
+        preload_timeout_s: float = 7200.0,
+    ) -> S3Server:
         """``nice``: a CPU priority increment for the server process. ``bench archive`` runs it
         at 19: it stands in for remote storage and should not take CPU from the broker it
         measures (on a small machine it would otherwise, as a remote S3 never does).
@@ -104,8 +115,10 @@ class S3Server:
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tools.s3server", "-H", "127.0.0.1", "-p", str(port)],
-                stdout=subprocess.DEVNULL, stderr=errors, env=env,
-            )  # fmt: skip
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                env=env,
+            )
         finally:
             errors.close()
         server = cls(port, proc)
@@ -190,175 +203,6 @@ class S3Server:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-# Range GETs are answered in pieces of this many bytes (each one copied out of the object's
-# buffer on its own: no copy of the whole object per request)
-RANGE_PIECE_BYTES = 1 << 20
-
-
-class _KeyBytes:
-    """Stands for a moto key's bytes during a Range GET: moto's range code asks its length and
-    slices it, and the slice reads only that range."""
-
-    def __init__(self, key):
-        self.key = key
-
-    def __len__(self) -> int:
-        return self.key.size
-
-    def __getitem__(self, span: slice) -> _RangeBody:
-        start, stop, _step = span.indices(len(self))
-        return _RangeBody(self.key, start, max(start, stop))
-
-    def read_all(self) -> bytes:
-        return b"".join(_RangeBody(self.key, 0, len(self)))
-
-
-class _RangeBody:
-    """The response body of a Range GET: bytes [start, end) of the key, read piece by piece
-    under the key's lock (the object a GET started on stays the one it reads: a PUT to the same
-    name makes a new moto key)."""
-
-    def __init__(self, key, start: int, end: int):
-        self.key, self.start, self.end = key, start, end
-
-    def __len__(self) -> int:
-        return self.end - self.start
-
-    def __iter__(self):
-        pos = self.start
-        while pos < self.end:
-            n = min(RANGE_PIECE_BYTES, self.end - pos)
-            with self.key.lock:
-                buf = self.key._value_buffer
-                buf.seek(pos)
-                piece = buf.read(n)
-            if len(piece) != n:
-                raise ArchiveError(f"object {self.key.name} shrank while it was being read")
-            yield piece
-            pos += n
-
-
-def serve_ranges_from_the_buffer() -> None:
-    """Patch moto, in the server process, so that a GET with a Range header reads only its
-    range. moto's ``get_object`` takes ``key.value`` (the whole object); during a Range GET that
-    attribute yields a :class:`_KeyBytes` instead, which moto's own range handling slices into a
-    streamed :class:`_RangeBody`. Where moto ends up not slicing (a multi-range or unparsable
-    header: it answers 200 with the whole object), the bytes are read in full as before."""
-    import threading
-
-    from moto.s3.models import FakeKey
-    from moto.s3.responses import S3Response
-
-    ranged = threading.local()  # werkzeug serves each request on its own thread
-    value = FakeKey.value
-
-    def get_value(key):
-        if getattr(ranged, "on", False):
-            return _KeyBytes(key)
-        return value.fget(key)
-
-    FakeKey.value = property(get_value, value.fset)
-    get_object = S3Response.get_object
-    key_response = S3Response.key_response
-
-    def get_object_ranged(self):
-        ranged.on = bool(self.headers.get("range"))
-        try:
-            return get_object(self)
-        finally:
-            ranged.on = False
-
-    def key_response_whole_when_unsliced(self, *args, **kwargs):
-        result = key_response(self, *args, **kwargs)
-        if isinstance(result, tuple) and len(result) == 3 and isinstance(result[2], _KeyBytes):
-            result = (result[0], result[1], result[2].read_all())
-        return result
-
-    S3Response.get_object = get_object_ranged
-    S3Response.key_response = key_response_whole_when_unsliced
-
-
-def read_bodies_in_one_piece() -> None:
-    """Patch werkzeug, in the server process, so that a request body of known length is read
-    with one ``read`` of the socket's buffered reader (a bytes object filled in place) instead
-    of 64 KiB reads gathered into a bytearray and copied out: for an 8 MiB PUT that is one
-    fresh 8 MiB buffer touched instead of two. Bodies without a Content-Length (chunked, or
-    capped by a maximum) keep werkzeug's own path; a short read is a disconnect, as there."""
-    from werkzeug.wsgi import LimitedStream
-
-    readall = LimitedStream.readall
-
-    def readall_in_one_piece(self) -> bytes:
-        if self._limit_is_max or self.is_exhausted or not hasattr(self._stream, "read"):
-            return readall(self)
-        parts = []
-        while not self.is_exhausted:
-            try:
-                data = self._stream.read(self.limit - self._pos)
-            except (OSError, ValueError) as exc:
-                self.on_disconnect(error=exc)
-                break
-            if not data:
-                self.on_disconnect()
-                break
-            self._pos += len(data)
-            parts.append(data)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    LimitedStream.readall = readall_in_one_piece
-
-
-def store_bodies_without_copies() -> None:
-    """Patch moto, in the server process, so that storing an object copies nothing: an object
-    kept in memory (up to :data:`KEY_BUFFER_BYTES`) is held in a ``BytesIO`` made from the
-    request's own bytes object (it shares its memory) instead of a copy written into moto's
-    spooled file, and its MD5 ETag is computed from those bytes at once instead of later from a
-    second copy read back out. Larger objects (in a spooled file again, as moto keeps them), and
-    keys that come with their ETag (multipart: "<md5 of the parts' md5s>-<parts>"), take moto's
-    own path."""
-    import io
-    import tempfile
-
-    from moto.s3.models import FakeKey
-    from moto.utilities.utils import md5_hash
-
-    value = FakeKey.value
-
-    def set_value(key, new_value) -> None:
-        if type(new_value) is bytes and len(new_value) <= key._max_buffer_size:
-            key._value_buffer = io.BytesIO(new_value)  # shares new_value's memory until written
-            key._value_buffer.seek(0, io.SEEK_END)  # where moto's write would have left it
-            key.contentsize = len(new_value)
-        else:
-            if not isinstance(key._value_buffer, tempfile.SpooledTemporaryFile):
-                key._value_buffer = tempfile.SpooledTemporaryFile(key._max_buffer_size)
-            value.fset(key, new_value)
-        if key._etag is None and isinstance(new_value, bytes):
-            key._etag = md5_hash(new_value).hexdigest()
-
-    FakeKey.value = property(value.fget, set_value)
-
-
-def conditional_puts_one_at_a_time() -> None:
-    """Patch moto, in the server process, so that PUTs carrying ``If-Match`` or
-    ``If-None-Match`` run one at a time (their condition checked and the object stored under
-    one lock); other requests are untouched."""
-    import threading
-
-    from moto.s3.responses import S3Response
-
-    put_object = S3Response.put_object
-    lock = threading.Lock()
-
-    def put_object_conditionally(self):
-        if "If-Match" in self.headers or "If-None-Match" in self.headers:
-            with lock:
-                return put_object(self)
-        return put_object(self)
-
-    S3Response.put_object = put_object_conditionally
 
 
 def list_moto_modules_once() -> None:

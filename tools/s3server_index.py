@@ -53,8 +53,14 @@ def _names(idx: list[str], recent: list[str], start: str, after: str | None):
             yield None  # (the value of the send)
 
 
-def _page(bucket, prefix: str, delimiter: str | None, after: str | None, max_keys: int,
-          delete_marker: type) -> list:  # fmt: skip
+def _page(
+    bucket,
+    prefix: str,
+    delimiter: str | None,
+    after: str | None,
+    max_keys: int,
+    delete_marker: type,
+) -> list:
     """Keys and common prefixes after ``after`` under ``prefix``, one more than a page (moto's
     ``_truncate_result`` cuts it and makes the token)."""
     out: list = []
@@ -89,8 +95,10 @@ def list_from_a_sorted_index() -> None:
     from moto.s3.utils import _VersionedKeyStore
 
     set_item, set_list, pop = (
-        _VersionedKeyStore.__setitem__, _VersionedKeyStore.setlist, _VersionedKeyStore.pop,
-    )  # fmt: skip
+        _VersionedKeyStore.__setitem__,
+        _VersionedKeyStore.setlist,
+        _VersionedKeyStore.pop,
+    )
 
     def adding(store, key, setter, value) -> None:
         with _LOCK:
@@ -114,8 +122,9 @@ def list_from_a_sorted_index() -> None:
 
     def list_objects_v2(self, bucket, prefix, delimiter, continuation_token, start_after, max_keys):
         if isinstance(bucket, FakeTableStorageBucket):
-            return listing(self, bucket, prefix, delimiter, continuation_token, start_after,
-                           max_keys)  # fmt: skip
+            return listing(
+                self, bucket, prefix, delimiter, continuation_token, start_after, max_keys
+            )
         after = (
             self._pagination_tokens.get(continuation_token) if continuation_token else start_after
         )

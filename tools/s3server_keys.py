@@ -18,7 +18,7 @@ backend, Python 3.11), besides the object's name and bytes:
 - ~0.6 KB: the ``SpooledTemporaryFile`` holding the bytes (the wrapper, its settings dict and
   its ``BytesIO``). An object held in memory (up to ``KEY_BUFFER_BYTES``) gets a bare
   ``BytesIO`` made from the request's bytes (sharing their memory); a larger one gets moto's
-  spooled file as before (``tools/s3server.py``, :func:`store_bodies_without_copies`).
+  spooled file as before (``tools/s3server_writes.py``, :func:`store_bodies_without_copies`).
 - ~0.2 KB: the names of its metadata (``content-type``, ``x-amz-meta-sha256``...), lowercased
   into a fresh string per key by moto's ``LowercaseDict``: interned, one string per name.
 - ~0.1 KB: a ``threading.Lock`` per key, which guards a seek and a read of the key's buffer.
@@ -81,17 +81,35 @@ def usual_values() -> dict[str, object]:
     from moto.settings import get_s3_default_key_buffer_size
 
     usual: dict[str, object] = {
-        "_transitions": TRANSITIONS, "_status": None, "_tick": 0, "model_name": "s3::keyrestore",
-    }  # fmt: skip
+        "_transitions": TRANSITIONS,
+        "_status": None,
+        "_tick": 0,
+        "model_name": "s3::keyrestore",
+    }
     usual.update(
         # moto's S3 backend is one per partition, and gives its keys the partition as region
-        account_id=DEFAULT_ACCOUNT_ID, region_name="aws", partition="aws",
-        _max_buffer_size=get_s3_default_key_buffer_size(), website_redirect_location=None,
-        checksum_algorithm=None, _storage_class="STANDARD", _expiry=None, _version_id="null",
-        _is_versioned=False, multipart=None, disposed=False, encryption=None, kms_key_id=None,
-        bucket_key_enabled=None, lock_mode=None, lock_legal_status=None, lock_until=None,
-        checksum_value=None, checksum_type=None, checksum_parts=None,
-    )  # fmt: skip
+        account_id=DEFAULT_ACCOUNT_ID,
+        region_name="aws",
+        partition="aws",
+        _max_buffer_size=get_s3_default_key_buffer_size(),
+        website_redirect_location=None,
+        checksum_algorithm=None,
+        _storage_class="STANDARD",
+        _expiry=None,
+        _version_id="null",
+        _is_versioned=False,
+        multipart=None,
+        disposed=False,
+        encryption=None,
+        kms_key_id=None,
+        bucket_key_enabled=None,
+        lock_mode=None,
+        lock_legal_status=None,
+        lock_until=None,
+        checksum_value=None,
+        checksum_type=None,
+        checksum_parts=None,
+    )
     return usual
 
 

@@ -66,8 +66,7 @@ def store_like_a_put(backend, bucket, name: str, data: bytes) -> None:
     answers no ``x-amz-checksum-sha256`` either). No tags, no notification."""
     from contracts.object_store.interface import web_type
 
-    key = backend.put_object(bucket.name, name, data, storage="STANDARD",
-                             disable_notification=True)  # fmt: skip
+    key = backend.put_object(bucket.name, name, data, storage="STANDARD", disable_notification=True)
     meta = {
         "x-amz-meta-sha256": hashlib.sha256(data).hexdigest(),
         "x-amz-content-sha256": UNSIGNED,

@@ -23,6 +23,7 @@ from broker.admin.common import (
     print_blocks,
     print_table,
     report_errors,
+    update_config,
 )
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
@@ -66,24 +67,7 @@ def run_get_broker_config(args: argparse.Namespace) -> int:
 
 async def update_broker_config(targets: list[str], updates: dict[str, str]) -> list[dict]:
     """``{brokerAddr, key, from, to}`` per changed key, or ``{brokerAddr, error}``."""
-    body = "".join(f"{k}={v}\n" for k, v in updates.items()).encode("utf-8")
-    out = []
-    for addr, resp in await invoke_all(
-        targets, lambda: RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, body=body)
-    ):
-        err = error_of(resp)
-        if err is None:
-            try:
-                changes = json.loads(resp.body) if resp.body else {}
-                out += [
-                    {"brokerAddr": addr, "key": k, "from": c["from"], "to": c["to"]}
-                    for k, c in changes.items()
-                ]
-                continue
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                err = f"unreadable answer: {exc!r}"
-        out.append({"brokerAddr": addr, "error": err})
-    return out
+    return await update_config(targets, RequestCode.UPDATE_BROKER_CONFIG, updates, "brokerAddr")
 
 
 def run_update_broker_config(args: argparse.Namespace) -> int:

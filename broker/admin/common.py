@@ -145,6 +145,30 @@ def error_of(resp: object) -> str | None:
     return None
 
 
+async def update_config(
+    targets: list[str], code: int, updates: dict[str, str], addr_key: str
+) -> list[dict]:
+    """Send ``updates`` (``key=value`` lines) with request ``code`` to each target:
+    ``{addr_key: addr, key, from, to}`` per changed key it answers (an empty body: none), or
+    ``{addr_key: addr, error}``."""
+    body = "".join(f"{k}={v}\n" for k, v in updates.items()).encode("utf-8")
+    out: list[dict] = []
+    for addr, resp in await invoke_all(targets, lambda: RemotingCommand.request(code, body=body)):
+        err = error_of(resp)
+        if err is None:
+            try:
+                changes = json.loads(resp.body) if resp.body else {}
+                out += [
+                    {addr_key: addr, "key": k, "from": c["from"], "to": c["to"]}
+                    for k, c in changes.items()
+                ]
+                continue
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                err = f"unreadable answer: {exc!r}"
+        out.append({addr_key: addr, "error": err})
+    return out
+
+
 async def cluster_info(namesrv_addrs: list[str], client: RemotingClient | None = None) -> dict:
     """GET_BROKER_CLUSTER_INFO's document from the first name server that answers (asked
     through ``client``, else a client of its own)."""

@@ -9,6 +9,7 @@ import asyncio
 import json
 
 from broker.admin.common import AdminError, UsageError, addrs, new_client
+from broker.admin.verb_spec import arg, namesrv_verb
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.codes import ResponseCode as RC
 from broker.remoting.command import RemotingCommand
@@ -156,46 +157,54 @@ def run_clean_broker_metadata(args) -> int:
     return 0
 
 
-def register_verbs(sub, add_verb) -> None:
-    """Called by broker/admin/cli.py with its ``add_verb``."""
+CONTROLLER = arg(
+    "-a", "--controller-addr", required=True, help="controller address(es), ';'-separated"
+)
+CLUSTER_NAME = arg("-c", "--cluster-name", required=True)
+BROKER_NAME = arg("--broker-name", "-bn", dest="broker_name", required=True)
 
-    def verb(name: str, help_text: str, run):
-        q = add_verb(sub, name, help_text, run, targets="namesrv")
-        q.add_argument(
-            "-a", "--controller-addr", required=True, help="controller address(es), ';'-separated"
-        )
-        return q
-
-    verb(
+# broker/admin/verbs.py lists these among the others
+VERBS = (
+    namesrv_verb(
         "getControllerMetaData",
         "the controller group: leader and peers",
         run_get_controller_metadata,
-    )
-    q = verb(
+        CONTROLLER,
+    ),
+    namesrv_verb(
         "getSyncStateSet",
         "per broker set: master, epochs, in-sync and other replicas",
         run_get_sync_state_set,
-    )
-    q.add_argument("-b", "--broker-name", required=True, help="broker name(s), ','-separated")
-    q = verb(
-        "electMaster", "make this broker its set's master (designated election)", run_elect_master
-    )
-    q.add_argument("-c", "--cluster-name", required=True)
-    q.add_argument("--broker-name", "-bn", dest="broker_name", required=True)
-    q.add_argument("-b", "--broker-id", type=int, required=True, help="the controller's id")
-    q = verb(
+        CONTROLLER,
+        arg("-b", "--broker-name", required=True, help="broker name(s), ','-separated"),
+    ),
+    namesrv_verb(
+        "electMaster",
+        "make this broker its set's master (designated election)",
+        run_elect_master,
+        CONTROLLER,
+        CLUSTER_NAME,
+        BROKER_NAME,
+        arg("-b", "--broker-id", type=int, required=True, help="the controller's id"),
+    ),
+    namesrv_verb(
         "cleanBrokerMetadata",
         "forget a broker set (or some of its ids) on the controller",
         run_clean_broker_metadata,
-    )
-    q.add_argument("-c", "--cluster-name", required=True)
-    q.add_argument("--broker-name", "-bn", dest="broker_name", required=True)
-    q.add_argument(
-        "-b",
-        "--broker-controller-ids-to-clean",
-        default=None,
-        help="ids to clean, ';'-separated (default: the whole set)",
-    )
-    q.add_argument(
-        "-l", "--clean-living-broker", action="store_true", help="clean even brokers that are alive"
-    )
+        CONTROLLER,
+        CLUSTER_NAME,
+        BROKER_NAME,
+        arg(
+            "-b",
+            "--broker-controller-ids-to-clean",
+            default=None,
+            help="ids to clean, ';'-separated (default: the whole set)",
+        ),
+        arg(
+            "-l",
+            "--clean-living-broker",
+            action="store_true",
+            help="clean even brokers that are alive",
+        ),
+    ),
+)

@@ -21,6 +21,7 @@ from broker.admin.common import (
     invoke_all,
     need_targets,
     report_errors,
+    update_config,
 )
 from broker.namesrv_config import check_namesrv_updates
 from broker.remoting.codes import RequestCode
@@ -67,25 +68,7 @@ def run_get_namesrv_config(args: argparse.Namespace) -> int:
 
 async def update_namesrv_config(targets: list[str], updates: dict[str, str]) -> list[dict]:
     """``{namesrvAddr, key, from, to}`` per change, or ``{namesrvAddr, error}``."""
-    body = "".join(f"{k}={v}\n" for k, v in updates.items()).encode("utf-8")
-    out = []
-    answers = await invoke_all(
-        targets, lambda: RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
-    )
-    for addr, resp in answers:
-        err = error_of(resp)
-        if err is None:
-            try:
-                changes = json.loads(resp.body)
-                out += [
-                    {"namesrvAddr": addr, "key": k, "from": c["from"], "to": c["to"]}
-                    for k, c in changes.items()
-                ]
-                continue
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                err = f"unreadable answer: {exc!r}"
-        out.append({"namesrvAddr": addr, "error": err})
-    return out
+    return await update_config(targets, RequestCode.UPDATE_NAMESRV_CONFIG, updates, "namesrvAddr")
 
 
 def run_update_namesrv_config(args: argparse.Namespace) -> int:

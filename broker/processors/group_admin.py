@@ -21,15 +21,11 @@ from __future__ import annotations
 
 from broker.processors.group_body import group_body
 from broker.processors.names import group_problem
+from broker.processors.topics import refuse_on_slave
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.role import BrokerRoleState
 from broker.store.subscription_groups import SubscriptionGroupManager, subscription_group_config
-
-SLAVE_REMARK = (
-    "Can't modify topic or subscription group from slave broker, "
-    "please execute it from master broker."
-)
 
 
 class SubscriptionGroupAdminProcessor:
@@ -46,8 +42,9 @@ class SubscriptionGroupAdminProcessor:
         }
 
     async def update_and_create(self, conn, req: RemotingCommand) -> RemotingCommand:
-        if not self.role.role.is_master:
-            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REMARK)
+        refusal = refuse_on_slave(self.role, req)
+        if refusal is not None:
+            return refusal
         body = group_body(req)
         if body is None:
             return req.make_response(
@@ -63,8 +60,9 @@ class SubscriptionGroupAdminProcessor:
         return req.make_response(ResponseCode.SUCCESS)
 
     async def delete(self, conn, req: RemotingCommand) -> RemotingCommand:
-        if not self.role.role.is_master:
-            return req.make_response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REMARK)
+        refusal = refuse_on_slave(self.role, req)
+        if refusal is not None:
+            return refusal
         group = req.field("groupName")
         if (req.opt_field("cleanOffset") or "false").lower() == "true":
             return req.make_response(

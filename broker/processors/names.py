@@ -66,8 +66,9 @@ def _short_topic_problem(topic: str) -> str | None:
 
 
 def is_reserved_for_send(topic: str) -> bool:
-    """A system topic: clients may not send to it (asked of valid, short names only)."""
-    return topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")
+    """A system topic, its prefix in any case: clients may not send to it, an administrator may
+    not delete it (topic_admin.py)."""
+    return topic in SYSTEM_TOPICS or topic.lower().startswith(SYSTEM_TOPIC_PREFIX)
 
 
 def group_problem(group: str) -> str | None:

@@ -6,6 +6,10 @@ must be non-blank, at most 127 characters of ``[%|a-zA-Z0-9_-]`` and not a syste
 config comes from the header (readQueueNums, writeQueueNums, perm, topicFilterType, topicSysFlag,
 order) and replaces any existing one; the broker registers with its name servers before it
 answers, so a route lookup right after the answer already sees the topic.
+
+This module owns the checks an administrator's topic change passes (``refuse_on_slave``, also
+asked by group_admin.py; ``topic_name_problem``; ``system_topic_remark``): topic_admin.py's
+deletion asks them here.
 """
 
 from __future__ import annotations
@@ -24,6 +28,22 @@ log = logging.getLogger(__name__)
 
 _TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+SLAVE_REMARK = (
+    "Can't modify topic or subscription group from slave broker, "
+    "please execute it from master broker."
+)
+
+
+def refuse_on_slave(role: BrokerRoleState, req: RemotingCommand) -> RemotingCommand | None:
+    """The refusal of an administrator's change on a SLAVE (its tables are its master's copy);
+    None on a master."""
+    if role.role.is_master:
+        return None
+    return req.make_response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REMARK)
+
+
+def system_topic_remark(topic: str) -> str:
+    return f"The topic[{topic}] is conflict with system topic."
 
 
 def topic_name_problem(topic: str) -> str | None:
@@ -35,7 +55,7 @@ def topic_name_problem(topic: str) -> str | None:
     if len(topic) > TOPIC_MAX_LENGTH:
         return "The specified topic is longer than topic max length."
     if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):
-        return f"The topic[{topic}] is conflict with system topic."
+        return system_topic_remark(topic)
     return None
 
 
@@ -54,12 +74,9 @@ class TopicAdminProcessor:
         return {RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create}
 
     async def update_and_create(self, conn, req: RemotingCommand) -> RemotingCommand:
-        if not self.role.role.is_master:
-            return req.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                remark="Can't modify topic or subscription group from slave broker, "
-                "please execute it from master broker.",
-            )
+        refusal = refuse_on_slave(self.role, req)
+        if refusal is not None:
+            return refusal
         topic = req.field("topic")
         problem = topic_name_problem(topic)
         if problem is not None:

@@ -1,9 +1,10 @@
 """RocketMQ's config JSON files under ``config/``: read fastjson's output, write atomically.
 
 ``JsonConfigFile`` is one file; ``TableConfig`` a name -> settings table in one (``topics.json``,
-``subscriptionGroup.json``), written only by its owner: ``TopicConfigManager``
-(``broker/store/topic_configs.py``) and ``SubscriptionGroupManager``
-(``broker/store/subscription_groups.py``). ``delayOffset.json``: ``broker/store/delay_offsets.py``.
+``subscriptionGroup.json``); ``TableManager`` the plumbing both owners of such a table share
+(reading, put / delete / replace_from_master with a new dataVersion, persist), each owner saying
+how a change becomes durable: ``TopicConfigManager`` (``broker/store/topic_configs.py``, through
+its change log) and ``SubscriptionGroupManager`` (``broker/store/subscription_groups.py``). ``delayOffset.json``: ``broker/store/delay_offsets.py``.
 
 fastjson writes map keys that are integers without quotes (``{0:250,1:250}``) and indents with
 tabs; :func:`loads_fastjson` accepts that. We write strict JSON (quoted keys), which fastjson
@@ -136,6 +137,83 @@ class TableConfig:
 
     def persist(self) -> None:
         self.file.persist(self.to_json())
+
+
+class TableManager:
+    """One table's owner: build with ``load(path)``. Subclasses name ``TABLE_KEY`` (the table in
+    the file) and ``MASTER_REQUEST`` (the request a slave copies the table with, named in a
+    ValueError) and say in ``_put_done`` / ``_deleted`` / ``_replaced`` how a change becomes
+    durable before the call returns (default: the whole file persisted)."""
+
+    TABLE_KEY: str
+    MASTER_REQUEST: str
+
+    def __init__(self, tables: TableConfig) -> None:
+        self._tables = tables
+
+    @classmethod
+    def load(cls, path: str) -> TableManager:
+        return cls(TableConfig.load(path, cls.TABLE_KEY))
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        return self._tables.table.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tables.table
+
+    @property
+    def table(self) -> dict[str, dict[str, Any]]:
+        """Name -> config: a copy of the table (the configs in it are the stored ones: read
+        them; change them through the methods below)."""
+        return dict(self._tables.table)
+
+    @property
+    def data_version(self) -> dict[str, int]:
+        return self._tables.data_version
+
+    @property
+    def file(self) -> JsonConfigFile:
+        return self._tables.file
+
+    def to_json(self) -> dict[str, Any]:
+        return self._tables.to_json()
+
+    # -- changing -------------------------------------------------------------------------------
+
+    def put(self, name: str, config: dict[str, Any]) -> None:
+        """Create or replace ``name``'s config (a new dataVersion), durable when it returns."""
+        self._tables.put(name, config)
+        self._put_done(name, config)
+
+    def delete(self, name: str) -> bool:
+        """Remove ``name``'s config (a new dataVersion), durable; False when it had none."""
+        if self._tables.table.pop(name, None) is None:
+            return False
+        self._tables.next_version()
+        self._deleted(name)
+        return True
+
+    def replace_from_master(self, doc: Any) -> bool:
+        """The master's ``MASTER_REQUEST`` document: its table and dataVersion replace ours when
+        the table differs (durable); True then. ValueError names a malformed document."""
+        if not self._tables.replace(doc, self.MASTER_REQUEST):
+            return False
+        self._replaced()
+        return True
+
+    def persist(self) -> None:
+        self._tables.persist()
+
+    def _put_done(self, name: str, config: dict[str, Any]) -> None:
+        self.persist()
+
+    def _deleted(self, name: str) -> None:
+        self.persist()
+
+    def _replaced(self) -> None:
+        self.persist()
 
 
 def topic_config(name: str, queue_nums: int, perm: int = 6) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.store.config_store import TableConfig
+from broker.store.config_store import TableManager
 
 log = logging.getLogger(__name__)
 
@@ -37,34 +37,11 @@ def subscription_group_config(group: str) -> dict[str, Any]:
     }
 
 
-class SubscriptionGroupManager:
-    """Build with ``SubscriptionGroupManager.load(path)``."""
+class SubscriptionGroupManager(TableManager):
+    """Build with ``SubscriptionGroupManager.load(path)``; every change persists the file."""
 
-    def __init__(self, tables: TableConfig) -> None:
-        self._tables = tables
-
-    @classmethod
-    def load(cls, path: str) -> SubscriptionGroupManager:
-        return cls(TableConfig.load(path, TABLE_KEY))
-
-    def get(self, group: str) -> dict[str, Any] | None:
-        return self._tables.table.get(group)
-
-    def __contains__(self, group: object) -> bool:
-        return group in self._tables.table
-
-    @property
-    def table(self) -> dict[str, dict[str, Any]]:
-        """Group -> config: a copy of the table (the configs in it are the stored ones: read
-        them; change them through the methods below)."""
-        return dict(self._tables.table)
-
-    @property
-    def data_version(self) -> dict[str, int]:
-        return self._tables.data_version
-
-    def to_json(self) -> dict[str, Any]:
-        return self._tables.to_json()
+    TABLE_KEY = TABLE_KEY
+    MASTER_REQUEST = "GET_ALL_SUBSCRIPTIONGROUP_CONFIG"
 
     def find(self, group: str, *, auto_create: bool) -> dict[str, Any] | None:
         """The group's config; created with the defaults (persisted) when unknown and
@@ -77,28 +54,10 @@ class SubscriptionGroupManager:
             log.info("auto-created subscription group %s", group)
         return sub
 
-    def put(self, group: str, config: dict[str, Any]) -> None:
-        """Create or replace ``group``'s config (updateSubscriptionGroupConfig), persisted."""
-        self._tables.put(group, config)
+    def _put_done(self, name: str, config: dict[str, Any]) -> None:
         self.persist()
-        log.info("subscription group %s created/updated: %s", group, config)
+        log.info("subscription group %s created/updated: %s", name, config)
 
-    def delete(self, group: str) -> bool:
-        """Remove ``group``'s config, persisted; False when it had none."""
-        if self._tables.table.pop(group, None) is None:
-            return False
-        self._tables.next_version()
+    def _deleted(self, name: str) -> None:
         self.persist()
-        log.info("subscription group %s deleted", group)
-        return True
-
-    def replace_from_master(self, doc: Any) -> bool:
-        """The master's GET_ALL_SUBSCRIPTIONGROUP_CONFIG document replaces ours when its table
-        differs (persisted); True then. ValueError names a malformed document."""
-        if not self._tables.replace(doc, "GET_ALL_SUBSCRIPTIONGROUP_CONFIG"):
-            return False
-        self.persist()
-        return True
-
-    def persist(self) -> None:
-        self._tables.persist()
+        log.info("subscription group %s deleted", name)

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from broker.store.config_store import JsonConfigFile, TableConfig, topic_config
+from broker.store.config_store import TableConfig, TableManager, topic_config
 from broker.store.topic_log import TopicChangeLog, read_log, replay
 
 log = logging.getLogger(__name__)
@@ -47,12 +47,17 @@ COMPACT_MIN_RECORDS = 1000
 CHANGES_KEPT = 4096  # changed_since answers for this many changes back
 
 
-class TopicConfigManager:
+class TopicConfigManager(TableManager):
     """Build with ``TopicConfigManager.load(path)``. Configs are RocketMQ's TopicConfig as it
-    serialises them (``topicName``, ``readQueueNums``, ``writeQueueNums``, ``perm``, ...)."""
+    serialises them (``topicName``, ``readQueueNums``, ``writeQueueNums``, ``perm``, ...).
+    ``put`` is updateTopicConfig, ``delete`` deleteTopicConfig (TableManager's, each change
+    one record in the change log)."""
+
+    TABLE_KEY = TABLE_KEY
+    MASTER_REQUEST = "GET_ALL_TOPIC_CONFIG"
 
     def __init__(self, tables: TableConfig, changes: TopicChangeLog) -> None:
-        self._tables = tables
+        super().__init__(tables)
         self._log = changes
         # (dataVersion after a change, the topic it put; None: not a put, a delta cannot say it)
         self._changes: deque[tuple[dict[str, Any], str | None]] = deque(maxlen=CHANGES_KEPT)
@@ -77,46 +82,6 @@ class TopicConfigManager:
         if contents.torn_at is not None or checkpoint not in known:
             manager.persist()  # a log that can be appended to again, on this checkpoint
         return manager
-
-    # -- reading --------------------------------------------------------------------------------
-
-    def get(self, topic: str) -> dict[str, Any] | None:
-        return self._tables.table.get(topic)
-
-    def __contains__(self, topic: object) -> bool:
-        return topic in self._tables.table
-
-    @property
-    def table(self) -> dict[str, dict[str, Any]]:
-        """Topic -> config: a copy of the table (the configs in it are the stored ones: read
-        them; change them through the methods below)."""
-        return dict(self._tables.table)
-
-    @property
-    def data_version(self) -> dict[str, int]:
-        return self._tables.data_version
-
-    @property
-    def file(self) -> JsonConfigFile:
-        return self._tables.file
-
-    def to_json(self) -> dict[str, Any]:
-        return self._tables.to_json()
-
-    # -- changing -------------------------------------------------------------------------------
-
-    def put(self, topic: str, config: dict[str, Any]) -> None:
-        """Create or replace ``topic``'s config (updateTopicConfig), durable when it returns."""
-        self._tables.put(topic, config)
-        self._logged({"op": "put", "topic": topic, "config": config}, topic)
-
-    def delete(self, topic: str) -> bool:
-        """Remove ``topic``'s config (deleteTopicConfig), durable; False when it had none."""
-        if self._tables.table.pop(topic, None) is None:
-            return False
-        self._tables.next_version()
-        self._logged({"op": "delete", "topic": topic}, None)
-        return True
 
     def changed_since(self, version: dict[str, Any] | None) -> list[str] | None:
         """The topics created or replaced since the table had dataVersion ``version``, in the
@@ -181,21 +146,22 @@ class TopicConfigManager:
                 )
         return adopted
 
-    def replace_from_master(self, doc: Any) -> bool:
-        """The master's GET_ALL_TOPIC_CONFIG document: its table and dataVersion replace ours
-        when the table differs (compacted); True then. ValueError names a malformed document."""
-        if not self._tables.replace(doc, "GET_ALL_TOPIC_CONFIG"):
-            return False
-        self._changes.append((self._tables.data_version, None))
-        self.persist()
-        return True
-
     def persist(self) -> None:
         """Compact: the whole table to ``topics.json`` and its ``.bak`` (the checkpoint), then
         a new change log on it. A crash between the two leaves the old log, whose last record
         is the checkpoint's dataVersion: nothing of it is replayed again."""
         self._tables.file.checkpoint(self._tables.to_json())
         self._log.reset(self._tables.data_version)
+
+    def _put_done(self, name: str, config: dict[str, Any]) -> None:
+        self._logged({"op": "put", "topic": name, "config": config}, name)
+
+    def _deleted(self, name: str) -> None:
+        self._logged({"op": "delete", "topic": name}, None)
+
+    def _replaced(self) -> None:
+        self._changes.append((self._tables.data_version, None))
+        self.persist()
 
     def _logged(self, change: dict[str, Any], topic: str | None) -> None:
         version = self._tables.data_version

@@ -68,7 +68,7 @@ def test_a_body_read_in_one_piece_and_a_short_one_is_a_disconnect(monkeypatch) -
     from werkzeug.exceptions import ClientDisconnected
     from werkzeug.wsgi import LimitedStream
 
-    from tools.s3server import read_bodies_in_one_piece
+    from tools.s3server_writes import read_bodies_in_one_piece
 
     monkeypatch.setattr(LimitedStream, "readall", LimitedStream.readall)
     read_bodies_in_one_piece()

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from tools.s3server import RANGE_PIECE_BYTES
+from tools.s3server_ranges import RANGE_PIECE_BYTES
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_a_range_reads_only_its_bytes_never_the_whole_value(monkeypatch, buffer_
     """In-process, on moto's own key object: the range body never touches ``key.value``."""
     from moto.s3.models import FakeKey
 
-    from tools.s3server import _KeyBytes
+    from tools.s3server_ranges import _KeyBytes
 
     data = os.urandom(2 * RANGE_PIECE_BYTES + 99)
     key = FakeKey("k", data, "123456789012", "us-east-1", max_buffer_size=buffer_bytes)

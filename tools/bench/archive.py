@@ -117,9 +117,12 @@ def run(args: argparse.Namespace) -> int:
         from tools.bench.archive_store import run_with_store
 
         figures = run_with_store(
-            args.rate_mb_s, args.body_bytes, args.seconds, args.archive_interval_ms,
+            args.rate_mb_s,
+            args.body_bytes,
+            args.seconds,
+            args.archive_interval_ms,
             args.chunk_max_bytes,
-        )  # fmt: skip
+        )
         print(json.dumps(figures))
         return 0 if figures["ok"] else 1
     if args.with_broker:

@@ -6,15 +6,13 @@ bodies for S seconds. A sampler asks the broker for its HA status (which carries
 runtime info) every 100 ms: the appended bytes (max offset) and, with archiving on, the archive's
 end and lag (bytes, ms). After the load it waits for the archive to catch up.
 
-One JSON line: per mode msgs/s and append MB/s; with archiving on the archive MB/s, lag p50/p99/max
+The load and its sampler: tools/bench/archive_load.py. One JSON line: per mode msgs/s and append MB/s; with archiving on the archive MB/s, lag p50/p99/max
 (ms and bytes) while loaded, the time to drain after the load; the on/off throughput ratio; and
 whether the targets hold (lag p99 < 2 x archiveIntervalMs at >= 20 MB/s appended, ratio >= 0.9).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import shutil
 import statistics
@@ -27,7 +25,8 @@ from pathlib import Path
 
 from broker import aio
 from contracts.errors import HaproofError
-from tools.bench.archive_stats import combine_runs, lag_figures, ratio_interval
+from tools.bench.archive_load import drive
+from tools.bench.archive_stats import combine_runs, ratio_interval
 from tools.localcluster import (
     LocalProcessError,
     child_pids,
@@ -39,98 +38,7 @@ from tools.localcluster import (
 )
 from tools.s3server import DUMMY_CREDENTIALS, S3Server
 
-SAMPLE_EVERY_S = 0.1
 S3_NICE = 19  # the embedded S3 server stands in for remote storage: lowest CPU priority
-DRAIN_TIMEOUT_S = 120.0
-
-
-async def _status(client, addr: str) -> dict:
-    from broker.remoting.codes import RequestCode, ResponseCode
-    from broker.remoting.command import RemotingCommand
-
-    resp = await client.invoke(
-        addr, RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS), 5000
-    )
-    if resp.code != ResponseCode.SUCCESS:
-        raise HaproofError(f"bench archive: HA status from {addr} failed: {resp.remark}")
-    return json.loads(resp.body)
-
-
-async def _drive(namesrv: str, addr: str, producers: int, body: bytes, seconds: float, on: bool):
-    from broker.client.producer import Producer, SendStatus
-    from broker.remoting.client import RemotingClient
-
-    topic = f"BenchArchive-{uuid.uuid4().hex[:6]}"
-    warm = Producer("bench-archive-warm", [namesrv])
-    await warm.send(topic, body)
-    await warm.close()
-    sent = failed = 0
-    stop = asyncio.Event()
-
-    async def producer() -> None:
-        nonlocal sent, failed
-        p = Producer(f"bench-archive-{uuid.uuid4().hex[:6]}", [namesrv])
-        try:
-            while not stop.is_set():
-                try:
-                    ok = (await p.send(topic, body)).status is SendStatus.SEND_OK
-                except HaproofError:
-                    ok = False
-                sent += ok
-                failed += not ok
-        finally:
-            await p.close()
-
-    client = RemotingClient()
-    samples: list[tuple[float, dict]] = []
-    try:
-        first = await _status(client, addr)
-        t0 = time.perf_counter()
-        tasks = [asyncio.create_task(producer()) for _ in range(producers)]
-        while time.perf_counter() - t0 < seconds:
-            await asyncio.sleep(SAMPLE_EVERY_S)  # the sampling cadence, not a synchronisation
-            samples.append((time.perf_counter() - t0, await _status(client, addr)))
-        stop.set()
-        await asyncio.gather(*tasks)
-        send_s = time.perf_counter() - t0
-        last = await _status(client, addr)
-        drained_at = None
-        if on:
-            deadline = time.perf_counter() + DRAIN_TIMEOUT_S
-            while time.perf_counter() < deadline:
-                st = await _status(client, addr)
-                if int(st["archiveEnd"]) >= int(last["maxOffset"]):
-                    drained_at = time.perf_counter() - t0
-                    last_archive = st
-                    break
-                await asyncio.sleep(SAMPLE_EVERY_S)
-    finally:
-        await client.close()
-    appended = int(last["maxOffset"]) - int(first["maxOffset"])
-    out = {
-        "sent": sent,
-        "failed": failed,
-        "send_s": round(send_s, 3),
-        "msgs_per_s": round(sent / send_s, 1),
-        "append_mb_per_s": round(appended / send_s / 1e6, 2),
-    }
-    if on:
-        lag_ms = [float(s["archiveLagMs"]) for _, s in samples]
-        lag_bytes = [float(s["archiveLagBytes"]) for _, s in samples]
-        errors = sorted({s["archiveLastError"] for _, s in samples if s["archiveLastError"]})
-        out.update(
-            {
-                **lag_figures(lag_ms, lag_bytes),
-                "drained": drained_at is not None,
-                "drain_s": round(drained_at - send_s, 3) if drained_at is not None else None,
-                "storage_errors": errors,
-            }
-        )
-        if drained_at is not None:
-            archived = int(last_archive["archiveEnd"]) - int(first["archiveEnd"])
-            out["archived_bytes"] = archived
-            out["archive_mb_per_s"] = round(archived / drained_at / 1e6, 2)
-    return out
 
 
 def _started(start, attempts: int = 3):
@@ -175,12 +83,19 @@ def _broker_props(
 def _start_control(bucket: str, endpoint: str, mb_s: float, chunk_max_bytes: int, env: dict):
     """The control run's uploader process at nice 19 (see :func:`control_upload`)."""
     return subprocess.Popen(
-        [sys.executable, "-c", "import sys; from tools.bench.archive_live import "
-         "control_upload; control_upload(*sys.argv[1:])",
-         f"s3://{bucket}/control-{uuid.uuid4().hex[:6]}", endpoint, str(mb_s),
-         str(chunk_max_bytes)],
-        env={**os.environ, **env}, preexec_fn=lambda: os.nice(19),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tools.bench.archive_live import "
+            "control_upload; control_upload(*sys.argv[1:])",
+            f"s3://{bucket}/control-{uuid.uuid4().hex[:6]}",
+            endpoint,
+            str(mb_s),
+            str(chunk_max_bytes),
+        ],
+        env={**os.environ, **env},
+        preexec_fn=lambda: os.nice(19),
+    )
 
 
 def _run_mode(
@@ -233,7 +148,7 @@ def _run_mode(
             control = _start_control(
                 bucket, server.endpoint_url, control_mb_s, chunk_max_bytes, env
             )
-        figures = aio.run(_drive(ns.addr, broker.addr, producers, body, seconds, on))
+        figures = aio.run(drive(ns.addr, broker.addr, producers, body, seconds, on))
         if control is not None:
             control.kill()
             control.wait()
@@ -320,9 +235,18 @@ def run_with_broker(
 
         def one(on_mode: bool, control_mb_s: float = 0.0) -> dict:
             return _run_mode(
-                server, bucket, on_mode, producers, body, seconds, interval_ms, chunk_max_bytes,
-                work_root, control_mb_s, archive_to,
-            )  # fmt: skip
+                server,
+                bucket,
+                on_mode,
+                producers,
+                body,
+                seconds,
+                interval_ms,
+                chunk_max_bytes,
+                work_root,
+                control_mb_s,
+                archive_to,
+            )
 
         for i in range(rounds):
             for on_mode in (False, True) if i % 2 == 0 else (True, False):

@@ -61,9 +61,11 @@ def combine_runs(runs: list[dict]) -> dict:
             out[key] = sum(r.get(key, 0) for r in runs)
     rates = ("msgs_per_s", "append_mb_per_s", "archive_mb_per_s", "send_s")
     cpus = (
-        "broker_cpu_ms_per_mb", "archiver_cpu_ms_per_mb", "s3_cpu_ms_per_mb",
+        "broker_cpu_ms_per_mb",
+        "archiver_cpu_ms_per_mb",
+        "s3_cpu_ms_per_mb",
         "loadgen_cpu_ms_per_mb",
-    )  # fmt: skip
+    )
     for key in rates + cpus:
         if key in out and all(r.get(key) is not None for r in runs):
             out[key] = round(sum(r[key] for r in runs) / len(runs), 3)

@@ -12,7 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tools.bench.archive_live import DRAIN_TIMEOUT_S, SAMPLE_EVERY_S
+from tools.bench.archive_load import DRAIN_TIMEOUT_S, SAMPLE_EVERY_S
 from tools.bench.archive_stats import lag_figures
 from tools.s3server import DUMMY_CREDENTIALS, S3Server
 

@@ -101,19 +101,31 @@ def _start_cluster(
         port, ha_port = free_port(), free_port()
         conf = write_broker_conf(
             wd / "broker.conf",
-            {**base, "brokerId": 0, "brokerRole": role, "storePathRootDir": wd / "store",
-             "listenPort": port, "haListenPort": ha_port},
-        )  # fmt: skip
+            {
+                **base,
+                "brokerId": 0,
+                "brokerRole": role,
+                "storePathRootDir": wd / "store",
+                "listenPort": port,
+                "haListenPort": ha_port,
+            },
+        )
         br = start_broker("broker", conf, port, wd, log_level="WARNING")
         procs.insert(0, br)
         if with_slave:
             sl_port = free_port()
             sconf = write_broker_conf(
                 wd / "slave.conf",
-                {**base, "brokerId": 1, "brokerRole": "SLAVE",
-                 "storePathRootDir": wd / "store-slave", "listenPort": sl_port,
-                 "haListenPort": free_port(), "haMasterAddress": f"127.0.0.1:{ha_port}"},
-            )  # fmt: skip
+                {
+                    **base,
+                    "brokerId": 1,
+                    "brokerRole": "SLAVE",
+                    "storePathRootDir": wd / "store-slave",
+                    "listenPort": sl_port,
+                    "haListenPort": free_port(),
+                    "haMasterAddress": f"127.0.0.1:{ha_port}",
+                },
+            )
             procs.insert(0, start_broker("slave", sconf, sl_port, wd, log_level="WARNING"))
             asyncio.run(wait_slave(br.addr))
     except BaseException:

@@ -73,8 +73,9 @@ class Load:
                 await self._refresh_route_later()
                 continue
             if res.status is SendStatus.SEND_OK:
-                self.acks.append(Ack(started, time.monotonic(), res.queue.queue_id,
-                                     res.queue_offset, body))  # fmt: skip
+                self.acks.append(
+                    Ack(started, time.monotonic(), res.queue.queue_id, res.queue_offset, body)
+                )
             else:
                 self._refused(started, res.status.value)
                 await self._refresh_route_later()
@@ -139,10 +140,18 @@ async def _pull_range(
     while offset <= last:
         req = RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
-            {"consumerGroup": "bench-failover-check", "topic": topic, "queueId": queue_id,
-             "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
-             "suspendTimeoutMillis": 0, "subscription": "*"},
-        )  # fmt: skip
+            {
+                "consumerGroup": "bench-failover-check",
+                "topic": topic,
+                "queueId": queue_id,
+                "queueOffset": offset,
+                "maxMsgNums": 32,
+                "sysFlag": 0,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+            },
+        )
         resp = await client.invoke(addr, req, 10_000)
         if resp.code != ResponseCode.SUCCESS:
             break  # no more messages there: the rest counts as lost

@@ -67,24 +67,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--groups", type=int, default=1)
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--bytes-per-day", type=int, default=0, help="0: one small record a chunk")
-    p.add_argument("--chunk-interval-s", type=int, default=70,
-                   help="70: the archiver's default on a quiet broker; 10: the worst case")  # fmt: skip
+    p.add_argument(
+        "--chunk-interval-s",
+        type=int,
+        default=70,
+        help="70: the archiver's default on a quiet broker; 10: the worst case",
+    )
     p.add_argument("--snapshot-interval-s", type=int, default=60)
     p.add_argument("--failover-every-days", type=float, default=7.0)
     p.add_argument("--checkpoints", default="1,30,365", help="days to measure at (<= --days)")
     p.add_argument("--root", default=None, help="archive root (default: a temporary file://)")
     p.add_argument("--s3", action="store_true", help="write to the embedded S3 server instead")
-    p.add_argument("--s3-mirror", action="store_true",
-                   help="file:// as the source of truth; at each checkpoint also time the "
-                   "nightly runs on the embedded S3 server preloaded from it")  # fmt: skip
+    p.add_argument(
+        "--s3-mirror",
+        action="store_true",
+        help="file:// as the source of truth; at each checkpoint also time the "
+        "nightly runs on the embedded S3 server preloaded from it",
+    )
     p.add_argument("--spark-master", default="local[2]")
     p.set_defaults(func=run)
 
 
 def timed_audit(spec: StoreSpec, incremental: bool, spark_master: str, env: dict) -> dict:
     """One audit in a fresh process (its JSON line), with the process's wall time."""
-    cmd = [sys.executable, "-m", "tools.bench.history_run", spec.root,
-           "--spark-master", spark_master]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "tools.bench.history_run",
+        spec.root,
+        "--spark-master",
+        spark_master,
+    ]
     if spec.endpoint_url:
         cmd += ["--endpoint", spec.endpoint_url]
     if incremental:
@@ -109,9 +122,16 @@ def _writer(args: argparse.Namespace, store) -> Writer:
     per_chunk = max(1, args.bytes_per_day // max(1, per_day * rec_len))
     fast = store.path if hasattr(store, "path") else None
     return Writer(
-        store, fast, args.groups, args.nodes, body, per_chunk, args.chunk_interval_s * 1000,
-        args.snapshot_interval_s * 1000, int(args.failover_every_days * DAY_MS),
-    )  # fmt: skip
+        store,
+        fast,
+        args.groups,
+        args.nodes,
+        body,
+        per_chunk,
+        args.chunk_interval_s * 1000,
+        args.snapshot_interval_s * 1000,
+        int(args.failover_every_days * DAY_MS),
+    )
 
 
 def _ratios(out: dict, first: dict, last: dict, tag: str = "") -> None:
@@ -137,8 +157,9 @@ def _state_bytes(store, groups: int) -> int:
     return sum(len(store.get(layout.audit_state_key(CLUSTER, f"g{g}"))) for g in range(groups))
 
 
-def mirrored_day(args: argparse.Namespace, w: Writer, spec: StoreSpec, until_ms: int,
-                 env: dict) -> tuple[dict, dict, dict]:  # fmt: skip
+def mirrored_day(
+    args: argparse.Namespace, w: Writer, spec: StoreSpec, until_ms: int, env: dict
+) -> tuple[dict, dict, dict]:
     """``--s3-mirror`` at a checkpoint: the embedded S3 server preloaded from the file://
     archive (state included), the day's objects written to both stores, then the day and no-op
     incrementals on file:// and on S3. (file day, file no-op, the S3 figures)."""
@@ -159,11 +180,18 @@ def mirrored_day(args: argparse.Namespace, w: Writer, spec: StoreSpec, until_ms:
         s3_day = timed_audit(s3spec, True, args.spark_master, s3env)
         s3_noop = timed_audit(s3spec, True, args.spark_master, s3env)
         pre = server.preloaded
-        s3 = {"preload_s": pre["s"], "preloaded_objects": pre["objects"],
-              "preloaded_bytes": pre["bytes"], "written_before": written_before,
-              "objects_per_s": round(pre["objects"] / pre["s"]) if pre["s"] else None,
-              "day": s3_day, "noop": s3_noop, "state_bytes": _state_bytes(mirror, args.groups),
-              "server_rss_mb": server.rss_mb(), "server_peak_mb": server.rss_mb("VmHWM")}  # fmt: skip
+        s3 = {
+            "preload_s": pre["s"],
+            "preloaded_objects": pre["objects"],
+            "preloaded_bytes": pre["bytes"],
+            "written_before": written_before,
+            "objects_per_s": round(pre["objects"] / pre["s"]) if pre["s"] else None,
+            "day": s3_day,
+            "noop": s3_noop,
+            "state_bytes": _state_bytes(mirror, args.groups),
+            "server_rss_mb": server.rss_mb(),
+            "server_peak_mb": server.rss_mb("VmHWM"),
+        }
         return day, noop, s3
     finally:
         server.stop()
@@ -172,12 +200,17 @@ def mirrored_day(args: argparse.Namespace, w: Writer, spec: StoreSpec, until_ms:
 def run(args: argparse.Namespace) -> int:
     checkpoints = sorted({int(d) for d in args.checkpoints.split(",") if 0 < int(d) <= args.days})
     if not checkpoints or args.nodes < 1 or args.groups < 1 or args.chunk_interval_s < 1:
-        print("haproof bench history: nothing to measure (check --days, --checkpoints)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "haproof bench history: nothing to measure (check --days, --checkpoints)",
+            file=sys.stderr,
+        )
         return 2
     if args.s3_mirror and (args.s3 or (args.root and not args.root.startswith("file://"))):
-        print("haproof bench history: --s3-mirror mirrors a file:// archive (no --s3, --root "
-              "file://... or none)", file=sys.stderr)  # fmt: skip
+        print(
+            "haproof bench history: --s3-mirror mirrors a file:// archive (no --s3, --root "
+            "file://... or none)",
+            file=sys.stderr,
+        )
         return 2
     work = tempfile.mkdtemp(prefix="haproof-history-")
     server = None
@@ -194,13 +227,21 @@ def run(args: argparse.Namespace) -> int:
             spec = StoreSpec(args.root or f"file://{work}/archive")
         store = spec.open()
         w = _writer(args, store)
-        out: dict = {"bench": "history", "root": spec.root.split("://")[0], "days": args.days,
-                     "s3_mirror": args.s3_mirror,
-                     "groups": args.groups, "nodes": args.nodes,
-                     "chunk_interval_s": args.chunk_interval_s,
-                     "chunks_per_day": DAY_MS // w.chunk_ms,
-                     "records_per_chunk": w.records_per_chunk, "layout_revision": layout.REVISION,
-                     "cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2), "at": {}}  # fmt: skip
+        out: dict = {
+            "bench": "history",
+            "root": spec.root.split("://")[0],
+            "days": args.days,
+            "s3_mirror": args.s3_mirror,
+            "groups": args.groups,
+            "nodes": args.nodes,
+            "chunk_interval_s": args.chunk_interval_s,
+            "chunks_per_day": DAY_MS // w.chunk_ms,
+            "records_per_chunk": w.records_per_chunk,
+            "layout_revision": layout.REVISION,
+            "cpus": os.cpu_count(),
+            "load_1m": round(os.getloadavg()[0], 2),
+            "at": {},
+        }
         # ten minutes of history before day 1 (at least a chunk and a snapshot)
         base_ms = T0_MS + max(600_000, w.chunk_ms, w.snapshot_ms)
         for d in checkpoints:
@@ -215,10 +256,15 @@ def run(args: argparse.Namespace) -> int:
                 w.write_until(base_ms + d * DAY_MS)
                 day = timed_audit(spec, True, args.spark_master, env)
                 noop = timed_audit(spec, True, args.spark_master, env)
-            out["at"][str(d)] = {"objects": w.objects, "write_s": round(write_s, 1),
-                                 "load_1m": round(os.getloadavg()[0], 2),
-                                 "full": full, "day": day, "noop": noop,
-                                 "state_bytes": _state_bytes(store, args.groups)}  # fmt: skip
+            out["at"][str(d)] = {
+                "objects": w.objects,
+                "write_s": round(write_s, 1),
+                "load_1m": round(os.getloadavg()[0], 2),
+                "full": full,
+                "day": day,
+                "noop": noop,
+                "state_bytes": _state_bytes(store, args.groups),
+            }
             if s3 is not None:
                 out["at"][str(d)]["s3"] = s3
             print(f"bench history: day {d}: {json.dumps(out['at'][str(d)])}", file=sys.stderr)

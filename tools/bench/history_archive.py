@@ -99,10 +99,15 @@ class Writer:
         for k in range(self.records_per_chunk):
             q = (self.now_ms // self.chunk_ms + k) % QUEUES
             enc = encode_message(
-                Message("HistTopic", b"h" * self.record_bytes, queue_id=q,
-                          properties={"TAGS": "t"}, born_timestamp=self.now_ms),
+                Message(
+                    "HistTopic",
+                    b"h" * self.record_bytes,
+                    queue_id=q,
+                    properties={"TAGS": "t"},
+                    born_timestamp=self.now_ms,
+                ),
                 ("127.0.0.1", 10911),
-            )  # fmt: skip
+            )
             out.append(bytes(enc.stamp(self.queue_offsets[q], self.end, self.now_ms)))
             self.queue_offsets[q] += 1
             self.end += len(enc)
@@ -114,9 +119,19 @@ class Writer:
             node = self.node_name(i)
             key = layout.chunk_key(CLUSTER, group, node, start, self.end, self.epoch)
             man = layout.ChunkManifest(
-                start, self.end, self.records_per_chunk, self.now_ms, self.now_ms, digest, node,
-                0 if i == self.master else 1, self.role(i), self.epoch, self.now_ms, 1 << 40,
-            )  # fmt: skip
+                start,
+                self.end,
+                self.records_per_chunk,
+                self.now_ms,
+                self.now_ms,
+                digest,
+                node,
+                0 if i == self.master else 1,
+                self.role(i),
+                self.epoch,
+                self.now_ms,
+                1 << 40,
+            )
             self.put(key, data)
             self.put(layout.manifest_key(key), man.to_json())
 
@@ -126,14 +141,22 @@ class Writer:
             node = self.node_name(i)
             master = i == self.master
             snap = layout.Snapshot(
-                node, group, 0 if master else 1, self.role(i), self.epoch, self.now_ms,
-                self.end, self.end, self.end if master else 0,
+                node,
+                group,
+                0 if master else 1,
+                self.role(i),
+                self.epoch,
+                self.now_ms,
+                self.end,
+                self.end,
+                self.end if master else 0,
                 slaves={self.node_name(j): self.end for j in range(self.nodes) if j != i}
-                if master else {},
+                if master
+                else {},
                 consumerOffsets={"HistTopic@cg": offsets},
                 queueMaxOffsets={"HistTopic": offsets},
                 mappedFileSize=1 << 40,
-            )  # fmt: skip
+            )
             self.put(layout.snapshot_key(CLUSTER, group, node, self.now_ms), snap.to_json())
 
     def failover(self) -> None:
@@ -143,9 +166,19 @@ class Writer:
         if self.nodes < 2:
             return
         for g in range(self.groups):
-            for i, (frm, to) in ((old, ("SYNC_MASTER", "SLAVE")), (self.master, ("SLAVE", "SYNC_MASTER"))):  # fmt: skip
+            for i, (frm, to) in (
+                (old, ("SYNC_MASTER", "SLAVE")),
+                (self.master, ("SLAVE", "SYNC_MASTER")),
+            ):
                 node = self.node_name(i)
-                doc = layout.make_event("role_changed", node, CLUSTER, f"g{g}", self.now_ms,
-                                        self.epoch, **{"from": frm, "to": to})  # fmt: skip
+                doc = layout.make_event(
+                    "role_changed",
+                    node,
+                    CLUSTER,
+                    f"g{g}",
+                    self.now_ms,
+                    self.epoch,
+                    **{"from": frm, "to": to},
+                )
                 key = layout.event_key(CLUSTER, f"g{g}", node, self.now_ms, "role_changed")
                 self.put(key, layout.json_bytes(doc))

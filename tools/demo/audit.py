@@ -37,11 +37,26 @@ def archive(d: Demo) -> None:
             d.say(f"  {node}: empty commit log, nothing to ship")
             continue
         res = haproof(
-            d, "archive", "--store-dir", str(d.workdir / f"store-{node}"), "--root", d.root,
-            "--cluster", CLUSTER, "--broker-name", GROUP, "--node", node,
-            "--broker-id", str(d.roles[node][0]), "--role", d.roles[node][1],
-            "--epoch", str(d.roles[node][2]), timeout_s=600,
-        )  # fmt: skip
+            d,
+            "archive",
+            "--store-dir",
+            str(d.workdir / f"store-{node}"),
+            "--root",
+            d.root,
+            "--cluster",
+            CLUSTER,
+            "--broker-name",
+            GROUP,
+            "--node",
+            node,
+            "--broker-id",
+            str(d.roles[node][0]),
+            "--role",
+            d.roles[node][1],
+            "--epoch",
+            str(d.roles[node][2]),
+            timeout_s=600,
+        )
         if res.returncode != 0:
             raise DemoError(f"archiving {node} failed: {res.stderr.strip()}")
         d.say(f"  {node}: {res.stderr.strip().splitlines()[-1]}")
@@ -93,9 +108,15 @@ def run_dag(d: Demo, log_path: Path) -> int:
     with open(log_path, "wb") as log_file:
         for argv in (
             [airflow, "db", "migrate"],
-            [airflow, "dags", "test", "haproof_nightly_audit", "-c",
-             json.dumps({"root": d.root, "cluster": CLUSTER})],
-        ):  # fmt: skip
+            [
+                airflow,
+                "dags",
+                "test",
+                "haproof_nightly_audit",
+                "-c",
+                json.dumps({"root": d.root, "cluster": CLUSTER}),
+            ],
+        ):
             rc = subprocess.run(argv, env=env, stdout=log_file, stderr=log_file).returncode
             if rc != 0 and argv[1] == "db":
                 raise DemoError(f"airflow db migrate failed; see {log_path}")
@@ -167,8 +188,10 @@ def print_offsets_and_delivery(d: Demo, verdict: dict) -> bool:
     blind = offsets.get("blindWindowMs")
     groups = offsets.get("groups") or {}
     evidence = ", ".join(f"{g}: {v['evidence']} ({v['points']})" for g, v in groups.items())
-    print(f"  offsets.blindWindowMs: {blind} ({offsets.get('records', 0)} commit record(s); "
-          f"{evidence or 'no group'})")  # fmt: skip
+    print(
+        f"  offsets.blindWindowMs: {blind} ({offsets.get('records', 0)} commit record(s); "
+        f"{evidence or 'no group'})"
+    )
     dl = verdict.get("delivery") or {}
     print(
         f"  delivery: enqueued {dl.get('enqueued')}, duplicated {dl.get('duplicated')}, "

@@ -57,8 +57,11 @@ def haproof(d: Demo, *argv: str, timeout_s: float) -> subprocess.CompletedProces
     """``haproof ARGV...`` in a child process with the demo's environment, output captured."""
     return subprocess.run(
         [sys.executable, "-m", "broker.cli", *argv],
-        capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **d.env},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, **d.env},
+    )
 
 
 class Demo:

@@ -87,10 +87,14 @@ def start_group(d: Demo) -> None:
     d.step(f"controller, name server, {MASTER} and {SLAVE} in controller mode")
     d.procs["controller"] = start_controller(
         d.workdir,
-        {**FAST.controller_keys(), "archiveEnable": "true", "archiveRoot": d.root,
-         "archiveIntervalMs": 500},
+        {
+            **FAST.controller_keys(),
+            "archiveEnable": "true",
+            "archiveRoot": d.root,
+            "archiveIntervalMs": 500,
+        },
         d.env,
-    )  # fmt: skip
+    )
     d.procs["namesrv"] = start_namesrv(d.workdir, d.env)
     d.ports = {n: (free_port(), free_port()) for n in (MASTER, SLAVE)}
     start_node(d, MASTER)

@@ -81,8 +81,10 @@ def failover(d: Demo) -> None:
         raise DemoError(f"the controller elected {addr}, not the surviving {SLAVE}")
     check_commit_survived(d, addr, committed)
     start_node(d, MASTER)
-    d.say(f"  {MASTER} restarted: the controller makes it a slave of {SLAVE} (it truncates "
-          "what it alone had)")  # fmt: skip
+    d.say(
+        f"  {MASTER} restarted: the controller makes it a slave of {SLAVE} (it truncates "
+        "what it alone had)"
+    )
     wait_slave(d, d.procs[SLAVE].addr)
     d.roles = {MASTER: (1, "SLAVE", epoch), SLAVE: (0, "SYNC_MASTER", epoch)}
     asyncio.run(produce(d, d.args.messages // 2, "after-failover"))

@@ -144,5 +144,7 @@ def wait_snapshot_offsets(d: Demo, node: str, want: dict[int, int], timeout_s=60
         return doc.get("role") != "SLAVE" and covers(have, want)
 
     poll(archived, timeout_s, f"a master snapshot of {node} carrying {want}")
-    d.say(f"  {node} (epoch {seen['epoch']}): {seen['key'].rsplit('/', 1)[1]} "
-          "carries the committed offsets")  # fmt: skip
+    d.say(
+        f"  {node} (epoch {seen['epoch']}): {seen['key'].rsplit('/', 1)[1]} "
+        "carries the committed offsets"
+    )
