@@ -137,8 +137,10 @@ def _one_run(root: str, master: str, run_id: str) -> dict:
     )
     res = subprocess.run(
         [sys.executable, "-c", code, root, master, run_id],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if res.returncode != 0:
         raise RuntimeError(f"bench run {run_id} failed: {res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -192,8 +194,11 @@ def start_connect_server(timeout_s: float = 300) -> tuple[subprocess.Popen, str]
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-c", SERVER, str(port)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     ready = threading.Event()
     threading.Thread(
         target=lambda: proc.stdout.readline().strip() == "ready" and ready.set(), daemon=True
