@@ -68,21 +68,25 @@ def test_the_check_counts_and_fails_only_past_a_threshold() -> None:
     assert delivery_check(empty, 0, None).status == T.STATUS_NO_EVIDENCE
 
 
-def _kept_summary(rows: list[tuple], parts: int) -> dict:
+def _kept_summary(kept: list, parts: int) -> dict:
     """What :func:`duplicates_kept` computes, with Python standing in for Spark's shuffle:
-    rows keyed, merged per key, the keys dealt over ``parts`` reduce partitions."""
-    from spark_jobs.delivery import MESSAGE_KIND, _keyed, _merge, _summaries, summarize
+    each chunk's message arrays dealt over ``parts`` buckets, each bucket grouped."""
+    from spark_jobs.delivery import MSG_IDS_SHOWN, merged_summary
+    from spark_jobs.delivery_arrays import buckets, concat, summaries
 
-    merged: dict = {}
-    for key, v in _keyed([(MESSAGE_KIND, *r) for r in rows]):
-        merged[key] = _merge(merged[key], v) if key in merged else v
-    items = sorted(merged.items(), key=str)
-    out = [x for p in range(parts) for x in _summaries(items[p::parts])]
-    enqueued: Counter = Counter()
-    for kind, v in out:
-        if kind == "enqueued":
-            enqueued.update(v)
-    return summarize(dict(enqueued), [v for kind, v in out if kind == "dup"])
+    dealt: dict[int, list] = {}
+    for m in kept:
+        for b, part in buckets(m, parts):
+            dealt.setdefault(b, []).append(part)
+    out = [x for ms in dealt.values() for x in summaries(concat(ms), MSG_IDS_SHOWN)]
+    return merged_summary(out)
+
+
+def _kept(data: bytes, key: str, sound: bool, start: int = 0):
+    from spark_jobs.delivery import chunk_messages
+
+    got = chunk_messages(data, start, 0, key, sound)
+    return [] if got is None else [got[1]]
 
 
 @settings(max_examples=100, deadline=None)
@@ -92,7 +96,20 @@ def test_the_shared_pass_counts_as_the_reference_does(plan, parts) -> None:
     partitions, give the document :func:`duplicates_of` gives (a chunk shipped twice too)."""
     rows = list(message_rows(_chunk(plan), 0, 0, "k"))
     rows += list(message_rows(_chunk(plan), 0, 0, "k-again"))
-    assert _kept_summary(rows, parts) == duplicates_of(rows)
+    kept = _kept(_chunk(plan), "k", True) + _kept(_chunk(plan), "k-again", False)
+    assert _kept_summary(kept, parts) == duplicates_of(rows)
+
+
+@settings(max_examples=50, deadline=None)
+@given(sends, st.integers(1, 3))
+def test_hash_collisions_never_merge_keys(plan, parts) -> None:
+    """Every key given one hash (the worst collision): the counts stay exact, as every
+    candidate group is compared by its full topic and UNIQ_KEY."""
+    rows = list(message_rows(_chunk(plan), 0, 0, "k"))
+    kept = _kept(_chunk(plan), "k", True)
+    for m in kept:
+        m.cols[5] = 7
+    assert _kept_summary(kept, parts) == duplicates_of(rows)
 
 
 def test_duplicates_kept_in_spark_from_two_jobs(spark) -> None:
@@ -101,10 +118,14 @@ def test_duplicates_kept_in_spark_from_two_jobs(spark) -> None:
     from spark_jobs.delivery import MESSAGE_KIND, duplicates_kept
 
     plan = [("A", 1), ("B", 2), ("A", 1), ("commit", 3), ("A", 3), ("B", 2), ("A", 1)]
-    rows = [(MESSAGE_KIND, *r) for r in message_rows(_chunk(plan), 0, 0, "k")]
+    rows = list(message_rows(_chunk(plan), 0, 0, "k"))
     sc = spark.sparkContext
-    kept = [sc.parallelize(rows[:3], 2).cache(), sc.parallelize(rows[3:], 1).cache()]
+    head = _chunk(plan[:3])  # the first chunk; the rest of the log is the second
+    first = _kept(head, "k", True)
+    second = _kept(_chunk(plan)[len(head) :], "k2", False, start=len(head))
+    kept = [sc.parallelize([(MESSAGE_KIND, m) for m in first], 2).cache()]
+    kept.append(sc.parallelize([(MESSAGE_KIND, m) for m in second], 1).cache())
     got = duplicates_kept(spark, kept)
-    assert got == duplicates_of([r[1:] for r in rows])
+    assert got == duplicates_of(rows)
     assert (got["enqueued"], got["duplicated"]) == (6, 3)
     assert not any(r.is_cached for r in kept)
