@@ -180,36 +180,33 @@ def chunk_messages(data: bytes, start: int, epoch: int, source: str, sound: bool
     return (MESSAGE_KIND, got) if len(got) else None
 
 
-def _bucketed(parts: int):
-    def run(rows):
-        from spark_jobs.delivery_arrays import buckets
+def _slim(row):
+    from spark_jobs.delivery_arrays import slim
 
-        for _kind, m in rows:
-            yield from buckets(m, parts)
-
-    return run
-
-
-def _summarized(items):
-    from spark_jobs.delivery_arrays import concat, summaries
-
-    for _bucket, ms in items:
-        yield from summaries(concat(list(ms)), MSG_IDS_SHOWN)
+    return slim(row[1])
 
 
 def duplicates_kept(spark, kept: list) -> dict:
     """:func:`duplicates_of` over the message arrays the chunk tasks of log integrity and
     replica consistency kept in Spark (``MESSAGE_KIND`` rows of persisted RDDs, one per chunk,
-    ``delivery_arrays.Messages``): no chunk is read again; the messages are dealt over one
-    bucket per slot by key hash (one shuffle of arrays), grouped in NumPy, and only totals and
-    duplicated keys come back; the RDDs are unpersisted."""
+    ``delivery_arrays.Messages``): no chunk is read again and nothing is shuffled. One job
+    brings back each chunk's (epoch, log offset, topic, key hash) columns, grouped on the
+    driver in NumPy (totals, and the hashes held more than once); a second brings back only
+    the messages with those hashes, whose full keys decide the duplicates exactly. The RDDs are
+    unpersisted."""
+    from spark_jobs.delivery_arrays import candidates, concat, counts, summaries
+
     if not kept:
         return summarize({}, [])
     sc = spark.sparkContext
-    parts = max(1, sc.defaultParallelism)
     try:
-        rdd = sc.union(kept).mapPartitions(_bucketed(parts)).groupByKey(parts)
-        out = rdd.mapPartitions(_summarized).collect()
+        rdd = sc.union(kept)
+        enqueued, hashes = counts(concat(rdd.map(_slim).collect()))
+        out = [("enqueued", enqueued)]
+        if len(hashes):
+            wanted = sc.broadcast(hashes)
+            found = rdd.map(lambda r, w=wanted: candidates(r[1], w.value)).collect()
+            out += [x for x in summaries(concat(found), MSG_IDS_SHOWN) if x[0] == "dup"]
     finally:
         for r in kept:
             r.unpersist()

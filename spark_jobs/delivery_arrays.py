@@ -3,13 +3,11 @@ Python object per message, and the duplicate grouping in NumPy.
 
 A chunk task keeps ``(MESSAGE_KIND, Messages)`` for each master chunk it checked: the fields
 the compiled record walk extracted (``contracts.record_walk.message_fields``; no record decoded
-in Python), the counted topics' messages only. :func:`duplicates_arrays` deals every chunk's
-messages over ``parts`` buckets by a 64-bit hash of (topic, UNIQ_KEY) (a message without one
-by its log offset), so every copy of a key, and every copy of one stored record, meet in one
-bucket; a bucket drops records seen twice (the same epoch and log offset: a chunk shipped
-twice), counts the messages per topic and finds the hashes held more than once. Only those
-few candidates are compared by their full topic and UNIQ_KEY (a hash collision never merges
-two keys), so the counts are exact; :func:`spark_jobs.delivery.duplicates_of` is the reference.
+in Python), the counted topics' messages only, each with a 64-bit hash of (topic, UNIQ_KEY).
+:func:`counts` drops records seen twice (the same epoch and log offset: a chunk shipped twice),
+counts the messages per topic and finds the hashes held more than once; only those few
+:func:`candidates` are compared by their full topic and UNIQ_KEY in :func:`summaries` (a hash
+collision never merges two keys), so the counts are exact; :func:`spark_jobs.delivery.duplicates_of` is the reference.
 """
 
 from __future__ import annotations
@@ -89,20 +87,43 @@ def compact(m: Messages) -> Messages:
     return Messages(cols, m.topics, m.hosts, blob)
 
 
-def buckets(m: Messages, parts: int):
-    """``(bucket, Messages)`` pairs: every copy of a key (and of a record) in one bucket."""
-    keyed = m.cols[7] >= 0
-    h = m.cols[5].view(np.uint64)
-    b = np.where(keyed, h % np.uint64(parts), m.cols[1].view(np.uint64) % np.uint64(parts))
-    for k in np.unique(b).tolist():
-        yield int(k), m.take(np.flatnonzero(b == k))
+def slim(m: Messages) -> Messages:
+    """Without the hosts and keys' bytes :func:`counts` does not read: what comes to the
+    driver."""
+    c = m.cols.copy()
+    c[4] = c[6] = 0
+    return Messages(c, m.topics, [""], b"")
+
+
+def _first_copies(c: np.ndarray) -> np.ndarray:
+    """The columns ``c`` with one copy per (epoch, log offset) (a chunk shipped twice)."""
+    c = c[:, np.lexsort((c[1], c[0]))]
+    first = np.ones(c.shape[1], bool)
+    first[1:] = (c[0, 1:] != c[0, :-1]) | (c[1, 1:] != c[1, :-1])
+    return c[:, first]
+
+
+def counts(m: Messages) -> tuple[dict[str, int], np.ndarray]:
+    """The messages per topic, and the key hashes held by more than one message (the
+    candidates: equal hashes, perhaps different keys; :func:`summaries` decides)."""
+    if not len(m):
+        return {}, np.zeros(0, np.int64)
+    c = _first_copies(m.cols)
+    n = np.bincount(c[3], minlength=len(m.topics)).tolist()
+    hashes, k = np.unique(c[5, c[7] >= 0], return_counts=True)
+    return {m.topics[t]: x for t, x in enumerate(n) if x}, hashes[k > 1]
+
+
+def candidates(m: Messages, hashes: np.ndarray) -> Messages:
+    """The messages of ``m`` with a UNIQ_KEY whose hash is one of ``hashes``."""
+    return compact(m.take(np.flatnonzero(np.isin(m.cols[5], hashes) & (m.cols[7] >= 0))))
 
 
 def concat(parts: list[Messages]) -> Messages:
     """One :class:`Messages` of several (their topic and host tables merged)."""
     topics: dict[str, int] = {}
     hosts: dict[str, int] = {}
-    cols, blob = [], bytearray()
+    cols, blob = [np.zeros((len(COLUMNS), 0), np.int64)], bytearray()
     for m in parts:
         c = m.cols.copy()
         c[3] = np.array([topics.setdefault(t, len(topics)) for t in m.topics] + [0])[c[3]]
@@ -116,12 +137,7 @@ def concat(parts: list[Messages]) -> Messages:
 def summaries(m: Messages, shown: int):
     """One bucket's messages: ``("dup", (topic, uniq, copies, gapMs, msgIds))`` per duplicated
     key and ``("enqueued", {topic: n})``, as ``delivery._summaries`` gives them."""
-    c = m.cols
-    order = np.lexsort((c[1], c[0]))
-    c = c[:, order]
-    first = np.ones(c.shape[1], bool)
-    first[1:] = (c[0, 1:] != c[0, :-1]) | (c[1, 1:] != c[1, :-1])
-    c = c[:, first]  # one copy per (epoch, log offset)
+    c = _first_copies(m.cols)
     counts = np.bincount(c[3], minlength=len(m.topics))
     keyed = c[:, c[7] >= 0]
     hashes, n = np.unique(keyed[5], return_counts=True)

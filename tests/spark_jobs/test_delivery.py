@@ -68,18 +68,16 @@ def test_the_check_counts_and_fails_only_past_a_threshold() -> None:
     assert delivery_check(empty, 0, None).status == T.STATUS_NO_EVIDENCE
 
 
-def _kept_summary(kept: list, parts: int) -> dict:
-    """What :func:`duplicates_kept` computes, with Python standing in for Spark's shuffle:
-    each chunk's message arrays dealt over ``parts`` buckets, each bucket grouped."""
+def _kept_summary(kept: list) -> dict:
+    """What :func:`duplicates_kept` computes, with Python standing in for Spark's jobs: the
+    slim columns of every chunk counted, then the candidates' full keys compared."""
     from spark_jobs.delivery import MSG_IDS_SHOWN, merged_summary
-    from spark_jobs.delivery_arrays import buckets, concat, summaries
+    from spark_jobs.delivery_arrays import candidates, concat, counts, slim, summaries
 
-    dealt: dict[int, list] = {}
-    for m in kept:
-        for b, part in buckets(m, parts):
-            dealt.setdefault(b, []).append(part)
-    out = [x for ms in dealt.values() for x in summaries(concat(ms), MSG_IDS_SHOWN)]
-    return merged_summary(out)
+    enqueued, hashes = counts(concat([slim(m) for m in kept]))
+    found = concat([candidates(m, hashes) for m in kept])
+    dups = [x for x in summaries(found, MSG_IDS_SHOWN) if x[0] == "dup"]
+    return merged_summary([("enqueued", enqueued), *dups])
 
 
 def _kept(data: bytes, key: str, sound: bool, start: int = 0):
@@ -90,26 +88,26 @@ def _kept(data: bytes, key: str, sound: bool, start: int = 0):
 
 
 @settings(max_examples=100, deadline=None)
-@given(sends, st.integers(1, 4))
-def test_the_shared_pass_counts_as_the_reference_does(plan, parts) -> None:
-    """The message rows the chunk tasks keep, grouped by key over any number of reduce
-    partitions, give the document :func:`duplicates_of` gives (a chunk shipped twice too)."""
+@given(sends)
+def test_the_shared_pass_counts_as_the_reference_does(plan) -> None:
+    """The message arrays the chunk tasks keep (from the compiled walk, or decoded when a chunk
+    has issues) give the document :func:`duplicates_of` gives (a chunk shipped twice too)."""
     rows = list(message_rows(_chunk(plan), 0, 0, "k"))
     rows += list(message_rows(_chunk(plan), 0, 0, "k-again"))
     kept = _kept(_chunk(plan), "k", True) + _kept(_chunk(plan), "k-again", False)
-    assert _kept_summary(kept, parts) == duplicates_of(rows)
+    assert _kept_summary(kept) == duplicates_of(rows)
 
 
 @settings(max_examples=50, deadline=None)
-@given(sends, st.integers(1, 3))
-def test_hash_collisions_never_merge_keys(plan, parts) -> None:
+@given(sends)
+def test_hash_collisions_never_merge_keys(plan) -> None:
     """Every key given one hash (the worst collision): the counts stay exact, as every
     candidate group is compared by its full topic and UNIQ_KEY."""
     rows = list(message_rows(_chunk(plan), 0, 0, "k"))
     kept = _kept(_chunk(plan), "k", True)
     for m in kept:
         m.cols[5] = 7
-    assert _kept_summary(kept, parts) == duplicates_of(rows)
+    assert _kept_summary(kept) == duplicates_of(rows)
 
 
 def test_duplicates_kept_in_spark_from_two_jobs(spark) -> None:
