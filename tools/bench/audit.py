@@ -122,6 +122,13 @@ def build_archive(
     return {"messages": n, "log_bytes": end}
 
 
+def build_for(workdir: str, server: S3Server, args: argparse.Namespace) -> dict:
+    """:func:`build_archive` with the command's options."""
+    return build_archive(
+        workdir, server, args.gib, args.body_bytes, args.commit_every, args.uniq_keys
+    )
+
+
 def tree_cpu_s() -> float:
     """CPU seconds used so far by this process and every live descendant (the embedded S3
     server, Spark's JVM and its Python workers; Linux /proc): a figure that other jobs on a
@@ -314,9 +321,7 @@ def run(args: argparse.Namespace) -> int:
     server = S3Server.start()
     try:
         t0 = time.perf_counter()
-        built = build_archive(
-            workdir, server, args.gib, args.body_bytes, args.commit_every, args.uniq_keys
-        )
+        built = build_for(workdir, server, args)
         build_s = time.perf_counter() - t0
         # the better of two runs each (the first pays for connections and cold buffers), as
         # the audit's figure is its second, warm run
