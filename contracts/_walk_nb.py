@@ -81,3 +81,22 @@ def scan(data: bytes, start: int, file_size: int):
     if n < 0:
         return None
     return n, a, topic[:m], tlen[:m], qid[:m], qo[:m]
+
+
+#: distinct topics (and, apart, store hosts) one chunk may hold for the compiled ``messages``
+TABLE_ROWS = 1024
+
+
+def message_fields(data: bytes, start: int):
+    """The compiled ``messages`` kernel over a chunk the walk found sound: ``(rows, topics,
+    hosts)`` int64 arrays (see :func:`contracts.record_walk.message_fields`), or None (numba
+    missing, something unusual, too many topics): the Python walk then does it."""
+    if not data or not available():
+        return None
+    a = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty((len(data) // 98 + 1, 7), np.int64)
+    tables = np.empty((2 * TABLE_ROWS, 2), np.int64)
+    m, nt, nh = _kernels().messages(a, start, out, tables)
+    if m < 0:
+        return None
+    return out[:m], tables[:nt], tables[TABLE_ROWS : TABLE_ROWS + nh]

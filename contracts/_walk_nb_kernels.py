@@ -169,3 +169,116 @@ def queues(a, topic, tlen, qid, qo):
 def crc32_at(addr, length):
     """The walk's body CRC of ``length`` bytes at ``addr`` (for the parity tests)."""
     return _CRC32(0, addr, length)
+
+
+@numba.njit(cache=True, nogil=True)
+def messages(a, start, out, tables):
+    """The delivery check's fields of every non-BLANK record of a chunk the walk found sound:
+    ``out`` rows (log offset, store time, topic id, UNIQ_KEY position, its length or -1, host
+    id, key hash) and ``tables`` rows (position, length) of each distinct topic then host, ids
+    in order of first appearance. Returns (messages, topics, hosts), or -1s when anything is
+    unusual or a table is full (the caller falls back to the Python walk)."""
+    size = a.shape[0]
+    p, m, nt, nh = 0, 0, 0, 0
+    half = tables.shape[0] // 2
+    while p < size:
+        if size - p < 8:
+            return -1, -1, -1
+        total = _signed(_be(a, p, 4), 4)
+        if total < 8 or p + total > size:
+            return -1, -1, -1
+        end = p + total
+        if _be(a, p + 4, 4) == _BLANK:
+            p = end
+            continue
+        if total < 98 or m >= out.shape[0]:
+            return -1, -1, -1
+        sysflag = _be(a, p + 36, 4)
+        at_pos = p + 48 + (20 if sysflag & _BORN6 else 8)
+        host = at_pos + 8
+        hlen = 20 if sysflag & _STORE6 else 8
+        q = host + hlen + 12
+        blen = _signed(_be(a, q, 4), 4)
+        tl_at = q + 4 + blen
+        if blen < 0 or tl_at + 2 > end:
+            return -1, -1, -1
+        if _be(a, p + 4, 4) == _V2:
+            tl = _be(a, tl_at, 2)
+            t0 = tl_at + 2
+        else:
+            tl = np.int64(a[tl_at])
+            t0 = tl_at + 1
+        props = t0 + tl + 2
+        if props > end:
+            return -1, -1, -1
+        tid = _table_id(a, tables, 0, nt, t0, tl)
+        if tid == nt:
+            if nt >= half:
+                return -1, -1, -1
+            nt += 1
+        hid = _table_id(a, tables, half, nh, host, hlen)
+        if hid == nh:
+            if nh >= half:
+                return -1, -1, -1
+            nh += 1
+        u0, ul = _uniq_key(a, props, end)
+        h = np.uint64(14695981039346656037)
+        if ul >= 0:
+            h = _fnv(a, t0, tl, h)
+            h = (h ^ np.uint64(0x100)) * np.uint64(1099511628211)
+            h = _fnv(a, u0, ul, h)
+        out[m, 0] = start + p
+        out[m, 1] = _signed(_be(a, at_pos, 8), 8)
+        out[m, 2] = tid
+        out[m, 3] = u0
+        out[m, 4] = ul
+        out[m, 5] = hid
+        out[m, 6] = np.int64(h)
+        m += 1
+        p = end
+    return m, nt, nh
+
+
+@numba.njit(cache=True, nogil=True)
+def _fnv(a, p, n, h):
+    """FNV-1a 64 of ``n`` bytes at ``a[p]``, continuing from ``h``."""
+    for j in range(n):
+        h = (h ^ np.uint64(a[p + j])) * np.uint64(1099511628211)
+    return h
+
+
+@numba.njit(cache=True, nogil=True)
+def _table_id(a, tables, base, n, p, length):
+    """The id of the bytes ``a[p:p+length]`` among the ``n`` table rows from ``base`` (the
+    newest first: records come in runs), adding them as row ``n`` when new."""
+    for k in range(n - 1, -1, -1):
+        r0, rl = tables[base + k, 0], tables[base + k, 1]
+        if rl == length:
+            same = True
+            for j in range(length):
+                if a[r0 + j] != a[p + j]:
+                    same = False
+                    break
+            if same:
+                return k
+    tables[base + n, 0] = p
+    tables[base + n, 1] = length
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniq_key(a, p, end):
+    """(position, length) of the UNIQ_KEY value in the properties ``a[p:end]``
+    (``name\\x01value\\x02`` items; the last one named UNIQ_KEY wins), or (-1, -1)."""
+    u0, ul = -1, -1
+    i = p
+    while i < end:
+        j = i
+        while j < end and a[j] != 2:
+            j += 1
+        if j - i >= 9 and a[i + 8] == 1 and a[i] == 85 and a[i + 1] == 78 and a[i + 2] == 73:
+            if a[i + 3] == 81 and a[i + 4] == 95 and a[i + 5] == 75 and a[i + 6] == 69:
+                if a[i + 7] == 89:
+                    u0, ul = i + 9, j - i - 9
+        i = j + 1
+    return u0, ul

@@ -9,9 +9,11 @@ from contracts.errors import CorruptRecordError
 from contracts.record.layout import (
     HEAD,
     I32,
+    I64,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
+    PREFIX,
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
     body_crc,
@@ -20,6 +22,7 @@ from contracts.record.reader import decode_record
 
 _HEAD = HEAD  # TOTALSIZE .. BORNTIMESTAMP, one unpack per record
 _I32 = I32
+_I64 = I64
 _V1, _V2, _BLANK = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
 _BORN6, _STORE6 = SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
 
@@ -202,3 +205,66 @@ def _queue_issues(rec, off: int, queues: dict, issues: list) -> None:
             )
         )
     q[1] = rec.queue_offset
+
+
+_UNIQ = b"UNIQ_KEY\x01"
+_FNV_OFFSET, _FNV_PRIME, _M64 = 14695981039346656037, 1099511628211, (1 << 64) - 1
+
+
+def key_hash(topic: bytes, uniq: bytes | None) -> int:
+    """The delivery check's 64-bit key hash (signed): FNV-1a over the topic, 0x100, the
+    UNIQ_KEY; the bare offset basis for a record without one (the compiled walk's ``_fnv``)."""
+    h = _FNV_OFFSET
+    if uniq is not None:
+        for b in (*topic, 0x100, *uniq):
+            h = ((h ^ b) * _FNV_PRIME) & _M64
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def uniq_span(data: bytes, p: int, end: int) -> tuple[int, int]:
+    """(position, length) of the UNIQ_KEY value in the properties ``data[p:end]`` (the last
+    item named UNIQ_KEY wins, as ``string_to_properties``), or (-1, -1)."""
+    u0 = ul = -1
+    i = p
+    while i < end:
+        j = data.find(b"\x02", i, end)
+        j = end if j < 0 else j
+        if data.startswith(_UNIQ, i, j):
+            u0, ul = i + 9, j - i - 9
+        i = j + 1
+    return u0, ul
+
+
+def message_fields_py(data: bytes, start: int) -> tuple[list, list, list] | None:
+    """What the compiled ``messages`` kernel gives, in Python, for a chunk the walk found
+    sound: rows (log offset, store time, topic id, UNIQ_KEY position, its length or -1, host
+    id, key hash), and the (position, length) of each distinct topic and host."""
+    rows, topics, hosts = [], {}, {}
+    i64, size, pos = _I64.unpack_from, len(data), 0
+    while pos < size:
+        total, magic = PREFIX.unpack_from(data, pos)
+        end = pos + total
+        if total < 8 or end > size:
+            return None
+        if magic == _BLANK:
+            pos = end
+            continue
+        (sysflag,) = _I32.unpack_from(data, pos + 36)
+        at_pos = pos + 48 + (20 if sysflag & _BORN6 else 8)
+        host = data[at_pos + 8 : at_pos + 8 + (20 if sysflag & _STORE6 else 8)]
+        q = at_pos + 8 + len(host) + 12
+        tl_at = q + 4 + _I32.unpack_from(data, q)[0]
+        width = 1 if magic == _V1 else 2
+        tl = int.from_bytes(data[tl_at : tl_at + width], "big")
+        topic = data[tl_at + width : tl_at + width + tl]
+        u0, ul = uniq_span(data, tl_at + width + tl + 2, end)
+        tid = topics.setdefault(topic, (len(topics), tl_at + width))[0]
+        hid = hosts.setdefault(host, (len(hosts), at_pos + 8))[0]
+        h = key_hash(topic, data[u0 : u0 + ul] if ul >= 0 else None)
+        rows.append((start + pos, i64(data, at_pos)[0], tid, u0, ul, hid, h))
+        pos = end
+    return (
+        rows,
+        [(p, len(t)) for t, (_i, p) in topics.items()],
+        [(p, len(h)) for h, (_i, p) in hosts.items()],
+    )

@@ -28,7 +28,7 @@ what to extract per record being its ``decode`` parameter:
 from __future__ import annotations
 
 from contracts._scan_record import ScannedRecord, record_scanner, store_timestamp
-from contracts._walk_py import check_chunk_py, check_slow
+from contracts._walk_py import check_chunk_py, check_slow, key_hash, message_fields_py
 from contracts._walk_valid import valid_step, walk_in_place, walk_valid
 
 try:
@@ -45,6 +45,8 @@ __all__ = [
     "check_chunk_np",
     "check_chunk_py",
     "check_slow",
+    "key_hash",
+    "message_fields",
     "record_scanner",
     "store_timestamp",
     "valid_step",
@@ -74,3 +76,29 @@ def check_chunk_nb(data: bytes, start: int, file_size: int, node: str) -> tuple[
         if queues is not None:
             return [], queues, n
     return check_chunk_np(data, start, file_size, node)
+
+
+#: the columns of :func:`message_fields` rows
+MESSAGE_FIELDS = ("log_offset", "at", "topic", "uniq_pos", "uniq_len", "host", "key_hash")
+
+
+def message_fields(data: bytes, start: int, compiled: bool = True):
+    """What the ``delivery`` check needs of every message of a chunk ``check_chunk`` found
+    sound (no issues): ``(rows, topics, hosts)``, int64 arrays; ``rows`` one per non-BLANK record
+    with ``MESSAGE_FIELDS`` (UNIQ_KEY as its position in ``data`` and length, -1 without one;
+    topic and store host as ids into ``topics`` / ``hosts``, rows of (position, length) in order
+    of first appearance; ``key_hash`` of topic and UNIQ_KEY, :func:`key_hash`). The compiled
+    walk when numba is there (``compiled``), else Python; the same arrays either way. None
+    for a chunk that is not sound (the caller decodes its records)."""
+    got = fastscan.message_fields(data, start) if compiled and fastscan is not None else None
+    if got is not None:
+        return got
+    py = message_fields_py(data, start)
+    if py is None:
+        return None
+    import numpy as np
+
+    rows, topics, hosts = (
+        np.array(x, np.int64).reshape(-1, w) for x, w in zip(py, (7, 2, 2), strict=True)
+    )
+    return rows, topics, hosts

@@ -38,7 +38,7 @@ from spark_jobs.archive_reader import (
     load_group,
 )
 from spark_jobs.commit_history import judge_offsets, ordered_records
-from spark_jobs.delivery import delivery_check, delivery_doc, duplicates_kept, duplicates_spark
+from spark_jobs.delivery import delivery_check, delivery_doc, duplicates
 from spark_jobs.elections import judge_elections
 from spark_jobs.epochs import (
     conflict_plans,
@@ -59,7 +59,6 @@ from spark_jobs.offset_monotonicity import (
 )
 from spark_jobs.redelivery import redeliveries
 from spark_jobs.replica_consistency import run_replica_consistency
-from spark_jobs.session import has_context
 from spark_jobs.views import epoch_plans, node_view
 
 DEFAULT_MAX_LAG_BYTES = T.DEFAULT_MAX_LAG_BYTES
@@ -217,11 +216,8 @@ def records_step(
     points = history.records + master_points(timeline)
     _progress(f"{ga.broker_name}: offsets: {points} point(s), {len(violations)} violation(s)")
     chunks = [c for cs in windowed.values() for c in cs]
-    if has_context(spark):  # the chunk tasks kept the masters' message rows in Spark
-        dups = duplicates_kept(spark, integ.messages)
-    else:  # Spark Connect: a job of its own reads the master chunks again
-        masters = [c for c in chunks if c["key"] in integ.checked_keys and c["role"] != "SLAVE"]
-        dups = duplicates_spark(spark, opts.spec, masters)
+    masters = [c for c in chunks if c["key"] in integ.checked_keys and c["role"] != "SLAVE"]
+    dups = duplicates(spark, opts.spec, integ.messages, masters)
     starts = {e: start for e, start, _node in epoch_masters(ga)}
     roles = {c["key"]: c["role"] for c in chunks}
     again = redeliveries(ordered_records(integ.commits, roles), starts)

@@ -17,6 +17,7 @@ retry and dead-letter topics (the broker's own copies).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from contracts import audit_tables as T
@@ -38,6 +39,15 @@ MSG_IDS_SHOWN = 3
 #: a consumer's retry and dead-letter topics hold copies the broker made (send-back), not
 #: messages a producer stored: they keep the original UNIQ_KEY
 SKIPPED_PREFIXES = ("rmq_sys_", "%retry%", "%dlq%")
+
+
+#: ``HAPROOF_AUDIT_DELIVERY=0`` switches the duplicate accounting off (the chunk tasks keep no
+#: message arrays; ``delivery`` then counts nothing): to measure what it costs (docs/benchmarks.md)
+DELIVERY_ENV = "HAPROOF_AUDIT_DELIVERY"
+
+
+def delivery_on() -> bool:
+    return os.environ.get(DELIVERY_ENV, "1") != "0"
 
 
 def counted(topic: str) -> bool:
@@ -158,51 +168,72 @@ def duplicates_spark(spark, spec: StoreSpec, chunks: list[dict]) -> dict:
     return summarize(enqueued, keys)
 
 
-def _keyed(rows):
-    """A message row keyed by (topic, UNIQ_KEY), or by its own place when it has no key (it
-    only counts as enqueued); the value: its copies by (epoch, log offset)."""
-    for _kind, epoch, topic, uniq, off, at, msg_id in rows:
-        key = (topic, uniq) if uniq is not None else (topic, None, epoch, off)
-        yield key, {(epoch, off): (at, msg_id)}
+def chunk_messages(data: bytes, start: int, epoch: int, source: str, sound: bool):
+    """The kept row of a master chunk's counted messages: ``(MESSAGE_KIND, Messages)`` from
+    the record walk's arrays when the chunk is ``sound`` (its check found no issue), else from
+    the records decoded in Python (up to the first corrupt one); None when it holds none."""
+    from spark_jobs.delivery_arrays import from_chunk, from_rows
+
+    got = from_chunk(data, start, epoch, counted) if sound else None
+    if got is None:
+        got = from_rows(message_rows(data, start, epoch, source))
+    return (MESSAGE_KIND, got) if len(got) else None
 
 
-def _merge(a: dict, b: dict) -> dict:
-    return {**a, **b}
+def _slim(row):
+    from spark_jobs.delivery_arrays import slim
 
-
-def _summaries(items):
-    """Per reduce partition: the messages enqueued per topic, and the duplicated keys."""
-    enqueued: dict[str, int] = {}
-    for key, by_off in items:
-        enqueued[key[0]] = enqueued.get(key[0], 0) + len(by_off)
-        if key[1] is not None and len(by_off) > 1:
-            ats = [a for a, _m in by_off.values()]
-            ids = [m for _o, (_a, m) in sorted(by_off.items())][:MSG_IDS_SHOWN]
-            yield ("dup", (key[0], key[1], len(by_off), max(ats) - min(ats), ids))
-    yield ("enqueued", enqueued)
+    return slim(row[1])
 
 
 def duplicates_kept(spark, kept: list) -> dict:
-    """:func:`duplicates_of` over the message rows the chunk tasks of log integrity and replica
-    consistency kept in Spark (``MESSAGE_KIND`` rows of persisted RDDs): no chunk is read
-    again; a few tasks group them by key (one shuffle), only totals and duplicated keys come
-    back; the RDDs are unpersisted."""
+    """:func:`duplicates_of` over the message arrays the chunk tasks of log integrity and
+    replica consistency kept in Spark (``MESSAGE_KIND`` rows of persisted RDDs, one per chunk,
+    ``delivery_arrays.Messages``): no chunk is read again and nothing is shuffled. One job
+    brings back each chunk's (epoch, log offset, topic, key hash) columns, grouped on the
+    driver in NumPy (totals, and the hashes held more than once); a second brings back only
+    the messages with those hashes, whose full keys decide the duplicates exactly. The RDDs are
+    unpersisted."""
+    from spark_jobs.delivery_arrays import candidates, concat, counts, summaries
+
     if not kept:
         return summarize({}, [])
     sc = spark.sparkContext
-    parts = max(1, sc.defaultParallelism)  # one task per slot: the grouping is Python work
     try:
-        rdd = sc.union(kept).coalesce(parts).mapPartitions(_keyed)
-        out = rdd.reduceByKey(_merge, parts).mapPartitions(_summaries).collect()
+        rdd = sc.union(kept)
+        enqueued, hashes = counts(concat(rdd.map(_slim).collect()))
+        out = [("enqueued", enqueued)]
+        if len(hashes):
+            wanted = sc.broadcast(hashes)
+            found = rdd.map(lambda r, w=wanted: candidates(r[1], w.value)).collect()
+            out += [x for x in summaries(concat(found), MSG_IDS_SHOWN) if x[0] == "dup"]
     finally:
         for r in kept:
             r.unpersist()
+    return merged_summary(out)
+
+
+def merged_summary(out) -> dict:
+    """The doc's duplicates part from the buckets' ``("dup", ...)`` / ``("enqueued", ...)``."""
     enqueued: dict[str, int] = {}
     for kind, v in out:
         if kind == "enqueued":
             for topic, n in v.items():
                 enqueued[topic] = enqueued.get(topic, 0) + n
     return summarize(enqueued, [v for kind, v in out if kind == "dup"])
+
+
+def duplicates(spark, spec: StoreSpec, kept: list, masters: list[dict]) -> dict:
+    """The duplicates part of the doc: from the arrays the chunk tasks ``kept`` (a
+    SparkContext), else (Spark Connect) by a job reading the ``masters``' chunks again;
+    nothing counted when switched off (``DELIVERY_ENV``)."""
+    from spark_jobs.session import has_context
+
+    if not delivery_on():
+        return summarize({}, [])
+    if has_context(spark):
+        return duplicates_kept(spark, kept)
+    return duplicates_spark(spark, spec, masters)
 
 
 def delivery_doc(dups: dict, redelivered: dict, lost: int) -> dict:

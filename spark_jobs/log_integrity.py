@@ -22,7 +22,7 @@ from contracts.object_store import StoreSpec
 from contracts.record_walk import check_chunk
 from spark_jobs.archive_reader import executor_store
 from spark_jobs.commit_history import commit_rows
-from spark_jobs.delivery import MESSAGE_KIND, message_rows
+from spark_jobs.delivery import MESSAGE_KIND, chunk_messages, delivery_on
 from spark_jobs.session import deal, has_context, run_scan_tasks, task_partitions
 
 
@@ -154,8 +154,10 @@ def chunk_rows(
         for (topic, qid), (first, last) in queues.items()
     ]
     rows += commit_rows(node, key, start, data, queues, scan_row)  # offset commit records
-    if msg_epoch is not None:  # the delivery check's rows, from the same bytes
-        rows += [(MESSAGE_KIND, *m) for m in message_rows(data, start, msg_epoch, key)]
+    if msg_epoch is not None:  # the delivery check's arrays, from the same bytes
+        kept = chunk_messages(data, start, msg_epoch, key, sound=not issues)
+        if kept is not None:
+            rows.append(kept)
     rows.append(
         scan_row(
             kind="count",
@@ -236,7 +238,9 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict], tally=None) ->
     tally = ScanTally() if tally is None else tally
     schema = "node string, key string, start long, end long, mappedFileSize long, sha256 string"
     schema += ", msg_epoch long"
-    keeping = has_context(spark)  # the delivery check's rows stay in Spark (else: its own job)
+    keeping = (
+        has_context(spark) and delivery_on()
+    )  # the delivery check's rows stay in Spark (else: its own job)
     for i in range(0, len(chunks), CHUNKS_PER_JOB):
         rows = [
             (

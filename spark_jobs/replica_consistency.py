@@ -24,7 +24,7 @@ from contracts.errors import ArchiveError, CorruptRecordError, ObjectNotFoundErr
 from contracts.object_store import StoreSpec
 from contracts.record.reader import decode_record, record_to_json
 from spark_jobs.archive_reader import executor_store
-from spark_jobs.delivery import MESSAGE_KIND
+from spark_jobs.delivery import MESSAGE_KIND, delivery_on
 from spark_jobs.log_integrity import (
     SCAN_SCHEMA,
     chunk_rows,
@@ -341,7 +341,9 @@ def run_replica_consistency(
     gets that chunk's sha256 and record checks (log integrity) in the same task, over the bytes
     read for the comparison: each chunk is checked once, on its own node's bytes."""
     pairs, windows, ends = {}, [], {}
-    keeping = has_context(spark)  # the master chunks' messages stay in Spark for ``delivery``
+    keeping = (
+        has_context(spark) and delivery_on()
+    )  # the master chunks' messages stay in Spark for ``delivery``
     slave_ends: dict[str, int] = {}
     taken: set[str] = set()
     spans = _spans(check_chunks or [])

@@ -68,31 +68,46 @@ def test_the_check_counts_and_fails_only_past_a_threshold() -> None:
     assert delivery_check(empty, 0, None).status == T.STATUS_NO_EVIDENCE
 
 
-def _kept_summary(rows: list[tuple], parts: int) -> dict:
-    """What :func:`duplicates_kept` computes, with Python standing in for Spark's shuffle:
-    rows keyed, merged per key, the keys dealt over ``parts`` reduce partitions."""
-    from spark_jobs.delivery import MESSAGE_KIND, _keyed, _merge, _summaries, summarize
+def _kept_summary(kept: list) -> dict:
+    """What :func:`duplicates_kept` computes, with Python standing in for Spark's jobs: the
+    slim columns of every chunk counted, then the candidates' full keys compared."""
+    from spark_jobs.delivery import MSG_IDS_SHOWN, merged_summary
+    from spark_jobs.delivery_arrays import candidates, concat, counts, slim, summaries
 
-    merged: dict = {}
-    for key, v in _keyed([(MESSAGE_KIND, *r) for r in rows]):
-        merged[key] = _merge(merged[key], v) if key in merged else v
-    items = sorted(merged.items(), key=str)
-    out = [x for p in range(parts) for x in _summaries(items[p::parts])]
-    enqueued: Counter = Counter()
-    for kind, v in out:
-        if kind == "enqueued":
-            enqueued.update(v)
-    return summarize(dict(enqueued), [v for kind, v in out if kind == "dup"])
+    enqueued, hashes = counts(concat([slim(m) for m in kept]))
+    found = concat([candidates(m, hashes) for m in kept])
+    dups = [x for x in summaries(found, MSG_IDS_SHOWN) if x[0] == "dup"]
+    return merged_summary([("enqueued", enqueued), *dups])
+
+
+def _kept(data: bytes, key: str, sound: bool, start: int = 0):
+    from spark_jobs.delivery import chunk_messages
+
+    got = chunk_messages(data, start, 0, key, sound)
+    return [] if got is None else [got[1]]
 
 
 @settings(max_examples=100, deadline=None)
-@given(sends, st.integers(1, 4))
-def test_the_shared_pass_counts_as_the_reference_does(plan, parts) -> None:
-    """The message rows the chunk tasks keep, grouped by key over any number of reduce
-    partitions, give the document :func:`duplicates_of` gives (a chunk shipped twice too)."""
+@given(sends)
+def test_the_shared_pass_counts_as_the_reference_does(plan) -> None:
+    """The message arrays the chunk tasks keep (from the compiled walk, or decoded when a chunk
+    has issues) give the document :func:`duplicates_of` gives (a chunk shipped twice too)."""
     rows = list(message_rows(_chunk(plan), 0, 0, "k"))
     rows += list(message_rows(_chunk(plan), 0, 0, "k-again"))
-    assert _kept_summary(rows, parts) == duplicates_of(rows)
+    kept = _kept(_chunk(plan), "k", True) + _kept(_chunk(plan), "k-again", False)
+    assert _kept_summary(kept) == duplicates_of(rows)
+
+
+@settings(max_examples=50, deadline=None)
+@given(sends)
+def test_hash_collisions_never_merge_keys(plan) -> None:
+    """Every key given one hash (the worst collision): the counts stay exact, as every
+    candidate group is compared by its full topic and UNIQ_KEY."""
+    rows = list(message_rows(_chunk(plan), 0, 0, "k"))
+    kept = _kept(_chunk(plan), "k", True)
+    for m in kept:
+        m.cols[5] = 7
+    assert _kept_summary(kept) == duplicates_of(rows)
 
 
 def test_duplicates_kept_in_spark_from_two_jobs(spark) -> None:
@@ -101,10 +116,14 @@ def test_duplicates_kept_in_spark_from_two_jobs(spark) -> None:
     from spark_jobs.delivery import MESSAGE_KIND, duplicates_kept
 
     plan = [("A", 1), ("B", 2), ("A", 1), ("commit", 3), ("A", 3), ("B", 2), ("A", 1)]
-    rows = [(MESSAGE_KIND, *r) for r in message_rows(_chunk(plan), 0, 0, "k")]
+    rows = list(message_rows(_chunk(plan), 0, 0, "k"))
     sc = spark.sparkContext
-    kept = [sc.parallelize(rows[:3], 2).cache(), sc.parallelize(rows[3:], 1).cache()]
+    head = _chunk(plan[:3])  # the first chunk; the rest of the log is the second
+    first = _kept(head, "k", True)
+    second = _kept(_chunk(plan)[len(head) :], "k2", False, start=len(head))
+    kept = [sc.parallelize([(MESSAGE_KIND, m) for m in first], 2).cache()]
+    kept.append(sc.parallelize([(MESSAGE_KIND, m) for m in second], 1).cache())
     got = duplicates_kept(spark, kept)
-    assert got == duplicates_of([r[1:] for r in rows])
+    assert got == duplicates_of(rows)
     assert (got["enqueued"], got["duplicated"]) == (6, 3)
     assert not any(r.is_cached for r in kept)

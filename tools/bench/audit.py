@@ -69,11 +69,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also store an offset commit record of 256 queues (DESIGN.md 3b) every N "
         "messages, as offsetCommitThroughLog does (0: none)",
     )
+    p.add_argument(
+        "--uniq-keys",
+        action="store_true",
+        help="give every message a UNIQ_KEY (32 hex digits, as RocketMQ producers do) and store "
+        "every 1,000th twice (a retried send), for the delivery check's duplicate counting",
+    )
     p.set_defaults(func=run)
 
 
 def build_archive(
-    workdir: str, server: S3Server, gib: float, body_bytes: int, commit_every: int = 0
+    workdir: str,
+    server: S3Server,
+    gib: float,
+    body_bytes: int,
+    commit_every: int = 0,
+    uniq_keys: bool = False,
 ) -> dict:
     store_dir = os.path.join(workdir, "store")
     cfg = BrokerConfig(store_path_root_dir=store_dir, mapped_file_size_commit_log=128 << 20)
@@ -82,7 +93,10 @@ def build_archive(
     target = int(gib * (1 << 30))
     n = 0
     while ms.max_phy_offset < target:
-        ms.put_message(Message("BenchTopic", body, queue_id=n % 8, properties={"TAGS": "b"}))
+        props = {"TAGS": "b"}
+        if uniq_keys:
+            props["UNIQ_KEY"] = f"{n - (n % 1000 == 1):032X}"  # the 1,000th again: a retry
+        ms.put_message(Message("BenchTopic", body, queue_id=n % 8, properties=props))
         n += 1
         if commit_every and n % commit_every == 0:  # 4 groups take turns, every queue rises
             rnd = n // commit_every
@@ -106,6 +120,13 @@ def build_archive(
         src.close()
     shutil.rmtree(store_dir)
     return {"messages": n, "log_bytes": end}
+
+
+def build_for(workdir: str, server: S3Server, args: argparse.Namespace) -> dict:
+    """:func:`build_archive` with the command's options."""
+    return build_archive(
+        workdir, server, args.gib, args.body_bytes, args.commit_every, args.uniq_keys
+    )
 
 
 def tree_cpu_s() -> float:
@@ -300,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
     server = S3Server.start()
     try:
         t0 = time.perf_counter()
-        built = build_archive(workdir, server, args.gib, args.body_bytes, args.commit_every)
+        built = build_for(workdir, server, args)
         build_s = time.perf_counter() - t0
         # the better of two runs each (the first pays for connections and cold buffers), as
         # the audit's figure is its second, warm run
