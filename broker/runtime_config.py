@@ -22,6 +22,7 @@ import dataclasses
 import enum
 import logging
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from broker.config import _PROPERTIES, BrokerConfig
 from broker.live_config import LiveConfig
@@ -35,20 +36,23 @@ MAX_VALUE_CHARS = 1024
 
 
 class NotRuntimeKeyError(ConfigError):
-    """The key exists (or not) but cannot change on a running node."""
+    """The key cannot be changed by an update: on the black list (``reason`` says why), a
+    RocketMQ key haproof does not use, or not a key at all."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, reason: str | None = None) -> None:
         from broker.config_file import ROCKETMQ_IGNORED_KEYS, closest_key
 
         changeable = ", ".join(sorted(RUNTIME_KEYS))
         known = set(_PROPERTIES) | ROCKETMQ_IGNORED_KEYS
-        if key in known:
-            message = f"{key!r} cannot be changed at runtime (changeable: {changeable})"
+        if reason is not None:
+            message = f"{key!r} cannot be changed by an update: {reason}"
+        elif key in known:
+            message = f"{key!r} is a RocketMQ key haproof does not use: nothing to change"
         else:
             # a typo is not a refusal: say so, and the key most likely meant
             hint = closest_key(key, sorted(known | set(RUNTIME_KEYS)))
             message = f"unknown key {key!r}" + (f"; did you mean {hint}?" if hint else "")
-            message += f" (changeable at runtime: {changeable})"
+            message += f" (changeable at once: {changeable})"
         super().__init__(message)
         self.key = key
 
@@ -93,6 +97,36 @@ RUNTIME_KEYS: dict[str, Callable[[str], object]] = {
 }
 
 
+_IDENTITY = "the node's identity or role: edit broker.conf and restart (failover: promote)"
+_LISTEN = "a listen address: edit broker.conf and restart"
+_STORE = "the store's location or file layout: edit broker.conf and restart"
+_SECURITY = "security settings are changed in broker.conf by its owner, never over the network"
+# keys an update refuses (RocketMQ's configBlackList default is "configBlackList;brokerConfigPath";
+# rocketmqHome and the rest are what haproof keeps to the file's owner)
+BLACKLIST: dict[str, str] = {
+    "configBlackList": "RocketMQ's black list itself",
+    "brokerConfigPath": "the config file's own path",
+    "rocketmqHome": "the installation directory",
+    **dict.fromkeys(
+        "brokerClusterName brokerName brokerId brokerRole nodeName enableControllerMode".split(),
+        _IDENTITY,
+    ),
+    **dict.fromkeys("listenPort listenHost haListenPort brokerIP1".split(), _LISTEN),
+    **dict.fromkeys(
+        """storePathRootDir storePathCommitLog archiveRoot mappedFileSizeCommitLog
+        mappedFileSizeConsumeQueue""".split(),
+        _STORE,
+    ),
+    **dict.fromkeys(
+        """aclEnable aclFile accessKey secretKey insecure haAllowedSlaves tlsMode tlsEnable
+        tlsServerCertPath tlsServerKeyPath tlsServerKeyPassword tlsServerKeyPasswordFile
+        tlsClientTrustCertPath""".split(),
+        _SECURITY,
+    ),
+}
+NEXT_START = "saved; takes effect at the next start"
+
+
 def parse_properties(text: str, where: str) -> dict[str, str]:
     """``key=value`` lines (RocketMQ's MixAll.string2Properties): ``#``/``!`` comments and blank
     lines skipped; ``:`` also separates. Raises ConfigError naming the line."""
@@ -110,17 +144,23 @@ def parse_properties(text: str, where: str) -> dict[str, str]:
 
 
 def check_updates(updates: Mapping[str, str]) -> dict[str, object]:
-    """Typed values of ``updates``; NotRuntimeKeyError or ConfigError naming the first bad key."""
+    """Each key's value: typed for a key of ``RUNTIME_KEYS`` (applied at once), the text for
+    another key of the config (saved for the next start; the whole file is checked when
+    written). NotRuntimeKeyError or ConfigError naming the first bad key."""
     if not updates:
         raise ConfigError("no key=value to update")
     typed: dict[str, object] = {}
     for key, raw in updates.items():
-        if key not in RUNTIME_KEYS:
+        if key in BLACKLIST:
+            raise NotRuntimeKeyError(key, BLACKLIST[key])
+        if key not in RUNTIME_KEYS and key not in _PROPERTIES:
             raise NotRuntimeKeyError(key)
-        if len(raw) > MAX_VALUE_CHARS:
-            raise ConfigError(f"{key}: value longer than {MAX_VALUE_CHARS} characters")
+        if len(raw) > MAX_VALUE_CHARS or "\n" in raw or "\r" in raw:
+            raise ConfigError(
+                f"{key}: value longer than {MAX_VALUE_CHARS} characters or not one line"
+            )
         try:
-            typed[key] = RUNTIME_KEYS[key](raw)
+            typed[key] = RUNTIME_KEYS[key](raw) if key in RUNTIME_KEYS else raw.strip()
         except ValueError as exc:
             raise ConfigError(f"{key}={raw!r}: {exc}") from exc
     return typed
@@ -183,34 +223,53 @@ def _field_changes(typed: Mapping[str, object]) -> dict[str, object]:
     return {_PROPERTIES[key][0]: value for key, value in typed.items()}
 
 
+class Change(NamedTuple):
+    """One key's change: its text before and after; ``at_once`` False when it was only saved
+    to the config file (it takes effect at the next start)."""
+
+    before: str
+    after: str
+    at_once: bool
+
+
 def update_node_config(
     live: LiveConfig, config_path: str | None, updates: Mapping[str, str]
-) -> dict[str, tuple[str, str]]:
-    """Validate, persist to ``config_path``, apply: one assignment to the node's ``live``
-    holder, which every part reads through. Returns ``{key: (old, new)}``.
+) -> dict[str, Change]:
+    """Validate, persist to ``config_path``, apply the runtime keys: one assignment to the
+    node's ``live`` holder, which every part reads through. Other keys are only saved.
 
     Raises NotRuntimeKeyError / ConfigError (nothing changed) or OSError (file not written,
     nothing applied)."""
     typed = check_updates(updates)
     if not config_path:
         raise ConfigError("this node was started without a config file: a change could not persist")
+    now = {k: v for k, v in typed.items() if k in RUNTIME_KEYS}
     old = live.current
     try:
-        new = dataclasses.replace(old, **_field_changes(typed))  # validates
+        new = dataclasses.replace(old, **_field_changes(now))  # validates
     except ConfigError as exc:
         raise ConfigError(f"refused: {exc}") from exc
     with open(config_path, encoding="utf-8") as fh:
         text = fh.read()
     new_text = rewrite_config_text(text, typed)
-    # the file as rewritten must still read as a valid config (it is what the next start reads)
-    BrokerConfig.from_dict(parse_properties(new_text, config_path), source=config_path)
+    # the file as rewritten must pass --check-config's checks (it is what the next start reads)
+    try:
+        saved = BrokerConfig.from_dict(parse_properties(new_text, config_path), source=config_path)
+    except ConfigError as exc:
+        raise ConfigError(f"refused, {config_path} unchanged: {exc}") from exc
     atomic_write(config_path, new_text.encode("utf-8"))
     live.current = new
-    before, after = config_properties(old), config_properties(new)
-    changes = {k: (before[k], after[k]) for k in typed}
+    before, after, later = config_properties(old), config_properties(new), config_properties(saved)
+    changes = {
+        k: Change(before[k], after[k], True) if k in now else Change(before[k], later[k], False)
+        for k in typed
+    }
     log.warning(
-        "broker config updated at runtime (persisted to %s): %s",
+        "broker config updated (persisted to %s): %s",
         config_path,
-        ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changes.items()),
+        ", ".join(
+            f"{k} {c.before} -> {c.after}" + ("" if c.at_once else " (at the next start)")
+            for k, c in changes.items()
+        ),
     )
     return changes

@@ -2,10 +2,11 @@
 
 - ``getBrokerConfig --broker-addr A`` (or ``--namesrv N`` [``--broker-name B``]): every property
   of each node's running config (GET_BROKER_CONFIG 26), marking the runtime-changeable ones.
-- ``updateBrokerConfig --key K --value V`` (same targets): change a runtime-changeable key
-  (broker/runtime_config.py RUNTIME_KEYS) on each node, which persists it to its config file
-  before applying it (UPDATE_BROKER_CONFIG 25). Any other key, or a bad value, is refused
-  here with exit 2 before any node is asked.
+- ``updateBrokerConfig --key K --value V`` (same targets): each node persists the key to its
+  config file (UPDATE_BROKER_CONFIG 25), then applies it if it is runtime-changeable
+  (broker/runtime_config.py RUNTIME_KEYS); another key of the config is "saved; takes effect
+  at the next start". A key of the black list, an unknown key (with "did you mean") or a bad
+  runtime value is refused here with exit 2 before any node is asked.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from broker.admin.common import (
 )
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
-from broker.runtime_config import RUNTIME_KEYS, check_updates, parse_properties
+from broker.runtime_config import NEXT_START, RUNTIME_KEYS, check_updates, parse_properties
 from contracts.errors import ConfigError
 
 
@@ -70,6 +71,10 @@ async def update_broker_config(targets: list[str], updates: dict[str, str]) -> l
     return await update_config(targets, RequestCode.UPDATE_BROKER_CONFIG, updates, "brokerAddr")
 
 
+def _effect(row: dict) -> str:
+    return NEXT_START if row.get("effect") == "next start" else "applied"
+
+
 def run_update_broker_config(args: argparse.Namespace) -> int:
     updates = {args.key: args.value}
     try:
@@ -81,6 +86,10 @@ def run_update_broker_config(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
     else:
-        table = [[r["brokerAddr"], r["key"], r["from"], r["to"]] for r in rows if "error" not in r]
-        print_table(["brokerAddr", "key", "from", "to"], table)
+        table = [
+            [r["brokerAddr"], r["key"], r["from"], r["to"], _effect(r)]
+            for r in rows
+            if "error" not in r
+        ]
+        print_table(["brokerAddr", "key", "from", "to", "effect"], table)
     return report_errors("updateBrokerConfig", rows) or (0 if rows else 1)

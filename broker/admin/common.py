@@ -20,7 +20,7 @@ TIMEOUT_MS = 5000
 EXIT_CODES = """exit codes:
   0  done
   1  a broker or name server could not be reached, refused, or answered an error
-  2  bad usage or input (missing or malformed option, unknown or non-runtime config key)"""
+  2  bad usage or input (missing or malformed option, unknown or refused config key)"""
 
 
 class AdminError(HaproofError):
@@ -149,7 +149,7 @@ async def update_config(
     targets: list[str], code: int, updates: dict[str, str], addr_key: str
 ) -> list[dict]:
     """Send ``updates`` (``key=value`` lines) with request ``code`` to each target:
-    ``{addr_key: addr, key, from, to}`` per changed key it answers (an empty body: none), or
+    ``{addr_key: addr, key, from, to[, effect]}`` per changed key it answers (an empty body: none), or
     ``{addr_key: addr, error}``."""
     body = "".join(f"{k}={v}\n" for k, v in updates.items()).encode("utf-8")
     out: list[dict] = []
@@ -160,6 +160,7 @@ async def update_config(
                 changes = json.loads(resp.body) if resp.body else {}
                 out += [
                     {addr_key: addr, "key": k, "from": c["from"], "to": c["to"]}
+                    | ({"effect": c["effect"]} if "effect" in c else {})
                     for k, c in changes.items()
                 ]
                 continue

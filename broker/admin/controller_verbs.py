@@ -1,6 +1,7 @@
 """``haproof admin`` verbs on the controller (mqadmin's names and output shapes):
 getSyncStateSet (1006), getControllerMetaData (1005), electMaster (1002, designated) and
-cleanBrokerMetadata (1011). ``--controller-addr`` (mqadmin's ``-a``) names one or more
+cleanBrokerMetadata (1011); getBrokerEpoch asks the brokers themselves (1007).
+``--controller-addr`` (mqadmin's ``-a``) names one or more
 controllers (';'-separated); writes and reads go to the group's leader, found through 1005."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from broker.admin.broker_epoch import run_get_broker_epoch
 from broker.admin.common import AdminError, UsageError, addrs, new_client
 from broker.admin.verb_spec import arg, namesrv_verb
 from broker.remoting.codes import RequestCode as Q
@@ -206,5 +208,13 @@ VERBS = (
             action="store_true",
             help="clean even brokers that are alive",
         ),
+    ),
+    namesrv_verb(
+        "getBrokerEpoch",
+        "each node's epoch entries (epoch, startOffset, endOffset) and max offset",
+        run_get_broker_epoch,
+        arg("-b", "--broker-name", default=None, help="every node of this broker group"),
+        arg("-c", "--cluster-name", default=None, help="every node of this cluster"),
+        arg("--broker-addr", default=None, help="these nodes, ';'-separated (no -n needed)"),
     ),
 )

@@ -4,10 +4,11 @@ behaviour):
 - ``GET_BROKER_CONFIG`` (26): body is every property as ``key=value`` lines, secrets
   (secretKey, ...password, ...token) as ``******``; header ``version`` is the config's
   DataVersion JSON (its counter moves at every accepted update).
-- ``UPDATE_BROKER_CONFIG`` (25): body ``key=value`` lines; only keys of
-  ``broker.runtime_config.RUNTIME_KEYS``; persisted to the node's config file, then applied.
-  Another key gets NO_PERMISSION (16, as RocketMQ answers a key of its black list) naming it; a
-  bad value or a node without a config file gets SYSTEM_ERROR naming the problem.
+- ``UPDATE_BROKER_CONFIG`` (25): body ``key=value`` lines; persisted to the node's config file,
+  then the keys of ``broker.runtime_config.RUNTIME_KEYS`` applied; any other key of the config
+  is only saved (``effect`` "next start" in the answer). A key of ``BLACKLIST`` or none of the
+  config's gets NO_PERMISSION (16, as RocketMQ answers a key of its black list) naming it; a bad
+  value or a node without a config file gets SYSTEM_ERROR naming the problem.
 - ``GET_TOPIC_STATS_INFO`` (202): header ``topic``; per write queue min and max queue offset and
   the store time of the queue's last message. The body is RocketMQ's TopicStatsTable as
   fastjson writes it (MessageQueue objects as map keys, so mqadmin reads it); a request with
@@ -119,7 +120,10 @@ class BrokerConfigService(RequestService):
             "timestamp": self.clock.wall_ms(),
             "counter": self.data_version["counter"] + 1,
         }
-        doc = {k: {"from": a, "to": b} for k, (a, b) in changes.items()}
+        doc = {
+            k: {"from": c.before, "to": c.after, "effect": "now" if c.at_once else "next start"}
+            for k, c in changes.items()
+        }
         return req.make_response(ResponseCode.SUCCESS, body=json.dumps(doc).encode())
 
     def topic_stats_rows(self, topic: str) -> list[dict] | None:

@@ -1,6 +1,7 @@
 """``haproof admin updateBrokerConfig`` on a real broker process: a runtime key changes what the
 node does at once, is persisted to its config file (the rest of the file untouched) and
-survives a restart; other keys and bad values are refused (exit 2, file unchanged)."""
+survives a restart; a read-once key is saved to the file and taken at the next start; black-listed
+keys, typos and bad values are refused (exit 2, file unchanged)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_update_runtime_key_persists_and_survives_restart(tmp_path):
         rows = admin_json("updateBrokerConfig", "--broker-addr", m.addr,
                           "--key", "maxMessageSize", "--value", "1500")  # fmt: skip
         assert rows == [{"brokerAddr": m.addr, "key": "maxMessageSize", "from": "4194304",
-                         "to": "1500"}]  # fmt: skip
+                         "to": "1500", "effect": "now"}]  # fmt: skip
         [doc] = admin_json("getBrokerConfig", "--broker-addr", m.addr)
         assert doc["config"]["maxMessageSize"] == "1500" and doc["version"]["counter"] == 1
         with pytest.raises(RemotingError, match="maxMessageSize|MESSAGE_ILLEGAL|code 13"):
@@ -69,10 +70,25 @@ def test_update_runtime_key_persists_and_survives_restart(tmp_path):
         assert text.count("maxMessageSize=") == 1 and "maxMessageSize=1500\n" in text
         assert f"listenPort={port}\n" in text and "nodeName=m\n" in text
 
-        # refused before any node is asked: a non-runtime key, a bad value
+        # a read-once key: saved to the file, not applied; the next start reads it
+        res = admin("updateBrokerConfig", "-b", m.addr, "--key", "flushIntervalCommitLog",
+                    "--value", "250")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        assert "saved; takes effect at the next start" in res.stdout
+        [row] = admin_json("updateBrokerConfig", "-b", m.addr, "--key", "flushIntervalCommitLog",
+                           "--value", "250")  # fmt: skip
+        assert (row["from"], row["to"], row["effect"]) == ("500", "250", "next start")
+        [doc] = admin_json("getBrokerConfig", "--broker-addr", m.addr)
+        assert doc["config"]["flushIntervalCommitLog"] == "500"  # running as started
+        text = conf.read_text()
+        assert text.count("flushIntervalCommitLog=") == 1 and "flushIntervalCommitLog=250\n" in text
+
+        # refused before any node is asked: a black-listed key, a bad value
         res = admin("updateBrokerConfig", "--broker-addr", m.addr, "--key", "brokerName",
                     "--value", "other")  # fmt: skip
-        assert res.returncode == 2 and "'brokerName' cannot be changed at runtime" in res.stderr
+        assert res.returncode == 2 and "'brokerName' cannot be changed by an update" in res.stderr
+        res = admin("updateBrokerConfig", "-b", m.addr, "--key", "aclFile", "--value", "/tmp/x")
+        assert res.returncode == 2 and "'aclFile' cannot be changed by an update" in res.stderr
         res = admin("updateBrokerConfig", "--broker-addr", m.addr, "--key", "maxMessageSize",
                     "--value", "-1")  # fmt: skip
         assert res.returncode == 2 and "maxMessageSize='-1'" in res.stderr
@@ -84,12 +100,17 @@ def test_update_runtime_key_persists_and_survives_restart(tmp_path):
         assert resp.code == ResponseCode.NO_PERMISSION and "'listenPort'" in resp.remark
         resp = call(m.addr, RequestCode.UPDATE_BROKER_CONFIG, body=b"slaveReadEnable=maybe\n")
         assert resp.code == ResponseCode.SYSTEM_ERROR and "slaveReadEnable" in resp.remark
+        resp = call(m.addr, RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerConfigPath=/x\n")
+        assert resp.code == ResponseCode.NO_PERMISSION and "config file's own path" in resp.remark
+        resp = call(m.addr, RequestCode.UPDATE_BROKER_CONFIG, body=b"flushIntervalCommitLog=0\n")
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "unchanged" in resp.remark
         assert conf.read_text() == text  # nothing written by the refusals
 
         assert m.stop() == 0
         procs[1] = m = start_broker("m", conf, port, tmp_path)
         [doc] = admin_json("getBrokerConfig", "--broker-addr", m.addr)
         assert doc["config"]["maxMessageSize"] == "1500" and doc["version"]["counter"] == 0
+        assert doc["config"]["flushIntervalCommitLog"] == "250"  # the saved key, now in effect
         with pytest.raises(RemotingError):
             send_one(ns.addr, 2000)
     finally:

@@ -37,7 +37,7 @@ def test_every_help_states_its_exit_codes():
         assert "exit codes:" in text, f"haproof {' '.join(path)} --help states no exit codes"
         codes = re.findall(r"^\s+([0-9])\s+\S", tail, flags=re.M)
         assert codes[:1] == ["0"] and "2" in codes, (path, tail)  # success and bad usage
-    assert "unknown or non-runtime config key" in helps[("admin", "updateBrokerConfig")]
+    assert "unknown or refused config key" in helps[("admin", "updateBrokerConfig")]
     assert "a check failed" in helps[("audit",)]
 
 

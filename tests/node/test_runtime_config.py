@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.admin.common import UsageError, iso_ms, parse_time_ms
-from broker.config import BrokerConfig, BrokerRole
+from broker.config import _PROPERTIES, BrokerConfig, BrokerRole
 from broker.live_config import LiveConfig
 from broker.processors.broker_config import fastjson_mq_map
 from broker.runtime_config import (
-    RUNTIME_KEYS,
     NotRuntimeKeyError,
     check_updates,
     config_properties,
@@ -28,7 +27,9 @@ from contracts.errors import ConfigError
 def test_check_updates_types_values_and_refuses_others():
     assert check_updates({"maxMessageSize": "1024", "slaveReadEnable": "TRUE"}) == {
         "maxMessageSize": 1024, "slaveReadEnable": True}  # fmt: skip
-    with pytest.raises(NotRuntimeKeyError, match="'brokerRole' cannot be changed at runtime"):
+    with pytest.raises(
+        NotRuntimeKeyError, match="'brokerRole' cannot be changed by an update: the node's identity"
+    ):
         check_updates({"brokerRole": "SLAVE"})
     with pytest.raises(NotRuntimeKeyError, match="^unknown key 'noSuchKey' \\(changeable"):
         check_updates({"noSuchKey": "1"})
@@ -49,14 +50,47 @@ def test_check_updates_types_values_and_refuses_others():
         check_updates({})
 
 
-def test_the_archivers_round_keys_change_at_runtime_the_read_once_keys_do_not():
+def test_the_archivers_round_keys_change_at_runtime_the_read_once_keys_are_saved():
     typed = check_updates({"archiveChunkMinBytes": "65536", "archiveChunkMaxAgeMs": "0"})
     assert typed == {"archiveChunkMinBytes": 65536, "archiveChunkMaxAgeMs": 0}
     for static in ("archiveChunkMaxBytes", "metricsPromExporterPort", "flushIntervalCommitLog"):
-        with pytest.raises(NotRuntimeKeyError, match=f"^'{static}' cannot be changed at runtime"):
-            check_updates({static: "1"})
+        assert check_updates({static: " 1"}) == {static: "1"}  # for the next start
     with pytest.raises(NotRuntimeKeyError, match="did you mean archiveChunkMinBytes"):
         check_updates({"archiveChunkMinByte": "1"})
+
+
+def test_black_list_and_unused_rocketmq_keys_are_refused_with_their_reason():
+    for key, why in (("brokerConfigPath", "the config file's own path"),
+                     ("configBlackList", "black list itself"), ("aclFile", "security"),
+                     ("tlsServerKeyPath", "security"), ("listenPort", "listen address"),
+                     ("storePathCommitLog", "store's location"), ("brokerClusterName", "identity"),
+                     ("enableControllerMode", "identity"), ("rocketmqHome", "installation")):  # fmt: skip
+        with pytest.raises(
+            NotRuntimeKeyError, match=f"^'{key}' cannot be changed by an update: .*{why}"
+        ):
+            check_updates({key: "1"})
+    with pytest.raises(NotRuntimeKeyError, match="^'brokerIP2' is a RocketMQ key haproof does not"):
+        check_updates({"brokerIP2": "1.2.3.4"})
+    with pytest.raises(ConfigError, match="not one line"):
+        check_updates({"flushIntervalCommitLog": "1\nbrokerName=x"})
+
+
+def test_a_read_once_key_is_saved_not_applied_and_checked_as_the_file_is(tmp_path):
+    node, conf = _node(tmp_path)
+    config = node.config.current
+    changes = _update(node, {"flushIntervalCommitLog": "250", "maxMessageSize": "4096"})
+    assert changes == {"flushIntervalCommitLog": ("500", "250", False),
+                       "maxMessageSize": ("4194304", "4096", True)}  # fmt: skip
+    assert node.config.flush_interval_commit_log_ms == config.flush_interval_commit_log_ms
+    assert node.config.max_message_size_bytes == 4096
+    assert BrokerConfig.from_file(str(conf)).flush_interval_commit_log_ms == 250
+    before = conf.read_text()
+    for bad in ("0", "soon"):  # --check-config's checks: the file is left as it was
+        with pytest.raises(
+            ConfigError, match=f"refused, {conf} unchanged: .*flushIntervalCommitLog"
+        ):
+            _update(node, {"flushIntervalCommitLog": bad})
+    assert conf.read_text() == before
 
 
 def test_rewrite_keeps_the_file_and_replaces_the_last_occurrence():
@@ -87,7 +121,7 @@ def _update(node, updates):
 def test_update_persists_then_applies_to_every_holder(tmp_path):
     node, conf = _node(tmp_path)
     changes = _update(node, {"maxMessageSize": "2048"})
-    assert changes == {"maxMessageSize": ("4194304", "2048")}
+    assert changes == {"maxMessageSize": ("4194304", "2048", True)}
     assert node.config.max_message_size_bytes == 2048
     assert node.store.config.max_message_size_bytes == 2048
     assert node.services[0].config.current is node.config.current  # one assignment, seen by all
@@ -190,8 +224,8 @@ def test_times_read_back(ms):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.text(min_size=1, max_size=30).filter(lambda k: k not in RUNTIME_KEYS), _VALUES)
-def test_only_runtime_keys_pass(key, value):
+@given(st.text(min_size=1, max_size=30).filter(lambda k: k not in _PROPERTIES), _VALUES)
+def test_only_config_keys_pass(key, value):
     with pytest.raises(NotRuntimeKeyError):
         check_updates({key: value})
 
