@@ -21,7 +21,8 @@ def test_get_broker_epoch(tmp_path):
             0,
         )
         assert master["maxOffset"] > 0
-        for r in rows:
+        assert master["epochList"] and master["epochList"][0]["startOffset"] == 0
+        for r in rows:  # as mqadmin: the last entry ends at the node's max offset
             if r["epochList"]:
                 assert r["epochList"][-1]["endOffset"] == r["maxOffset"]
         by_cluster = admin_json("getBrokerEpoch", "-n", g.ns.addr, "-c", "C")
@@ -36,6 +37,7 @@ def test_get_broker_epoch(tmp_path):
                 f"endOffset={e['endOffset']}}}"
             )
             assert line in table.stdout
+        assert "#Epoch: EpochEntry{epoch=" in table.stdout
         missing = admin("getBrokerEpoch", "-n", g.ns.addr, "-c", "nosuch")
         assert missing.returncode == 2 and "no cluster 'nosuch'" in missing.stderr
         assert admin("getBrokerEpoch", "-n", g.ns.addr).returncode == 2
