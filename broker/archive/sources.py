@@ -118,11 +118,20 @@ class StoreDirSource:
         self.files.sort()
         # a growing last file: re-map it next time
         last = self.files[-1][0]
-        m = self._maps.pop(last, None)
-        if m is not None:
-            m.close()
+        _unmap(self._maps.pop(last, None))
 
     def close(self) -> None:
         for m in self._maps.values():
-            m.close()
+            _unmap(m)
         self._maps.clear()
+
+
+def _unmap(m: mmap.mmap | None) -> None:
+    """Close a map now, or, while a view of it (a record a scan still holds) lives, drop it:
+    it is unmapped when the last view goes."""
+    if m is None:
+        return
+    try:
+        m.close()
+    except BufferError:
+        pass
