@@ -29,6 +29,9 @@ Rules, as RocketMQ has them (checked in its source):
 - **Acknowledged** (GroupTransferService.doWaitTransfer): with ``allAckInSyncStateSet`` only when
   every member of the union other than the master acked the message's end (a set of the master
   alone: at once); otherwise when the master and ``inSyncReplicas`` - 1 connected slaves did.
+  Unlike RocketMQ, a put admitted under ``minInSyncReplicas`` is not answered while the union
+  has fewer members than that (the set shrank while it waited: RocketMQ answers PUT_OK from
+  the master alone, an acknowledgement on one disk; found by the simulation); it times out.
 
 Wiring (after the broker's node runs controller mode): HAService calls ``on_transfer`` /
 ``on_idle`` from each connection's write loop and ``on_ack`` from its read loop, ``on_disconnect``
@@ -155,6 +158,8 @@ class SyncStateSet:
         """May a put ending at ``next_offset`` be answered (SYNC_MASTER)?"""
         if self.config.all_ack_in_sync_state_set:
             others = self.union - {self.master_id}
+            if len(others) + 1 < self.config.min_in_sync_replicas:
+                return False  # the set shrank below minInSyncReplicas while the put waited
             return all(
                 m in self.slaves and self.slaves[m].ack >= next_offset for m in others
             )  # a set of the master alone: at once
@@ -166,6 +171,8 @@ class SyncStateSet:
         or below it may be answered, one beyond it waits."""
         if self.config.all_ack_in_sync_state_set:
             others = self.union - {self.master_id}
+            if len(others) + 1 < self.config.min_in_sync_replicas:
+                return -1  # admitted, then the set shrank: not on minInSyncReplicas disks
             if not others:
                 return ALL
             if any(m not in self.slaves for m in others):

@@ -9,9 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from broker import planted_bugs
+from broker.clock import DrivenClock
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha.client import HAClient
 from broker.ha.failover import FailoverError, UncleanPromotionError, promote
+from broker.ha.sync_state import IN_SYNC_REPLICAS_NOT_ENOUGH, SyncStateConfig, SyncStateSet
 from broker.store.epoch import EpochEntry
 from broker.store.role import BrokerRoleState
 from tests.ha.test_failover import node
@@ -133,3 +135,21 @@ async def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
         assert done["master"] == "b" and b.role.role is BrokerRole.SYNC_MASTER
     finally:
         await stop(b, a)
+
+
+def test_a_put_admitted_before_the_set_shrank_to_the_master_is_not_acknowledged():
+    """Seed 1 of ``haproof sim --controller`` (allAckInSyncStateSet, minInSyncReplicas=2): a
+    put admitted while a slave was in the set waited for it; the set shrank to the master alone
+    (the slave cut off) and the put was answered PUT_OK on the master's disk only. It must wait
+    (and time out) instead: RocketMQ answers it at once (doWaitTransfer, a set of one)."""
+    config = SyncStateConfig(all_ack_in_sync_state_set=True, min_in_sync_replicas=2)
+    sss = SyncStateSet(0, frozenset({0, 1}), config, DrivenClock())
+    sss.on_transfer(1, 100)
+    sss.on_ack(1, 100, 100)
+    assert sss.admit_put() is None  # the put ending at 200 is appended and waits for 1
+    assert not sss.acknowledged(200)
+    sss.on_disconnect(1)
+    sss.applied({0}, 200)
+    assert not sss.acknowledged(200)
+    assert sss.acknowledged_offset() < 200
+    assert sss.admit_put() == IN_SYNC_REPLICAS_NOT_ENOUGH  # and the next put is refused
