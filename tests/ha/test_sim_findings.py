@@ -153,3 +153,21 @@ def test_a_put_admitted_before_the_set_shrank_to_the_master_is_not_acknowledged(
     assert not sss.acknowledged(200)
     assert sss.acknowledged_offset() < 200
     assert sss.admit_put() == IN_SYNC_REPLICAS_NOT_ENOUGH  # and the next put is refused
+
+
+@async_test
+async def test_become_master_drops_epochs_that_start_past_the_log_end(tmp_path):
+    """Seed 1042 of ``haproof sim --controller``: a restarted master began epoch 5 at its log end
+    (unflushed bytes a kill had left in the page cache), then a power loss took those bytes: the
+    epoch file said epoch 5 starts past the log end, every later ``become_master`` appended an
+    entry before it (out of order, refused) and the group never had a master again."""
+    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+    try:
+        await put(a, 1)
+        end = a.store.max_phy_offset
+        a.role.begin_epoch(2, end + 500)  # the epoch's first bytes lost with the power
+        await a.failover.become_master(3, BrokerRole.SYNC_MASTER)
+        assert a.role.epoch_entries == [EpochEntry(1, 0), EpochEntry(3, end)]
+        assert a.role.role is BrokerRole.SYNC_MASTER and a.role.epoch == 3
+    finally:
+        await stop(a)
