@@ -226,21 +226,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--seeds", type=int, default=None, help="how many schedules (default 100)")
-    p.add_argument("--first-seed", type=int, default=None,
-                   help="seed of the first schedule (default: from the clock, printed)")  # fmt: skip
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=None,
+        help="seed of the first schedule (default: from the clock, printed)",
+    )
     p.add_argument("--seed", type=int, default=None, help="replay this one seed")
-    p.add_argument("--steps", default=None,
-                   help="with --seed: the schedule steps to keep (from a shrunk failure)")  # fmt: skip
+    p.add_argument(
+        "--steps",
+        default=None,
+        help="with --seed: the schedule steps to keep (from a shrunk failure)",
+    )
     p.add_argument("--trace", action="store_true", help="with --seed: print the trace")
-    p.add_argument("--seconds", type=float, default=30.0,
-                   help="simulated seconds of faults per schedule (default 30)")  # fmt: skip
-    p.add_argument("--budget-s", type=float, default=None,
-                   help="wall seconds to keep running schedules (nightly: 3600)")  # fmt: skip
-    p.add_argument("--inject-bug", action="append", metavar="NAME",
-                   help="switch on a planted bug (repeatable; see --list-bugs)")  # fmt: skip
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=30.0,
+        help="simulated seconds of faults per schedule (default 30)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="wall seconds to keep running schedules (nightly: 3600)",
+    )
+    p.add_argument(
+        "--inject-bug",
+        action="append",
+        metavar="NAME",
+        help="switch on a planted bug (repeatable; see --list-bugs)",
+    )
     p.add_argument("--list-bugs", action="store_true", help="print the planted bugs")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="worker processes (default 1; the machine's cores: as many)")  # fmt: skip
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes (default 1; the machine's cores: as many)",
+    )
     p.add_argument(
         "--strict-reads",
         action=argparse.BooleanOptionalAction,
@@ -256,6 +279,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(implied by election-overflow and write-after-lease)",
     )
     p.add_argument("--stop-at-first", action="store_true", help="stop at the first failure")
-    p.add_argument("--shrink-budget-s", type=float, default=SHRINK_BUDGET_S,
-                   help="wall seconds the shrinker may use (default 60)")  # fmt: skip
+    p.add_argument(
+        "--shrink-budget-s",
+        type=float,
+        default=SHRINK_BUDGET_S,
+        help="wall seconds the shrinker may use (default 60)",
+    )
     p.set_defaults(func=run)

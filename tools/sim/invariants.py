@@ -78,8 +78,11 @@ class Checker:
         ]
         self.acks.append(ack)
         if len(holders) < 2:
-            raise Violation("ack-durable", f"ack #{ack.seq} [{ack.offset},{ack.end}) from "
-                            f"{ack.node} is on the disk of {holders or 'no node'} only")  # fmt: skip
+            raise Violation(
+                "ack-durable",
+                f"ack #{ack.seq} [{ack.offset},{ack.end}) from "
+                f"{ack.node} is on the disk of {holders or 'no node'} only",
+            )
 
     def observe_controller(self, epoch: int) -> None:
         """The controller's master epoch never goes down (a node's own last epoch may: a
@@ -103,8 +106,9 @@ class Checker:
         acknowledgements)."""
         holder = self.masters.setdefault(epoch, name)
         if holder != name:
-            raise Violation("one-master-per-epoch", f"{holder} and {name} both master "
-                            f"under epoch {epoch}")  # fmt: skip
+            raise Violation(
+                "one-master-per-epoch", f"{holder} and {name} both master under epoch {epoch}"
+            )
 
     def on_write(self, sim, epoch: int, now: float, ctl) -> None:
         """A write accepted by ``sim`` under ``epoch`` at ``now``: the controller must not have
@@ -124,9 +128,11 @@ class Checker:
         return [
             ack
             for ack in self.acks
-            if ack.offset < end and ack.end > start and ack.end <= end
+            if ack.offset < end
+            and ack.end > start
+            and ack.end <= end
             and zlib.crc32(log_bytes(store, ack.offset, ack.end)) == ack.crc
-        ]  # fmt: skip
+        ]
 
     def on_truncated(self, name: str, to_offset: int, held: list[Ack], fail, master) -> None:
         """``held``: the acknowledged messages the cut removes. One the master (``master``, a
@@ -138,8 +144,13 @@ class Checker:
                 if zlib.crc32(got) == ack.crc:
                     self.needless_cuts += 1
                     continue
-            fail(Violation("truncation-acked", f"{name} cut its log at {to_offset}, removing "
-                           f"acknowledged #{ack.seq} [{ack.offset},{ack.end})"))  # fmt: skip
+            fail(
+                Violation(
+                    "truncation-acked",
+                    f"{name} cut its log at {to_offset}, removing "
+                    f"acknowledged #{ack.seq} [{ack.offset},{ack.end})",
+                )
+            )
             return
 
     def log_matching(self, master, slaves) -> None:
@@ -169,9 +180,12 @@ class Checker:
         for ack in self.acks:
             got = log_bytes(store, ack.offset, ack.end)
             if zlib.crc32(got) != ack.crc:
-                raise Violation("ack-lost", f"acknowledged #{ack.seq} [{ack.offset},{ack.end}) "
-                                f"(epoch {ack.epoch} on {ack.node}) is not in final master "
-                                f"{master.name}'s log")  # fmt: skip
+                raise Violation(
+                    "ack-lost",
+                    f"acknowledged #{ack.seq} [{ack.offset},{ack.end}) "
+                    f"(epoch {ack.epoch} on {ack.node}) is not in final master "
+                    f"{master.name}'s log",
+                )
         for offset, (end, crc) in sorted(self.reads.items()):
             if zlib.crc32(log_bytes(store, offset, end)) != crc:
                 raise Violation(

@@ -41,8 +41,13 @@ async def produce(world: World, pid: int) -> None:
         seq = world.seq
         size = rng.randint(20, 400)
         body = (f"p{pid}-m{seq}-".encode() * (size // 8 + 1))[:size]
-        msg = Message(topic="T", body=body, queue_id=seq % 4, properties={"KEYS": f"k{seq}"},
-                      born_host=("127.0.9.9", 5555))  # fmt: skip
+        msg = Message(
+            topic="T",
+            body=body,
+            queue_id=seq % 4,
+            properties={"KEYS": f"k{seq}"},
+            born_host=("127.0.9.9", 5555),
+        )
         try:
             if world.ctl is not None:
                 world.checker.on_write(sim, node.role.epoch, world.loop.time(), world.ctl)

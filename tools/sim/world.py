@@ -111,8 +111,10 @@ class World:
         if node is None:
             return
         role = node.role
-        self.log(f"{sim.name} {why}: {role.role.value} epoch {role.epoch} "
-                 f"end {node.store.max_phy_offset}")  # fmt: skip
+        self.log(
+            f"{sim.name} {why}: {role.role.value} epoch {role.epoch} "
+            f"end {node.store.max_phy_offset}"
+        )
         try:
             self.checker.observe(sim.name, role.role.is_master, role.epoch)
         except Violation as v:
@@ -205,8 +207,10 @@ class World:
         for sim in self.nodes.values():
             end = sim.node.store.max_phy_offset
             digest = zlib.crc32(log_bytes(sim.node.store, 0, end))
-            self.log(f"final {sim.name}: {sim.node.role.role.value} epoch "
-                     f"{sim.node.role.epoch} end {end} crc {digest:08x}")  # fmt: skip
+            self.log(
+                f"final {sim.name}: {sim.node.role.role.value} epoch "
+                f"{sim.node.role.epoch} end {end} crc {digest:08x}"
+            )
 
     def converged(self) -> bool:
         master = self.master()
@@ -229,8 +233,9 @@ class World:
                 parts.append(f"{sim.name} down")
                 continue
             r = sim.node.role
-            parts.append(f"{sim.name} {r.role.value} epoch {r.epoch} end "
-                         f"{sim.node.store.max_phy_offset}")  # fmt: skip
+            parts.append(
+                f"{sim.name} {r.role.value} epoch {r.epoch} end {sim.node.store.max_phy_offset}"
+            )
         if self.ctl is None:
             m = self.operator.master
             return f"operator's master {m.name if m else None}; " + "; ".join(parts)
