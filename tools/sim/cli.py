@@ -210,6 +210,7 @@ def _summary(outcomes: list[Outcome], wall: float, first: int, seconds: float, b
         "needless_cuts": sum(o.needless_cuts for o in outcomes),
         "reads": sum(o.reads for o in outcomes),
         "reads_beyond_confirm": sum(o.reads_beyond_confirm for o in outcomes),
+        "reads_lost": sum(o.reads_lost for o in outcomes),
         "violations": dict(Counter(o.violation.name for o in failed)),
         "wall_s": round(wall, 3),
         "schedules_per_s": round(len(outcomes) / wall, 3),

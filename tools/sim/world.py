@@ -53,6 +53,7 @@ class Outcome:
     controller: bool = False
     reads: int = 0
     reads_beyond_confirm: int = 0
+    reads_lost: int = 0
 
     @property
     def failed(self) -> bool:
@@ -299,6 +300,7 @@ def run_seed(
             outcome.needless_cuts = world.checker.needless_cuts
             outcome.reads = world.reads
             outcome.reads_beyond_confirm = world.reads_beyond_confirm
+            outcome.reads_lost = world.checker.reads_lost
     finally:
         logging.disable(logging.NOTSET)
         message_store.MessageStore.start = saved_start
