@@ -42,6 +42,7 @@ the controller client sends every non-None proposal and calls ``applied`` with t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.clock import Clock
@@ -78,6 +79,8 @@ class SyncStateSet:
     proposed: frozenset[int] | None = None  # sent to the controller, not answered yet
     caught_up_ms: dict[int, float] = field(default_factory=dict)  # connectionCaughtUpTimeTable
     slaves: dict[int, _Slave] = field(default_factory=dict)  # connected slaves
+    # the master's own durable end (SYNC_FLUSH: its flushed offset), None: its log end
+    master_durable: Callable[[], int] | None = None
 
     def __post_init__(self) -> None:
         self.members = frozenset(self.members) | {self.master_id}
@@ -191,7 +194,12 @@ class SyncStateSet:
         member without an ack; safer to wait for it). Never lowered. "Alone" means no other
         member in the union either: RocketMQ looks at the set only, so while a slave's joining
         is in flight it would claim bytes that slave has not acked (found by the property
-        test)."""
+        test). Under SYNC_FLUSH (``master_durable``) at most the master's flushed offset:
+        unlike RocketMQ, or a consumer reads bytes a power loss of the master takes, and the
+        master, renewing its epoch with the shorter log, has the slaves cut them (found by the
+        simulation, seed 5018)."""
+        if self.master_durable is not None:  # what a power loss of the master keeps
+            master_max_offset = min(master_max_offset, self.master_durable())
         if len(self.union) == 1 or not self.config.all_ack_in_sync_state_set:
             self.confirm = max(self.confirm, master_max_offset)
             return self.confirm

@@ -171,3 +171,19 @@ async def test_become_master_drops_epochs_that_start_past_the_log_end(tmp_path):
         assert a.role.role is BrokerRole.SYNC_MASTER and a.role.epoch == 3
     finally:
         await stop(a)
+
+
+def test_the_confirm_offset_stops_at_the_masters_flushed_offset_under_sync_flush():
+    """Seed 5018 of ``haproof sim --controller``: every slave flushed bytes the master (on a slow
+    disk) had not; the confirmOffset, over the master's log end, let a consumer read them; a
+    power loss took them from the master, which renewed its epoch with the shorter log, and the
+    slaves cut them: a record read, then gone."""
+    flushed = [100]
+    config = SyncStateConfig(all_ack_in_sync_state_set=True, min_in_sync_replicas=2)
+    sss = SyncStateSet(0, frozenset({0, 1}), config, DrivenClock())
+    sss.master_durable = lambda: flushed[0]
+    sss.on_transfer(1, 200)
+    sss.on_ack(1, 200, 200)
+    assert sss.confirm_offset(200) == 100  # the slave holds 200, the master's disk 100
+    flushed[0] = 200
+    assert sss.confirm_offset(200) == 200

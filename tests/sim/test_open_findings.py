@@ -50,18 +50,3 @@ def test_recovery_drops_a_last_record_torn_inside_its_properties(tmp_path):
         assert kept == last, f"kept the torn record: properties {props}"
     finally:
         store.close_abruptly()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the confirmOffset counts the master's own unflushed bytes (as RocketMQ's "
-    "computeConfirmOffset over maxPhyOffset): a consumer reads bytes every slave flushed, the "
-    "master loses them to a power loss, renews its epoch with the shorter log and the slaves "
-    "cut them (docs/simulation.md, Open)",
-)
-def test_a_record_read_below_the_confirm_offset_survives_a_master_power_loss():
-    from tools.sim.world import run_seed
-
-    outcome = run_seed(5018, 30.0, frozenset(), {1, 2, 4, 5, 8, 9, 10, 11, 12}, controller=True)
-    assert outcome.reads and not outcome.failed, str(outcome.violation)
-    assert outcome.reads_lost == 0  # read-lost counted, a violation once this is fixed

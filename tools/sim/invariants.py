@@ -6,8 +6,7 @@
   offset it was acknowledged at (controller-mode nodes run ``allAckInSyncStateSet``; the
   operator promotes only the most advanced node once every node is up).
 - ``read-lost``: in controller mode, every record a consumer read (up to the master's
-  confirmOffset) is in the final master's log at the offset it was read at; counted as
-  ``reads_lost`` until the open finding that breaks it is fixed (``reads_lost_fail``).
+  confirmOffset) is in the final master's log at the offset it was read at.
 - ``one-master-per-epoch``: no two nodes are ever master under the same epoch.
 - ``two-writers``: no node accepts a write after the controller elected another node under a
   newer epoch (the master lease must have fenced it first).
@@ -67,9 +66,6 @@ class Checker:
         self.acks: list[Ack] = []
         self.reads: dict[int, tuple[int, int]] = {}  # offset -> (end, crc) of records read
         self.reads_lost = 0
-        # a violation once the confirmOffset leaves out the master's unflushed bytes (open
-        # finding, tests/sim/test_open_findings.py); counted as reads_lost until then
-        self.reads_lost_fail = False
         self.masters: dict[int, str] = {}  # epoch -> the node that was master under it
         self.epochs: dict[str, int] = {}  # node or "controller" -> highest epoch seen
         self.node_epochs_monotonic = True
@@ -195,7 +191,7 @@ class Checker:
             o for o, (end, crc) in self.reads.items() if zlib.crc32(log_bytes(store, o, end)) != crc
         ]
         self.reads_lost = len(lost)
-        if lost and self.reads_lost_fail:
+        if lost:
             offset = min(lost)
             raise Violation(
                 "read-lost",
