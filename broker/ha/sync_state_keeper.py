@@ -89,7 +89,7 @@ class SyncStateKeeper(LoopService):
         )
         self.state = SyncStateSet(master_id, frozenset(members), conf, self.clock)
         self.state.epoch_start_offset = self.state.confirm = start
-        if getattr(cfg, "flush_disk_type", None) is FlushDiskType.SYNC_FLUSH:
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.state.master_durable = self._master_flushed
         self.master_epoch, self.set_epoch = master_epoch, set_epoch
         self._moved()
