@@ -206,6 +206,9 @@ class FailoverService:
             self.reconciler.truncate(whole)
         self._adopt_orphan_topics()
         start = store.max_phy_offset
+        dropped = state.drop_epochs_past(start)
+        if dropped:  # else the new entry would come before them: out of order, never master
+            log.warning("%s: epochs %s start past the log end %d", self.node_name, dropped, start)
         state.begin_epoch(epoch, start)
         change = state.change(role, 0)
         await self.replication.start()

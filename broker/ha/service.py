@@ -339,8 +339,8 @@ class HAService:
             return result.status
         end, keeper = result.end_offset, self.sync_state
         if keeper is not None and keeper.active:  # controller mode: the SyncStateSet's acks
-            all_ack = keeper.state.config.all_ack_in_sync_state_set
-            if not all_ack and not self.slave_ok(end):
+            keeper.flushed()  # the put's bytes are on the master's disk: the confirm may rise
+            if not keeper.state.config.all_ack_in_sync_state_set and not self.slave_ok(end):
                 return PutMessageStatus.SLAVE_NOT_AVAILABLE
             if keeper.acknowledged_offset() >= end:
                 return PutMessageStatus.PUT_OK

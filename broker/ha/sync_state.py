@@ -29,6 +29,9 @@ Rules, as RocketMQ has them (checked in its source):
 - **Acknowledged** (GroupTransferService.doWaitTransfer): with ``allAckInSyncStateSet`` only when
   every member of the union other than the master acked the message's end (a set of the master
   alone: at once); otherwise when the master and ``inSyncReplicas`` - 1 connected slaves did.
+  Unlike RocketMQ, a put admitted under ``minInSyncReplicas`` is not answered while the union
+  has fewer members than that (the set shrank while it waited: RocketMQ answers PUT_OK from
+  the master alone, an acknowledgement on one disk; found by the simulation); it times out.
 
 Wiring (after the broker's node runs controller mode): HAService calls ``on_transfer`` /
 ``on_idle`` from each connection's write loop and ``on_ack`` from its read loop, ``on_disconnect``
@@ -39,6 +42,7 @@ the controller client sends every non-None proposal and calls ``applied`` with t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.clock import Clock
@@ -75,6 +79,8 @@ class SyncStateSet:
     proposed: frozenset[int] | None = None  # sent to the controller, not answered yet
     caught_up_ms: dict[int, float] = field(default_factory=dict)  # connectionCaughtUpTimeTable
     slaves: dict[int, _Slave] = field(default_factory=dict)  # connected slaves
+    # the master's own durable end (SYNC_FLUSH: its flushed offset), None: its log end
+    master_durable: Callable[[], int] | None = None
 
     def __post_init__(self) -> None:
         self.members = frozenset(self.members) | {self.master_id}
@@ -155,6 +161,8 @@ class SyncStateSet:
         """May a put ending at ``next_offset`` be answered (SYNC_MASTER)?"""
         if self.config.all_ack_in_sync_state_set:
             others = self.union - {self.master_id}
+            if len(others) + 1 < self.config.min_in_sync_replicas:
+                return False  # the set shrank below minInSyncReplicas while the put waited
             return all(
                 m in self.slaves and self.slaves[m].ack >= next_offset for m in others
             )  # a set of the master alone: at once
@@ -166,6 +174,8 @@ class SyncStateSet:
         or below it may be answered, one beyond it waits."""
         if self.config.all_ack_in_sync_state_set:
             others = self.union - {self.master_id}
+            if len(others) + 1 < self.config.min_in_sync_replicas:
+                return -1  # admitted, then the set shrank: not on minInSyncReplicas disks
             if not others:
                 return ALL
             if any(m not in self.slaves for m in others):
@@ -184,7 +194,12 @@ class SyncStateSet:
         member without an ack; safer to wait for it). Never lowered. "Alone" means no other
         member in the union either: RocketMQ looks at the set only, so while a slave's joining
         is in flight it would claim bytes that slave has not acked (found by the property
-        test)."""
+        test). Under SYNC_FLUSH (``master_durable``) at most the master's flushed offset:
+        unlike RocketMQ, or a consumer reads bytes a power loss of the master takes, and the
+        master, renewing its epoch with the shorter log, has the slaves cut them (found by the
+        simulation, seed 5018)."""
+        if self.master_durable is not None:  # what a power loss of the master keeps
+            master_max_offset = min(master_max_offset, self.master_durable())
         if len(self.union) == 1 or not self.config.all_ack_in_sync_state_set:
             self.confirm = max(self.confirm, master_max_offset)
             return self.confirm

@@ -29,6 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from broker.clock import Clock
+from broker.config import FlushDiskType
 from broker.ha import wire
 from broker.ha.sync_state import SyncStateConfig, SyncStateSet
 from broker.loop_service import LoopService
@@ -88,6 +89,8 @@ class SyncStateKeeper(LoopService):
         )
         self.state = SyncStateSet(master_id, frozenset(members), conf, self.clock)
         self.state.epoch_start_offset = self.state.confirm = start
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self.state.master_durable = self._master_flushed
         self.master_epoch, self.set_epoch = master_epoch, set_epoch
         self._moved()
 
@@ -137,6 +140,10 @@ class SyncStateKeeper(LoopService):
         self.master_max = lambda: ha.store.max_phy_offset
         self.on_change = lambda: ha.transfer.on_ack(self.acknowledged_offset())
 
+    def _master_flushed(self) -> int:
+        ha = self._ha
+        return self.master_max() if ha is None else ha.store.flushed_offset
+
     def _slave_id(self, conn) -> int | None:
         """The slave's controller broker id (its 906 introduction); None until it said."""
         ha = self._ha
@@ -162,6 +169,14 @@ class SyncStateKeeper(LoopService):
             self.on_ack(sid, ack, self.master_max())
         if self.state is not None:
             self._moved()
+
+    def flushed(self) -> None:
+        """A put's bytes are flushed on the master (SYNC_FLUSH): the confirmOffset may rise."""
+        st = self.state
+        if st is not None and st.master_durable is not None:
+            before = st.confirm
+            if st.confirm_offset(self.master_max()) > before:
+                self._moved()
 
     def conn_closed(self, peer: str) -> None:
         self._sent_confirm.pop(peer, None)

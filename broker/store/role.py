@@ -104,6 +104,17 @@ class BrokerRoleState:
         """A new master's epoch from ``start_offset`` (persisted; EpochFileError out of order)."""
         self._require_epochs().append(epoch, start_offset)
 
+    def drop_epochs_past(self, log_end: int) -> list[EpochEntry]:
+        """Forget the epochs starting past ``log_end`` (persisted): a power loss took the log's
+        unflushed tail they began after (RocketMQ's truncateSuffixByOffset in changeToMaster).
+        The dropped entries are returned."""
+        epochs = self._require_epochs()
+        kept = [e for e in epochs.entries if e.start_offset <= log_end]
+        dropped = epochs.entries[len(kept) :]
+        if dropped:
+            epochs.replace(kept)
+        return dropped
+
     def adopt_epochs(self, entries: list[EpochEntry]) -> None:
         """A slave takes its master's history (persisted)."""
         self._require_epochs().replace(entries)

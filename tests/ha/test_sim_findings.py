@@ -9,9 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from broker import planted_bugs
+from broker.clock import DrivenClock
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha.client import HAClient
 from broker.ha.failover import FailoverError, UncleanPromotionError, promote
+from broker.ha.sync_state import IN_SYNC_REPLICAS_NOT_ENOUGH, SyncStateConfig, SyncStateSet
 from broker.store.epoch import EpochEntry
 from broker.store.role import BrokerRoleState
 from tests.ha.test_failover import node
@@ -133,3 +135,55 @@ async def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
         assert done["master"] == "b" and b.role.role is BrokerRole.SYNC_MASTER
     finally:
         await stop(b, a)
+
+
+def test_a_put_admitted_before_the_set_shrank_to_the_master_is_not_acknowledged():
+    """Seed 1 of ``haproof sim --controller`` (allAckInSyncStateSet, minInSyncReplicas=2): a
+    put admitted while a slave was in the set waited for it; the set shrank to the master alone
+    (the slave cut off) and the put was answered PUT_OK on the master's disk only. It must wait
+    (and time out) instead: RocketMQ answers it at once (doWaitTransfer, a set of one)."""
+    config = SyncStateConfig(all_ack_in_sync_state_set=True, min_in_sync_replicas=2)
+    sss = SyncStateSet(0, frozenset({0, 1}), config, DrivenClock())
+    sss.on_transfer(1, 100)
+    sss.on_ack(1, 100, 100)
+    assert sss.admit_put() is None  # the put ending at 200 is appended and waits for 1
+    assert not sss.acknowledged(200)
+    sss.on_disconnect(1)
+    sss.applied({0}, 200)
+    assert not sss.acknowledged(200)
+    assert sss.acknowledged_offset() < 200
+    assert sss.admit_put() == IN_SYNC_REPLICAS_NOT_ENOUGH  # and the next put is refused
+
+
+@async_test
+async def test_become_master_drops_epochs_that_start_past_the_log_end(tmp_path):
+    """Seed 1042 of ``haproof sim --controller``: a restarted master began epoch 5 at its log end
+    (unflushed bytes a kill had left in the page cache), then a power loss took those bytes: the
+    epoch file said epoch 5 starts past the log end, every later ``become_master`` appended an
+    entry before it (out of order, refused) and the group never had a master again."""
+    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+    try:
+        await put(a, 1)
+        end = a.store.max_phy_offset
+        a.role.begin_epoch(2, end + 500)  # the epoch's first bytes lost with the power
+        await a.failover.become_master(3, BrokerRole.SYNC_MASTER)
+        assert a.role.epoch_entries == [EpochEntry(1, 0), EpochEntry(3, end)]
+        assert a.role.role is BrokerRole.SYNC_MASTER and a.role.epoch == 3
+    finally:
+        await stop(a)
+
+
+def test_the_confirm_offset_stops_at_the_masters_flushed_offset_under_sync_flush():
+    """Seed 5018 of ``haproof sim --controller``: every slave flushed bytes the master (on a slow
+    disk) had not; the confirmOffset, over the master's log end, let a consumer read them; a
+    power loss took them from the master, which renewed its epoch with the shorter log, and the
+    slaves cut them: a record read, then gone."""
+    flushed = [100]
+    config = SyncStateConfig(all_ack_in_sync_state_set=True, min_in_sync_replicas=2)
+    sss = SyncStateSet(0, frozenset({0, 1}), config, DrivenClock())
+    sss.master_durable = lambda: flushed[0]
+    sss.on_transfer(1, 200)
+    sss.on_ack(1, 200, 200)
+    assert sss.confirm_offset(200) == 100  # the slave holds 200, the master's disk 100
+    flushed[0] = 200
+    assert sss.confirm_offset(200) == 200

@@ -111,6 +111,13 @@ def test_the_controller_mode_is_deterministic_too():
     assert a.trace == b.trace
 
 
+def test_found_a_record_read_below_the_confirm_offset_then_lost_to_a_master_power_loss():
+    """Seed 5018, shrunk: the confirmOffset counted the master's unflushed bytes
+    (tests/ha/test_sim_findings.py pins the fix on SyncStateSet)."""
+    outcome = run_seed(5018, 30.0, frozenset(), {1, 2, 4, 5, 8, 9, 10, 11, 12}, controller=True)
+    assert outcome.reads and not outcome.failed, str(outcome.violation)
+
+
 def test_found_a_master_writing_past_its_lease_while_its_round_waited():
     """Seed 900002 (shrunk): the master cut from the controller twice; its client's round
     waited on the unreachable controller past the lease, and it kept writing while another was

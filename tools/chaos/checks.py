@@ -29,6 +29,7 @@ class FileLog:
     def __init__(self, store_root: Path, end: int) -> None:
         files = sorted((store_root / "commitlog").iterdir())
         self.data = b"".join(f.read_bytes() for f in files)[:end]
+        self.min_phy_offset = 0  # the files are joined from the first, as written from 0
         self.max_phy_offset = end
         self.commit_log = self
 
@@ -73,8 +74,10 @@ def acks_lost(sends: list[dict], final: Final) -> list[dict]:
 
 
 def describe_send(op: dict) -> str:
-    return (f"{op['label']} (SEND_OK at {op['t']} ms from {op['addr']}, offset {op['offset']}, "
-            f"queue {op['queue']}:{op['queueOffset']})")  # fmt: skip
+    return (
+        f"{op['label']} (SEND_OK at {op['t']} ms from {op['addr']}, offset {op['offset']}, "
+        f"queue {op['queue']}:{op['queueOffset']})"
+    )
 
 
 def archived_events(archive: Path) -> list[dict]:
@@ -112,8 +115,9 @@ def log_matching(final: Final) -> None:
 
     def node(name: str):
         role = SimpleNamespace(epoch_entries=final.epochs[name])
-        return SimpleNamespace(name=name, up=True,
-                               node=SimpleNamespace(store=final.logs[name], role=role))  # fmt: skip
+        return SimpleNamespace(
+            name=name, up=True, node=SimpleNamespace(store=final.logs[name], role=role)
+        )
 
     slaves = [node(n) for n in final.logs if n != final.master]
     Checker().log_matching(node(final.master), slaves)
@@ -126,9 +130,11 @@ def offsets_regressed(queries: list[dict]) -> list[str]:
     for op in queries:
         best = highest.get(op["queue"])
         if best is not None and op["offset"] < best[0]:
-            out.append(f"queue {op['queue']}: {op['addr']} answered {op['offset']} at "
-                       f"{op['t']} ms after {best[1]['addr']} answered {best[0]} at "
-                       f"{best[1]['t']} ms")  # fmt: skip
+            out.append(
+                f"queue {op['queue']}: {op['addr']} answered {op['offset']} at "
+                f"{op['t']} ms after {best[1]['addr']} answered {best[0]} at "
+                f"{best[1]['t']} ms"
+            )
         if best is None or op["offset"] > best[0]:
             highest[op["queue"]] = (op["offset"], op)
     return out

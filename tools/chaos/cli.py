@@ -46,8 +46,10 @@ def _kinds(text: str) -> tuple[str, ...]:
 def main(args: argparse.Namespace) -> int:
     bug = args.inject_bug
     if bug is not None and bug not in planted_bugs.KNOWN:
-        print(f"haproof chaos: unknown planted bug {bug!r} (see haproof sim --list-bugs)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"haproof chaos: unknown planted bug {bug!r} (see haproof sim --list-bugs)",
+            file=sys.stderr,
+        )
         return 2
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000_000
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="haproof-chaos-"))
@@ -71,16 +73,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--rounds", type=int, default=10, help="faults to apply (default 10)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the fault schedule (default: from the clock, printed)")  # fmt: skip
-    p.add_argument("--faults", type=_kinds, default=KINDS,
-                   help=f"fault kinds to draw from (default {','.join(KINDS)})")  # fmt: skip
-    p.add_argument("--workdir", default=None,
-                   help="where stores, logs, archive and history go (default: a new temp dir)")  # fmt: skip
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the fault schedule (default: from the clock, printed)",
+    )
+    p.add_argument(
+        "--faults",
+        type=_kinds,
+        default=KINDS,
+        help=f"fault kinds to draw from (default {','.join(KINDS)})",
+    )
+    p.add_argument(
+        "--workdir",
+        default=None,
+        help="where stores, logs, archive and history go (default: a new temp dir)",
+    )
     p.add_argument("--producers", type=int, default=2, help="concurrent producers (default 2)")
-    p.add_argument("--inject-bug", metavar="NAME", default=None,
-                   help="start every process with this planted bug (HAPROOF_PLANTED_BUG)")  # fmt: skip
-    p.add_argument("--strict-reads", action=argparse.BooleanOptionalAction, default=True,
-                   help="a read past the master's confirmOffset is a violation (default; "
-                   "--no-strict-reads only counts it)")  # fmt: skip
+    p.add_argument(
+        "--inject-bug",
+        metavar="NAME",
+        default=None,
+        help="start every process with this planted bug (HAPROOF_PLANTED_BUG)",
+    )
+    p.add_argument(
+        "--strict-reads",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a read past the master's confirmOffset is a violation (default; "
+        "--no-strict-reads only counts it)",
+    )
     p.set_defaults(func=main)

@@ -94,16 +94,26 @@ class RealGroup:
     def _write_conf(self, name: str) -> None:
         self.ports[name] = port = free_port()
         props = {
-            "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": 0,
-            "brokerRole": "SYNC_MASTER", "flushDiskType": "SYNC_FLUSH",
-            "storePathRootDir": self.store(name), "listenPort": port,
-            "haListenPort": free_port(), "namesrvAddr": self.ns.addr, "nodeName": name,
-            "mappedFileSizeCommitLog": 1024 * 1024, "enableControllerMode": "true",
+            "brokerClusterName": CLUSTER,
+            "brokerName": BROKER_NAME,
+            "brokerId": 0,
+            "brokerRole": "SYNC_MASTER",
+            "flushDiskType": "SYNC_FLUSH",
+            "storePathRootDir": self.store(name),
+            "listenPort": port,
+            "haListenPort": free_port(),
+            "namesrvAddr": self.ns.addr,
+            "nodeName": name,
+            "mappedFileSizeCommitLog": 1024 * 1024,
+            "enableControllerMode": "true",
             "controllerAddr": f"127.0.0.1:{self.proxies[name].port}",
-            "allAckInSyncStateSet": "true", "archiveEnable": "true",
-            "archiveRoot": f"file://{self.archive}", "archiveInProcess": "true",
-            "archiveIntervalMs": 300, **TIMING,
-        }  # fmt: skip
+            "allAckInSyncStateSet": "true",
+            "archiveEnable": "true",
+            "archiveRoot": f"file://{self.archive}",
+            "archiveInProcess": "true",
+            "archiveIntervalMs": 300,
+            **TIMING,
+        }
         self.confs[name] = write_broker_conf(self.workdir / f"{name}.conf", props)
 
     def store(self, name: str) -> Path:

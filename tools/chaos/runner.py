@@ -48,7 +48,7 @@ def schedule(seed: int, rounds: int, kinds: tuple[str, ...]) -> list[Fault]:
             rng.random() < 0.5,
             round(rng.uniform(1.0, 4.0), 2),
             round(rng.uniform(1.0, 3.0), 2),
-        )  # fmt: skip
+        )
         for _ in range(rounds)
     ]
 
@@ -132,23 +132,31 @@ def _caught_up(master: str, docs: dict) -> bool:
     )
 
 
-async def run(workdir: Path, seed: int, rounds: int, kinds: tuple[str, ...],
-              planted_bug: str | None = None, producers: int = 2,
-              strict_reads: bool = True) -> Outcome:  # fmt: skip
+async def run(
+    workdir: Path,
+    seed: int,
+    rounds: int,
+    kinds: tuple[str, ...],
+    planted_bug: str | None = None,
+    producers: int = 2,
+    strict_reads: bool = True,
+) -> Outcome:
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
     history = History(workdir / "history.jsonl")
     group = await RealGroup.start(workdir, planted_bug)
     try:
-        return await _run(group, history, seed, rounds, kinds, planted_bug, producers,
-                          strict_reads, started)  # fmt: skip
+        return await _run(
+            group, history, seed, rounds, kinds, planted_bug, producers, strict_reads, started
+        )
     finally:
         history.close()
         await group.close()
 
 
-async def _run(group, history, seed, rounds, kinds, planted_bug, producers, strict_reads,
-               started) -> Outcome:  # fmt: skip
+async def _run(
+    group, history, seed, rounds, kinds, planted_bug, producers, strict_reads, started
+) -> Outcome:
     violations: dict[str, str] = {}
     if not await _writable(group, 60_000):
         violations["no-master"] = "no writable master 60 s after the start"
@@ -156,8 +164,10 @@ async def _run(group, history, seed, rounds, kinds, planted_bug, producers, stri
     tasks = [
         asyncio.ensure_future(produce(group, history, f"p{i}", stop)) for i in range(producers)
     ]
-    tasks += [asyncio.ensure_future(Consumer(group, history).run(stop)),
-              asyncio.ensure_future(observe(group, history, stop))]  # fmt: skip
+    tasks += [
+        asyncio.ensure_future(Consumer(group, history).run(stop)),
+        asyncio.ensure_future(observe(group, history, stop)),
+    ]
     rng = random.Random(seed + 1)
     faults = schedule(seed, rounds, kinds)
     for fault in faults:
@@ -186,7 +196,14 @@ async def _run(group, history, seed, rounds, kinds, planted_bug, producers, stri
     violations.update(found.pop("violations"))
     if found["reads_beyond_confirm"] and strict_reads:
         violations["read-beyond-confirm"] = found["first_beyond_confirm"]
-    summary = {"seed": seed, "rounds": rounds, "faults": [f.kind for f in faults],
-               "planted_bug": planted_bug, "violations": violations, **found,
-               "history": str(history.path), "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
+    summary = {
+        "seed": seed,
+        "rounds": rounds,
+        "faults": [f.kind for f in faults],
+        "planted_bug": planted_bug,
+        "violations": violations,
+        **found,
+        "history": str(history.path),
+        "wall_s": round(time.monotonic() - started, 1),
+    }
     return Outcome(summary, bool(violations))

@@ -59,9 +59,17 @@ async def produce(group: RealGroup, history: History, name: str, stop: asyncio.E
                 await asyncio.sleep(TICK_S * 4)
                 continue
             host, port, offset = parse_message_id(res.offset_msg_id)
-            history.add("send", label=label, t0=t0, ok=res.status is SendStatus.SEND_OK,
-                        status=res.status.value, addr=f"{host}:{port}", offset=offset,
-                        queue=res.queue.queue_id, queueOffset=res.queue_offset)  # fmt: skip
+            history.add(
+                "send",
+                label=label,
+                t0=t0,
+                ok=res.status is SendStatus.SEND_OK,
+                status=res.status.value,
+                addr=f"{host}:{port}",
+                offset=offset,
+                queue=res.queue.queue_id,
+                queueOffset=res.queue_offset,
+            )
             await asyncio.sleep(TICK_S)
     finally:
         await producer.close()
@@ -95,20 +103,33 @@ class Consumer:
 
     async def _round(self, master: str, q: int) -> None:
         g = self.group
-        fields = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": q,
-                  "queueOffset": self.next[q], "maxMsgNums": 16, "sysFlag": 0,
-                  "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*"}  # fmt: skip
+        fields = {
+            "consumerGroup": GROUP,
+            "topic": TOPIC,
+            "queueId": q,
+            "queueOffset": self.next[q],
+            "maxMsgNums": 16,
+            "sysFlag": 0,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+        }
         resp = await g.invoke(master, RequestCode.PULL_MESSAGE, fields)
         if resp is not None and resp.code == ResponseCode.SUCCESS and resp.body:
             records = decode_pull_body(resp.body, master)
             status = await g.status(master) or {}
             for rec in records:
-                self.history.add("read", addr=master, queue=q, queueOffset=rec.queue_offset,
-                                 offset=rec.stored_physical_offset,
-                                 end=rec.stored_physical_offset + rec.total_size,
-                                 label=rec.properties.get("KEYS", ""),
-                                 confirmAfter=status.get("confirmOffset"),
-                                 epochAfter=status.get("epoch"))  # fmt: skip
+                self.history.add(
+                    "read",
+                    addr=master,
+                    queue=q,
+                    queueOffset=rec.queue_offset,
+                    offset=rec.stored_physical_offset,
+                    end=rec.stored_physical_offset + rec.total_size,
+                    label=rec.properties.get("KEYS", ""),
+                    confirmAfter=status.get("confirmOffset"),
+                    epochAfter=status.get("epoch"),
+                )
                 self.next[q] = max(self.next[q], rec.queue_offset + 1)
         elif resp is not None and resp.code != ResponseCode.SUCCESS:
             hint = resp.ext_fields.get("nextBeginOffset")

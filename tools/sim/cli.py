@@ -32,7 +32,7 @@ SHRINK_BUDGET_S = 60.0
 
 
 def shrink(
-    outcome: Outcome, seconds: float, bugs: frozenset[str], budget_s: float, strict_reads=False
+    outcome: Outcome, seconds: float, bugs: frozenset[str], budget_s: float, strict_reads=None
 ) -> Outcome:
     """Drop schedule steps while the same invariant still breaks (delta debugging, greedy)."""
     best = outcome
@@ -134,14 +134,15 @@ def _many(args: argparse.Namespace, bugs: frozenset[str]) -> int:
         print(f"shrunk from {full} to {len(small.steps)} schedule steps; trace:")
         print("\n".join(line for line in small.trace if " ack #" not in line))
         replay = replay_command(small, args.seconds, bugs, full)
-        print(f"replay: {replay}" + (" --strict-reads" if args.strict_reads else ""))
+        reads = {None: "", True: " --strict-reads", False: " --no-strict-reads"}[args.strict_reads]
+        print(f"replay: {replay}{reads}")
         summary["shrunk_steps"] = [s.index for s in small.steps]
     print(json.dumps(summary, sort_keys=True))
     return 1 if failed else 0
 
 
 def _one(
-    seed: int, seconds: float, bugs: frozenset[str], strict_reads: bool, controller: bool
+    seed: int, seconds: float, bugs: frozenset[str], strict_reads: bool | None, controller: bool
 ) -> Outcome:
     """A schedule in a worker process: the outcome without its trace (replayed if needed)."""
     outcome = run_seed(seed, seconds, bugs, strict_reads=strict_reads, controller=controller)
@@ -157,7 +158,7 @@ def run_many(
     jobs: int,
     budget_s: float | None,
     stop_at_first: bool,
-    strict_reads: bool = False,
+    strict_reads: bool | None = None,
     controller: bool = False,
 ) -> list[Outcome]:
     """Schedules ``first``, ``first + 1``, ... until ``limit`` ran or ``budget_s`` passed, over
@@ -206,10 +207,10 @@ def _summary(outcomes: list[Outcome], wall: float, first: int, seconds: float, b
         "bugs": sorted(bugs),
         "controller": any(o.controller for o in outcomes),
         "acks": sum(o.acks for o in outcomes),
-        "weak_acks_lost": sum(o.weak_acks_lost for o in outcomes),
         "needless_cuts": sum(o.needless_cuts for o in outcomes),
         "reads": sum(o.reads for o in outcomes),
         "reads_beyond_confirm": sum(o.reads_beyond_confirm for o in outcomes),
+        "reads_lost": sum(o.reads_lost for o in outcomes),
         "violations": dict(Counter(o.violation.name for o in failed)),
         "wall_s": round(wall, 3),
         "schedules_per_s": round(len(outcomes) / wall, 3),
@@ -226,24 +227,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--seeds", type=int, default=None, help="how many schedules (default 100)")
-    p.add_argument("--first-seed", type=int, default=None,
-                   help="seed of the first schedule (default: from the clock, printed)")  # fmt: skip
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=None,
+        help="seed of the first schedule (default: from the clock, printed)",
+    )
     p.add_argument("--seed", type=int, default=None, help="replay this one seed")
-    p.add_argument("--steps", default=None,
-                   help="with --seed: the schedule steps to keep (from a shrunk failure)")  # fmt: skip
+    p.add_argument(
+        "--steps",
+        default=None,
+        help="with --seed: the schedule steps to keep (from a shrunk failure)",
+    )
     p.add_argument("--trace", action="store_true", help="with --seed: print the trace")
-    p.add_argument("--seconds", type=float, default=30.0,
-                   help="simulated seconds of faults per schedule (default 30)")  # fmt: skip
-    p.add_argument("--budget-s", type=float, default=None,
-                   help="wall seconds to keep running schedules (nightly: 3600)")  # fmt: skip
-    p.add_argument("--inject-bug", action="append", metavar="NAME",
-                   help="switch on a planted bug (repeatable; see --list-bugs)")  # fmt: skip
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=30.0,
+        help="simulated seconds of faults per schedule (default 30)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="wall seconds to keep running schedules (nightly: 3600)",
+    )
+    p.add_argument(
+        "--inject-bug",
+        action="append",
+        metavar="NAME",
+        help="switch on a planted bug (repeatable; see --list-bugs)",
+    )
     p.add_argument("--list-bugs", action="store_true", help="print the planted bugs")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="worker processes (default 1; the machine's cores: as many)")  # fmt: skip
-    p.add_argument("--strict-reads", action="store_true",
-                   help="a consumer read beyond the master's confirmOffset is a violation "
-                   "(classic HA serves such reads; counted as reads_beyond_confirm otherwise)")  # fmt: skip
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes (default 1; the machine's cores: as many)",
+    )
+    p.add_argument(
+        "--strict-reads",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a consumer read beyond the master's confirmOffset is a violation (default: with "
+        "--controller, whose nodes gate reads at it; classic HA serves such reads, counted as "
+        "reads_beyond_confirm)",
+    )
     p.add_argument(
         "--controller",
         action="store_true",
@@ -251,6 +280,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(implied by election-overflow and write-after-lease)",
     )
     p.add_argument("--stop-at-first", action="store_true", help="stop at the first failure")
-    p.add_argument("--shrink-budget-s", type=float, default=SHRINK_BUDGET_S,
-                   help="wall seconds the shrinker may use (default 60)")  # fmt: skip
+    p.add_argument(
+        "--shrink-budget-s",
+        type=float,
+        default=SHRINK_BUDGET_S,
+        help="wall seconds the shrinker may use (default 60)",
+    )
     p.set_defaults(func=run)

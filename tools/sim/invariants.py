@@ -2,10 +2,11 @@
 
 - ``ack-durable``: when a SYNC_MASTER answers SEND_OK (SYNC_FLUSH everywhere), the message's
   bytes are flushed on the master and on at least one other node.
-- ``ack-lost``: every acknowledged message that was on the disk of every SyncStateSet member
-  when acknowledged (what ``allAckInSyncStateSet`` guarantees; the others are counted as
-  ``weak_acks_lost``, as RocketMQ loses them when the acking slave dies with the master) is in
-  the final master's log, byte for byte, at the offset it was acknowledged at.
+- ``ack-lost``: every acknowledged message is in the final master's log, byte for byte, at the
+  offset it was acknowledged at (controller-mode nodes run ``allAckInSyncStateSet``; the
+  operator promotes only the most advanced node once every node is up).
+- ``read-lost``: in controller mode, every record a consumer read (up to the master's
+  confirmOffset) is in the final master's log at the offset it was read at.
 - ``one-master-per-epoch``: no two nodes are ever master under the same epoch.
 - ``two-writers``: no node accepts a write after the controller elected another node under a
   newer epoch (the master lease must have fenced it first).
@@ -20,7 +21,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from dataclasses import dataclass
 
@@ -43,9 +43,6 @@ class Ack:
     crc: int
     node: str
     epoch: int
-    # on the disk of every member of the controller's SyncStateSet when acknowledged (what
-    # allAckInSyncStateSet guarantees): only such an ack must survive every election
-    strong: bool = True
 
     @property
     def end(self) -> int:
@@ -67,25 +64,26 @@ def log_bytes(store, start: int, end: int) -> bytes:
 class Checker:
     def __init__(self) -> None:
         self.acks: list[Ack] = []
-        self.weak_lost = 0  # acks not on every SyncStateSet member, lost to an election
+        self.reads: dict[int, tuple[int, int]] = {}  # offset -> (end, crc) of records read
+        self.reads_lost = 0
         self.masters: dict[int, str] = {}  # epoch -> the node that was master under it
         self.epochs: dict[str, int] = {}  # node or "controller" -> highest epoch seen
         self.node_epochs_monotonic = True
         self.needless_cuts = 0  # acknowledged bytes cut from a replica while the master has them
 
-    def on_ack(self, ack: Ack, nodes, disk, in_set: set[str]) -> Ack:
+    def on_ack(self, ack: Ack, nodes, disk) -> None:
         """At the moment of the answer: the message is on two disks (SYNC_MASTER over
-        SYNC_FLUSH), byte for byte, by the disk model; it is strong when every node of
-        ``in_set`` (the controller's SyncStateSet) holds it."""
+        SYNC_FLUSH), byte for byte, by the disk model."""
         holders = [
             s.name for s in nodes if zlib.crc32(s.durable(disk, ack.offset, ack.end)) == ack.crc
         ]
-        ack = dataclasses.replace(ack, strong=in_set <= set(holders))
         self.acks.append(ack)
         if len(holders) < 2:
-            raise Violation("ack-durable", f"ack #{ack.seq} [{ack.offset},{ack.end}) from "
-                            f"{ack.node} is on the disk of {holders or 'no node'} only")  # fmt: skip
-        return ack
+            raise Violation(
+                "ack-durable",
+                f"ack #{ack.seq} [{ack.offset},{ack.end}) from "
+                f"{ack.node} is on the disk of {holders or 'no node'} only",
+            )
 
     def observe_controller(self, epoch: int) -> None:
         """The controller's master epoch never goes down (a node's own last epoch may: a
@@ -109,8 +107,9 @@ class Checker:
         acknowledgements)."""
         holder = self.masters.setdefault(epoch, name)
         if holder != name:
-            raise Violation("one-master-per-epoch", f"{holder} and {name} both master "
-                            f"under epoch {epoch}")  # fmt: skip
+            raise Violation(
+                "one-master-per-epoch", f"{holder} and {name} both master under epoch {epoch}"
+            )
 
     def on_write(self, sim, epoch: int, now: float, ctl) -> None:
         """A write accepted by ``sim`` under ``epoch`` at ``now``: the controller must not have
@@ -130,9 +129,11 @@ class Checker:
         return [
             ack
             for ack in self.acks
-            if ack.strong and ack.offset < end and ack.end > start and ack.end <= end
+            if ack.offset < end
+            and ack.end > start
+            and ack.end <= end
             and zlib.crc32(log_bytes(store, ack.offset, ack.end)) == ack.crc
-        ]  # fmt: skip
+        ]
 
     def on_truncated(self, name: str, to_offset: int, held: list[Ack], fail, master) -> None:
         """``held``: the acknowledged messages the cut removes. One the master (``master``, a
@@ -144,8 +145,13 @@ class Checker:
                 if zlib.crc32(got) == ack.crc:
                     self.needless_cuts += 1
                     continue
-            fail(Violation("truncation-acked", f"{name} cut its log at {to_offset}, removing "
-                           f"acknowledged #{ack.seq} [{ack.offset},{ack.end})"))  # fmt: skip
+            fail(
+                Violation(
+                    "truncation-acked",
+                    f"{name} cut its log at {to_offset}, removing "
+                    f"acknowledged #{ack.seq} [{ack.offset},{ack.end})",
+                )
+            )
             return
 
     def log_matching(self, master, slaves) -> None:
@@ -174,9 +180,21 @@ class Checker:
         store = master.node.store
         for ack in self.acks:
             got = log_bytes(store, ack.offset, ack.end)
-            if zlib.crc32(got) != ack.crc and not ack.strong:
-                self.weak_lost += 1
-            elif zlib.crc32(got) != ack.crc:
-                raise Violation("ack-lost", f"acknowledged #{ack.seq} [{ack.offset},{ack.end}) "
-                                f"(epoch {ack.epoch} on {ack.node}) is not in final master "
-                                f"{master.name}'s log")  # fmt: skip
+            if zlib.crc32(got) != ack.crc:
+                raise Violation(
+                    "ack-lost",
+                    f"acknowledged #{ack.seq} [{ack.offset},{ack.end}) "
+                    f"(epoch {ack.epoch} on {ack.node}) is not in final master "
+                    f"{master.name}'s log",
+                )
+        lost = [
+            o for o, (end, crc) in self.reads.items() if zlib.crc32(log_bytes(store, o, end)) != crc
+        ]
+        self.reads_lost = len(lost)
+        if lost:
+            offset = min(lost)
+            raise Violation(
+                "read-lost",
+                f"a consumer read [{offset},{self.reads[offset][0]}), not in final master "
+                f"{master.name}'s log ({len(lost)} record(s) read and lost)",
+            )

@@ -32,6 +32,9 @@ FILE_SIZE = 64 * 1024
 HEARTBEAT_MS = 500
 CONTROLLER_TIMEOUT_MS = 4000
 LEASE_MS = 3000  # at most 80 % of the controller's heartbeat timeout
+# the SyncStateSet as a controller-mode deployment runs it for haproof's promises (every member
+# acks a put; consumers read up to the confirmOffset), on timing that fits 30 s schedules
+NOT_CATCHUP_MS = 3000  # haMaxTimeSlaveNotCatchup: a lagging slave leaves the set
 
 
 def node_config(
@@ -61,6 +64,9 @@ def node_config(
             controllerHeartBeatTimeoutMills=CONTROLLER_TIMEOUT_MS,
             controllerLeaseMills=LEASE_MS,
             syncBrokerMetadataPeriod=2000,
+            allAckInSyncStateSet=True,
+            minInSyncReplicas=2,  # an ack on two disks (ack-durable), as SYNC_MASTER promises
+            haMaxTimeSlaveNotCatchup=NOT_CATCHUP_MS,
         )
     elif master_ip is None:
         conf.update(brokerRole="SYNC_MASTER", brokerId=0)

@@ -78,8 +78,10 @@ class Operator:
         target = self.best(up)
         if world.knobs.careless and world.rt_rng.random() < 0.5:
             target = world.rt_rng.choice(up)  # as a hurried person might; promote must refuse
-        world.log(f"operator: promote {target.name} (master {master.name if master else None} "
-                  f"{'up' if master and master.up else 'down'})")  # fmt: skip
+        world.log(
+            f"operator: promote {target.name} (master {master.name if master else None} "
+            f"{'up' if master and master.up else 'down'})"
+        )
         self.epoch = max([self.epoch] + [s.node.role.epoch for s in up]) + 1
         addrs = [s.addr for s in up]
         try:
@@ -92,8 +94,10 @@ class Operator:
             result = await promote(
                 BROKER_NAME, target.name, broker_addrs=addrs, min_epoch=self.epoch
             )
-        world.log(f"operator: {target.name} is master under epoch {result['epoch']}"
-                  + (f", unreachable {result['unreachable']}" if result["unreachable"] else ""))  # fmt: skip
+        world.log(
+            f"operator: {target.name} is master under epoch {result['epoch']}"
+            + (f", unreachable {result['unreachable']}" if result["unreachable"] else "")
+        )
         self.master = target
         self.missing = 0
 
@@ -108,5 +112,11 @@ class Operator:
             if not role.role.is_master and role.master_ha_addr == ha_addr:
                 continue
             self.world.log(f"operator: point {s.name} at master {master.name}")
-            await _notify(client, s.addr, doc, master.node.role.epoch, BrokerRole.SYNC_MASTER,
-                          role.broker_id or 1)  # fmt: skip
+            await _notify(
+                client,
+                s.addr,
+                doc,
+                master.node.role.epoch,
+                BrokerRole.SYNC_MASTER,
+                role.broker_id or 1,
+            )

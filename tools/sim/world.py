@@ -49,11 +49,11 @@ class Outcome:
     trace: list[str] = field(default_factory=list)
     simulated_s: float = 0.0
     acks: int = 0
-    weak_acks_lost: int = 0
     needless_cuts: int = 0
     controller: bool = False
     reads: int = 0
     reads_beyond_confirm: int = 0
+    reads_lost: int = 0
 
     @property
     def failed(self) -> bool:
@@ -89,7 +89,7 @@ class World:
         self.stopping = False  # tearing down: no more crashes or restarts
         self.reads = 0
         self.reads_beyond_confirm = 0
-        self.strict_reads = False  # read-beyond-confirm a violation (needs #30's read gating)
+        self.strict_reads = controller  # read-beyond-confirm a violation (the read gate's promise)
         self.seq = 0
 
     def log(self, text: str) -> None:
@@ -112,8 +112,10 @@ class World:
         if node is None:
             return
         role = node.role
-        self.log(f"{sim.name} {why}: {role.role.value} epoch {role.epoch} "
-                 f"end {node.store.max_phy_offset}")  # fmt: skip
+        self.log(
+            f"{sim.name} {why}: {role.role.value} epoch {role.epoch} "
+            f"end {node.store.max_phy_offset}"
+        )
         try:
             self.checker.observe(sim.name, role.role.is_master, role.epoch)
         except Violation as v:
@@ -137,13 +139,6 @@ class World:
             if sim.addr == addr and sim.up and sim.node.role.role.is_master:
                 return sim
         return None
-
-    def in_set(self) -> set[str]:
-        """The nodes of the controller's SyncStateSet, by name (none without a controller)."""
-        if self.ctl is None:
-            return set()
-        addrs = {self.ctl.address_of(b) for b in self.ctl.sync_state_set()}
-        return {s.name for s in self.nodes.values() if s.addr in addrs}
 
     def check(self) -> None:
         self.check_pending()
@@ -213,8 +208,10 @@ class World:
         for sim in self.nodes.values():
             end = sim.node.store.max_phy_offset
             digest = zlib.crc32(log_bytes(sim.node.store, 0, end))
-            self.log(f"final {sim.name}: {sim.node.role.role.value} epoch "
-                     f"{sim.node.role.epoch} end {end} crc {digest:08x}")  # fmt: skip
+            self.log(
+                f"final {sim.name}: {sim.node.role.role.value} epoch "
+                f"{sim.node.role.epoch} end {end} crc {digest:08x}"
+            )
 
     def converged(self) -> bool:
         master = self.master()
@@ -237,8 +234,9 @@ class World:
                 parts.append(f"{sim.name} down")
                 continue
             r = sim.node.role
-            parts.append(f"{sim.name} {r.role.value} epoch {r.epoch} end "
-                         f"{sim.node.store.max_phy_offset}")  # fmt: skip
+            parts.append(
+                f"{sim.name} {r.role.value} epoch {r.epoch} end {sim.node.store.max_phy_offset}"
+            )
         if self.ctl is None:
             m = self.operator.master
             return f"operator's master {m.name if m else None}; " + "; ".join(parts)
@@ -263,11 +261,12 @@ def run_seed(
     seconds: float = 30.0,
     bugs: frozenset[str] = frozenset(),
     keep: set[int] | None = None,
-    strict_reads: bool = False,
+    strict_reads: bool | None = None,
     controller: bool = False,
 ) -> Outcome:
     """One schedule. ``keep``: the indices of the schedule's steps to run (None: all);
-    ``strict_reads``: a read beyond the master's confirmOffset is a violation; ``controller``:
+    ``strict_reads``: a read beyond the master's confirmOffset is a violation (None: in
+    controller mode, whose nodes gate reads at it; classic HA serves them); ``controller``:
     the real controller elects (else the operator promotes)."""
     controller = controller or bool(bugs & CONTROLLER_BUGS)
     steps, knobs = draw(seed, seconds, controller)
@@ -289,7 +288,7 @@ def run_seed(
             world = loop.run_until_complete(
                 _make_world(seed, seconds, steps, knobs, root, controller)
             )
-            world.strict_reads = strict_reads
+            world.strict_reads = controller if strict_reads is None else strict_reads
             try:
                 loop.run_until_complete(_run(world))
             except Violation as v:
@@ -298,10 +297,10 @@ def run_seed(
             outcome.trace = world.trace
             outcome.simulated_s = loop.time() - 1000
             outcome.acks = len(world.checker.acks)
-            outcome.weak_acks_lost = world.checker.weak_lost
             outcome.needless_cuts = world.checker.needless_cuts
             outcome.reads = world.reads
             outcome.reads_beyond_confirm = world.reads_beyond_confirm
+            outcome.reads_lost = world.checker.reads_lost
     finally:
         logging.disable(logging.NOTSET)
         message_store.MessageStore.start = saved_start
