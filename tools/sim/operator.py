@@ -90,6 +90,9 @@ class Operator:
             )
         except UncleanPromotionError as exc:
             world.log(f"operator: refused: {exc}")
+            up = [
+                s for s in world.nodes.values() if s.up
+            ]  # who is up now (the await let faults in)
             target = self.best(up)
             result = await promote(
                 BROKER_NAME, target.name, broker_addrs=addrs, min_epoch=self.epoch
