@@ -177,10 +177,20 @@ def test_base_venv_runs_a_namesrv_and_a_broker_that_registers(base_venv: Path, t
 
         def registered() -> dict | None:
             done = subprocess.run(
-                [haproof, "admin", "haStatus", "--namesrv", f"127.0.0.1:{ns_port}",
-                 "--broker-name", "broker-a", "--json"],
-                capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
+                [
+                    haproof,
+                    "admin",
+                    "haStatus",
+                    "--namesrv",
+                    f"127.0.0.1:{ns_port}",
+                    "--broker-name",
+                    "broker-a",
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert all(p.poll() is None for p in procs), (tmp_path / "broker.log").read_text()
             return json.loads(done.stdout) if done.returncode == 0 else None
 

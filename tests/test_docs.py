@@ -8,10 +8,25 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "spark_jobs" / "README.md",
-        *sorted((ROOT / "docs").glob("*.md"))]  # fmt: skip
-TOP = ("broker", "contracts", "spark_jobs", "expectations", "pipeline", "dags", "tools", "tests",
-       "scripts", "deploy", "docs")  # fmt: skip
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "ARCHITECTURE.md",
+    ROOT / "spark_jobs" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
+TOP = (
+    "broker",
+    "contracts",
+    "spark_jobs",
+    "expectations",
+    "pipeline",
+    "dags",
+    "tools",
+    "tests",
+    "scripts",
+    "deploy",
+    "docs",
+)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\s]+)`")
 PLACEHOLDER = re.compile(r"[{}*<>$|]|\.\.\.|/X|/N\b")
@@ -73,8 +88,12 @@ def _exists(doc: Path, name: str, tracked: set[str]) -> bool:
 
 
 def test_files_the_docs_name_exist():
-    tracked = {p.name for top in (*TOP, "") for p in (ROOT / top).glob("*" if not top else "**/*")
-               if ".venv" not in p.parts and "node_modules" not in p.parts}  # fmt: skip
+    tracked = {
+        p.name
+        for top in (*TOP, "")
+        for p in (ROOT / top).glob("*" if not top else "**/*")
+        if ".venv" not in p.parts and "node_modules" not in p.parts
+    }
     missing = []
     for doc in DOCS:
         text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)

@@ -23,19 +23,38 @@ run_node = support_run_node  # start a node on 127.0.0.1, run body(node, client,
 def send_v2(topic: str, body: bytes = b"x", queue_id: int = 0) -> RemotingCommand:
     return RemotingCommand.request(
         RequestCode.SEND_MESSAGE_V2,
-        {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0,
-         "g": 1700000000000, "h": 0, "i": properties_to_string({"WAIT": "true"}), "j": 0,
-         "k": False, "m": False},
+        {
+            "a": "PG",
+            "b": topic,
+            "c": "TBW102",
+            "d": 4,
+            "e": queue_id,
+            "f": 0,
+            "g": 1700000000000,
+            "h": 0,
+            "i": properties_to_string({"WAIT": "true"}),
+            "j": 0,
+            "k": False,
+            "m": False,
+        },
         body,
-    )  # fmt: skip
+    )
 
 
 def pull(topic: str, group: str = "CG", qid: int = 0, offset: int = 0) -> RemotingCommand:
     return RemotingCommand.request(
         RequestCode.PULL_MESSAGE,
-        {"consumerGroup": group, "topic": topic, "queueId": qid, "queueOffset": offset,
-         "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0},
-    )  # fmt: skip
+        {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": qid,
+            "queueOffset": offset,
+            "maxMsgNums": 32,
+            "sysFlag": 0,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+        },
+    )
 
 
 def heartbeat(group: str, topic: str) -> RemotingCommand:
@@ -43,12 +62,25 @@ def heartbeat(group: str, topic: str) -> RemotingCommand:
         "clientID": "127.0.0.1@1",
         "producerDataSet": [],
         "consumerDataSet": [
-            {"groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-             "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
-             "subscriptionDataSet": [{"topic": topic, "subString": "*", "classFilterMode": False,
-                                      "tagsSet": [], "codeSet": [], "subVersion": 1}]}
+            {
+                "groupName": group,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "unitMode": False,
+                "subscriptionDataSet": [
+                    {
+                        "topic": topic,
+                        "subString": "*",
+                        "classFilterMode": False,
+                        "tagsSet": [],
+                        "codeSet": [],
+                        "subVersion": 1,
+                    }
+                ],
+            }
         ],
-    }  # fmt: skip
+    }
     return RemotingCommand.request(RequestCode.HEART_BEAT, {}, json.dumps(body).encode())
 
 
@@ -71,7 +103,7 @@ def requests_naming(topic: str, group: str) -> list[RemotingCommand]:
                 "reconsumeTimes": 0,
             },
             b"x",
-        ),  # fmt: skip
+        ),
         pull(topic, group),
         RemotingCommand.request(
             RequestCode.UPDATE_CONSUMER_OFFSET,

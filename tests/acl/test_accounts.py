@@ -44,9 +44,13 @@ accounts:
     )
     acc = acl.accounts["RocketMQ"]
     assert acc.resource_perms == {
-        "topicA": DENY, "topicB": PUB | SUB, "topicC": SUB,
-        "%RETRY%groupA": DENY, "%RETRY%groupB": PUB | SUB, "%RETRY%groupC": SUB,
-    }  # fmt: skip
+        "topicA": DENY,
+        "topicB": PUB | SUB,
+        "topicC": SUB,
+        "%RETRY%groupA": DENY,
+        "%RETRY%groupB": PUB | SUB,
+        "%RETRY%groupC": SUB,
+    }
     assert acc.default_group_perm == SUB and acc.default_topic_perm == DENY
     assert acl.accounts["rocketmq2"].admin
     assert acl.globally_white("10.10.103.7") and not acl.globally_white("10.10.104.7")

@@ -38,9 +38,13 @@ def test_a_bad_acl_file_stops_the_broker_with_exit_2(tmp_path):
     acl = write_acl(tmp_path, "accounts:\n  - accessKey: abc\n    secretKey: 12345678\n")
     conf = write_broker_conf(
         tmp_path / "b.conf",
-        {"storePathRootDir": tmp_path / "store", "listenPort": free_port(),
-         "aclEnable": "true", "aclFile": acl},
-    )  # fmt: skip
+        {
+            "storePathRootDir": tmp_path / "store",
+            "listenPort": free_port(),
+            "aclEnable": "true",
+            "aclFile": acl,
+        },
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "broker.cli", "broker", "-c", str(conf), "--host", "127.0.0.1"],
         capture_output=True,
@@ -65,23 +69,39 @@ def test_admin_cli_signs_with_the_account_it_is_given(tmp_path):
     port = free_port()
     conf = write_broker_conf(
         tmp_path / "b.conf",
-        {"storePathRootDir": tmp_path / "store", "listenPort": port,
-         "haListenPort": free_port(), "aclEnable": "true", "aclFile": acl,
-         "accessKey": ADMIN_AK, "secretKey": ADMIN_SK},
-    )  # fmt: skip
+        {
+            "storePathRootDir": tmp_path / "store",
+            "listenPort": port,
+            "haListenPort": free_port(),
+            "aclEnable": "true",
+            "aclFile": acl,
+            "accessKey": ADMIN_AK,
+            "secretKey": ADMIN_SK,
+        },
+    )
     broker = start_broker("broker-a", conf, port, tmp_path)
     try:
         _create(broker.addr, TOPIC)
-        reset = ("resetOffset", "--broker-addr", broker.addr, "--group", "G1", "--topic", TOPIC,
-                 "--queue", "0", "--offset", "0")  # fmt: skip
+        reset = (
+            "resetOffset",
+            "--broker-addr",
+            broker.addr,
+            "--group",
+            "G1",
+            "--topic",
+            TOPIC,
+            "--queue",
+            "0",
+            "--offset",
+            "0",
+        )
         anon = _admin(*reset, env={})
         assert anon.returncode == 1 and "not signed" in anon.stderr.decode()
         as_user = _admin(*reset, env={"HAPROOF_ACCESS_KEY": USER_AK, "HAPROOF_SECRET_KEY": USER_SK})
         assert as_user.returncode == 1 and "needs an admin account" in as_user.stderr.decode()
         secret_file = tmp_path / "admin.secret"
         secret_file.write_text(ADMIN_SK + "\n")
-        ok = _admin(*reset, "--access-key", ADMIN_AK, "--secret-key-file", str(secret_file),
-                    env={})  # fmt: skip
+        ok = _admin(*reset, "--access-key", ADMIN_AK, "--secret-key-file", str(secret_file), env={})
         assert ok.returncode == 0, ok.stderr.decode()
         half = _admin(*reset, env={"HAPROOF_ACCESS_KEY": ADMIN_AK})
         assert half.returncode == 2 and "needs a secret key" in half.stderr.decode()

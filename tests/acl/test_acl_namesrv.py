@@ -29,10 +29,16 @@ def _register(addr: str, topic: str = "OrderTopic") -> RemotingCommand:
     }
     return RemotingCommand.request(
         RequestCode.REGISTER_BROKER,
-        {"brokerName": "evil", "brokerAddr": addr, "clusterName": "DefaultCluster",
-         "haServerAddr": addr, "brokerId": 0, "compressed": False},
+        {
+            "brokerName": "evil",
+            "brokerAddr": addr,
+            "clusterName": "DefaultCluster",
+            "haServerAddr": addr,
+            "brokerId": 0,
+            "compressed": False,
+        },
         json.dumps(body).encode(),
-    )  # fmt: skip
+    )
 
 
 def _route(topic: str = "OrderTopic") -> RemotingCommand:
@@ -86,13 +92,22 @@ async def test_every_namesrv_request_unsigned_or_wrongly_signed_is_refused(tmp_p
         assert len(codes) >= 6
         for signer in (None, AclSigner("appUser01", "not-the-secret")):
             for code in codes:
-                req = _register("6.6.6.6:1") if code == RequestCode.REGISTER_BROKER else (
-                    RemotingCommand.request(
-                        code, {"topic": "OrderTopic", "brokerName": "evil",
-                               "brokerAddr": "127.0.0.1:10911", "clusterName": "DefaultCluster",
-                               "brokerId": 0}
+                req = (
+                    _register("6.6.6.6:1")
+                    if code == RequestCode.REGISTER_BROKER
+                    else (
+                        RemotingCommand.request(
+                            code,
+                            {
+                                "topic": "OrderTopic",
+                                "brokerName": "evil",
+                                "brokerAddr": "127.0.0.1:10911",
+                                "clusterName": "DefaultCluster",
+                                "brokerId": 0,
+                            },
+                        )
                     )
-                )  # fmt: skip
+                )
                 if signer is not None:
                     signer(req)
                 resp = await conn.invoke(req, 5000)

@@ -33,5 +33,10 @@ def test_acl_refusals_are_counted(tmp_path):
         samples = await asyncio.to_thread(scrape, port)
         assert value(samples, "haproof_requests_refused_total", reason="acl", **labels) == 2
 
-    run_node(tmp_path, body, **acl_broker_conf(tmp_path), metricsExporterType="PROM",
-             metricsPromExporterPort=0)  # fmt: skip
+    run_node(
+        tmp_path,
+        body,
+        **acl_broker_conf(tmp_path),
+        metricsExporterType="PROM",
+        metricsPromExporterPort=0,
+    )

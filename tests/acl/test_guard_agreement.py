@@ -31,11 +31,29 @@ NAMING_FIELDS = (
 # Read but never a destination or a permission: the auto-create template and the producer group.
 NOT_RESOURCES = frozenset({"defaultTopic", "c", "producerGroup", "a"})
 NUMBERS = {
-    "queueId": 0, "e": 0, "queueOffset": 0, "maxMsgNums": 1, "sysFlag": 0, "f": 0,
-    "commitOffset": 0, "suspendTimeoutMillis": 0, "offset": 0, "delayLevel": 0,
-    "timestamp": 0, "bornTimestamp": 1, "g": 1, "flag": 0, "h": 0, "reconsumeTimes": 0, "j": 0,
-    "defaultTopicQueueNums": 4, "d": 4, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
-}  # fmt: skip
+    "queueId": 0,
+    "e": 0,
+    "queueOffset": 0,
+    "maxMsgNums": 1,
+    "sysFlag": 0,
+    "f": 0,
+    "commitOffset": 0,
+    "suspendTimeoutMillis": 0,
+    "offset": 0,
+    "delayLevel": 0,
+    "timestamp": 0,
+    "bornTimestamp": 1,
+    "g": 1,
+    "flag": 0,
+    "h": 0,
+    "reconsumeTimes": 0,
+    "j": 0,
+    "defaultTopicQueueNums": 4,
+    "d": 4,
+    "readQueueNums": 1,
+    "writeQueueNums": 1,
+    "perm": 6,
+}
 
 V1_SEND = ("topic", "defaultTopic", "queueId", "sysFlag", "bornTimestamp", "flag")
 V2_SEND = ("b", "c", "e", "f", "g", "h")

@@ -55,9 +55,12 @@ class MemoryStore:
     def list_prefixes(self, prefix: str) -> list[str]:
         self.requests["list"] += 1
         return sorted(
-            {prefix + k[len(prefix) :].split("/")[0] + "/" for k in self.keys if k.startswith(prefix)
-             and "/" in k[len(prefix) :]}
-        )  # fmt: skip
+            {
+                prefix + k[len(prefix) :].split("/")[0] + "/"
+                for k in self.keys
+                if k.startswith(prefix) and "/" in k[len(prefix) :]
+            }
+        )
 
 
 class Writer:
@@ -82,9 +85,19 @@ class Writer:
             epoch = max(self.epoch, self.trunc_epoch)
             key = layout.chunk_key(C, B, N, self.end, self.end + size, epoch)
             man = layout.ChunkManifest(
-                self.end, self.end + size, 1, self.now_ms, self.now_ms, "0" * 64, N, 0,
-                self.role, epoch, self.now_ms, 1 << 30,
-            )  # fmt: skip
+                self.end,
+                self.end + size,
+                1,
+                self.now_ms,
+                self.now_ms,
+                "0" * 64,
+                N,
+                0,
+                self.role,
+                epoch,
+                self.now_ms,
+                1 << 30,
+            )
             self.store.put(self._flat(layout.manifest_key(key)), man.to_json())
             self.end += size
             self.max_epoch = max(self.max_epoch, epoch)

@@ -34,18 +34,23 @@ def ancestors(keys, upto: int = 1) -> set[str]:
 KEY = st.one_of(
     st.builds(
         lambda node, start, size, epoch: layout.chunk_key(C, B, node, start, start + size, epoch),
-        st.sampled_from(["a", "b"]), st.integers(0, 10**13), st.integers(1, 10**8),
+        st.sampled_from(["a", "b"]),
+        st.integers(0, 10**13),
+        st.integers(1, 10**8),
         st.integers(0, 3),
     ),
     st.builds(
-        lambda node, t: layout.snapshot_key(C, B, node, t), st.sampled_from(["a", "b"]),
+        lambda node, t: layout.snapshot_key(C, B, node, t),
+        st.sampled_from(["a", "b"]),
         st.integers(0, 10**13 - 1),
     ),
     st.builds(
-        lambda node, t, kind: layout.event_key(C, B, node, t, kind), st.sampled_from(["a", "b"]),
-        st.integers(0, 10**13 - 1), st.sampled_from(layout.EVENT_KINDS),
+        lambda node, t, kind: layout.event_key(C, B, node, t, kind),
+        st.sampled_from(["a", "b"]),
+        st.integers(0, 10**13 - 1),
+        st.sampled_from(layout.EVENT_KINDS),
     ),
-)  # fmt: skip
+)
 
 
 @settings(

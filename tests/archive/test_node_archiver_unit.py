@@ -188,8 +188,11 @@ def test_epoch_ranges_split_a_range_at_each_epoch_start() -> None:
 
     entries = [EpochEntry(1, 100), EpochEntry(2, 500), EpochEntry(4, 900)]
     assert list(epoch_ranges(entries, 0, 1000, 4)) == [
-        (0, 100, 0), (100, 500, 1), (500, 900, 2), (900, 1000, 4),
-    ]  # fmt: skip
+        (0, 100, 0),
+        (100, 500, 1),
+        (500, 900, 2),
+        (900, 1000, 4),
+    ]
     assert list(epoch_ranges(entries, 600, 700, 4)) == [(600, 700, 2)]
     assert list(epoch_ranges(entries, 700, 700, 4)) == []
     assert list(epoch_ranges([], 5, 9, 3)) == [(5, 9, 3)]
@@ -251,9 +254,11 @@ def _held_scenario(tmp_path, **sizing) -> tuple[NodeArchiver, int, list]:
             seen["held_end"] = archiver.archived_end
             if cfg.archive_chunk_max_age_ms < 60_000:
                 await asyncio.to_thread(
-                    wait_for, lambda: archiver.archived_end >= seen["end"], timeout_s=60,
+                    wait_for,
+                    lambda: archiver.archived_end >= seen["end"],
+                    timeout_s=60,
                     what="the small tail to ship once it is max age old",
-                )  # fmt: skip
+                )
         finally:
             await archiver.stop()
 

@@ -47,7 +47,10 @@ def test_file_delimiter_listing_matches_s3_semantics(keys, prefix) -> None:
             store.put(k, b"x")
         got = store.list_prefixes(prefix)
     want = sorted(
-        {prefix + k[len(prefix) :].split("/", 1)[0] + "/" for k in keys
-         if k.startswith(prefix) and "/" in k[len(prefix) :]}
-    )  # fmt: skip
+        {
+            prefix + k[len(prefix) :].split("/", 1)[0] + "/"
+            for k in keys
+            if k.startswith(prefix) and "/" in k[len(prefix) :]
+        }
+    )
     assert got == want

@@ -33,8 +33,9 @@ def test_prunes_up_to_the_verified_end_of_either_version(archive, version) -> No
     assert len(before) >= 3
     doc = {"version": version, "verified": {"a-0": before[1]["end"]}, "lastSnapshotAt": -1}
     archive.store.put_mutable(layout.audit_state_key("c1", "broker-a"), json.dumps(doc).encode())
-    res = retention.prune_group(archive.store, "c1", "broker-a", FAR_FUTURE_MS - 1,
-                                now_ms=FAR_FUTURE_MS)  # fmt: skip
+    res = retention.prune_group(
+        archive.store, "c1", "broker-a", FAR_FUTURE_MS - 1, now_ms=FAR_FUTURE_MS
+    )
     after = _manifests(archive, "a-0")
     assert [m["end"] for m in after] == [m["end"] for m in before[2:]]
     assert res.deleted == 4 and res.kept_unaudited == 1

@@ -40,9 +40,12 @@ def test_listing_matches_s3_semantics(s3_server, keys, gone, prefix, after) -> N
     got = [o.key for o in store.list(prefix, start_after=after)]
     assert got == sorted(k for k in live if k.startswith(prefix) and (not after or k > after))
     want = sorted(
-        {prefix + k[len(prefix) :].split("/", 1)[0] + "/" for k in live
-         if k.startswith(prefix) and "/" in k[len(prefix) :]}
-    )  # fmt: skip
+        {
+            prefix + k[len(prefix) :].split("/", 1)[0] + "/"
+            for k in live
+            if k.startswith(prefix) and "/" in k[len(prefix) :]
+        }
+    )
     assert store.list_prefixes(prefix) == want
 
 

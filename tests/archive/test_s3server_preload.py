@@ -85,8 +85,10 @@ def test_listings_match_and_later_puts_join_them(preloaded) -> None:
     assert keys == ["hist/g0/n0/commitlog/a-late.log", "hist/g0/n0/commitlog/big.log"]
     folders = c.list_objects_v2(Bucket="pre", Prefix="archive/", Delimiter="/")
     assert [p["Prefix"] for p in folders["CommonPrefixes"]] == [
-        "archive/_audit/", "archive/hist/", "archive/reports/",
-    ]  # fmt: skip
+        "archive/_audit/",
+        "archive/hist/",
+        "archive/reports/",
+    ]
 
 
 def test_unusable_preloads_are_named_in_one_line(tmp_path) -> None:
@@ -102,9 +104,16 @@ def test_lean_keys_keep_what_differs_from_the_usual(preloaded) -> None:
     a key PUT with unusual settings answers them, and a versioned listing (which deep-copies
     keys) and an overwrite still work."""
     c = preloaded.client()
-    c.put_object(Bucket="put", Key="odd", Body=b"odd", StorageClass="STANDARD_IA",
-                 WebsiteRedirectLocation="/elsewhere", ServerSideEncryption="AES256",
-                 Metadata={"Who": "me"}, ContentType="text/plain")  # fmt: skip
+    c.put_object(
+        Bucket="put",
+        Key="odd",
+        Body=b"odd",
+        StorageClass="STANDARD_IA",
+        WebsiteRedirectLocation="/elsewhere",
+        ServerSideEncryption="AES256",
+        Metadata={"Who": "me"},
+        ContentType="text/plain",
+    )
     head = c.head_object(Bucket="put", Key="odd")
     assert head["StorageClass"] == "STANDARD_IA" and head["ServerSideEncryption"] == "AES256"
     assert head["WebsiteRedirectLocation"] == "/elsewhere" and head["Metadata"] == {"who": "me"}

@@ -53,9 +53,11 @@ def test_multipart_keeps_its_etag_and_bytes(bucket) -> None:
         for i, p in enumerate(parts)
     ]
     done = client.complete_multipart_upload(
-        Bucket=name, Key="mp", UploadId=up["UploadId"],
+        Bucket=name,
+        Key="mp",
+        UploadId=up["UploadId"],
         MultipartUpload={"Parts": [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]},
-    )  # fmt: skip
+    )
     md5s = b"".join(hashlib.md5(p).digest() for p in parts)
     assert done["ETag"] == f'"{hashlib.md5(md5s).hexdigest()}-2"'
     assert client.get_object(Bucket=name, Key="mp")["Body"].read() == b"".join(parts)

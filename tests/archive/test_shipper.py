@@ -206,14 +206,34 @@ def test_cli_ships_golden_store_with_snapshot_and_started_event(tmp_path, golden
 
 
 def test_cli_exit_codes(tmp_path, golden_stores) -> None:
-    res = run_cli("--store-dir", str(tmp_path / "nope"), "--root", f"file://{tmp_path}/a",
-                  "--cluster", "c", "--broker-name", "b", "--node", "n")  # fmt: skip
+    res = run_cli(
+        "--store-dir",
+        str(tmp_path / "nope"),
+        "--root",
+        f"file://{tmp_path}/a",
+        "--cluster",
+        "c",
+        "--broker-name",
+        "b",
+        "--node",
+        "n",
+    )
     assert res.returncode == 2 and "no such store directory" in res.stderr
     store_dir = copy_golden(golden_stores, tmp_path)
     f = store_dir / "commitlog" / "00000000000000008192"
     f.write_bytes(b"\x00\x00\x10\x00\xde\xad\xbe\xef" + f.read_bytes()[8:])
-    res = run_cli("--store-dir", str(store_dir), "--root", f"file://{tmp_path}/b",
-                  "--cluster", "c", "--broker-name", "b", "--node", "n")  # fmt: skip
+    res = run_cli(
+        "--store-dir",
+        str(store_dir),
+        "--root",
+        f"file://{tmp_path}/b",
+        "--cluster",
+        "c",
+        "--broker-name",
+        "b",
+        "--node",
+        "n",
+    )
     assert res.returncode == 1
     assert "corrupt record at offset 8192" in res.stderr and "bad magic" in res.stderr
 
@@ -237,11 +257,17 @@ def test_kill9_mid_ship_then_rerun_leaves_a_consistent_archive(
         ms.put_message(Message("t", body)).result()
     end = ms.max_phy_offset
     ms.shutdown()
-    env = dict(os.environ, **{k: v for k, v in (
-        ("AWS_ACCESS_KEY_ID", s3_server.store_options()["access_key"]),
-        ("AWS_SECRET_ACCESS_KEY", s3_server.store_options()["secret_key"]),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    )})  # fmt: skip
+    env = dict(
+        os.environ,
+        **{
+            k: v
+            for k, v in (
+                ("AWS_ACCESS_KEY_ID", s3_server.store_options()["access_key"]),
+                ("AWS_SECRET_ACCESS_KEY", s3_server.store_options()["secret_key"]),
+                ("AWS_DEFAULT_REGION", "us-east-1"),
+            )
+        },
+    )
     args = [sys.executable, "-m", "broker.cli", "archive", "--store-dir", str(tmp_path / "big")]
     args += ["--root", s3_root, "--cluster", "c1", "--broker-name", "broker-a", "--node", "n0"]
     args += ["--endpoint-url", s3_server.endpoint_url, "--chunk-max-bytes", "300000"]
@@ -283,11 +309,29 @@ def test_cli_missing_bucket_exits_1_without_leaking_credentials(
     env.update(AWS_ACCESS_KEY_ID="AKIACLIKEY", AWS_SECRET_ACCESS_KEY="CLI-VERY-SECRET")
     env["AWS_DEFAULT_REGION"] = "us-east-1"
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "archive", "--store-dir", str(store_dir),
-         "--root", "s3://no-such-bucket-cli/x", "--endpoint-url", s3_server.endpoint_url,
-         "--cluster", "c", "--broker-name", "b", "--node", "n"],
-        capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "archive",
+            "--store-dir",
+            str(store_dir),
+            "--root",
+            "s3://no-such-bucket-cli/x",
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--cluster",
+            "c",
+            "--broker-name",
+            "b",
+            "--node",
+            "n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert res.returncode == 1, res.stderr
     assert "bucket no-such-bucket-cli does not exist" in res.stderr
     out = res.stdout + res.stderr

@@ -9,12 +9,23 @@ import sys
 
 def test_bench_broker_prints_one_json_line_and_reads_back_everything() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "bench", "broker", "--producers", "2",
-         "--seconds", "1", "--body-bytes", "128"],
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "bench",
+            "broker",
+            "--producers",
+            "2",
+            "--seconds",
+            "1",
+            "--body-bytes",
+            "128",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert res.returncode == 0, res.stderr
     lines = [x for x in res.stdout.splitlines() if x.strip()]
     assert len(lines) == 1
@@ -30,12 +41,27 @@ def test_bench_broker_prints_one_json_line_and_reads_back_everything() -> None:
 
 def test_bench_broker_in_process_one_in_flight() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "bench", "broker", "--producers", "2",
-         "--seconds", "1", "--body-bytes", "64", "--processes", "0", "--inflight", "1"],
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "bench",
+            "broker",
+            "--producers",
+            "2",
+            "--seconds",
+            "1",
+            "--body-bytes",
+            "64",
+            "--processes",
+            "0",
+            "--inflight",
+            "1",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert res.returncode == 0, res.stderr
     fig = json.loads(res.stdout.strip().splitlines()[-1])
     assert fig["processes"] == 0 and fig["failed"] == 0 and fig["consumed"] == fig["sent"] > 2
@@ -53,13 +79,31 @@ def test_bench_broker_rejects_bad_arguments() -> None:
 
 def test_bench_broker_with_committing_groups_compares_the_offset_log() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "bench", "broker", "--producers", "2",
-         "--seconds", "2", "--body-bytes", "128", "--processes", "0", "--commit-groups", "2",
-         "--commit-queues", "8", "--offset-log", "both"],
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "bench",
+            "broker",
+            "--producers",
+            "2",
+            "--seconds",
+            "2",
+            "--body-bytes",
+            "128",
+            "--processes",
+            "0",
+            "--commit-groups",
+            "2",
+            "--commit-queues",
+            "8",
+            "--offset-log",
+            "both",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert res.returncode == 0, res.stderr
     fig = json.loads(res.stdout.strip().splitlines()[-1])
     for side in ("off", "on"):

@@ -9,12 +9,27 @@ import sys
 
 def test_bench_broker_sync_master_with_slave_reports_replication_lag() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "bench", "broker", "--role", "SYNC_MASTER",
-         "--flush", "SYNC_FLUSH", "--producers", "2", "--seconds", "1", "--body-bytes", "128"],
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "bench",
+            "broker",
+            "--role",
+            "SYNC_MASTER",
+            "--flush",
+            "SYNC_FLUSH",
+            "--producers",
+            "2",
+            "--seconds",
+            "1",
+            "--body-bytes",
+            "128",
+        ],
         capture_output=True,
         text=True,
         timeout=180,
-    )  # fmt: skip
+    )
     assert res.returncode == 0, res.stderr
     lines = [x for x in res.stdout.splitlines() if x.strip()]
     assert len(lines) == 1

@@ -12,8 +12,10 @@ import sys
 def bench(*argv: str, timeout_s: int = 240) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "broker.cli", "bench", "failover", *argv],
-        capture_output=True, text=True, timeout=timeout_s,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 def test_one_round_reports_the_failover_and_loses_no_acknowledged_message() -> None:

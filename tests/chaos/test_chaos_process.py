@@ -22,10 +22,26 @@ def test_one_round_killing_the_master_keeps_every_promise(tmp_path) -> None:
     assert fault.on_master
     t0 = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "chaos", "--rounds", "1", "--faults", "kill",
-         "--seed", str(SMOKE_SEED), "--producers", "1", "--workdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "chaos",
+            "--rounds",
+            "1",
+            "--faults",
+            "kill",
+            "--seed",
+            str(SMOKE_SEED),
+            "--producers",
+            "1",
+            "--workdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     wall_s = time.monotonic() - t0
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
@@ -55,8 +71,9 @@ def test_minutes_of_every_fault_kind_keep_every_promise(tmp_path) -> None:
 def test_a_planted_unclean_election_is_caught(tmp_path, bug) -> None:
     """The same lagging failovers keep every promise without the bug and lose acknowledged
     messages with it (the controller elects the slave that missed them)."""
-    outcome = asyncio.run(run(tmp_path, seed=3, rounds=2, kinds=("lagging-failover",),
-                              planted_bug=bug))  # fmt: skip
+    outcome = asyncio.run(
+        run(tmp_path, seed=3, rounds=2, kinds=("lagging-failover",), planted_bug=bug)
+    )
     print(json.dumps(outcome.summary, sort_keys=True))
     if bug is None:
         assert not outcome.failed, outcome.summary

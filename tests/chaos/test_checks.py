@@ -28,9 +28,12 @@ def _log(tmp_path, name: str, data: bytes):
 
 def _final(tmp_path, logs: dict[str, bytes], master: str = "a", epochs=None) -> checks.Final:
     entries = epochs or [EpochEntry(1, 0)]
-    return checks.Final(master, {n: len(d) for n, d in logs.items()},
-                        {n: list(entries) for n in logs},
-                        {n: _log(tmp_path, n, d) for n, d in logs.items()})  # fmt: skip
+    return checks.Final(
+        master,
+        {n: len(d) for n, d in logs.items()},
+        {n: list(entries) for n in logs},
+        {n: _log(tmp_path, n, d) for n, d in logs.items()},
+    )
 
 
 def _record(label: str) -> bytes:
@@ -39,28 +42,33 @@ def _record(label: str) -> bytes:
 
 
 def test_offsets_going_back_are_found_and_ties_are_not() -> None:
-    ops = [{"t": 1, "queue": 0, "offset": 5, "addr": "x"},
-           {"t": 2, "queue": 1, "offset": 1, "addr": "x"},
-           {"t": 3, "queue": 0, "offset": 5, "addr": "y"},
-           {"t": 4, "queue": 0, "offset": 4, "addr": "y"}]  # fmt: skip
+    ops = [
+        {"t": 1, "queue": 0, "offset": 5, "addr": "x"},
+        {"t": 2, "queue": 1, "offset": 1, "addr": "x"},
+        {"t": 3, "queue": 0, "offset": 5, "addr": "y"},
+        {"t": 4, "queue": 0, "offset": 4, "addr": "y"},
+    ]
     found = checks.offsets_regressed(ops)
     assert len(found) == 1 and "y answered 4 at 4 ms after x answered 5" in found[0]
 
 
 def test_a_read_past_the_confirm_offset_reported_after_it_is_counted() -> None:
-    reads = [{"end": 100, "confirmAfter": 100}, {"end": 101, "confirmAfter": 100},
-             {"end": 5, "confirmAfter": None}]  # fmt: skip
+    reads = [
+        {"end": 100, "confirmAfter": 100},
+        {"end": 101, "confirmAfter": 100},
+        {"end": 5, "confirmAfter": None},
+    ]
     assert checks.reads_beyond_confirm(reads) == [reads[1]]
 
 
 def test_an_ack_missing_from_the_final_master_is_lost(tmp_path) -> None:
     first = _record("m-1")
     final = _final(tmp_path, {"a": first + _record("m-2")})
-    sends = [{"label": "m-1", "offset": 0, "t": 1, "addr": "a", "queue": 0, "queueOffset": 0},
-             {"label": "m-2", "offset": len(first), "t": 2, "addr": "a", "queue": 0,
-              "queueOffset": 1},
-             {"label": "m-3", "offset": 9999, "t": 3, "addr": "a", "queue": 0,
-              "queueOffset": 2}]  # fmt: skip
+    sends = [
+        {"label": "m-1", "offset": 0, "t": 1, "addr": "a", "queue": 0, "queueOffset": 0},
+        {"label": "m-2", "offset": len(first), "t": 2, "addr": "a", "queue": 0, "queueOffset": 1},
+        {"label": "m-3", "offset": 9999, "t": 3, "addr": "a", "queue": 0, "queueOffset": 2},
+    ]
     assert [op["label"] for op in checks.acks_lost(sends, final)] == ["m-3"]
 
 
@@ -75,8 +83,11 @@ def test_two_nodes_acknowledging_under_one_epoch_is_found(tmp_path) -> None:
 
 
 def test_archived_events_feed_the_epoch_checks(tmp_path) -> None:
-    for node, at, epoch, to in (("a", 1, 1, "SYNC_MASTER"), ("b", 2, 2, "SYNC_MASTER"),
-                                ("a", 3, 1, "SLAVE")):  # fmt: skip
+    for node, at, epoch, to in (
+        ("a", 1, 1, "SYNC_MASTER"),
+        ("b", 2, 2, "SYNC_MASTER"),
+        ("a", 3, 1, "SLAVE"),
+    ):
         path = tmp_path / event_key("C", "broker-a", node, at, "role_changed")
         path.parent.mkdir(parents=True, exist_ok=True)
         doc = make_event("role_changed", node, "C", "broker-a", at, epoch, to=to, **{"from": "x"})
@@ -86,8 +97,9 @@ def test_archived_events_feed_the_epoch_checks(tmp_path) -> None:
     final = _final(tmp_path, {"a": b"x"})
     checks.epochs_and_masters(events[:2], [], final, str)
     with pytest.raises(Violation, match="epoch-monotonic"):  # a went from 1 to 2? no: 2 to 1
-        checks.epochs_and_masters([*events[:2], {**events[1], "node": "b", "epoch": 1,
-                                                 "to": "SLAVE"}], [], final, str)  # fmt: skip
+        checks.epochs_and_masters(
+            [*events[:2], {**events[1], "node": "b", "epoch": 1, "to": "SLAVE"}], [], final, str
+        )
 
 
 def test_replicas_with_other_bytes_break_log_matching(tmp_path) -> None:

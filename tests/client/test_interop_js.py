@@ -205,11 +205,23 @@ def test_two_js_consumers_of_a_group_share_the_queues(tmp_path):
                 with open(out, "wb") as fh, open(out.with_suffix(".err"), "wb") as err:
                     procs.append(
                         subprocess.Popen(
-                            [node, "consumer.js", "--namesrv", ns.addr, "--topic", topic,
-                             "--group", group, "--expect", "0"],
-                            cwd=JS_DIR, stdout=fh, stderr=err,
+                            [
+                                node,
+                                "consumer.js",
+                                "--namesrv",
+                                ns.addr,
+                                "--topic",
+                                topic,
+                                "--group",
+                                group,
+                                "--expect",
+                                "0",
+                            ],
+                            cwd=JS_DIR,
+                            stdout=fh,
+                            stderr=err,
                         )
-                    )  # fmt: skip
+                    )
 
             def assignments() -> list[list[int]] | None:
                 latest = []

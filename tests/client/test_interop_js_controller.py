@@ -34,9 +34,17 @@ async def _failover(tmp_path, node: str) -> None:
         await cluster.wait_in_sync(first, 2)
         ns = cluster.ns.addr
         await asyncio.to_thread(
-            _run_js, "producer.js", "--namesrv", ns, "--topic", TOPIC, "--count", "0",
-            "--create-on", first,
-        )  # fmt: skip
+            _run_js,
+            "producer.js",
+            "--namesrv",
+            ns,
+            "--topic",
+            TOPIC,
+            "--count",
+            "0",
+            "--create-on",
+            first,
+        )
         for n in cluster.nodes.values():  # the slaves took the topic's config from the master
             await wait_for(
                 lambda n=n: asyncio.to_thread(knows_topic, n.addr, TOPIC), 30_000, what="topic"
@@ -44,10 +52,24 @@ async def _failover(tmp_path, node: str) -> None:
         out = tmp_path / "producer.jsonl"
         with open(out, "wb") as fh, open(out.with_suffix(".err"), "wb") as err:
             proc = subprocess.Popen(
-                [node, "producer.js", "--namesrv", ns, "--topic", TOPIC, "--count", str(COUNT),
-                 "--keep-going", "1", "--route-poll-ms", "500"],
-                cwd=JS_DIR, stdout=fh, stderr=err,
-            )  # fmt: skip
+                [
+                    node,
+                    "producer.js",
+                    "--namesrv",
+                    ns,
+                    "--topic",
+                    TOPIC,
+                    "--count",
+                    str(COUNT),
+                    "--keep-going",
+                    "1",
+                    "--route-poll-ms",
+                    "500",
+                ],
+                cwd=JS_DIR,
+                stdout=fh,
+                stderr=err,
+            )
 
         def acked() -> list[dict]:
             return [x for x in _json_lines(out) if x.get("status") == "SEND_OK"]
@@ -67,9 +89,17 @@ async def _failover(tmp_path, node: str) -> None:
             assert rec.body.decode() == f"body-{x['i']}", x
         total = sum([await _max_offset(cluster, second, q) for q in range(4)])
         got = await asyncio.to_thread(
-            _run_js, "consumer.js", "--namesrv", ns, "--topic", TOPIC, "--group", "CG_failover",
-            "--expect", str(total),
-        )  # fmt: skip
+            _run_js,
+            "consumer.js",
+            "--namesrv",
+            ns,
+            "--topic",
+            TOPIC,
+            "--group",
+            "CG_failover",
+            "--expect",
+            str(total),
+        )
         consumed = {x["msgId"] for x in got if "msgId" in x}
         lost = [x["i"] for x in sent if x["msgId"] not in consumed]
         assert not lost, f"{len(lost)} acknowledged messages not consumed: {lost[:10]}"

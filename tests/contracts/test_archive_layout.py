@@ -88,8 +88,10 @@ TIMES = st.integers(0, 10**13 - 1)
 
 
 @settings(max_examples=300, deadline=None)
-@given(a=st.tuples(OFFSETS, st.integers(1, 10**9), st.integers(0, 9)),
-       b=st.tuples(OFFSETS, st.integers(1, 10**9), st.integers(0, 9)))  # fmt: skip
+@given(
+    a=st.tuples(OFFSETS, st.integers(1, 10**9), st.integers(0, 9)),
+    b=st.tuples(OFFSETS, st.integers(1, 10**9), st.integers(0, 9)),
+)
 def test_bucketed_chunk_keys_sort_as_their_offsets(a, b) -> None:
     ka, kb = (L.chunk_key("c", "b", "n", s, s + n, e) for s, n, e in (a, b))
     assert (ka < kb) == ((a[0], a[0] + a[1]) < (b[0], b[0] + b[1])) or a[0] == b[0]

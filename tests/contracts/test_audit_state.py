@@ -20,16 +20,23 @@ NODES = st.dictionaries(
 
 @given(NODES, st.integers(min_value=-1, max_value=2**45))
 def test_reads_what_the_audit_writes(ends, last_snapshot_at) -> None:
-    state = AuditState(verified=dict(ends), last_snapshot_at=last_snapshot_at,
-                       nodes={n: NodeMark(last_chunk="k") for n in ends})  # fmt: skip
+    state = AuditState(
+        verified=dict(ends),
+        last_snapshot_at=last_snapshot_at,
+        nodes={n: NodeMark(last_chunk="k") for n in ends},
+    )
     done = read_verified(json.loads(state.to_json()))
     assert done.ends == ends
     assert done.last_snapshot_at_ms == last_snapshot_at
 
 
 def test_reads_a_version_1_document() -> None:
-    doc = {"version": 1, "verified": {"n0": "4096", "n1": 0}, "lastSnapshotAt": 17,
-           "objects": {"ignored": {}}}  # fmt: skip
+    doc = {
+        "version": 1,
+        "verified": {"n0": "4096", "n1": 0},
+        "lastSnapshotAt": 17,
+        "objects": {"ignored": {}},
+    }
     done = read_verified(doc)
     assert done.ends == {"n0": 4096, "n1": 0}
     assert done.last_snapshot_at_ms == 17

@@ -78,8 +78,11 @@ def test_combine_runs_edges() -> None:
 
 
 def test_run_status_is_the_worst_check_combined() -> None:
-    as_run = {T.STATUS_PASS: T.RUN_PASSED, T.STATUS_NO_EVIDENCE: T.RUN_NO_EVIDENCE,
-              T.STATUS_FAIL: T.RUN_FAILED}  # fmt: skip
+    as_run = {
+        T.STATUS_PASS: T.RUN_PASSED,
+        T.STATUS_NO_EVIDENCE: T.RUN_NO_EVIDENCE,
+        T.STATUS_FAIL: T.RUN_FAILED,
+    }
     for a in as_run:
         for b in as_run:
             assert T.run_status([a, b]) == T.combine_runs([as_run[a], as_run[b]])

@@ -24,9 +24,12 @@ class Proc:
     def __init__(self, args: list[str], log_path: Path) -> None:
         self.log_path = log_path
         self.log_file = open(log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "broker.cli", *args],
-                                     stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "broker.cli", *args],
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
     def kill9(self) -> None:
         if self.proc.poll() is None:
@@ -61,8 +64,14 @@ class _Loop:
 _LOOP = _Loop()
 
 
-def call(addr: str, code: int, fields: dict | None = None, body=None, timeout_ms: int = 5000,
-         session: object = None):  # fmt: skip
+def call(
+    addr: str,
+    code: int,
+    fields: dict | None = None,
+    body=None,
+    timeout_ms: int = 5000,
+    session: object = None,
+):
     """One request (over ``session``'s connection, kept open; a fresh one without):
     (code, ext_fields, decoded body or None)."""
 
@@ -74,8 +83,9 @@ def call(addr: str, code: int, fields: dict | None = None, body=None, timeout_ms
                 _LOOP.clients[session] = client
         try:
             raw = b"" if body is None else json.dumps(body).encode()
-            resp = await client.invoke(addr, RemotingCommand.request(code, fields or {}, raw),
-                                       timeout_ms)  # fmt: skip
+            resp = await client.invoke(
+                addr, RemotingCommand.request(code, fields or {}, raw), timeout_ms
+            )
             return resp.code, resp.ext_fields, json.loads(resp.body) if resp.body else None
         finally:
             if session is None:
@@ -100,31 +110,57 @@ def answers(addr: str) -> bool:
 
 def start_controller(tmp: Path, name: str, port: int, extra: str = "") -> Proc:
     conf = tmp / f"{name}.conf"
-    conf.write_text(f"listenPort={port}\ncontrollerStorePath={tmp / name}\n"
-                    f"scanNotActiveBrokerInterval=200\nscanInactiveMasterInterval=200\n{extra}")  # fmt: skip
+    conf.write_text(
+        f"listenPort={port}\ncontrollerStorePath={tmp / name}\n"
+        f"scanNotActiveBrokerInterval=200\nscanInactiveMasterInterval=200\n{extra}"
+    )
     proc = Proc(["controller", "-c", str(conf)], tmp / f"{name}.log")
     return proc
 
 
 def beat(addr: str, bid: int, epoch: int = 0, offset: int = 0, timeout_ms: int = 1000):
-    return call(addr, Q.BROKER_HEARTBEAT, {
-        "clusterName": C, "brokerName": B, "brokerAddr": f"127.0.0.1:{10910 + bid}",
-        "brokerId": bid, "epoch": epoch, "maxOffset": offset, "confirmOffset": offset,
-        "heartbeatTimeoutMills": timeout_ms,
-    }, session=(addr, bid))[0]  # fmt: skip
+    return call(
+        addr,
+        Q.BROKER_HEARTBEAT,
+        {
+            "clusterName": C,
+            "brokerName": B,
+            "brokerAddr": f"127.0.0.1:{10910 + bid}",
+            "brokerId": bid,
+            "epoch": epoch,
+            "maxOffset": offset,
+            "confirmOffset": offset,
+            "heartbeatTimeoutMills": timeout_ms,
+        },
+        session=(addr, bid),
+    )[0]
 
 
 def join(addr: str, bid_expected: int) -> int:
     code, hdr, _ = call(addr, Q.CONTROLLER_GET_NEXT_BROKER_ID, {"clusterName": C, "brokerName": B})
     assert code == 0 and int(hdr["nextBrokerId"]) == bid_expected
     bid = int(hdr["nextBrokerId"])
-    code, _, _ = call(addr, Q.CONTROLLER_APPLY_BROKER_ID, {
-        "clusterName": C, "brokerName": B, "appliedBrokerId": bid,
-        "registerCheckCode": f"127.0.0.1:{10910 + bid};{bid}"})  # fmt: skip
+    code, _, _ = call(
+        addr,
+        Q.CONTROLLER_APPLY_BROKER_ID,
+        {
+            "clusterName": C,
+            "brokerName": B,
+            "appliedBrokerId": bid,
+            "registerCheckCode": f"127.0.0.1:{10910 + bid};{bid}",
+        },
+    )
     assert code == 0
-    code, _, _ = call(addr, Q.CONTROLLER_REGISTER_BROKER, {
-        "clusterName": C, "brokerName": B, "brokerId": bid,
-        "brokerAddress": f"127.0.0.1:{10910 + bid}"})  # fmt: skip
+    code, _, _ = call(
+        addr,
+        Q.CONTROLLER_REGISTER_BROKER,
+        {
+            "clusterName": C,
+            "brokerName": B,
+            "brokerId": bid,
+            "brokerAddress": f"127.0.0.1:{10910 + bid}",
+        },
+    )
     assert code == 0
     return bid
 

@@ -13,8 +13,12 @@ from tools.localcluster import free_port
 
 
 def admin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", "admin", *args],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", "admin", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_admin_verbs(tmp_path):
@@ -27,9 +31,12 @@ def test_admin_verbs(tmp_path):
             join(addr, bid)
             beat(addr, bid, 0, 10, timeout_ms=60_000)
         call(addr, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B, "brokerId": 1})
-        call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET,
-             {"brokerName": B, "masterBrokerId": 1, "masterEpoch": 1},
-             {"syncStateSet": [1, 2], "syncStateSetEpoch": 1})  # fmt: skip
+        call(
+            addr,
+            Q.CONTROLLER_ALTER_SYNC_STATE_SET,
+            {"brokerName": B, "masterBrokerId": 1, "masterEpoch": 1},
+            {"syncStateSet": [1, 2], "syncStateSetEpoch": 1},
+        )
         out = admin("getControllerMetaData", "-a", addr)
         assert out.returncode == 0 and "#ControllerLeaderAddress" in out.stdout, out.stderr
         out = admin("getSyncStateSet", "-a", addr, "-b", B)

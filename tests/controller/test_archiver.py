@@ -66,8 +66,9 @@ def test_the_leader_ships_every_record_in_order_and_shipping_again_adds_nothing(
     clock = DrivenClock()
     leading = [False]
     flaky = FlakyStore(store, fail_puts=1)
-    archiver = ControllerArchiver(g.sm.records_since, lambda: leading[0], flaky,
-                                  period_ms=1_000, clock=clock)  # fmt: skip
+    archiver = ControllerArchiver(
+        g.sm.records_since, lambda: leading[0], flaky, period_ms=1_000, clock=clock
+    )
 
     async def rounds(n: int) -> None:  # writes run in a thread: wait for the round to end
         await clock.advance(1_000)
@@ -107,15 +108,25 @@ def test_records_lost_from_memory_before_shipping_are_counted(tmp_path):
     g = _group_with_history()
     store = open_store(f"file://{tmp_path}/archive")
     seen = g.sm.records_since(0)
-    archiver = ControllerArchiver(lambda s: [r for r in seen if r[0] > s and r[0] != 2],
-                                  lambda: True, store)  # fmt: skip
+    archiver = ControllerArchiver(
+        lambda s: [r for r in seen if r[0] > s and r[0] != 2], lambda: True, store
+    )
     archiver.shipped_seq = 1
     assert asyncio.run(archiver.ship()) == 1 and archiver.dropped == 1
 
 
 def test_two_records_of_one_kind_in_one_millisecond_get_two_keys():
-    doc = layout.make_event("sync_state_set_changed", "127.0.0.1:10913", C, B, 5, 1,
-                            members=["a"], memberIds=[3], syncStateSetEpoch=2)  # fmt: skip
+    doc = layout.make_event(
+        "sync_state_set_changed",
+        "127.0.0.1:10913",
+        C,
+        B,
+        5,
+        1,
+        members=["a"],
+        memberIds=[3],
+        syncStateSetEpoch=2,
+    )
     other = dict(doc, syncStateSetEpoch=3)
     assert controller_event_key(doc)[0] != controller_event_key(other)[0]
     assert controller_event_key(doc) == controller_event_key(dict(doc))
@@ -147,23 +158,36 @@ def test_a_controller_process_ships_its_elections_to_a_file_archive(tmp_path):
     port = free_port()
     addr = f"127.0.0.1:{port}"
     root = f"file://{tmp_path}/archive"
-    proc = start_controller(tmp_path, "c0", port,
-                            f"archiveEnable=true\narchiveRoot={root}\narchiveIntervalMs=100\n")  # fmt: skip
+    proc = start_controller(
+        tmp_path, "c0", port, f"archiveEnable=true\narchiveRoot={root}\narchiveIntervalMs=100\n"
+    )
     try:
         answering(addr)
         for expected in (1, 2, 3):
             assert join(addr, expected) == expected
         for bid in (1, 2, 3):
             assert beat(addr, bid, 0, 100 * bid, timeout_ms=60_000 if bid != 3 else 1500) == 0
-        code, hdr, _ = call(addr, Q.CONTROLLER_ELECT_MASTER,
-                            {"clusterName": C, "brokerName": B, "brokerId": 1})  # fmt: skip
+        code, hdr, _ = call(
+            addr, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B, "brokerId": 1}
+        )
         assert code == RC.SUCCESS and int(hdr["masterBrokerId"]) == 3
         fields = {"brokerName": B, "masterBrokerId": 3, "masterEpoch": 1}
-        assert call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET, fields,
-                    {"syncStateSet": [2, 3], "syncStateSetEpoch": 1})[0] == RC.SUCCESS  # fmt: skip
+        assert (
+            call(
+                addr,
+                Q.CONTROLLER_ALTER_SYNC_STATE_SET,
+                fields,
+                {"syncStateSet": [2, 3], "syncStateSetEpoch": 1},
+            )[0]
+            == RC.SUCCESS
+        )
         beat(addr, 3, 0, 300, timeout_ms=500)  # the master goes silent: 2 is elected
-        wait_until(lambda: int(replica_info(addr)[1].get("masterBrokerId") or 0) == 2, 15,
-                   "controller-triggered election of 2", every_s=0.1)  # fmt: skip
+        wait_until(
+            lambda: int(replica_info(addr)[1].get("masterBrokerId") or 0) == 2,
+            15,
+            "controller-triggered election of 2",
+            every_s=0.1,
+        )
         store = open_store(root)
         wait_until(lambda: len(_keys(store)) >= 3, 15, "3 records archived", every_s=0.1)
     finally:

@@ -87,8 +87,13 @@ def test_lease_ends_before_the_controller_elects_and_the_old_master_rejoins_as_s
             nodes[addr].clock = clock
             cc = ClientConfig("DefaultCluster", "broker-a", addr, (CTL,), lease_ms=8000)
             clients[addr] = ControllerClient(
-                cc, BrokerIdentityStore(tmp_path / f"b{i}", "DefaultCluster", "broker-a"),
-                net.invoke_for(addr), nodes[addr], nodes[addr], clock)  # fmt: skip
+                cc,
+                BrokerIdentityStore(tmp_path / f"b{i}", "DefaultCluster", "broker-a"),
+                net.invoke_for(addr),
+                nodes[addr],
+                nodes[addr],
+                clock,
+            )
             (tmp_path / f"b{i}").mkdir()
         net.clients = clients
         ctl.housekeeping.start()
@@ -118,8 +123,11 @@ def test_lease_ends_before_the_controller_elects_and_the_old_master_rejoins_as_s
         assert fenced_at is not None and elected_at is not None
         assert fenced_at < elected_at, (fenced_at - cut_at, elected_at - cut_at)
         assert 7000 < fenced_at - cut_at <= 9100 and 9000 < elected_at - cut_at <= 11_600
-        new_master = next(a for a, c in clients.items()
-                          if c.broker_id == sm.tables.sync_states["broker-a"].masterBrokerId)  # fmt: skip
+        new_master = next(
+            a
+            for a, c in clients.items()
+            if c.broker_id == sm.tables.sync_states["broker-a"].masterBrokerId
+        )
         # heal: the old master learns the newer epoch and becomes a slave, still fenced out of
         # mastership; the new master took writes after the old one had stopped
         net.cut.clear()

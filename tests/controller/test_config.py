@@ -19,9 +19,12 @@ def test_controller_conf_is_strict_and_checked(tmp_path):
         ("enableElectUncleanMaster=yes\n", "true or false"),
         ("listenPort=70000\n", "not a TCP port"),
         ("controllerType=dledger\n", "controllerType"),
-        ("controllerType=jRaft\njRaftInitConf=a:1,b:2\njRaftServerId=a:1\n"
-         "jRaftControllerRPCAddr=a:3\n", "one remoting address per"),
-    ):  # fmt: skip
+        (
+            "controllerType=jRaft\njRaftInitConf=a:1,b:2\njRaftServerId=a:1\n"
+            "jRaftControllerRPCAddr=a:3\n",
+            "one remoting address per",
+        ),
+    ):
         conf.write_text(text)
         with pytest.raises(ConfigError, match=message):
             load_controller_config(str(conf))

@@ -56,10 +56,18 @@ async def _send_one(producer: Producer, label: str):
 async def _pull(client: RemotingClient, addr: str, queue_id: int, offset: int):
     req = RemotingCommand.request(
         RequestCode.PULL_MESSAGE,
-        {"consumerGroup": "check", "topic": TOPIC, "queueId": queue_id, "queueOffset": offset,
-         "maxMsgNums": 1, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
-         "subscription": "*"},
-    )  # fmt: skip
+        {
+            "consumerGroup": "check",
+            "topic": TOPIC,
+            "queueId": queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": 1,
+            "sysFlag": 0,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+        },
+    )
     resp = await client.invoke(addr, req, 5000)
     assert resp.code == ResponseCode.SUCCESS, (addr, queue_id, offset, resp.code, resp.remark)
     return decode_record(resp.body, 0)
@@ -74,13 +82,23 @@ def test_kill_the_master_and_the_controller_elects_another(tmp_path):
         for node in NODES:
             port, ha = free_port(), free_port()
             conf = node_conf(
-                tmp_path, node, 0, "SYNC_MASTER", port, ha, ns.addr,
-                flushDiskType="SYNC_FLUSH", enableControllerMode="true",
-                controllerAddr=f"127.0.0.1:{ctl_port}", brokerHeartbeatInterval=300,
-                controllerHeartBeatTimeoutMills=3000, controllerLeaseMills=2000,
-                syncBrokerMetadataPeriod=500, haSendHeartbeatInterval=300,
+                tmp_path,
+                node,
+                0,
+                "SYNC_MASTER",
+                port,
+                ha,
+                ns.addr,
+                flushDiskType="SYNC_FLUSH",
+                enableControllerMode="true",
+                controllerAddr=f"127.0.0.1:{ctl_port}",
+                brokerHeartbeatInterval=300,
+                controllerHeartBeatTimeoutMills=3000,
+                controllerLeaseMills=2000,
+                syncBrokerMetadataPeriod=500,
+                haSendHeartbeatInterval=300,
                 slaveSyncIntervalMs=300,
-            )  # fmt: skip
+            )
             procs[node] = start_broker(node, conf, port, tmp_path)
         asyncio.run(_scenario(f"127.0.0.1:{ctl_port}", ns.addr, procs))
     finally:

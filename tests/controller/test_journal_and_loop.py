@@ -77,8 +77,9 @@ def test_housekeeping_elects_when_the_master_goes_silent_on_a_driven_clock(tmp_p
         ctl = Controller(cfg, journal, sm, clock=clock, notifier=notifier)
         await _join(ctl, 2)
         for bid in (1, 2):
-            ctl.heartbeats.on_heartbeat(C, B, f"h:{bid}", bid, timeout_ms=3000, epoch=0,
-                                        max_offset=10)  # fmt: skip
+            ctl.heartbeats.on_heartbeat(
+                C, B, f"h:{bid}", bid, timeout_ms=3000, epoch=0, max_offset=10
+            )
         assert (await ctl.elect(B, 1, False)).header["masterBrokerId"] == 1
         r = await ctl.submit(lambda m: m.alter_sync_state_set(B, 1, 1, {1, 2}, 1, ctl.heartbeats))
         assert r.code == RC.SUCCESS

@@ -83,8 +83,10 @@ async def _partition(tmp_path, cut: str) -> None:
             f"({last_contact} + {LEASE_MS})"
         )
         assert refused_wall_ms <= election.at
-        print(f"lease ({cut}): sends refused {refused_after_ms:.0f} ms after the cut, elected "
-              f"{election.at - last_contact} ms after the last contact")  # fmt: skip
+        print(
+            f"lease ({cut}): sends refused {refused_after_ms:.0f} ms after the cut, elected "
+            f"{election.at - last_contact} ms after the last contact"
+        )
         late = [t for t, _, _ in acked if t > election.at]
         assert not late, f"{len(late)} sends acknowledged by the old master after the election"
 
@@ -99,10 +101,11 @@ async def _partition(tmp_path, cut: str) -> None:
             masters = [d for d in docs if d["brokerRole"] != "SLAVE"]
             by_addr = {d["brokerAddr"]: d for d in docs}
             ok = (
-                len(masters) == 1 and masters[0]["brokerAddr"] == second
+                len(masters) == 1
+                and masters[0]["brokerAddr"] == second
                 and by_addr[first]["epoch"] == epoch2
                 and by_addr[first]["maxOffset"] == by_addr[second]["maxOffset"]
-            )  # fmt: skip
+            )
             return ok
 
         await wait_for(one_master, 30_000, what="the old master following the new one")

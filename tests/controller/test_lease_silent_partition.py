@@ -64,9 +64,15 @@ def test_a_silent_partition_fences_the_master_before_the_controller_elects(
             nodes[addr] = FakeNode(100 * i)
             nodes[addr].clock = clock
             cc = ClientConfig(
-                "DefaultCluster", "broker-a", addr, (CTL,), heartbeat_interval_ms=interval_ms,
-                heartbeat_timeout_ms=timeout_ms, lease_ms=lease_ms, sync_metadata_period_ms=500,
-            )  # fmt: skip
+                "DefaultCluster",
+                "broker-a",
+                addr,
+                (CTL,),
+                heartbeat_interval_ms=interval_ms,
+                heartbeat_timeout_ms=timeout_ms,
+                lease_ms=lease_ms,
+                sync_metadata_period_ms=500,
+            )
             (tmp_path / f"b{i}").mkdir()
             store = BrokerIdentityStore(tmp_path / f"b{i}", "DefaultCluster", "broker-a")
             clients[addr] = ControllerClient(

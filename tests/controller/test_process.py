@@ -39,24 +39,38 @@ def test_scripted_brokers_elect_alter_and_fail_over_then_kill9_keeps_the_state(t
         assert join(addr, expected) == expected
     for bid in (1, 2, 3):
         assert beat(addr, bid, 0, 100 * bid, timeout_ms=60_000 if bid != 1 else 1500) == 0
-    code, hdr, body = call(addr, Q.CONTROLLER_ELECT_MASTER,
-                           {"clusterName": C, "brokerName": B, "brokerId": 1})  # fmt: skip
+    code, hdr, body = call(
+        addr, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B, "brokerId": 1}
+    )
     assert code == RC.SUCCESS and int(hdr["masterBrokerId"]) == 3  # longest log, not the asker
     assert body["syncStateSet"] == [3] and int(hdr["masterEpoch"]) == 1
     # the master widens its SyncStateSet; a stale epoch is fenced
     fields = {"brokerName": B, "masterBrokerId": 3, "masterEpoch": 1}
-    code, hdr, body = call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET, fields,
-                           {"syncStateSet": [2, 3], "syncStateSetEpoch": 1})  # fmt: skip
+    code, hdr, body = call(
+        addr,
+        Q.CONTROLLER_ALTER_SYNC_STATE_SET,
+        fields,
+        {"syncStateSet": [2, 3], "syncStateSetEpoch": 1},
+    )
     assert code == RC.SUCCESS and int(hdr["newSyncStateSetEpoch"]) == 2
-    assert call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET, fields,
-                {"syncStateSet": [1, 2, 3], "syncStateSetEpoch": 1})[0] == (
-        RC.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH)  # fmt: skip
-    assert call(addr, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B,
-                "brokerId": 2})[0] == RC.CONTROLLER_MASTER_STILL_EXIST  # fmt: skip
+    assert call(
+        addr,
+        Q.CONTROLLER_ALTER_SYNC_STATE_SET,
+        fields,
+        {"syncStateSet": [1, 2, 3], "syncStateSetEpoch": 1},
+    )[0] == (RC.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH)
+    assert (
+        call(addr, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B, "brokerId": 2})[0]
+        == RC.CONTROLLER_MASTER_STILL_EXIST
+    )
     # the master (3) stops heartbeating: the controller elects 2 (in the set) by itself
     beat(addr, 3, 0, 300, timeout_ms=500)
-    wait_until(lambda: int(replica_info(addr)[1].get("masterBrokerId") or 0) == 2, 15,
-               "controller-triggered election of 2", every_s=0.1)  # fmt: skip
+    wait_until(
+        lambda: int(replica_info(addr)[1].get("masterBrokerId") or 0) == 2,
+        15,
+        "controller-triggered election of 2",
+        every_s=0.1,
+    )
     assert int(replica_info(addr)[1]["masterEpoch"]) == 2
     code, _, data = call(addr, Q.CONTROLLER_GET_SYNC_STATE_DATA, body=[B])
     row = data["replicasInfoTable"][B]
@@ -72,14 +86,26 @@ def test_scripted_brokers_elect_alter_and_fail_over_then_kill9_keeps_the_state(t
     code, hdr, _ = call(addr, Q.CONTROLLER_GET_NEXT_BROKER_ID, {"clusterName": C, "brokerName": B})
     assert int(hdr["nextBrokerId"]) == 4
     # a taken id with another check code is refused; bad input is answered, not crashed on
-    assert call(addr, Q.CONTROLLER_APPLY_BROKER_ID, {"clusterName": C, "brokerName": B,
-                "appliedBrokerId": 2, "registerCheckCode": "127.0.0.1:1;9"})[0] == (
-        RC.CONTROLLER_BROKER_ID_INVALID)  # fmt: skip
+    assert call(
+        addr,
+        Q.CONTROLLER_APPLY_BROKER_ID,
+        {
+            "clusterName": C,
+            "brokerName": B,
+            "appliedBrokerId": 2,
+            "registerCheckCode": "127.0.0.1:1;9",
+        },
+    )[0] == (RC.CONTROLLER_BROKER_ID_INVALID)
     assert call(addr, Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "../x"})[0] == (
         RC.CONTROLLER_INVALID_REQUEST
     )
-    never_expires = {"clusterName": C, "brokerName": B, "brokerAddr": "127.0.0.1:1",
-                     "brokerId": 9, "heartbeatTimeoutMills": 2**62}  # fmt: skip
+    never_expires = {
+        "clusterName": C,
+        "brokerName": B,
+        "brokerAddr": "127.0.0.1:1",
+        "brokerId": 9,
+        "heartbeatTimeoutMills": 2**62,
+    }
     assert call(addr, Q.BROKER_HEARTBEAT, never_expires)[0] == RC.CONTROLLER_INVALID_REQUEST
     bad_set = {"brokerName": B, "masterBrokerId": 2, "masterEpoch": 2}
     assert call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET, bad_set, {"syncStateSet": "x"})[0] == (
@@ -91,8 +117,10 @@ def test_controller_embedded_in_the_name_server_answers_on_its_port(tmp_path, pr
     port = free_port()
     addr = f"127.0.0.1:{port}"
     conf = tmp_path / "namesrv.conf"
-    conf.write_text(f"listenPort={port}\nenableControllerInNamesrv=true\n"
-                    f"controllerStorePath={tmp_path / 'ctl'}\n")  # fmt: skip
+    conf.write_text(
+        f"listenPort={port}\nenableControllerInNamesrv=true\n"
+        f"controllerStorePath={tmp_path / 'ctl'}\n"
+    )
     procs.append(Proc(["namesrv", "--host", "127.0.0.1", "-c", str(conf)], tmp_path / "ns.log"))
     wait_answering(addr)
     assert join(addr, 1) == 1
@@ -116,23 +144,28 @@ def test_three_controllers_on_raft_survive_the_leader_kill9(tmp_path, procs):
     raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
     rpc = [free_port() for _ in range(3)]
     addrs = [f"127.0.0.1:{p}" for p in rpc]
-    group = (f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
-             f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n")  # fmt: skip
+    group = (
+        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
+        f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n"
+    )
     for i in range(3):
-        procs.append(start_controller(tmp_path, f"r{i}", rpc[i],
-                                      group + f"jRaftServerId={raft[i]}\n"))  # fmt: skip
+        procs.append(
+            start_controller(tmp_path, f"r{i}", rpc[i], group + f"jRaftServerId={raft[i]}\n")
+        )
     for a in addrs:
         wait_answering(a)
     leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
     follower = next(a for a in addrs if a != leader)
-    code, hdr, _ = call(follower, Q.CONTROLLER_GET_NEXT_BROKER_ID,
-                        {"clusterName": C, "brokerName": B})  # fmt: skip
+    code, hdr, _ = call(
+        follower, Q.CONTROLLER_GET_NEXT_BROKER_ID, {"clusterName": C, "brokerName": B}
+    )
     assert code == RC.CONTROLLER_NOT_LEADER
     for expected in (1, 2):
         join(leader, expected)
         beat(leader, expected, 0, 10 * expected, timeout_ms=60_000)
-    code, hdr, _ = call(leader, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B,
-                        "brokerId": 1})  # fmt: skip
+    code, hdr, _ = call(
+        leader, Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": B, "brokerId": 1}
+    )
     assert code == RC.SUCCESS and int(hdr["masterBrokerId"]) == 2
     before = replica_info(leader)
     procs[addrs.index(leader)].kill9()
@@ -140,8 +173,9 @@ def test_three_controllers_on_raft_survive_the_leader_kill9(tmp_path, procs):
     new_leader = wait_until(lambda: _leader(rest), 30, "a new raft leader", every_s=0.2)
     assert replica_info(new_leader) == before
     join(new_leader, 3)  # the new leader continues from the same state
-    code, hdr, _ = call(new_leader, Q.CONTROLLER_GET_NEXT_BROKER_ID,
-                        {"clusterName": C, "brokerName": B})  # fmt: skip
+    code, hdr, _ = call(
+        new_leader, Q.CONTROLLER_GET_NEXT_BROKER_ID, {"clusterName": C, "brokerName": B}
+    )
     assert int(hdr["nextBrokerId"]) == 4
 
 
@@ -168,10 +202,23 @@ def test_broker_clients_against_a_real_controller_process(tmp_path, procs):
             node = FakeNode(100 * i)
             node.clock = SYSTEM_CLOCK
             (tmp_path / f"b{i}").mkdir()
-            cfg = ClientConfig(C, B, f"127.0.0.1:{10910 + i}", (addr,), heartbeat_interval_ms=200,
-                               sync_metadata_period_ms=500, lease_ms=8000)  # fmt: skip
-            client = ControllerClient(cfg, BrokerIdentityStore(tmp_path / f"b{i}", C, B),
-                                      remoting.invoke, node, node, SYSTEM_CLOCK)  # fmt: skip
+            cfg = ClientConfig(
+                C,
+                B,
+                f"127.0.0.1:{10910 + i}",
+                (addr,),
+                heartbeat_interval_ms=200,
+                sync_metadata_period_ms=500,
+                lease_ms=8000,
+            )
+            client = ControllerClient(
+                cfg,
+                BrokerIdentityStore(tmp_path / f"b{i}", C, B),
+                remoting.invoke,
+                node,
+                node,
+                SYSTEM_CLOCK,
+            )
             nodes.append(node)
             clients.append(client)
             client.start()
@@ -202,11 +249,16 @@ def test_master_lease_outlives_a_controller_leader_kill9(tmp_path, procs):
 
     raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
     addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
-    group = (f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
-             f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n")  # fmt: skip
+    group = (
+        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
+        f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n"
+    )
     for i in range(3):
-        procs.append(start_controller(tmp_path, f"r{i}", int(addrs[i].split(":")[1]),
-                                      group + f"jRaftServerId={raft[i]}\n"))  # fmt: skip
+        procs.append(
+            start_controller(
+                tmp_path, f"r{i}", int(addrs[i].split(":")[1]), group + f"jRaftServerId={raft[i]}\n"
+            )
+        )
     for a in addrs:
         wait_answering(a)
     leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
@@ -218,11 +270,26 @@ def test_master_lease_outlives_a_controller_leader_kill9(tmp_path, procs):
             node = FakeNode(100 * i)
             node.clock = SYSTEM_CLOCK
             (tmp_path / f"b{i}").mkdir()
-            cfg = ClientConfig(C, B, f"127.0.0.1:{10910 + i}", tuple(addrs),
-                               heartbeat_interval_ms=300, sync_metadata_period_ms=1000,
-                               heartbeat_timeout_ms=6000, lease_ms=4800)  # fmt: skip
-            clients.append(ControllerClient(cfg, BrokerIdentityStore(tmp_path / f"b{i}", C, B),
-                                            remoting.invoke, node, node, SYSTEM_CLOCK))  # fmt: skip
+            cfg = ClientConfig(
+                C,
+                B,
+                f"127.0.0.1:{10910 + i}",
+                tuple(addrs),
+                heartbeat_interval_ms=300,
+                sync_metadata_period_ms=1000,
+                heartbeat_timeout_ms=6000,
+                lease_ms=4800,
+            )
+            clients.append(
+                ControllerClient(
+                    cfg,
+                    BrokerIdentityStore(tmp_path / f"b{i}", C, B),
+                    remoting.invoke,
+                    node,
+                    node,
+                    SYSTEM_CLOCK,
+                )
+            )
             nodes.append(node)
             clients[-1].start()
 
@@ -253,11 +320,16 @@ def test_raft_leader_kill9_under_load_loses_no_acknowledged_change(tmp_path, pro
 
     raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
     addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
-    group = (f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
-             f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n")  # fmt: skip
+    group = (
+        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
+        f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n"
+    )
     for i in range(3):
-        procs.append(start_controller(tmp_path, f"r{i}", int(addrs[i].split(":")[1]),
-                                      group + f"jRaftServerId={raft[i]}\n"))  # fmt: skip
+        procs.append(
+            start_controller(
+                tmp_path, f"r{i}", int(addrs[i].split(":")[1]), group + f"jRaftServerId={raft[i]}\n"
+            )
+        )
     for a in addrs:
         wait_answering(a)
     leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
@@ -272,9 +344,17 @@ def test_raft_leader_kill9_under_load_loses_no_acknowledged_change(tmp_path, pro
                 continue
             name = f"load-{n}"
             try:
-                code, _, _ = call(target, Q.CONTROLLER_APPLY_BROKER_ID, {
-                    "clusterName": C, "brokerName": name, "appliedBrokerId": 1,
-                    "registerCheckCode": f"127.0.0.1:1;{n}"}, timeout_ms=2000)  # fmt: skip
+                code, _, _ = call(
+                    target,
+                    Q.CONTROLLER_APPLY_BROKER_ID,
+                    {
+                        "clusterName": C,
+                        "brokerName": name,
+                        "appliedBrokerId": 1,
+                        "registerCheckCode": f"127.0.0.1:1;{n}",
+                    },
+                    timeout_ms=2000,
+                )
             except Exception:  # noqa: BLE001 - the leader died mid-request: outcome unknown
                 n += 1
                 continue
@@ -293,7 +373,10 @@ def test_raft_leader_kill9_under_load_loses_no_acknowledged_change(tmp_path, pro
     stop.set()
     thread.join(30)
     new_leader = _leader([a for a in addrs if a != leader])
-    missing = [n for n in acked if call(new_leader, Q.CONTROLLER_GET_REPLICA_INFO,
-                                        {"brokerName": n})[0] != RC.SUCCESS]  # fmt: skip
+    missing = [
+        n
+        for n in acked
+        if call(new_leader, Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": n})[0] != RC.SUCCESS
+    ]
     assert not missing, f"{len(missing)} acknowledged changes lost: {missing[:5]}"
     assert before_kill >= 20 and len(acked) >= before_kill + 20

@@ -34,13 +34,26 @@ def test_a_message_the_stopped_slave_has_not_acked_is_not_served(tmp_path):
         for node in NODES:
             port, ha = free_port(), free_port()
             conf = node_conf(
-                tmp_path, node, 0, "SYNC_MASTER", port, ha, ns.addr,
-                enableControllerMode="true", controllerAddr=f"127.0.0.1:{ctl_port}",
-                brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000,
-                controllerLeaseMills=2000, syncBrokerMetadataPeriod=500,
-                haSendHeartbeatInterval=200, allAckInSyncStateSet="true", minInSyncReplicas=1,
-                haMaxTimeSlaveNotCatchup=60_000, syncFlushTimeout=20_000, slaveSyncIntervalMs=500,
-            )  # fmt: skip
+                tmp_path,
+                node,
+                0,
+                "SYNC_MASTER",
+                port,
+                ha,
+                ns.addr,
+                enableControllerMode="true",
+                controllerAddr=f"127.0.0.1:{ctl_port}",
+                brokerHeartbeatInterval=300,
+                controllerHeartBeatTimeoutMills=3000,
+                controllerLeaseMills=2000,
+                syncBrokerMetadataPeriod=500,
+                haSendHeartbeatInterval=200,
+                allAckInSyncStateSet="true",
+                minInSyncReplicas=1,
+                haMaxTimeSlaveNotCatchup=60_000,
+                syncFlushTimeout=20_000,
+                slaveSyncIntervalMs=500,
+            )
             procs[node] = start_broker(node, conf, port, tmp_path)
         asyncio.run(_scenario(f"127.0.0.1:{ctl_port}", ns.addr, procs))
     finally:
@@ -120,9 +133,17 @@ async def _served(client, addr: str, want: str | None = None) -> list[str] | Non
     """The keys a pull of every queue from offset 0 returns (None until ``want`` is among)."""
     keys: list[str] = []
     for q in QUEUES:
-        fields = {"consumerGroup": "CG", "topic": TOPIC, "queueId": q, "queueOffset": 0,
-                  "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
-                  "suspendTimeoutMillis": 0, "subscription": "*"}  # fmt: skip
+        fields = {
+            "consumerGroup": "CG",
+            "topic": TOPIC,
+            "queueId": q,
+            "queueOffset": 0,
+            "maxMsgNums": 32,
+            "sysFlag": 0,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+        }
         resp = await _invoke(client, addr, RequestCode.PULL_MESSAGE, fields)
         if resp is not None and resp.code == ResponseCode.SUCCESS and resp.body:
             keys += [r.properties.get("KEYS", "") for r in decode_pull_body(resp.body, addr)]

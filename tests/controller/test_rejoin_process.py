@@ -65,9 +65,13 @@ async def _rejoin(tmp_path, crash_at: str) -> None:
         async def caught_up():
             mine, theirs = await cluster.status(first), await cluster.status(second)
             return (
-                mine and theirs and mine["brokerRole"] == "SLAVE" and mine["epoch"] == epoch2
-                and mine["maxOffset"] == theirs["maxOffset"] and mine
-            )  # fmt: skip
+                mine
+                and theirs
+                and mine["brokerRole"] == "SLAVE"
+                and mine["epoch"] == epoch2
+                and mine["maxOffset"] == theirs["maxOffset"]
+                and mine
+            )
 
         mine = await wait_for(caught_up, 30_000, what="the old master caught up as a slave")
         log = old.proc.log_path.read_text()

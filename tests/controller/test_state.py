@@ -41,8 +41,16 @@ class Group:
             assert r.code == RC.SUCCESS
 
     def beat(self, bid: int, epoch: int = 0, offset: int = 0, priority: int | None = None):
-        self.hb.on_heartbeat(C, B, f"127.0.0.1:{10910 + bid}", bid, epoch=epoch,
-                             max_offset=offset, confirm_offset=offset, priority=priority)  # fmt: skip
+        self.hb.on_heartbeat(
+            C,
+            B,
+            f"127.0.0.1:{10910 + bid}",
+            bid,
+            epoch=epoch,
+            max_offset=offset,
+            confirm_offset=offset,
+            priority=priority,
+        )
 
     def elect(self, bid: int = -1, designate: bool = False):
         return self.commit(self.mgr.elect_master(B, bid, designate, self.hb, self.clock.wall_ms()))
@@ -52,11 +60,16 @@ class Group:
 
     def alter(self, ids, master=None, epoch=None, set_epoch=None):
         info = self.info()
-        return self.commit(self.mgr.alter_sync_state_set(
-            B, info.masterBrokerId if master is None else master,
-            info.masterEpoch if epoch is None else epoch, set(ids),
-            info.syncStateSetEpoch if set_epoch is None else set_epoch, self.hb,
-        ))  # fmt: skip
+        return self.commit(
+            self.mgr.alter_sync_state_set(
+                B,
+                info.masterBrokerId if master is None else master,
+                info.masterEpoch if epoch is None else epoch,
+                set(ids),
+                info.syncStateSetEpoch if set_epoch is None else set_epoch,
+                self.hb,
+            )
+        )
 
 
 def test_broker_ids_are_allocated_from_one_and_check_codes_guard_them():
@@ -128,7 +141,10 @@ def test_silent_broker_is_not_alive_and_controller_triggered_election_follows_th
     record = g.sm.records_since(0)[-1][1]
     assert record["kind"] == "elected" and record["unclean"] is False
     assert {c["brokerId"]: c["inSyncStateSet"] for c in record["candidates"]} == {
-        1: True, 2: True, 3: False}  # fmt: skip
+        1: True,
+        2: True,
+        3: False,
+    }
 
 
 def test_no_alive_member_of_the_set_clears_master_unless_unclean_is_enabled():
@@ -174,8 +190,10 @@ def test_clean_broker_data_and_register():
     g.beat(2)
     g.elect(1)
     r = g.mgr.register_broker(C, B, 2, "127.0.0.1:20000", g.hb)
-    assert r.header["masterBrokerId"] == 1 and r.body == {"syncStateSet": [1],
-                                                          "syncStateSetEpoch": 1}  # fmt: skip
+    assert r.header["masterBrokerId"] == 1 and r.body == {
+        "syncStateSet": [1],
+        "syncStateSetEpoch": 1,
+    }
     g.commit(r)
     assert g.sm.tables.replicas[B].address(2) == "127.0.0.1:20000"
     bad = RC.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
@@ -223,13 +241,16 @@ offsets = st.integers(min_value=0, max_value=2**62)
 @given(
     st.lists(
         st.tuples(st.integers(0, 5), offsets, st.integers(0, 2**31 - 1), st.booleans()),
-        min_size=1, max_size=6,
+        min_size=1,
+        max_size=6,
     ),
     st.randoms(use_true_random=False),
-)  # fmt: skip
+)
 def test_the_chosen_master_has_the_highest_epoch_then_offset_whatever_the_gaps(rows, rnd):
-    cands = [Candidate(i + 1, f"h:{i}", e, off, off, pri, True, alive)
-             for i, (e, off, pri, alive) in enumerate(rows)]  # fmt: skip
+    cands = [
+        Candidate(i + 1, f"h:{i}", e, off, off, pri, True, alive)
+        for i, (e, off, pri, alive) in enumerate(rows)
+    ]
     rnd.shuffle(cands)
     chosen, unclean = choose(cands, old_master=None, designated=None, unclean_allowed=False)
     alive = [c for c in cands if c.alive]

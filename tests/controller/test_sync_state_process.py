@@ -42,15 +42,29 @@ def test_a_stopped_slave_leaves_the_set_and_returns(tmp_path):
         for node in NODES:
             port, ha = free_port(), free_port()
             conf = node_conf(
-                tmp_path, node, 0, "SYNC_MASTER", port, ha, ns.addr,
-                enableControllerMode="true", controllerAddr=f"127.0.0.1:{ctl_port}",
-                brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000,
-                controllerLeaseMills=2000, syncBrokerMetadataPeriod=500,
-                haSendHeartbeatInterval=200, allAckInSyncStateSet="true", minInSyncReplicas=2,
-                haMaxTimeSlaveNotCatchup=NOT_CATCHUP_MS, syncFlushTimeout=8000,
-                archiveEnable="true", archiveRoot=f"file://{archive}", archiveInProcess="true",
+                tmp_path,
+                node,
+                0,
+                "SYNC_MASTER",
+                port,
+                ha,
+                ns.addr,
+                enableControllerMode="true",
+                controllerAddr=f"127.0.0.1:{ctl_port}",
+                brokerHeartbeatInterval=300,
+                controllerHeartBeatTimeoutMills=3000,
+                controllerLeaseMills=2000,
+                syncBrokerMetadataPeriod=500,
+                haSendHeartbeatInterval=200,
+                allAckInSyncStateSet="true",
+                minInSyncReplicas=2,
+                haMaxTimeSlaveNotCatchup=NOT_CATCHUP_MS,
+                syncFlushTimeout=8000,
+                archiveEnable="true",
+                archiveRoot=f"file://{archive}",
+                archiveInProcess="true",
                 archiveIntervalMs=300,
-            )  # fmt: skip
+            )
             procs[node] = start_broker(node, conf, port, tmp_path)
         asyncio.run(_scenario(f"127.0.0.1:{ctl_port}", ns.addr, procs, archive))
     finally:

@@ -59,8 +59,9 @@ class AirflowStack:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def run(self, *args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
-        res = subprocess.run([self.airflow, *args], env=self.env, capture_output=True,
-                             text=True, timeout=timeout_s)  # fmt: skip
+        res = subprocess.run(
+            [self.airflow, *args], env=self.env, capture_output=True, text=True, timeout=timeout_s
+        )
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         return res
 
@@ -70,8 +71,11 @@ class AirflowStack:
             log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115 (closed with the process)
             self.procs[name] = subprocess.Popen(
                 [self.airflow, *[a.format(port=self.port) for a in argv]],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return self
 
     def alive(self) -> None:
@@ -84,8 +88,9 @@ class AirflowStack:
 
     def query(self, code: str) -> object:
         """Run ``code`` (which prints one JSON value) against the stack's metadata database."""
-        res = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True,
-                             text=True, timeout=300)  # fmt: skip
+        res = subprocess.run(
+            [sys.executable, "-c", code], env=self.env, capture_output=True, text=True, timeout=300
+        )
         assert res.returncode == 0, res.stderr[-3000:]
         return json.loads(res.stdout.strip().splitlines()[-1])
 

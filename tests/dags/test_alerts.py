@@ -25,18 +25,32 @@ AUDIT = {
             "status": "FAILED",
             "passed": False,
             "checks": [
-                {"name": "replica_consistency", "status": "pass", "passed": True, "findings": 0,
-                 "detail": ""},
-                {"name": "log_integrity", "status": "fail", "passed": False, "findings": 1,
-                 "detail": "1 corrupt record at 16900 {{ evil }}"},
+                {
+                    "name": "replica_consistency",
+                    "status": "pass",
+                    "passed": True,
+                    "findings": 0,
+                    "detail": "",
+                },
+                {
+                    "name": "log_integrity",
+                    "status": "fail",
+                    "passed": False,
+                    "findings": 1,
+                    "detail": "1 corrupt record at 16900 {{ evil }}",
+                },
             ],
         }
     ],
-}  # fmt: skip
+}
 GX = [
-    {"brokerName": "broker-a", "success": False, "failedSuites": ["haproof_records_issues"],
-     "reportUrl": "file:///r/audits/x/broker-a/report/index.html"},
-]  # fmt: skip
+    {
+        "brokerName": "broker-a",
+        "success": False,
+        "failedSuites": ["haproof_records_issues"],
+        "reportUrl": "file:///r/audits/x/broker-a/report/index.html",
+    },
+]
 REPORT = "file:///r/audits/20261126T020000Z-abc123/broker-a/report.html"
 
 
@@ -58,10 +72,23 @@ class _Run:
 
 
 def test_payload_names_the_failed_checks_and_suites():
-    p = alert_payload(status="FAILED", cluster="prod", audit=AUDIT, gx=GX, report_url=REPORT,
-                      dag_run_url="http://af/dags/d/runs/r")  # fmt: skip
-    assert set(p) == {"status", "cluster", "groups", "runId", "failedChecks", "reportUrl",
-                      "dagRunUrl"}  # fmt: skip
+    p = alert_payload(
+        status="FAILED",
+        cluster="prod",
+        audit=AUDIT,
+        gx=GX,
+        report_url=REPORT,
+        dag_run_url="http://af/dags/d/runs/r",
+    )
+    assert set(p) == {
+        "status",
+        "cluster",
+        "groups",
+        "runId",
+        "failedChecks",
+        "reportUrl",
+        "dagRunUrl",
+    }
     assert p["groups"] == ["broker-a"] and p["runId"] == AUDIT["runId"]
     assert [(f["group"], f["check"], f["status"]) for f in p["failedChecks"]] == [
         ("broker-a", "log_integrity", "fail"),
@@ -71,8 +98,9 @@ def test_payload_names_the_failed_checks_and_suites():
     assert line.startswith(f"audit {AUDIT['runId']} FAILED: broker-a log_integrity fail (1 ")
     assert "replica_consistency" not in line
     # a run that failed before judging: no run id, no group, still an alert
-    empty = alert_payload(status="FAILED", cluster="prod", audit=None, gx=None, report_url=None,
-                          dag_run_url=None)  # fmt: skip
+    empty = alert_payload(
+        status="FAILED", cluster="prod", audit=None, gx=None, report_url=None, dag_run_url=None
+    )
     assert empty["runId"] is None and empty["groups"] == [] and empty["failedChecks"] == []
     assert "{" not in email_html(p)  # nothing Airflow's template rendering would evaluate
 
@@ -93,8 +121,12 @@ def test_notifier_posts_the_webhook_and_mails_the_report_link(monkeypatch, via):
 
     with WebhookServer() as hook, SmtpServer() as smtp:
         if via == "connection":
-            conn = {"conn_type": "http", "host": f"http://127.0.0.1:{hook.port}",
-                    "password": "s3cret", "extra": {"endpoint": "/hook"}}  # fmt: skip
+            conn = {
+                "conn_type": "http",
+                "host": f"http://127.0.0.1:{hook.port}",
+                "password": "s3cret",
+                "extra": {"endpoint": "/hook"},
+            }
             monkeypatch.setenv("AIRFLOW_CONN_HAPROOF_ALERTS", json.dumps(conn))
         else:
             monkeypatch.delenv("AIRFLOW_CONN_HAPROOF_ALERTS", raising=False)
@@ -111,8 +143,9 @@ def test_notifier_posts_the_webhook_and_mails_the_report_link(monkeypatch, via):
     body = post["json"]
     assert body["status"] == "FAILED" and body["cluster"] == "prod"
     assert body["reportUrl"] == REPORT and body["runId"] == AUDIT["runId"]
-    assert body["dagRunUrl"].endswith("/dags/haproof_nightly_audit/runs/"
-                                      "scheduled__2026-11-26T02%3A00%3A00%2B00%3A00")  # fmt: skip
+    assert body["dagRunUrl"].endswith(
+        "/dags/haproof_nightly_audit/runs/scheduled__2026-11-26T02%3A00%3A00%2B00%3A00"
+    )
     (msg,) = smtp.messages
     assert smtp.envelopes[0][1] == ["oncall@example.com", "dba@example.com"]
     assert msg["Subject"] == "haproof audit FAILED: prod (broker-a)"

@@ -35,22 +35,42 @@ with create_session() as s:
 def test_the_lag_deadline_fires_when_verification_stops(tmp_path, golden_stores):
     root = tmp_path / "a"
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "archive", "--store-dir", str(golden_stores / ERIC),
-         "--root", f"file://{root}", "--cluster", "rmq", "--broker-name", "broker-a",
-         "--node", "broker-a-0"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "archive",
+            "--store-dir",
+            str(golden_stores / ERIC),
+            "--root",
+            f"file://{root}",
+            "--cluster",
+            "rmq",
+            "--broker-name",
+            "broker-a",
+            "--node",
+            "broker-a-0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     store = open_store(f"file://{root}")
     # verification is stuck: another audit holds broker-a for the whole test
     acquire(store, audit_lease_key("rmq", "broker-a"), "stuck-audit", ttl_s=3600)
     with WebhookServer() as hook:
-        stack = AirflowStack(tmp_path / "airflow", {
-            "HAPROOF_ARCHIVE_ROOT": f"file://{root}", "HAPROOF_CLUSTER": "rmq",
-            "HAPROOF_VERIFY_EVERY_S": "3600", "HAPROOF_VERIFY_LAG_BOUND_S": "20",
-            "HAPROOF_ALERT_WEBHOOK_URL": hook.url("/deadline"),
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-        })  # fmt: skip
+        stack = AirflowStack(
+            tmp_path / "airflow",
+            {
+                "HAPROOF_ARCHIVE_ROOT": f"file://{root}",
+                "HAPROOF_CLUSTER": "rmq",
+                "HAPROOF_VERIFY_EVERY_S": "3600",
+                "HAPROOF_VERIFY_LAG_BOUND_S": "20",
+                "HAPROOF_ALERT_WEBHOOK_URL": hook.url("/deadline"),
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            },
+        )
         try:
             stack.start()
 
@@ -58,16 +78,18 @@ def test_the_lag_deadline_fires_when_verification_stops(tmp_path, golden_stores)
                 stack.alive()
                 return stack.query(_UNPAUSE)
 
-            (run_id, _), *_ = wait_until(running, timeout_s=300, what="a verification run",
-                                         every_s=1)  # fmt: skip
+            (run_id, _), *_ = wait_until(
+                running, timeout_s=300, what="a verification run", every_s=1
+            )
             t0 = time.monotonic()
 
             def alerted():
                 stack.alive()
                 return hook.posts
 
-            (post, *_) = wait_until(alerted, timeout_s=300, what="the deadline's alert",
-                                    every_s=0.5)  # fmt: skip
+            (post, *_) = wait_until(
+                alerted, timeout_s=300, what="the deadline's alert", every_s=0.5
+            )
             print(f"deadline alert {time.monotonic() - t0:.1f} s after the run was seen")
         finally:
             stack.stop()

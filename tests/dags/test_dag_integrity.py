@@ -59,8 +59,11 @@ def test_dag_shape(dagbag, filename, dag_id):
     assert dag.fileloc.endswith(filename)
     assert "haproof" in dag.tags and dag.doc_md and "###" in dag.doc_md
     assert [t.task_id for t in dag.topological_sort()] == [
-        "resolve", "audit", "expectations", "report"
-    ]  # fmt: skip
+        "resolve",
+        "audit",
+        "expectations",
+        "report",
+    ]
     assert {"root", "cluster", "spark_master", "endpoint_url", "max_lag_bytes"} <= set(dag.params)
     # A failed check must not be retried into a pass: audit and report never retry.
     assert dag.get_task("audit").retries == 0 and dag.get_task("report").retries == 0
@@ -135,9 +138,13 @@ def test_a_configured_archive_is_a_watched_asset_still_cheap_to_parse(tmp_path):
         "  'pipeline': sorted(x for x in sys.modules if x.split('.')[0] == 'pipeline'),\n"
         "  'asset': [m.ARCHIVE.name, m.ARCHIVE.uri],\n"
         "  'watchers': [w.trigger.serialize()[0] for w in m.ARCHIVE.watchers]}))\n"
-    )  # fmt: skip
-    env = {**os.environ, **AIRFLOW_ENV, "HAPROOF_ARCHIVE_ROOT": f"file://{tmp_path}/a",
-           "HAPROOF_CLUSTER": "prod"}  # fmt: skip
+    )
+    env = {
+        **os.environ,
+        **AIRFLOW_ENV,
+        "HAPROOF_ARCHIVE_ROOT": f"file://{tmp_path}/a",
+        "HAPROOF_CLUSTER": "prod",
+    }
     res = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )

@@ -17,18 +17,37 @@ ERIC = "EricPanGopher_rocketmq_unit_test_store"
 
 def _ship(store_dir, root: str) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "archive", "--store-dir", str(store_dir),
-         "--root", root, "--cluster", "rmq", "--broker-name", "broker-a", "--node", "broker-a-0"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "archive",
+            "--store-dir",
+            str(store_dir),
+            "--root",
+            root,
+            "--cluster",
+            "rmq",
+            "--broker-name",
+            "broker-a",
+            "--node",
+            "broker-a-0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
 
 
 def _dags_test(env, dag_id: str, conf: dict) -> subprocess.CompletedProcess:
     return subprocess.run(
         [env["HAPROOF_AIRFLOW_BIN"], "dags", "test", dag_id, "-c", json.dumps(conf)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 # What the API server answers for GET /dags/{dag_id}/dagRuns/{run_id}/taskInstances/report/links:
@@ -72,18 +91,24 @@ with create_session() as session:
 def _states(env, dag_id: str) -> dict:
     """The latest run's state and its task instances' states, from the metadata database."""
     res = subprocess.run(
-        [sys.executable, "-c", _STATES, dag_id], env=env, capture_output=True, text=True,
+        [sys.executable, "-c", _STATES, dag_id],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def _report_links(env, dag_id: str) -> dict:
     res = subprocess.run(
-        [sys.executable, "-c", _LINKS, dag_id], env=env, capture_output=True, text=True,
+        [sys.executable, "-c", _LINKS, dag_id],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -121,22 +146,31 @@ def test_nightly_dag_passes_on_a_real_rocketmq_archive(tmp_path, golden_stores, 
     # one node with no committed offsets: nothing to judge for three checks, which the nightly
     # run fails on by default (require_evidence); this run accepts it
     ol = tmp_path / "openlineage.jsonl"
-    res = _dags_test({**airflow_env, **lineage_env(ol)}, "haproof_nightly_audit",
-                     {"root": f"file://{tmp_path}/a", "cluster": "rmq",
-                      "require_evidence": False})  # fmt: skip
+    res = _dags_test(
+        {**airflow_env, **lineage_env(ol)},
+        "haproof_nightly_audit",
+        {"root": f"file://{tmp_path}/a", "cluster": "rmq", "require_evidence": False},
+    )
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     (report,) = _reports(tmp_path / "a")
     _assert_lineage(ol, "haproof_nightly_audit", "COMPLETE", tmp_path / "a", report)
     assert report["passed"] is True
     assert report["status"] == "NO_EVIDENCE"
     assert _states(airflow_env, "haproof_nightly_audit") == {
-        "run": "success", "resolve": "success", "audit": "success", "expectations": "success",
+        "run": "success",
+        "resolve": "success",
+        "audit": "success",
+        "expectations": "success",
         "report": "success",
-    }  # fmt: skip
+    }
     assert [c["name"] for c in report["audit"]["groups"][0]["checks"]] == [
-        "archive_integrity", "replica_consistency", "acknowledged_durability", "log_integrity",
-        "offset_monotonicity", "delivery",
-    ]  # fmt: skip
+        "archive_integrity",
+        "replica_consistency",
+        "acknowledged_durability",
+        "log_integrity",
+        "offset_monotonicity",
+        "delivery",
+    ]
     (gx,) = report["expectations"]
     assert gx["success"] is True and gx["failedSuites"] == []
     _assert_links_to_the_report(airflow_env, "haproof_nightly_audit", report)
@@ -160,24 +194,36 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     rec = decode_record(bytes(data), 172 * 3, base_offset=16384)
     _ship(bad, f"file://{tmp_path}/a")
     with WebhookServer() as hook, SmtpServer() as smtp:
-        env = {**airflow_env, "AIRFLOW_CONN_HAPROOF_ALERTS": json.dumps(
-            {"conn_type": "http", "host": f"http://127.0.0.1:{hook.port}",
-             "extra": {"endpoint": "/alerts"}}
-        ), "AIRFLOW_CONN_SMTP_DEFAULT": smtp.connection_json(),
-               "HAPROOF_ALERT_EMAIL": "oncall@example.com"}  # fmt: skip
+        env = {
+            **airflow_env,
+            "AIRFLOW_CONN_HAPROOF_ALERTS": json.dumps(
+                {
+                    "conn_type": "http",
+                    "host": f"http://127.0.0.1:{hook.port}",
+                    "extra": {"endpoint": "/alerts"},
+                }
+            ),
+            "AIRFLOW_CONN_SMTP_DEFAULT": smtp.connection_json(),
+            "HAPROOF_ALERT_EMAIL": "oncall@example.com",
+        }
         ol = tmp_path / "openlineage.jsonl"
-        res = _dags_test({**env, **lineage_env(ol)}, "haproof_incident_audit",
-                         {"root": f"file://{tmp_path}/a", "cluster": "rmq",
-                          "broker_name": "broker-a"})  # fmt: skip
+        res = _dags_test(
+            {**env, **lineage_env(ol)},
+            "haproof_incident_audit",
+            {"root": f"file://{tmp_path}/a", "cluster": "rmq", "broker_name": "broker-a"},
+        )
         wait_for(lambda: hook.posts and smtp.messages, what="the alerts")
     out = res.stdout + res.stderr
     assert res.returncode != 0
     # the task that failed is red: audit with the verdict's line, expectations with its suite;
     # the report was still built and published; the run failed
     assert _states(airflow_env, "haproof_incident_audit") == {
-        "run": "failed", "resolve": "success", "audit": "failed", "expectations": "failed",
+        "run": "failed",
+        "resolve": "success",
+        "audit": "failed",
+        "expectations": "failed",
         "report": "failed",
-    }  # fmt: skip
+    }
     assert "FAILED: broker-a log_integrity fail (1 finding(s))" in out
     assert "expectations suites failed: broker-a: haproof_records_issues" in out
     (report,) = _reports(tmp_path / "a")
@@ -198,8 +244,9 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     assert alert["runId"] == report["runId"]
     assert alert["reportUrl"] == report["reports"]["broker-a"]
     assert {(f["check"], f["status"]) for f in alert["failedChecks"]} >= {
-        ("log_integrity", "fail"), ("expectations:haproof_records_issues", "fail")
-    }  # fmt: skip
+        ("log_integrity", "fail"),
+        ("expectations:haproof_records_issues", "fail"),
+    }
     assert "/dags/haproof_incident_audit/runs/" in alert["dagRunUrl"]
     (mail,) = smtp.messages
     assert report["reports"]["broker-a"] in html_of(mail) and "log_integrity" in html_of(mail)
@@ -214,12 +261,18 @@ def test_continuous_verification_publishes_the_lag(tmp_path, golden_stores, airf
     # under `airflow dags test` the DAG leaves its deadline out (Airflow 3.3.2's dag.test fails
     # a successful run of a DAG with one, apache/airflow#73428); the deadline itself is tested
     # with the real scheduler and triggerer in test_continuous.py
-    res = _dags_test(airflow_env, "haproof_continuous_verification",
-                     {"root": f"file://{tmp_path}/a", "cluster": "rmq"})  # fmt: skip
+    res = _dags_test(
+        airflow_env,
+        "haproof_continuous_verification",
+        {"root": f"file://{tmp_path}/a", "cluster": "rmq"},
+    )
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     assert _states(airflow_env, "haproof_continuous_verification") == {
-        "run": "success", "resolve": "success", "audit": "success", "lag": "success",
-    }  # fmt: skip
+        "run": "success",
+        "resolve": "success",
+        "audit": "success",
+        "lag": "success",
+    }
     lag = json.loads((tmp_path / "a/audits/_history/rmq/lag.json").read_text())
     (group,) = lag["groups"]
     assert group["group"] == "broker-a" and 0 <= group["lagMs"] < lag["boundMs"]

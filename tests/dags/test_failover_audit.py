@@ -79,19 +79,39 @@ with create_session() as s:
 def test_a_failover_in_the_archive_starts_the_incident_audit(tmp_path, golden_stores):
     root = tmp_path / "a"
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "archive", "--store-dir", str(golden_stores / ERIC),
-         "--root", f"file://{root}", "--cluster", "rmq", "--broker-name", "broker-a",
-         "--node", "broker-a-0"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "archive",
+            "--store-dir",
+            str(golden_stores / ERIC),
+            "--root",
+            f"file://{root}",
+            "--cluster",
+            "rmq",
+            "--broker-name",
+            "broker-a",
+            "--node",
+            "broker-a-0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     since = int(time.time() * 1000)
-    stack = AirflowStack(tmp_path / "airflow", {
-        "HAPROOF_ARCHIVE_ROOT": f"file://{root}", "HAPROOF_CLUSTER": "rmq",
-        "HAPROOF_FAILOVER_POLL_S": "1", "HAPROOF_FAILOVER_SINCE_MS": str(since),
-        "HAPROOF_SPARK_MASTER": "local[2]",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-    })  # fmt: skip
+    stack = AirflowStack(
+        tmp_path / "airflow",
+        {
+            "HAPROOF_ARCHIVE_ROOT": f"file://{root}",
+            "HAPROOF_CLUSTER": "rmq",
+            "HAPROOF_FAILOVER_POLL_S": "1",
+            "HAPROOF_FAILOVER_SINCE_MS": str(since),
+            "HAPROOF_SPARK_MASTER": "local[2]",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        },
+    )
     try:
         stack.start()
 
@@ -103,8 +123,7 @@ def test_a_failover_in_the_archive_starts_the_incident_audit(tmp_path, golden_st
                 for t in state["triggers"]
             )
 
-        wait_until(watching, timeout_s=300, what="the failover watcher in the triggerer",
-                   every_s=1)  # fmt: skip
+        wait_until(watching, timeout_s=300, what="the failover watcher in the triggerer", every_s=1)
         store = open_store(f"file://{root}")
         at = int(time.time() * 1000)
         t_event = time.monotonic()
@@ -115,8 +134,9 @@ def test_a_failover_in_the_archive_starts_the_incident_audit(tmp_path, golden_st
             reports = list(root.glob("audits/*/dag_report.json"))
             return reports[0] if reports else None
 
-        report_path = wait_until(verdict, timeout_s=600, what="the incident audit's verdict",
-                                 every_s=0.2)  # fmt: skip
+        report_path = wait_until(
+            verdict, timeout_s=600, what="the incident audit's verdict", every_s=0.2
+        )
         event_to_verdict_s = time.monotonic() - t_event
         print(f"event-to-verdict: {event_to_verdict_s:.1f} s")
         report = json.loads(report_path.read_text())

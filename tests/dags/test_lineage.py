@@ -20,14 +20,19 @@ def test_one_assertion_per_check_with_its_success():
             {
                 "brokerName": "broker-a",
                 "checks": [
-                    {"name": "log_integrity", "status": "fail", "passed": False, "findings": 1,
-                     "detail": "crc at 4242"},
+                    {
+                        "name": "log_integrity",
+                        "status": "fail",
+                        "passed": False,
+                        "findings": 1,
+                        "detail": "crc at 4242",
+                    },
                     {"name": "delivery", "status": "pass", "passed": True, "findings": 0},
                 ],
             },
             {"brokerName": "broker-b", "checks": []},
         ]
-    }  # fmt: skip
+    }
     a, b = audit_assertions("file:///r", "rmq", summary)
     assert (a.namespace, a.name) == ("file", "/r/v1/rmq/broker-a")
     assert [(x.assertion, x.success, x.column, x.severity) for x in a.assertions] == [

@@ -18,9 +18,17 @@ sys.path.insert(0, str(DAGS))  # as the DAG processor does: the dags folder on s
 
 from haproof_common import AuditConfigError, use_s3_connection  # noqa: E402
 
-VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
-        "HAPROOF_S3_ENDPOINT", "AWS_ENDPOINT_URL", "HAPROOF_AWS_CONN_ID",
-        "AIRFLOW_CONN_AWS_DEFAULT", "AIRFLOW_CONN_HAPROOF_S3")  # fmt: skip
+VARS = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "HAPROOF_S3_ENDPOINT",
+    "AWS_ENDPOINT_URL",
+    "HAPROOF_AWS_CONN_ID",
+    "AIRFLOW_CONN_AWS_DEFAULT",
+    "AIRFLOW_CONN_HAPROOF_S3",
+)
 
 
 @pytest.fixture
@@ -34,8 +42,14 @@ def bare_env(monkeypatch, tmp_path):
 
 def _conn(server) -> str:
     o = server.store_options()
-    return json.dumps({"conn_type": "aws", "login": o["access_key"], "password": o["secret_key"],
-                       "extra": {"endpoint_url": o["endpoint_url"], "region_name": o["region"]}})  # fmt: skip
+    return json.dumps(
+        {
+            "conn_type": "aws",
+            "login": o["access_key"],
+            "password": o["secret_key"],
+            "extra": {"endpoint_url": o["endpoint_url"], "region_name": o["region"]},
+        }
+    )
 
 
 @pytest.mark.parametrize("conn_id", ["haproof_s3", None])

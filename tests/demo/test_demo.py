@@ -10,8 +10,10 @@ import sys
 def demo(workdir, *extra: str, timeout_s: int = 1200) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "broker.cli", "demo", "--workdir", str(workdir), *extra],
-        capture_output=True, text=True, timeout=timeout_s,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 def test_demo_runs_the_main_job_and_passes(tmp_path):
@@ -25,8 +27,12 @@ def test_demo_runs_the_main_job_and_passes(tmp_path):
     assert res.stdout.rstrip().endswith("PASSED")
     assert not (workdir / "left-over.log").exists()  # the earlier demo's directory was replaced
     assert (workdir / ".haproof-demo").is_file()
-    for check in ("replica_consistency", "acknowledged_durability", "log_integrity",
-                  "offset_monotonicity"):  # fmt: skip
+    for check in (
+        "replica_consistency",
+        "acknowledged_durability",
+        "log_integrity",
+        "offset_monotonicity",
+    ):
         assert f"PASS  {check}" in out
     # 300 before the failover, 150 after: a SYNC_MASTER with its slave acknowledges every one.
     assert "acknowledged sends: 450" in out

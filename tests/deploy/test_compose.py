@@ -63,12 +63,24 @@ def _brokers(compose: dict) -> dict[str, tuple[dict, BrokerConfig]]:
 
 def test_every_part_of_the_deployment_is_there(compose) -> None:
     services = compose["services"]
-    for name in ("minio", "namesrv", "spark-master", "postgres", "redis", "airflow-apiserver",
-                 "airflow-scheduler", "airflow-dag-processor", "airflow-worker"):  # fmt: skip
+    for name in (
+        "minio",
+        "namesrv",
+        "spark-master",
+        "postgres",
+        "redis",
+        "airflow-apiserver",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "airflow-worker",
+    ):
         assert name in services, name
     assert len(_brokers(compose)) >= 2
-    workers = [s for s in services.values() if "org.apache.spark.deploy.worker.Worker" in
-               (s.get("command") or [])]  # fmt: skip
+    workers = [
+        s
+        for s in services.values()
+        if "org.apache.spark.deploy.worker.Worker" in (s.get("command") or [])
+    ]
     assert len(workers) >= 2
 
 
@@ -169,8 +181,11 @@ print(json.dumps(missing))
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, "-c", script, json.dumps([options, commands])],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
     assert len(commands) >= 7
@@ -305,9 +320,15 @@ def test_compose_refuses_to_start_without_a_secret(compose_text) -> None:
     """What docker compose does with ${VAR:?msg} when VAR is unset, re-enacted: the variable
     and the message name the missing secret."""
     missing = {name: msg for name, op, msg in _VAR.findall(compose_text) if op == ":?"}
-    for name in ("HAPROOF_S3_SECRET_KEY", "AIRFLOW_JWT_SECRET", "HAPROOF_POSTGRES_PASSWORD",
-                 "HAPROOF_REDIS_PASSWORD", "AIRFLOW_FERNET_KEY", "HAPROOF_BROKER_SECRET_KEY",
-                 "HAPROOF_PLAIN_ACL"):  # fmt: skip
+    for name in (
+        "HAPROOF_S3_SECRET_KEY",
+        "AIRFLOW_JWT_SECRET",
+        "HAPROOF_POSTGRES_PASSWORD",
+        "HAPROOF_REDIS_PASSWORD",
+        "AIRFLOW_FERNET_KEY",
+        "HAPROOF_BROKER_SECRET_KEY",
+        "HAPROOF_PLAIN_ACL",
+    ):
         assert name in missing and name in missing[name], name
 
 

@@ -49,8 +49,11 @@ def test_root_keys_reach_only_minio(compose):
 
 
 def test_each_broker_writes_only_its_own_node(compose):
-    brokers = {n: s for n, s in compose["services"].items() if s.get("command", [None])[:2]
-               == ["haproof", "broker"]}  # fmt: skip
+    brokers = {
+        n: s
+        for n, s in compose["services"].items()
+        if s.get("command", [None])[:2] == ["haproof", "broker"]
+    }
     assert set(brokers) == {"broker-a-0", "broker-a-1", "broker-a-2"}
     init = compose["services"]["minio-init"]
     for name, svc in brokers.items():
@@ -58,12 +61,16 @@ def test_each_broker_writes_only_its_own_node(compose):
         root = urlparse(cfg.archive_root)
         node = f"{root.netloc}{root.path}/v1/{cfg.broker_cluster_name}/{cfg.broker_name}/"
         policy = _policy(cfg.node_name)
-        assert policy["s3:PutObject"] == {f"{node}{cfg.node_name}/*",
-                                          f"{root.netloc}{root.path}/v1/{cfg.broker_cluster_name}/"
-                                          f"{cfg.broker_name}/_retention.json",
-                                          f"{root.netloc}{root.path}/_haproof/*"}  # fmt: skip
-        assert policy["s3:DeleteObject"] == {f"{node}{cfg.node_name}/*",
-                                             f"{root.netloc}{root.path}/_haproof/*"}  # fmt: skip
+        assert policy["s3:PutObject"] == {
+            f"{node}{cfg.node_name}/*",
+            f"{root.netloc}{root.path}/v1/{cfg.broker_cluster_name}/"
+            f"{cfg.broker_name}/_retention.json",
+            f"{root.netloc}{root.path}/_haproof/*",
+        }
+        assert policy["s3:DeleteObject"] == {
+            f"{node}{cfg.node_name}/*",
+            f"{root.netloc}{root.path}/_haproof/*",
+        }
         # its user is the one minio-init attaches that policy to
         var = re.search(
             r"\$\{(HAPROOF_S3_BROKER_\w+)_KEY:", svc["environment"]["AWS_ACCESS_KEY_ID"]
@@ -77,9 +84,11 @@ def test_each_broker_writes_only_its_own_node(compose):
 def test_the_audit_writes_only_its_outputs(compose):
     policy = _policy("audit")
     assert policy["s3:GetObject"] == {"haproof-archive/prod/*"}
-    assert policy["s3:PutObject"] == {"haproof-archive/prod/audits/*",
-                                      "haproof-archive/prod/v1/*/*/_audit/*",
-                                      "haproof-archive/prod/_haproof/*"}  # fmt: skip
+    assert policy["s3:PutObject"] == {
+        "haproof-archive/prod/audits/*",
+        "haproof-archive/prod/v1/*/*/_audit/*",
+        "haproof-archive/prod/_haproof/*",
+    }
     assert policy["s3:DeleteObject"] == {"haproof-archive/prod/_haproof/*"}
     env = compose["services"]["airflow-worker"]["environment"]
     assert not any(k.startswith("AWS_") for k in env)  # the keys are the Connection's only

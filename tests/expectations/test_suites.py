@@ -48,7 +48,7 @@ def _clean(store, group: str = GROUP, **override) -> None:
                 "committed": 5,
                 "queue_max": 9,
             },
-        ],  # fmt: skip
+        ],
         "offset_violations": [],
         "archive_faults": [],
         "acked_losses": [],
@@ -101,7 +101,7 @@ def test_divergent_range_and_long_lag_fail(store):
                 "detail": "first differing byte 137",
             },
             {"pair": "a-0->a-1", "start": 200, "end": 10_000, "verdict": "lag", "detail": ""},
-        ],  # fmt: skip
+        ],
     )
     report = run_suites(store, RUN, GROUP, {"max_lag_bytes": 1000})
     assert not report.success
@@ -109,9 +109,11 @@ def test_divergent_range_and_long_lag_fail(store):
     assert "expect_column_values_to_not_be_in_set" in failed
     assert "expect_column_values_to_be_between" in failed  # the 9,800-byte lag range
     (nis,) = [
-        f for s in report.suites for f in s.failed
+        f
+        for s in report.suites
+        for f in s.failed
         if f["expectation"] == "expect_column_values_to_not_be_in_set"
-    ]  # fmt: skip
+    ]
     assert nis["found"]["unexpected_count"] == 1
     assert nis["found"]["partial_unexpected_list"] == ["divergent"]
     # The same lag is fine under the default 256 MiB threshold.
@@ -123,12 +125,25 @@ def test_record_issue_and_offset_violation_fail(store):
     _clean(
         store,
         records_issues=[{"node": "a-1", "offset": 4242, "check": "crc", "detail": "body CRC"}],
-        offset_violations=[{"kind": "regression", "group_name": "g", "topic": "T",
-                            "queue_id": 0, "before": 9, "after": 3, "node_before": "a-0",
-                            "node_after": "a-1", "epoch_before": 1, "epoch_after": 2,
-                            "at_before": 1, "at_after": 2, "failover": "",
-                            "reconsumed_messages": 6}],
-    )  # fmt: skip
+        offset_violations=[
+            {
+                "kind": "regression",
+                "group_name": "g",
+                "topic": "T",
+                "queue_id": 0,
+                "before": 9,
+                "after": 3,
+                "node_before": "a-0",
+                "node_after": "a-1",
+                "epoch_before": 1,
+                "epoch_after": 2,
+                "at_before": 1,
+                "at_after": 2,
+                "failover": "",
+                "reconsumed_messages": 6,
+            }
+        ],
+    )
     report = run_suites(store, RUN, GROUP)
     assert not report.success
     assert _failed(report, "records_issues") == ["expect_table_row_count_to_be_between"]
@@ -137,8 +152,17 @@ def test_record_issue_and_offset_violation_fail(store):
 
 
 def test_negative_committed_offset_fails_timeline(store):
-    row = {"taken_at": 1, "node": "a-0", "role": "SYNC_MASTER", "epoch": 1, "group_name": "g",
-           "topic": "T", "queue_id": 0, "committed": -4, "queue_max": 9}  # fmt: skip
+    row = {
+        "taken_at": 1,
+        "node": "a-0",
+        "role": "SYNC_MASTER",
+        "epoch": 1,
+        "group_name": "g",
+        "topic": "T",
+        "queue_id": 0,
+        "committed": -4,
+        "queue_max": 9,
+    }
     _clean(store, offset_timeline=[row])
     report = run_suites(store, RUN, GROUP)
     assert _failed(report, "offset_timeline") == ["expect_column_values_to_be_between"]
@@ -162,10 +186,23 @@ def test_allowed_extra_passes_and_unexcused_extra_fails(store):
 
 
 def test_archive_fault_and_acked_loss_fail(store):
-    fault = {"node": "a-1", "key": "k.log", "kind": "log_missing", "start": 0, "end": 9,
-             "detail": "absent"}  # fmt: skip
-    loss = {"kind": "acknowledged_bytes_truncated", "slave": "a-0", "lost_start": 10,
-            "lost_end": 20, "ack": 20, "verdict": "data_loss", "snapshot": "s"}  # fmt: skip
+    fault = {
+        "node": "a-1",
+        "key": "k.log",
+        "kind": "log_missing",
+        "start": 0,
+        "end": 9,
+        "detail": "absent",
+    }
+    loss = {
+        "kind": "acknowledged_bytes_truncated",
+        "slave": "a-0",
+        "lost_start": 10,
+        "lost_end": 20,
+        "ack": 20,
+        "verdict": "data_loss",
+        "snapshot": "s",
+    }
     _clean(store, archive_faults=[fault], acked_losses=[loss])
     report = run_suites(store, RUN, GROUP)
     assert _failed(report, "archive_faults") == ["expect_table_row_count_to_be_between"]

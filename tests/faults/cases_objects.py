@@ -92,9 +92,11 @@ def single_node_no_offsets(b: Builder, draw, variant: str = "") -> Case:
     b.ship(log, MASTER, "SYNC_MASTER", 0, b.shape.chunk_m)
     b.snapshot(MASTER, SNAP1_MS, log, {}, slaves={})
     return Case(
-        "single-node-no-offsets", b.group,
-        truth(**{RC: NONE, AD: NONE, OM: NONE}), placement={"end": log.end},
-    )  # fmt: skip
+        "single-node-no-offsets",
+        b.group,
+        truth(**{RC: NONE, AD: NONE, OM: NONE}),
+        placement={"end": log.end},
+    )
 
 
 # -- archive objects ------------------------------------------------------------------------
@@ -105,12 +107,18 @@ def log_missing(b: Builder, draw, variant: str = "") -> Case:
     key, man = pick_chunk(b, draw, SLAVE)
     b.arch.store.delete(key)
     return Case(
-        "log-missing", b.group, truth(**{AI: FAIL, RC: FAIL, AD: None}),
-        witnesses=[fault_row(SLAVE, key, at.FAULT_LOG_MISSING, man),
-                   Witness("ranges", {"pair": PAIR, "start": man.start, "end": man.end,
-                                      "verdict": at.MISSING})],
-        placement={"key": key}, tampered={key: at.FAULT_LOG_MISSING},
-    )  # fmt: skip
+        "log-missing",
+        b.group,
+        truth(**{AI: FAIL, RC: FAIL, AD: None}),
+        witnesses=[
+            fault_row(SLAVE, key, at.FAULT_LOG_MISSING, man),
+            Witness(
+                "ranges", {"pair": PAIR, "start": man.start, "end": man.end, "verdict": at.MISSING}
+            ),
+        ],
+        placement={"key": key},
+        tampered={key: at.FAULT_LOG_MISSING},
+    )
 
 
 def object_size(b: Builder, draw, variant: str = "") -> Case:
@@ -125,11 +133,13 @@ def object_size(b: Builder, draw, variant: str = "") -> Case:
         data = data[: len(data) - draw(st.integers(1, len(data)), label="cut bytes")]
     b.overwrite(key, data)
     return Case(
-        "object-longer" if longer else "object-shorter", b.group,
+        "object-longer" if longer else "object-shorter",
+        b.group,
         truth(**{AI: FAIL, RC: None, AD: None, LI: None}),
         witnesses=[fault_row(node, key, at.FAULT_SIZE_MISMATCH, man)],
-        placement={"key": key, "size": len(data)}, tampered={key: at.FAULT_SIZE_MISMATCH},
-    )  # fmt: skip
+        placement={"key": key, "size": len(data)},
+        tampered={key: at.FAULT_SIZE_MISMATCH},
+    )
 
 
 def sha256_flip(b: Builder, draw, variant: str = "") -> Case:
@@ -158,15 +168,18 @@ def sha256_flip(b: Builder, draw, variant: str = "") -> Case:
     data[at_ - man.start] ^= bit(draw, region)
     b.overwrite(key, bytes(data))
     expect = (
-        truth(**{AI: FAIL, RC: NONE, AD: NONE}) if single
+        truth(**{AI: FAIL, RC: NONE, AD: NONE})
+        if single
         else truth(**{AI: FAIL, RC: FAIL, AD: FAIL if node == SLAVE else None})
-    )  # fmt: skip
+    )
     return Case(
-        "sha256-flip-single-node" if single else "sha256-flip", b.group, expect,
+        "sha256-flip-single-node" if single else "sha256-flip",
+        b.group,
+        expect,
         witnesses=[fault_row(node, key, at.FAULT_SHA256_MISMATCH, man)],
         placement={"key": key, "offset": at_, "region": region, "record": rec.offset},
         tampered={key: at.FAULT_SHA256_MISMATCH},
-    )  # fmt: skip
+    )
 
 
 def bad_manifest(b: Builder, draw, variant: str = "") -> Case:
@@ -186,11 +199,13 @@ def bad_manifest(b: Builder, draw, variant: str = "") -> Case:
         data, kind = draw(st.sampled_from(GARBAGE), label="garbage"), at.FAULT_BAD_JSON
     b.overwrite(mkey, data)
     return Case(
-        f"manifest-{kind.replace('_', '-')}", b.group,
+        f"manifest-{kind.replace('_', '-')}",
+        b.group,
         truth(**{AI: FAIL, RC: None, AD: None}),
         witnesses=[fault_row(node, mkey, kind, None)],
-        placement={"key": mkey, "data": data[:40]}, tampered={mkey: kind},
-    )  # fmt: skip
+        placement={"key": mkey, "data": data[:40]},
+        tampered={mkey: kind},
+    )
 
 
 def _manifest_doc(man: layout.ChunkManifest) -> dict:
@@ -204,10 +219,13 @@ def manifest_missing(b: Builder, draw, variant: str = "") -> Case:
     key, man = pick_chunk(b, draw, SLAVE)
     b.arch.store.delete(layout.manifest_key(key))
     return Case(
-        "manifest-missing", b.group, truth(**{AI: FAIL, RC: None, AD: None}),
+        "manifest-missing",
+        b.group,
+        truth(**{AI: FAIL, RC: None, AD: None}),
         witnesses=[fault_row(SLAVE, key, at.FAULT_MANIFEST_MISSING, man)],
-        placement={"key": key}, tampered={key: at.FAULT_MANIFEST_MISSING},
-    )  # fmt: skip
+        placement={"key": key},
+        tampered={key: at.FAULT_MANIFEST_MISSING},
+    )
 
 
 def bad_document(b: Builder, draw, variant: str = "") -> Case:
@@ -218,10 +236,21 @@ def bad_document(b: Builder, draw, variant: str = "") -> Case:
     node = draw(st.sampled_from((MASTER, SLAVE)), label="node")
     if what == "snapshot":
         key = layout.snapshot_key(CLUSTER, b.group, node, EVENT_MS)
-        good = {"node": node, "brokerName": b.group, "brokerId": 0, "role": "SYNC_MASTER",
-                "epoch": 0, "takenAt": EVENT_MS, "maxPhyOffset": 0, "flushedOffset": 0,
-                "confirmOffset": 0, "slaves": {}, "consumerOffsets": {},
-                "queueMaxOffsets": {}, "mappedFileSize": 4096}  # fmt: skip
+        good = {
+            "node": node,
+            "brokerName": b.group,
+            "brokerId": 0,
+            "role": "SYNC_MASTER",
+            "epoch": 0,
+            "takenAt": EVENT_MS,
+            "maxPhyOffset": 0,
+            "flushedOffset": 0,
+            "confirmOffset": 0,
+            "slaves": {},
+            "consumerOffsets": {},
+            "queueMaxOffsets": {},
+            "mappedFileSize": 4096,
+        }
     else:
         kind = draw(st.sampled_from(("role_changed", "offset_reset", "truncated")), label="kind")
         key = layout.event_key(CLUSTER, b.group, node, EVENT_MS, kind)
@@ -237,7 +266,10 @@ def bad_document(b: Builder, draw, variant: str = "") -> Case:
         data, fault = draw(st.sampled_from(GARBAGE), label="garbage"), at.FAULT_BAD_JSON
     b.overwrite(key, data)
     return Case(
-        f"{what}-{fault.replace('_', '-')}", b.group, truth(**{AI: FAIL}),
+        f"{what}-{fault.replace('_', '-')}",
+        b.group,
+        truth(**{AI: FAIL}),
         witnesses=[fault_row(node, key, fault, None)],
-        placement={"key": key, "data": data[:40]}, tampered={key: fault},
-    )  # fmt: skip
+        placement={"key": key, "data": data[:40]},
+        tampered={key: fault},
+    )

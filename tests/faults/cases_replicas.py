@@ -34,11 +34,19 @@ FAIL, PASS = at.STATUS_FAIL, at.STATUS_PASS
 def crc_issue(b: Builder, node: str, rec: Rec) -> Witness:
     """The record's CRC failure on ``node``, named by the chunk object that holds it."""
     (key,) = [b.chunk_key(node, c) for c in b.chunks(node) if c.start <= rec.offset < c.end]
-    return Witness("records_issues", {
-        "node": node, "offset": rec.offset, "check": "crc_mismatch", "topic": rec.topic,
-        "queue_id": rec.queue_id, "queue_offset": rec.queue_offset, "msg_id": rec.msg_id,
-        "key": key,
-    })  # fmt: skip
+    return Witness(
+        "records_issues",
+        {
+            "node": node,
+            "offset": rec.offset,
+            "check": "crc_mismatch",
+            "topic": rec.topic,
+            "queue_id": rec.queue_id,
+            "queue_offset": rec.queue_offset,
+            "msg_id": rec.msg_id,
+            "key": key,
+        },
+    )
 
 
 # -- replicas -------------------------------------------------------------------------------
@@ -55,12 +63,14 @@ def divergent(b: Builder, draw, variant: str = "") -> Case:
     b.evidence(log, ack=log.end)
     body = region == "body"
     return Case(
-        "divergent", b.group, truth(**{RC: FAIL, AD: FAIL, LI: FAIL if body else PASS}),
+        "divergent",
+        b.group,
+        truth(**{RC: FAIL, AD: FAIL, LI: FAIL if body else PASS}),
         witnesses=[Witness("ranges", {"pair": PAIR, "verdict": at.DIVERGENT, "first_diff": at_})]
         + ([crc_issue(b, SLAVE, rec)] if body else []),
         forbid=[Witness("records_issues", {"node": MASTER})],
         placement={"offset": at_, "region": region, "record": rec.offset},
-    )  # fmt: skip
+    )
 
 
 def replicated_corruption(b: Builder, draw, variant: str = "") -> Case:
@@ -73,11 +83,13 @@ def replicated_corruption(b: Builder, draw, variant: str = "") -> Case:
     b.pair(bad, bad)
     b.evidence(bad, ack=bad.end)
     return Case(
-        "replicated-corruption", b.group, truth(**{LI: FAIL}),
+        "replicated-corruption",
+        b.group,
+        truth(**{LI: FAIL}),
         witnesses=[crc_issue(b, MASTER, rec), crc_issue(b, SLAVE, rec)],
         forbid=[Witness("ranges", {"verdict": at.DIVERGENT})],
         placement={"offset": at_, "record": rec.offset},
-    )  # fmt: skip
+    )
 
 
 def lag(b: Builder, draw, variant: str = "") -> Case:
@@ -96,9 +108,12 @@ def lag(b: Builder, draw, variant: str = "") -> Case:
     b.evidence(log, ack=cut)
     row = {"pair": PAIR, "start": cut, "end": log.end, "verdict": at.LAG, "lag_exceeded": beyond}
     return Case(
-        "lag-beyond" if beyond else "lag-within", b.group, truth(**{RC: FAIL if beyond else PASS}),
-        witnesses=[Witness("ranges", row)], placement={"cut": cut, "lag": log.end - cut},
-    )  # fmt: skip
+        "lag-beyond" if beyond else "lag-within",
+        b.group,
+        truth(**{RC: FAIL if beyond else PASS}),
+        witnesses=[Witness("ranges", row)],
+        placement={"cut": cut, "lag": log.end - cut},
+    )
 
 
 def conflict(b: Builder, draw, variant: str = "") -> Case:
@@ -117,10 +132,12 @@ def conflict(b: Builder, draw, variant: str = "") -> Case:
     other = flipped(log, at_, bit(draw)).cut(end)
     b.ship(other, SLAVE, "SLAVE", 1, chunk=1 << 20, start=start)
     return Case(
-        "conflict", b.group, truth(**{RC: FAIL, AD: None}),
+        "conflict",
+        b.group,
+        truth(**{RC: FAIL, AD: None}),
         witnesses=[Witness("ranges", {"verdict": at.CONFLICT, "first_diff": at_})],
         placement={"offset": at_, "chunk": (start, end)},
-    )  # fmt: skip
+    )
 
 
 # -- failover -------------------------------------------------------------------------------
@@ -137,8 +154,13 @@ def failover(b: Builder, draw, variant: str = "") -> Case:
     old = make_log(max(s.n, 6), s.body_len, s.queues)
     msgs = old.messages()
     cut = draw(st.sampled_from([r.offset for r in msgs[len(msgs) // 3 :]]), label="cut")
-    new = make_log(draw(st.integers(2, 20), label="new messages"), s.body_len, s.queues,
-                   tag="e1", base=old.cut(cut))  # fmt: skip
+    new = make_log(
+        draw(st.integers(2, 20), label="new messages"),
+        s.body_len,
+        s.queues,
+        tag="e1",
+        base=old.cut(cut),
+    )
     kind = variant
     ack = cut
     if kind == "acked-loss":
@@ -158,9 +180,13 @@ def failover(b: Builder, draw, variant: str = "") -> Case:
     tail = {"pair": f"{SLAVE}->{MASTER}", "start": cut, "end": old.end, "verdict": at.EXTRA}
     placement = {"cut": cut, "old_end": old.end, "new_end": new.end, "ack": ack}
     if kind == "clean":
-        return Case("failover-clean", b.group, truth(),
-                    witnesses=[Witness("ranges", {**tail, "allowed": True}), *_epochs(b.group)],
-                    placement=placement)  # fmt: skip
+        return Case(
+            "failover-clean",
+            b.group,
+            truth(),
+            witnesses=[Witness("ranges", {**tail, "allowed": True}), *_epochs(b.group)],
+            placement=placement,
+        )
     if kind == "acked-loss":
         loss = {"lost_start": cut, "lost_end": ack, "snapshot": Suffix(snap.split("/", 3)[3])}
         # [cut, ack) is not excused; the row may run on to the tail's end, and only bytes at
@@ -168,9 +194,14 @@ def failover(b: Builder, draw, variant: str = "") -> Case:
         acked = {**tail, "end": Between(ack, old.end), "allowed": False}
         excused_early = {**tail, "start": Between(cut, ack - 1), "allowed": True}
         del excused_early["end"]
-        return Case("failover-acked-loss", b.group, truth(**{RC: FAIL, AD: FAIL}),
-                    witnesses=[Witness("acked_losses", loss), Witness("ranges", acked)],
-                    forbid=[Witness("ranges", excused_early)], placement=placement)  # fmt: skip
+        return Case(
+            "failover-acked-loss",
+            b.group,
+            truth(**{RC: FAIL, AD: FAIL}),
+            witnesses=[Witness("acked_losses", loss), Witness("ranges", acked)],
+            forbid=[Witness("ranges", excused_early)],
+            placement=placement,
+        )
     row = {
         "kind": "regression",
         "group_name": CGROUP,
@@ -223,14 +254,30 @@ def offsets(b: Builder, draw, variant: str = "") -> Case:
         second[q] = draw(st.integers(0, first[q] - 1), label="after")
     b.snapshot(MASTER, SNAP1_MS, log, first, slaves={SLAVE: log.end})
     b.snapshot(MASTER, SNAP2_MS, log, second, slaves={SLAVE: log.end})
-    row = {"kind": "regression", "group_name": CGROUP, "topic": TOPIC, "queue_id": q,
-           "before": first[q], "after": second[q], "node_before": MASTER,
-           "node_after": MASTER, "at_before": SNAP1_MS, "at_after": SNAP2_MS,
-           "reconsumed_messages": first[q] - second[q]}  # fmt: skip
+    row = {
+        "kind": "regression",
+        "group_name": CGROUP,
+        "topic": TOPIC,
+        "queue_id": q,
+        "before": first[q],
+        "after": second[q],
+        "node_before": MASTER,
+        "node_after": MASTER,
+        "at_before": SNAP1_MS,
+        "at_after": SNAP2_MS,
+        "reconsumed_messages": first[q] - second[q],
+    }
     placement = {"queue": q, "before": first[q], "after": second[q], "max": qmax[q]}
     if kind == "reset":
-        b.arch.event(MASTER, "offset_reset", EVENT_MS, group=CGROUP, topic=TOPIC, queue=q,
-                     **{"from": first[q], "to": second[q]})  # fmt: skip
+        b.arch.event(
+            MASTER,
+            "offset_reset",
+            EVENT_MS,
+            group=CGROUP,
+            topic=TOPIC,
+            queue=q,
+            **{"from": first[q], "to": second[q]},
+        )
         return Case(
             "offset-reset",
             b.group,
@@ -278,7 +325,7 @@ def queue_gap(b: Builder, draw, variant: str = "") -> Case:
                 "expected": rec.queue_offset,
                 "found": found,
             },
-        )  # fmt: skip
+        )
         for node in (MASTER, SLAVE)
     ]
     return Case(

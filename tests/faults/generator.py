@@ -197,13 +197,19 @@ class Builder:
         qmax = log.queue_max()
         slaves = kw.get("slaves", {})
         self.arch.snapshot(
-            node, kw.get("role", "SYNC_MASTER"), at_ms, epoch=kw.get("epoch", 0),
-            maxPhyOffset=log.end, flushedOffset=log.end,
-            confirmOffset=min(slaves.values(), default=0), slaves=slaves,
+            node,
+            kw.get("role", "SYNC_MASTER"),
+            at_ms,
+            epoch=kw.get("epoch", 0),
+            maxPhyOffset=log.end,
+            flushedOffset=log.end,
+            confirmOffset=min(slaves.values(), default=0),
+            slaves=slaves,
             consumerOffsets={f"{TOPIC}@{CGROUP}": {str(q): c for q, c in committed.items()}}
-            if committed else {},
+            if committed
+            else {},
             queueMaxOffsets={TOPIC: {str(q): v for q, v in qmax.items()}},
-        )  # fmt: skip
+        )
         return layout.snapshot_key(CLUSTER, self.group, node, at_ms)
 
     def evidence(self, log: Log, ack: int, node: str = MASTER) -> tuple[dict, dict]:
@@ -293,10 +299,12 @@ def _check_bad_doc(data: bytes, key: str, kind: str) -> list[str]:
     if kind == at.FAULT_BAD_JSON:
         return [f"{key}: valid JSON but declared {kind}"]
     parse: Callable = (
-        layout.ChunkManifest.from_json if key.endswith(".json") and "/commitlog/" in key
-        else layout.Snapshot.from_json if "/snapshots/" in key
+        layout.ChunkManifest.from_json
+        if key.endswith(".json") and "/commitlog/" in key
+        else layout.Snapshot.from_json
+        if "/snapshots/" in key
         else layout.parse_event
-    )  # fmt: skip
+    )
     try:
         parse(doc)
     except (layout.LayoutError, TypeError):

@@ -43,8 +43,13 @@ def judge(store, run_id: str, case: Case) -> list[str]:
             out.append(f"{where}: check {name} is {got} ({detail!r}), truth {want}")
         if got == at.STATUS_NO_EVIDENCE and not checks[name].get("detail"):
             out.append(f"{where}: check {name} has no evidence and gives no reason")
-    missing = {"ranges", "records_issues", "acknowledged_durability", "offset_violations",
-               "archive_faults"} - set(verdict.get("findings", {}))  # fmt: skip
+    missing = {
+        "ranges",
+        "records_issues",
+        "acknowledged_durability",
+        "offset_violations",
+        "archive_faults",
+    } - set(verdict.get("findings", {}))
     if missing:
         out.append(f"{where}: verdict findings lack {sorted(missing)}")
     return out + _tables(store, run_id, case, checks)

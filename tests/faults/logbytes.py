@@ -118,11 +118,19 @@ class LogWriter:
         topic_len = len(topic.encode())
         body_at = offset + size - props_len - 2 - topic_len - 1 - len(body)
         rec = Rec(
-            offset, size, False, topic, queue_id, qo, self.ts_ms,
-            body_at=body_at, body_len=len(body),
-            props_at=offset + size - props_len, props_len=props_len,
+            offset,
+            size,
+            False,
+            topic,
+            queue_id,
+            qo,
+            self.ts_ms,
+            body_at=body_at,
+            body_len=len(body),
+            props_at=offset + size - props_len,
+            props_len=props_len,
             ts_at=offset + enc.store_timestamp_pos,
-        )  # fmt: skip
+        )
         self.ts_ms += TS_STEP_MS
         self.data += data
         self.recs.append(rec)

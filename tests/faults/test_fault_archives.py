@@ -80,12 +80,16 @@ def test_the_audit_judges_every_fault_class_as_its_truth_says(spark, data) -> No
             audit_status = _status(store, run_id, case.group)
             for whose, status in (("truth", case.expected_run), ("audit", audit_status)):
                 if report.success != at.run_passed(status, require_evidence=False):
-                    problems.append(f"{case.describe()}: GX success={report.success} "
-                                    f"({failed}) but the {whose} says {status}")  # fmt: skip
+                    problems.append(
+                        f"{case.describe()}: GX success={report.success} "
+                        f"({failed}) but the {whose} says {status}"
+                    )
         RUNS["examples"] += 1
         RUNS["cases"] += len(built)
-        print(f"fault archives: {RUNS['cases']} cases in {RUNS['examples']} audit run(s), "
-              f"{len(FAULTS)} fault classes")  # fmt: skip
+        print(
+            f"fault archives: {RUNS['cases']} cases in {RUNS['examples']} audit run(s), "
+            f"{len(FAULTS)} fault classes"
+        )
         assert not problems, f"{len(problems)} mismatch(es):\n" + "\n".join(problems)
 
 
@@ -106,11 +110,26 @@ def test_the_cli_reports_faults_and_missing_evidence_with_exit_codes(data) -> No
 
         def audit(fault: str, *extra: str) -> subprocess.CompletedProcess:
             return subprocess.run(
-                [sys.executable, "-m", "broker.cli", "audit", "--root", f"file://{root}",
-                 "--cluster", CLUSTER, "--broker-name", built[fault].group, "--spark-master",
-                 "local[1]", "--no-expectations", *extra],
-                capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "broker.cli",
+                    "audit",
+                    "--root",
+                    f"file://{root}",
+                    "--cluster",
+                    CLUSTER,
+                    "--broker-name",
+                    built[fault].group,
+                    "--spark-master",
+                    "local[1]",
+                    "--no-expectations",
+                    *extra,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
 
         for fault, extra, want in (
             ("clean", (), 0),

@@ -20,34 +20,80 @@ KEY = "v1/c1/f02-log-missing/a-1/commitlog/00000000000000000134-0000000000000000
 
 def case() -> Case:
     return Case(
-        "log-missing", GROUP,
-        truth(**{at.ARCHIVE_INTEGRITY: at.STATUS_FAIL, at.REPLICA_CONSISTENCY: at.STATUS_FAIL,
-                 at.ACKNOWLEDGED_DURABILITY: None}),
+        "log-missing",
+        GROUP,
+        truth(
+            **{
+                at.ARCHIVE_INTEGRITY: at.STATUS_FAIL,
+                at.REPLICA_CONSISTENCY: at.STATUS_FAIL,
+                at.ACKNOWLEDGED_DURABILITY: None,
+            }
+        ),
         witnesses=[
-            Witness("archive_faults", {"node": "a-1", "key": KEY, "kind": at.FAULT_LOG_MISSING,
-                                       "start": 134, "end": OneOf((268, 269))}),
-            Witness("ranges", {"pair": "a-0->a-1", "start": Between(100, 134), "end": 268,
-                               "verdict": at.MISSING}),
+            Witness(
+                "archive_faults",
+                {
+                    "node": "a-1",
+                    "key": KEY,
+                    "kind": at.FAULT_LOG_MISSING,
+                    "start": 134,
+                    "end": OneOf((268, 269)),
+                },
+            ),
+            Witness(
+                "ranges",
+                {"pair": "a-0->a-1", "start": Between(100, 134), "end": 268, "verdict": at.MISSING},
+            ),
         ],
         forbid=[Witness("records_issues", {"node": "a-1"})],
-    )  # fmt: skip
+    )
 
 
 def rows() -> dict[str, list[dict]]:
     return {
-        "archive_faults": [{"node": "a-1", "key": KEY, "kind": "log_missing", "start": 134.0,
-                            "end": 268.0, "detail": "gone"}],
-        "ranges": [
-            {"pair": "a-0->a-1", "master": "a-0", "node": "a-1", "start": 0, "end": 134,
-             "bytes": 134, "verdict": "match", "allowed": False, "lag_exceeded": False,
-             "first_diff": None, "detail": ""},
-            {"pair": "a-0->a-1", "master": "a-0", "node": "a-1", "start": 134, "end": 268,
-             "bytes": 134, "verdict": "missing", "allowed": False, "lag_exceeded": False,
-             "first_diff": None, "detail": KEY},
+        "archive_faults": [
+            {
+                "node": "a-1",
+                "key": KEY,
+                "kind": "log_missing",
+                "start": 134.0,
+                "end": 268.0,
+                "detail": "gone",
+            }
         ],
-        "checks": [{"check": c, "status": s or at.STATUS_FAIL, "findings": 1, "evidence": 9,
-                    "reason": ""} for c, s in case().expect.items()],
-    }  # fmt: skip
+        "ranges": [
+            {
+                "pair": "a-0->a-1",
+                "master": "a-0",
+                "node": "a-1",
+                "start": 0,
+                "end": 134,
+                "bytes": 134,
+                "verdict": "match",
+                "allowed": False,
+                "lag_exceeded": False,
+                "first_diff": None,
+                "detail": "",
+            },
+            {
+                "pair": "a-0->a-1",
+                "master": "a-0",
+                "node": "a-1",
+                "start": 134,
+                "end": 268,
+                "bytes": 134,
+                "verdict": "missing",
+                "allowed": False,
+                "lag_exceeded": False,
+                "first_diff": None,
+                "detail": KEY,
+            },
+        ],
+        "checks": [
+            {"check": c, "status": s or at.STATUS_FAIL, "findings": 1, "evidence": 9, "reason": ""}
+            for c, s in case().expect.items()
+        ],
+    }
 
 
 def write(store, tables: dict[str, list[dict]], statuses: dict[str, str], **verdict) -> None:
@@ -59,12 +105,23 @@ def write(store, tables: dict[str, list[dict]], statuses: dict[str, str], **verd
         df.to_parquet(buf, index=False)
         store.put_mutable(prefix + f"{table}.parquet", buf.getvalue())
     doc = {
-        "status": at.RUN_FAILED, "passed": False,
-        "checks": [{"name": c, "status": s, "findings": 1, "evidence": 1, "detail": "why"}
-                   for c, s in statuses.items()],
-        "findings": {k: [] for k in ("ranges", "records_issues", "acknowledged_durability",
-                                     "offset_violations", "archive_faults")},
-    }  # fmt: skip
+        "status": at.RUN_FAILED,
+        "passed": False,
+        "checks": [
+            {"name": c, "status": s, "findings": 1, "evidence": 1, "detail": "why"}
+            for c, s in statuses.items()
+        ],
+        "findings": {
+            k: []
+            for k in (
+                "ranges",
+                "records_issues",
+                "acknowledged_durability",
+                "offset_violations",
+                "archive_faults",
+            )
+        },
+    }
     doc.update(verdict)
     store.put_mutable(prefix + "verdict.json", json.dumps(doc).encode())
 

@@ -20,16 +20,25 @@ from tests.support.aio import async_test
 async def test_promote_needs_an_admin_signature_and_then_fails_over(tmp_path):
     acl = acl_broker_conf(tmp_path)
     a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a", **acl)
-    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}", **acl)  # fmt: skip
+    b = await node(
+        tmp_path,
+        "b",
+        brokerRole="SLAVE",
+        brokerId=1,
+        nodeName="b",
+        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
+        **acl,
+    )
     addrs = [a.config.broker_addr, b.config.broker_addr]
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
         statuses = [(await put(a, i))[1] for i in range(50)]
         assert set(statuses) == {PutMessageStatus.PUT_OK}
         # slave sync (admin-only config dumps) works with the broker's own keys
-        a.store.topic_config.put("SyncedTopic", {"topicName": "SyncedTopic", "perm": 6,
-                                                 "readQueueNums": 2, "writeQueueNums": 2})  # fmt: skip
+        a.store.topic_config.put(
+            "SyncedTopic",
+            {"topicName": "SyncedTopic", "perm": 6, "readQueueNums": 2, "writeQueueNums": 2},
+        )
         sync = next(s for s in b.replication.services if type(s).__name__ == "SlaveSynchronize")
         await sync.sync_all()
         assert "SyncedTopic" in b.store.topic_config.table

@@ -92,12 +92,21 @@ def group(tmp_path):
         def conf(name, broker_id, role, port, ha_port, **extra):
             return write_broker_conf(
                 tmp_path / f"{name}.conf",
-                {"brokerClusterName": "C", "brokerName": "broker-a", "brokerId": broker_id,
-                 "brokerRole": role, "storePathRootDir": tmp_path / f"store-{name}",
-                 "listenPort": port, "haListenPort": ha_port, "namesrvAddr": ns.addr,
-                 "nodeName": name, "mappedFileSizeCommitLog": 256 * 1024,
-                 "slaveSyncIntervalMs": 200, **extra},
-            )  # fmt: skip
+                {
+                    "brokerClusterName": "C",
+                    "brokerName": "broker-a",
+                    "brokerId": broker_id,
+                    "brokerRole": role,
+                    "storePathRootDir": tmp_path / f"store-{name}",
+                    "listenPort": port,
+                    "haListenPort": ha_port,
+                    "namesrvAddr": ns.addr,
+                    "nodeName": name,
+                    "mappedFileSizeCommitLog": 256 * 1024,
+                    "slaveSyncIntervalMs": 200,
+                    **extra,
+                },
+            )
 
         m = start_broker("m", conf("m", 0, "SYNC_MASTER", m_port, m_ha), m_port, tmp_path)
         procs.append(m)
@@ -148,8 +157,20 @@ def test_consumer_progress_and_reset_offset(group):
 
     # The slave has copied the offsets; the reset goes to the master first, then the slave.
     _wait(lambda: _committed(s.addr, 3) == tops[3] - 3, what="offsets copied to the slave")
-    res = _admin("resetOffset", "--namesrv", ns.addr, "--group", GROUP, "--topic", TOPIC,
-                 "--queue", "2", "--offset", "1", "--json")  # fmt: skip
+    res = _admin(
+        "resetOffset",
+        "--namesrv",
+        ns.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--queue",
+        "2",
+        "--offset",
+        "1",
+        "--json",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     done = json.loads(res.stdout)
     schemas.validate(done, "admin", "resetOffset")
@@ -173,24 +194,79 @@ def test_admin_offsets_errors(group):
     dead = f"127.0.0.1:{free_port()}"
     res = _admin("consumerProgress", "--group", GROUP)
     assert res.returncode == 2 and "--namesrv or --broker-addr" in res.stderr
-    res = _admin("resetOffset", "--broker-addr", m.addr, "--group", GROUP, "--topic", TOPIC,
-                 "--queue", "0", "--offset", "-5")  # fmt: skip
+    res = _admin(
+        "resetOffset",
+        "--broker-addr",
+        m.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--queue",
+        "0",
+        "--offset",
+        "-5",
+    )
     assert res.returncode == 2 and "--offset (-5)" in res.stderr
     res = _admin("consumerProgress", "--broker-addr", dead, "--group", GROUP)
     assert res.returncode == 1 and dead in res.stderr and "unreachable" in res.stderr
     res = _admin("consumerProgress", "--broker-addr", m.addr, "--group", "nobody")
     assert res.returncode == 1 and "knows no consumer group 'nobody'" in res.stderr
-    res = _admin("resetOffset", "--broker-addr", m.addr, "--group", GROUP, "--topic", TOPIC,
-                 "--queue", "9", "--offset", "0")  # fmt: skip
+    res = _admin(
+        "resetOffset",
+        "--broker-addr",
+        m.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--queue",
+        "9",
+        "--offset",
+        "0",
+    )
     assert res.returncode == 1 and "queueId 9 out of range" in res.stderr and m.addr in res.stderr
-    res = _admin("resetOffset", "--broker-addr", m.addr, "--group", GROUP, "--topic", "NoTopic",
-                 "--queue", "0", "--offset", "0")  # fmt: skip
+    res = _admin(
+        "resetOffset",
+        "--broker-addr",
+        m.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        "NoTopic",
+        "--queue",
+        "0",
+        "--offset",
+        "0",
+    )
     assert res.returncode == 1 and "topic 'NoTopic' does not exist" in res.stderr
-    res = _admin("resetOffset", "--broker-addr", m.addr, "--group", GROUP, "--topic", TOPIC,
-                 "--queue", "0", "--offset", "1000000")  # fmt: skip
+    res = _admin(
+        "resetOffset",
+        "--broker-addr",
+        m.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--queue",
+        "0",
+        "--offset",
+        "1000000",
+    )
     assert res.returncode == 1 and "beyond" in res.stderr
-    res = _admin("resetOffset", "--namesrv", f"127.0.0.1:{free_port()}", "--group", GROUP,
-                 "--topic", TOPIC, "--queue", "0", "--offset", "0")  # fmt: skip
+    res = _admin(
+        "resetOffset",
+        "--namesrv",
+        f"127.0.0.1:{free_port()}",
+        "--group",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--queue",
+        "0",
+        "--offset",
+        "0",
+    )
     assert res.returncode == 1 and "no route" in res.stderr
 
 

@@ -51,8 +51,21 @@ def test_consumers_go_on_from_the_slave_while_the_master_is_down(tmp_path):
         (a_port, a_ha), (b_port, b_ha) = (free_port(), free_port()), (free_port(), free_port())
         a_conf = _conf(tmp_path, "a", 0, "SYNC_MASTER", a_port, a_ha, ns.addr)
         a = start_broker("a", a_conf, a_port, tmp_path)
-        b = start_broker("b", _conf(tmp_path, "b", 1, "SLAVE", b_port, b_ha, ns.addr,
-                                    haMasterAddress=f"127.0.0.1:{a_ha}"), b_port, tmp_path)  # fmt: skip
+        b = start_broker(
+            "b",
+            _conf(
+                tmp_path,
+                "b",
+                1,
+                "SLAVE",
+                b_port,
+                b_ha,
+                ns.addr,
+                haMasterAddress=f"127.0.0.1:{a_ha}",
+            ),
+            b_port,
+            tmp_path,
+        )
         procs += [a, b]
         _wait(lambda: asyncio.run(ha_status([a.addr]))[0].get("slaves"), what="b connected")
 

@@ -68,8 +68,7 @@ def _records(store) -> list[Record]:
     out, pos = [], 0
     while pos < len(data):
         base = pos - pos % FILE_SIZE
-        recs = list(scan_records(data[base : base + FILE_SIZE], base_offset=base,
-                                        start=pos - base))  # fmt: skip
+        recs = list(scan_records(data[base : base + FILE_SIZE], base_offset=base, start=pos - base))
         out += [r for r in recs if not r.is_blank]
         if not recs or not recs[-1].is_blank:
             break
@@ -96,8 +95,9 @@ def test_damaged_slave_refetches_and_damaged_master_refuses_then_repairs(tmp_pat
     try:
         (m_port, m_ha), (s_port, s_ha) = (free_port(), free_port()), (free_port(), free_port())
         m_conf = _conf(tmp_path, "m", 0, "SYNC_MASTER", m_port, m_ha, ns.addr)
-        s_conf = _conf(tmp_path, "s", 1, "SLAVE", s_port, s_ha, ns.addr,
-                       haMasterAddress=f"127.0.0.1:{m_ha}")  # fmt: skip
+        s_conf = _conf(
+            tmp_path, "s", 1, "SLAVE", s_port, s_ha, ns.addr, haMasterAddress=f"127.0.0.1:{m_ha}"
+        )
         m_store, s_store = tmp_path / "store-m", tmp_path / "store-s"
         m = start_broker("m", m_conf, m_port, tmp_path)
         s = start_broker("s", s_conf, s_port, tmp_path)
@@ -122,15 +122,21 @@ def test_damaged_slave_refetches_and_damaged_master_refuses_then_repairs(tmp_pat
         m.stop()
         assert _log_bytes(s_store) == _log_bytes(m_store)  # byte for byte the master's again
         side = list((s_store / "quarantine").glob("*.bin"))
-        assert [p.name for p in side] == [f"{victim.physical_offset:020d}-"
-                                          f"{records[-1].end:020d}.bin"]  # fmt: skip
+        assert [p.name for p in side] == [
+            f"{victim.physical_offset:020d}-{records[-1].end:020d}.bin"
+        ]
         assert "refetches" in (tmp_path / "s.log").read_text()
         assert json.loads(side[0].with_suffix(".json").read_text())["reported"]  # reported once
         (event,) = _events(tmp_path, "s")  # the audit sees the range
-        assert (event["damagedFrom"], event["damagedTo"]) == (victim.physical_offset,
-                                                              records[-1].end)  # fmt: skip
+        assert (event["damagedFrom"], event["damagedTo"]) == (
+            victim.physical_offset,
+            records[-1].end,
+        )
         assert (event["from"], event["to"], event["action"]) == (
-            records[-1].end, victim.physical_offset, "refetch")  # fmt: skip
+            records[-1].end,
+            victim.physical_offset,
+            "refetch",
+        )
 
         # -- the master: a flipped size byte; it refuses, names the range, moves nothing
         victim = records[N - 30]
@@ -138,8 +144,10 @@ def test_damaged_slave_refetches_and_damaged_master_refuses_then_repairs(tmp_pat
         before = _digest(m_store)
         r = subprocess.run(
             [sys.executable, "-m", "broker.cli", "broker", "-c", str(m_conf)],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 2 and "Traceback" not in r.stderr
         line = r.stderr.strip().splitlines()[-1]
         assert f"damaged commit log at offset {victim.physical_offset}" in line
@@ -149,8 +157,10 @@ def test_damaged_slave_refetches_and_damaged_master_refuses_then_repairs(tmp_pat
         # -- the operator repairs: the damaged record goes aside, every other one is served
         r = subprocess.run(
             [sys.executable, "-m", "broker.cli", "store", "repair", str(m_store)],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         m = start_broker("m", _archived(m_conf, tmp_path), m_port, tmp_path)
         procs.append(m)
@@ -158,7 +168,10 @@ def test_damaged_slave_refetches_and_damaged_master_refuses_then_repairs(tmp_pat
         _wait(lambda: _events(tmp_path, "m"), what="the master's recovered event")
         (event,) = _events(tmp_path, "m")
         assert (event["damagedFrom"], event["damagedTo"], event["action"]) == (
-            victim.physical_offset, victim.end, "repair")  # fmt: skip
+            victim.physical_offset,
+            victim.end,
+            "repair",
+        )
         bodies = _pull_all(m.addr, tops)
         expected = {r.body for r in records} - {victim.body}
         assert bodies == expected
@@ -190,10 +203,18 @@ def _pull_all(addr: str, tops: list[int]) -> set[bytes]:
         client = RemotingClient()
         try:
             while offset < tops[q]:
-                fields = {"consumerGroup": "CG", "topic": TOPIC, "queueId": q,
-                          "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 0,
-                          "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
-                          "subVersion": 0}  # fmt: skip
+                fields = {
+                    "consumerGroup": "CG",
+                    "topic": TOPIC,
+                    "queueId": q,
+                    "queueOffset": offset,
+                    "maxMsgNums": 32,
+                    "sysFlag": 0,
+                    "commitOffset": 0,
+                    "suspendTimeoutMillis": 0,
+                    "subscription": "*",
+                    "subVersion": 0,
+                }
                 req = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
                 resp = await client.invoke(addr, req, 5000)
                 nxt = int(resp.ext_fields["nextBeginOffset"])

@@ -30,8 +30,14 @@ async def node(tmp_path, name: str, **kw) -> BrokerNode:
 @async_test
 async def test_promote_then_old_master_rejoins_and_truncates_its_unreplicated_tail(tmp_path):
     a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
-    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+    b = await node(
+        tmp_path,
+        "b",
+        brokerRole="SLAVE",
+        brokerId=1,
+        nodeName="b",
+        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
+    )
     truncations = []
     roles = []
     a.truncations.add(lambda f, t: truncations.append((f, t)))
@@ -59,8 +65,10 @@ async def test_promote_then_old_master_rejoins_and_truncates_its_unreplicated_ta
         assert (b.config.broker_role, b.config.broker_id) == (BrokerRole.SLAVE, 1)
         described = b.failover.describe()
         assert (described["brokerRole"], described["brokerId"], described["epoch"]) == (
-            "SYNC_MASTER", 0, 2,
-        )  # fmt: skip
+            "SYNC_MASTER",
+            0,
+            2,
+        )
         assert b.info.table()["haConnections"] == "0"  # its HAService runs now
         assert b.registration._register_request().ext_fields["brokerId"] == "0"
         res, status = await put(b, 1000)

@@ -168,10 +168,18 @@ async def _check_acked(addr: str, acked: list) -> None:
         for sent, body, key in acked:
             req = RemotingCommand.request(
                 RequestCode.PULL_MESSAGE,
-                {"consumerGroup": "check", "topic": TOPIC, "queueId": sent.queue.queue_id,
-                 "queueOffset": sent.queue_offset, "maxMsgNums": 1, "sysFlag": 0,
-                 "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*"},
-            )  # fmt: skip
+                {
+                    "consumerGroup": "check",
+                    "topic": TOPIC,
+                    "queueId": sent.queue.queue_id,
+                    "queueOffset": sent.queue_offset,
+                    "maxMsgNums": 1,
+                    "sysFlag": 0,
+                    "commitOffset": 0,
+                    "suspendTimeoutMillis": 0,
+                    "subscription": "*",
+                },
+            )
             resp = await client.invoke(addr, req, 10_000)
             where = f"{key} at {sent.queue.queue_id}/{sent.queue_offset} on {addr}"
             assert resp.code == ResponseCode.SUCCESS, f"{where}: code {resp.code} {resp.remark}"
@@ -235,9 +243,12 @@ def _run_rounds(tmp_path, rounds: int, **extra) -> list[dict]:
             asyncio.run(_check_acked(s_addr, acked))
 
             # The old master's store after the crash, then its rejoin as the new slave.
-            old_end = len(b"".join(
-                f.read_bytes() for f in sorted((tmp_path / f"store-{master}" / "commitlog").iterdir())
-            ).rstrip(b"\0"))  # fmt: skip
+            old_end = len(
+                b"".join(
+                    f.read_bytes()
+                    for f in sorted((tmp_path / f"store-{master}" / "commitlog").iterdir())
+                ).rstrip(b"\0")
+            )
             log_mark = len(pair.log_text(master))
             pair.start(master, master=slave)
             _wait_in_sync(pair, slave, master, f"round {r}: {master} rejoined and in sync")
@@ -308,8 +319,14 @@ async def test_promoted_slave_with_a_torn_tail_serves_whole_records(tmp_path):
     from tests.ha.test_replication import put, wait_for
 
     a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
-    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+    b = await node(
+        tmp_path,
+        "b",
+        brokerRole="SLAVE",
+        brokerId=1,
+        nodeName="b",
+        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
+    )
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
         for i in range(20):
@@ -343,8 +360,15 @@ async def test_promoted_slave_without_the_topic_config_serves_its_messages(tmp_p
     from tests.ha.test_replication import put, wait_for
 
     a = await node(tmp_path, "a", brokerRole="ASYNC_MASTER", nodeName="a")
-    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}", slaveSyncIntervalMs=3_600_000)  # fmt: skip
+    b = await node(
+        tmp_path,
+        "b",
+        brokerRole="SLAVE",
+        brokerId=1,
+        nodeName="b",
+        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
+        slaveSyncIntervalMs=3_600_000,
+    )
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
         a.store.topic_config.put("T", topic_config("T", 4))  # created on the master only
@@ -358,10 +382,18 @@ async def test_promoted_slave_without_the_topic_config_serves_its_messages(tmp_p
         try:
             req = RemotingCommand.request(
                 RequestCode.PULL_MESSAGE,
-                {"consumerGroup": "check", "topic": "T", "queueId": 1, "queueOffset": 0,
-                 "maxMsgNums": 1, "sysFlag": 0, "commitOffset": 0,
-                 "suspendTimeoutMillis": 0, "subscription": "*"},
-            )  # fmt: skip
+                {
+                    "consumerGroup": "check",
+                    "topic": "T",
+                    "queueId": 1,
+                    "queueOffset": 0,
+                    "maxMsgNums": 1,
+                    "sysFlag": 0,
+                    "commitOffset": 0,
+                    "suspendTimeoutMillis": 0,
+                    "subscription": "*",
+                },
+            )
             resp = await client.invoke(b.config.broker_addr, req, 10_000)
         finally:
             await client.close()

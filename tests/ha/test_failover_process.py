@@ -53,10 +53,18 @@ async def _send(namesrv: str, n: int, label: str) -> list:
 async def _pull_one(client, addr: str, queue_id: int, offset: int) -> Record:
     req = RemotingCommand.request(
         RequestCode.PULL_MESSAGE,
-        {"consumerGroup": "check", "topic": TOPIC, "queueId": queue_id, "queueOffset": offset,
-         "maxMsgNums": 1, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
-         "subscription": "*"},
-    )  # fmt: skip
+        {
+            "consumerGroup": "check",
+            "topic": TOPIC,
+            "queueId": queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": 1,
+            "sysFlag": 0,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+        },
+    )
     resp = await client.invoke(addr, req, 5000)
     assert resp.code == ResponseCode.SUCCESS, (queue_id, offset, resp.code, resp.remark)
     return decode_record(resp.body, 0)
@@ -73,10 +81,24 @@ def test_kill_master_promote_slave_no_acknowledged_message_lost(tmp_path):
     try:
         ports = {n: (free_port(), free_port()) for n in ("a", "b")}
         (a_port, a_ha), (b_port, b_ha) = ports["a"], ports["b"]
-        a = start_broker("a", _conf(tmp_path, "a", 0, "SYNC_MASTER", a_port, a_ha, ns.addr),
-                         a_port, tmp_path)  # fmt: skip
-        b = start_broker("b", _conf(tmp_path, "b", 1, "SLAVE", b_port, b_ha, ns.addr,
-                                    haMasterAddress=f"127.0.0.1:{a_ha}"), b_port, tmp_path)  # fmt: skip
+        a = start_broker(
+            "a", _conf(tmp_path, "a", 0, "SYNC_MASTER", a_port, a_ha, ns.addr), a_port, tmp_path
+        )
+        b = start_broker(
+            "b",
+            _conf(
+                tmp_path,
+                "b",
+                1,
+                "SLAVE",
+                b_port,
+                b_ha,
+                ns.addr,
+                haMasterAddress=f"127.0.0.1:{a_ha}",
+            ),
+            b_port,
+            tmp_path,
+        )
         procs += [a, b]
         _wait(lambda: asyncio.run(ha_status([a.addr]))[0].get("slaves"), what="b connected")
         acked = asyncio.run(_send(ns.addr, 300, "before"))
@@ -95,10 +117,23 @@ def test_kill_master_promote_slave_no_acknowledged_message_lost(tmp_path):
         _wait(lambda: asyncio.run(slave_knows_topic()), what="topic synced to the slave")
         a.kill()  # -9: no flush, no goodbye
         res = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "admin", "promote", "--broker-name", "broker-a",
-             "--node", "b", "--namesrv", ns.addr],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "broker.cli",
+                "admin",
+                "promote",
+                "--broker-name",
+                "broker-a",
+                "--node",
+                "b",
+                "--namesrv",
+                ns.addr,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         assert "b (127.0.0.1:" in res.stdout and "epoch 2" in res.stdout
 
@@ -127,17 +162,42 @@ def test_kill_master_promote_slave_no_acknowledged_message_lost(tmp_path):
         asyncio.run(check_all())
 
         # The old master comes back as b's slave: same store, same node name.
-        a2 = start_broker("a", _conf(tmp_path, "a", 1, "SLAVE", a_port, a_ha, ns.addr,
-                                     haMasterAddress=f"127.0.0.1:{b_ha}"), a_port, tmp_path)  # fmt: skip
+        a2 = start_broker(
+            "a",
+            _conf(
+                tmp_path,
+                "a",
+                1,
+                "SLAVE",
+                a_port,
+                a_ha,
+                ns.addr,
+                haMasterAddress=f"127.0.0.1:{b_ha}",
+            ),
+            a_port,
+            tmp_path,
+        )
         procs.append(a2)
         _wait(lambda: asyncio.run(ha_status([b.addr]))[0].get("slaves"), what="a2 connected")
         more = asyncio.run(_send(ns.addr, 50, "after"))
         assert len(more) == 50  # b is SYNC_MASTER and a acknowledges again
         status = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "admin", "haStatus", "--namesrv", ns.addr,
-             "--broker-name", "broker-a", "--json"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "broker.cli",
+                "admin",
+                "haStatus",
+                "--namesrv",
+                ns.addr,
+                "--broker-name",
+                "broker-a",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert status.returncode == 0, status.stderr
         a2.stop()
         b.stop()

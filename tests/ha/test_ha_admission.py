@@ -50,10 +50,15 @@ async def _fill(master, n: int) -> int:
 def test_peer_outside_the_allow_list_gets_nothing_and_is_logged_once(tmp_path, caplog):
     async def main():
         master = await BrokerNode.start(
-            _config(tmp_path, "m", brokerRole="SYNC_MASTER", haAllowedSlaves="127.0.0.2",
-                    syncFlushTimeout=500),
+            _config(
+                tmp_path,
+                "m",
+                brokerRole="SYNC_MASTER",
+                haAllowedSlaves="127.0.0.2",
+                syncFlushTimeout=500,
+            ),
             "127.0.0.1",
-        )  # fmt: skip
+        )
         try:
             await _fill(master, 5)
             for _ in range(5):  # an anonymous peer asking for everything, retrying
@@ -94,10 +99,15 @@ async def _challenged(port: int):
 @async_test
 async def test_with_acl_only_a_signed_admin_handshake_gets_in(tmp_path):
     master = await BrokerNode.start(
-        _config(tmp_path, "m", brokerRole="SYNC_MASTER", syncFlushTimeout=500,
-                **acl_broker_conf(tmp_path)),
+        _config(
+            tmp_path,
+            "m",
+            brokerRole="SYNC_MASTER",
+            syncFlushTimeout=500,
+            **acl_broker_conf(tmp_path),
+        ),
         "127.0.0.1",
-    )  # fmt: skip
+    )
     port = master.replication.ha.port
     try:
         end = await _fill(master, 5)

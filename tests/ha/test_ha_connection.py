@@ -82,10 +82,15 @@ async def test_frames_respect_batch_size_and_file_ends_then_heartbeat_then_house
 @async_test
 async def test_slave_too_far_behind_is_slave_not_available(tmp_path):
     master = await BrokerNode.start(
-        _config(tmp_path, "m", brokerRole="SYNC_MASTER", haSlaveFallbehindMax=10_000,
-                syncFlushTimeout=300),
+        _config(
+            tmp_path,
+            "m",
+            brokerRole="SYNC_MASTER",
+            haSlaveFallbehindMax=10_000,
+            syncFlushTimeout=300,
+        ),
         "127.0.0.1",
-    )  # fmt: skip
+    )
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", master.replication.ha.port)
 

@@ -53,15 +53,25 @@ class Group:
         self.ns = LocalProcess.start("namesrv", args, ns_port, tmp_path / "namesrv.log")
         self.procs.append(self.ns)
         self.m_port, self.m_ha = free_port(), free_port()
-        conf = _conf(tmp_path, "m", 0, "ASYNC_MASTER", self.m_port, self.m_ha, self.ns.addr,
-                     **self.keys)  # fmt: skip
+        conf = _conf(
+            tmp_path, "m", 0, "ASYNC_MASTER", self.m_port, self.m_ha, self.ns.addr, **self.keys
+        )
         self.master = start_broker("m", conf, self.m_port, tmp_path)
         self.procs.append(self.master)
 
     def start_slave(self) -> LocalProcess:
         port, ha = free_port(), free_port()
-        conf = _conf(self.tmp, "s", 1, "SLAVE", port, ha, self.ns.addr,
-                     haMasterAddress=f"127.0.0.1:{self.m_ha}", **self.keys)  # fmt: skip
+        conf = _conf(
+            self.tmp,
+            "s",
+            1,
+            "SLAVE",
+            port,
+            ha,
+            self.ns.addr,
+            haMasterAddress=f"127.0.0.1:{self.m_ha}",
+            **self.keys,
+        )
         self.procs.append(start_broker("s", conf, port, self.tmp))
         return self.procs[-1]
 
@@ -155,8 +165,9 @@ def test_a_plain_slave_is_refused_by_an_enforcing_master(tmp_path):
     try:
         end = asyncio.run(g.send(20, b"x" * 100))
         port, ha = free_port(), free_port()  # a slave without the TLS keys: plain HA
-        conf = _conf(tmp_path, "s", 1, "SLAVE", port, ha, g.ns.addr,
-                     haMasterAddress=f"127.0.0.1:{g.m_ha}")  # fmt: skip
+        conf = _conf(
+            tmp_path, "s", 1, "SLAVE", port, ha, g.ns.addr, haMasterAddress=f"127.0.0.1:{g.m_ha}"
+        )
         g.procs.append(start_broker("s", conf, port, tmp_path))
         with pytest.raises(AssertionError, match="a slave at"):
             asyncio.run(g.caught_up_s(end, 3_000))
@@ -184,6 +195,8 @@ def test_replication_throughput_tls_vs_plain(tmp_path, tls):
     finally:
         g.close()
     mib = end / 2**20
-    print(f"\nHA catch-up tls={tls}: {mib:.1f} MiB in {seconds:.2f} s = {mib / seconds:.1f} MiB/s; "
-          f"CPU ms per MiB: master {1000 * master_cpu / mib:.1f}, "
-          f"slave {1000 * slave_cpu / mib:.1f}")  # fmt: skip
+    print(
+        f"\nHA catch-up tls={tls}: {mib:.1f} MiB in {seconds:.2f} s = {mib / seconds:.1f} MiB/s; "
+        f"CPU ms per MiB: master {1000 * master_cpu / mib:.1f}, "
+        f"slave {1000 * slave_cpu / mib:.1f}"
+    )

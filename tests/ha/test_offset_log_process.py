@@ -48,29 +48,58 @@ def _query(addr: str, queue_id: int) -> int:
 
 def _promote(ns: str, node: str) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "admin", "promote", "--broker-name", "broker-a",
-         "--node", node, "--namesrv", ns],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "admin",
+            "promote",
+            "--broker-name",
+            "broker-a",
+            "--node",
+            node,
+            "--namesrv",
+            ns,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 def _rounds(tmp_path, through_log: bool, rounds: int) -> list[tuple]:
     """The regressions seen: (round, queue, highest answered before, answer after)."""
     conf = conf_factory(
-        slaveSyncIntervalMs=500, haSendHeartbeatInterval=500,
+        slaveSyncIntervalMs=500,
+        haSendHeartbeatInterval=500,
         offsetCommitThroughLog=str(through_log).lower(),
-    )  # fmt: skip
+    )
     ns = start_namesrv(tmp_path)
     procs = [ns]
     ports = {n: (free_port(), free_port()) for n in ("a", "b")}
     rng = random.Random(29)
     try:
-        master = start_broker("a", conf(tmp_path, "a", 0, "SYNC_MASTER", *ports["a"], ns.addr),
-                              ports["a"][0], tmp_path)  # fmt: skip
-        slave = start_broker("b", conf(tmp_path, "b", 1, "SLAVE", *ports["b"], ns.addr,
-                                       haMasterAddress=f"127.0.0.1:{ports['a'][1]}"),
-                             ports["b"][0], tmp_path)  # fmt: skip
+        master = start_broker(
+            "a",
+            conf(tmp_path, "a", 0, "SYNC_MASTER", *ports["a"], ns.addr),
+            ports["a"][0],
+            tmp_path,
+        )
+        slave = start_broker(
+            "b",
+            conf(
+                tmp_path,
+                "b",
+                1,
+                "SLAVE",
+                *ports["b"],
+                ns.addr,
+                haMasterAddress=f"127.0.0.1:{ports['a'][1]}",
+            ),
+            ports["b"][0],
+            tmp_path,
+        )
         procs += [master, slave]
         _wait(lambda: asyncio.run(ha_status([master.addr]))[0].get("slaves"), what="b connected")
         asyncio.run(_fill_queues(ns.addr, master.addr, 200))
@@ -90,13 +119,24 @@ def _rounds(tmp_path, through_log: bool, rounds: int) -> list[tuple]:
                 highest[q] = max(highest[q], got)
             old = master.name
             rejoined = start_broker(
-                old, conf(tmp_path, old, 1, "SLAVE", *ports[old], ns.addr,
-                          haMasterAddress=f"127.0.0.1:{ports[slave.name][1]}"),
-                ports[old][0], tmp_path,
-            )  # fmt: skip
+                old,
+                conf(
+                    tmp_path,
+                    old,
+                    1,
+                    "SLAVE",
+                    *ports[old],
+                    ns.addr,
+                    haMasterAddress=f"127.0.0.1:{ports[slave.name][1]}",
+                ),
+                ports[old][0],
+                tmp_path,
+            )
             procs.append(rejoined)
-            _wait(lambda s=slave: asyncio.run(ha_status([s.addr]))[0].get("slaves"),
-                  what=f"{old} rejoined")  # fmt: skip
+            _wait(
+                lambda s=slave: asyncio.run(ha_status([s.addr]))[0].get("slaves"),
+                what=f"{old} rejoined",
+            )
             master, slave = slave, rejoined
         return regressions
     finally:

@@ -206,10 +206,15 @@ async def _fill_queues(namesrv: str, master: str, per_queue: int) -> None:
             res = await producer.send_batch(TOPIC, [(b"m" * 20, None)] * per_queue)
             assert res.status is SendStatus.SEND_OK
             tops = [
-                int((await _call(master, RequestCode.GET_MAX_OFFSET,
-                                 {"topic": TOPIC, "queueId": q})).ext_fields["offset"])
+                int(
+                    (
+                        await _call(
+                            master, RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": q}
+                        )
+                    ).ext_fields["offset"]
+                )
                 for q in range(4)
-            ]  # fmt: skip
+            ]
             if min(tops) >= per_queue:
                 return
         raise AssertionError(f"queues 0-3 not filled: {tops}")
@@ -230,8 +235,9 @@ def test_master_restart_never_moves_a_committed_offset_backwards(tmp_path, how):
     try:
         (m_port, m_ha), (s_port, s_ha) = (free_port(), free_port()), (free_port(), free_port())
         m_conf = _conf(tmp_path, "m", 0, "ASYNC_MASTER", m_port, m_ha, ns.addr)
-        s_conf = _conf(tmp_path, "s", 1, "SLAVE", s_port, s_ha, ns.addr,
-                       haMasterAddress=f"127.0.0.1:{m_ha}")  # fmt: skip
+        s_conf = _conf(
+            tmp_path, "s", 1, "SLAVE", s_port, s_ha, ns.addr, haMasterAddress=f"127.0.0.1:{m_ha}"
+        )
         m = start_broker("m", m_conf, m_port, tmp_path)
         s = start_broker("s", s_conf, s_port, tmp_path)
         procs += [m, s]

@@ -45,10 +45,18 @@ async def test_master_pull_suggests_the_slave_when_far_behind(tmp_path):
             async def suggestion(offset: int, pull=pull) -> int:
                 req = RemotingCommand.request(
                     RequestCode.PULL_MESSAGE,
-                    {"consumerGroup": "g", "topic": "T", "queueId": 0,
-                     "queueOffset": offset, "maxMsgNums": 1, "sysFlag": 0,
-                     "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*"},
-                )  # fmt: skip
+                    {
+                        "consumerGroup": "g",
+                        "topic": "T",
+                        "queueId": 0,
+                        "queueOffset": offset,
+                        "maxMsgNums": 1,
+                        "sysFlag": 0,
+                        "commitOffset": 0,
+                        "suspendTimeoutMillis": 0,
+                        "subscription": "*",
+                    },
+                )
                 resp = await pull.pull(None, req)
                 assert resp.code == ResponseCode.SUCCESS
                 return int(resp.ext_fields["suggestWhichBrokerId"])

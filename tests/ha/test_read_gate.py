@@ -172,8 +172,9 @@ def test_a_slave_serves_only_what_its_masters_frames_confirmed(tmp_path):
             }
         )
         store = MessageStore.open(cfg)
-        client = HAClient(store, cfg, BrokerRoleState.configured(cfg), node_name="s",
-                          namesrv_addrs=[])  # fmt: skip
+        client = HAClient(
+            store, cfg, BrokerRoleState.configured(cfg), node_name="s", namesrv_addrs=[]
+        )
         client.set_master(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
         await client.start()
         try:
@@ -183,8 +184,11 @@ def test_a_slave_serves_only_what_its_masters_frames_confirmed(tmp_path):
             assert store.get_max_offset_in_queue("T", 0) == 1
             assert len(store.get_message("T", 0, 0, 32).records) == 1
             confirm_b.set()
-            await wait_for(lambda: store.get_max_offset_in_queue("T", 0) == 2, 10_000,
-                           what="the heartbeat's confirmOffset")  # fmt: skip
+            await wait_for(
+                lambda: store.get_max_offset_in_queue("T", 0) == 2,
+                10_000,
+                what="the heartbeat's confirmOffset",
+            )
         finally:
             await client.stop()
             server.close()

@@ -39,9 +39,12 @@ class Role:
 
 
 def config(root) -> BrokerConfig:
-    return BrokerConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=FILE_SIZE,
-                        mapped_file_size_consume_queue=20 * 50,
-                        flush_disk_type=FlushDiskType.ASYNC_FLUSH)  # fmt: skip
+    return BrokerConfig(
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log=FILE_SIZE,
+        mapped_file_size_consume_queue=20 * 50,
+        flush_disk_type=FlushDiskType.ASYNC_FLUSH,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +90,13 @@ def test_a_crash_at_any_step_of_the_cut_is_finished_by_the_restart(old_master, t
     root = tmp_path / "store"
     shutil.copytree(src, root)
     point, old_end = rs[70].wrote_offset, rs[-1].end_offset
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(root), str(point), crash_at],
-                          capture_output=True, text=True, timeout=60,
-                          cwd=os.getcwd())  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(root), str(point), crash_at],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=os.getcwd(),
+    )
     assert done.returncode == (0 if crash_at == "never" else 9), done.stderr
     # the restart: the store's open finishes the cut, the node's start its epoch part
     store = MessageStore.open(config(root))
@@ -108,8 +115,9 @@ def test_a_crash_at_any_step_of_the_cut_is_finished_by_the_restart(old_master, t
         assert last.body == b"m-0069" * 20
         for qid in (0, 1):
             assert store.get_max_offset_in_queue("t", qid) == 35  # records 0..69, two queues
-        tail_file = os.path.join(store.config.store_path_commit_log,
-                                 f"{point // FILE_SIZE * FILE_SIZE:020d}")  # fmt: skip
+        tail_file = os.path.join(
+            store.config.store_path_commit_log, f"{point // FILE_SIZE * FILE_SIZE:020d}"
+        )
         with open(tail_file, "rb") as fh:
             fh.seek(point % FILE_SIZE)
             assert fh.read(FILE_SIZE - point % FILE_SIZE).strip(b"\0") == b""

@@ -172,10 +172,15 @@ async def test_fresh_slave_is_fed_from_the_start_of_the_masters_last_file(tmp_pa
         last_start = end - end % FILE_SIZE
         assert last_start > 0
         slave = await BrokerNode.start(
-            _config(tmp_path, "s", brokerRole="SLAVE", brokerId=1,
-                    haMasterAddress=f"127.0.0.1:{master.replication.ha.port}"),
+            _config(
+                tmp_path,
+                "s",
+                brokerRole="SLAVE",
+                brokerId=1,
+                haMasterAddress=f"127.0.0.1:{master.replication.ha.port}",
+            ),
             "127.0.0.1",
-        )  # fmt: skip
+        )
         try:
             await wait_for(lambda: slave.store.max_phy_offset == end, what="catch-up")
             assert slave.store.commit_log.min_offset == last_start
@@ -240,10 +245,9 @@ async def test_slave_drops_a_master_sending_the_wrong_offset_and_reconnects(tmp_
     server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     slave = await BrokerNode.start(
-        _config(tmp_path, "s", brokerRole="SLAVE", brokerId=1,
-                haMasterAddress=f"127.0.0.1:{port}"),
+        _config(tmp_path, "s", brokerRole="SLAVE", brokerId=1, haMasterAddress=f"127.0.0.1:{port}"),
         "127.0.0.1",
-    )  # fmt: skip
+    )
     try:
         await wait_for(lambda: len(connections) >= 2, what="reconnect")
         assert slave.store.max_phy_offset == 0  # the bad frame was not appended

@@ -50,8 +50,7 @@ class Cluster:
         """``learn``: no haMasterAddress, the slave learns it from its registration."""
         if not learn:
             extra["haMasterAddress"] = ha_addr or f"127.0.0.1:{self.m_ha}"
-        conf = _conf(self.tmp, "s", 1, "SLAVE", self.s_port, self.s_ha, self.ns.addr,
-                     **extra)  # fmt: skip
+        conf = _conf(self.tmp, "s", 1, "SLAVE", self.s_port, self.s_ha, self.ns.addr, **extra)
         self.slave = start_broker("s", conf, self.s_port, self.tmp)
         self.procs.append(self.slave)
         return self.slave
@@ -96,10 +95,18 @@ def phys_offset(res) -> int:
 async def pull_queue(client, addr: str, queue_id: int, offset: int, n: int) -> list:
     req = RemotingCommand.request(
         RequestCode.PULL_MESSAGE,
-        {"consumerGroup": "check", "topic": TOPIC, "queueId": queue_id, "queueOffset": offset,
-         "maxMsgNums": n, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
-         "subscription": "*"},
-    )  # fmt: skip
+        {
+            "consumerGroup": "check",
+            "topic": TOPIC,
+            "queueId": queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": n,
+            "sysFlag": 0,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+        },
+    )
     resp = await client.invoke(addr, req, 5000)
     if resp.code != ResponseCode.SUCCESS:
         return []
@@ -266,8 +273,10 @@ def test_faults_on_the_ha_link_and_a_slave_restart_lose_nothing_acknowledged(tmp
                 for fault in ("drop", "half_close", "reset"):
                     accepted = proxy.accepted
                     getattr(proxy, fault)()
-                    await wait_for(lambda a=accepted: asyncio.sleep(0, proxy.accepted > a),
-                                   what=f"slave reconnects after {fault}")  # fmt: skip
+                    await wait_for(
+                        lambda a=accepted: asyncio.sleep(0, proxy.accepted > a),
+                        what=f"slave reconnects after {fault}",
+                    )
                     await progress()
                 proxy.set_delay_ms(150)
                 await progress(10)

@@ -72,8 +72,14 @@ def test_no_unchecked_replication_into_a_log_that_has_epochs(tmp_path, entries):
 @async_test
 async def test_a_slave_refuses_to_cut_its_log_to_a_stale_master_or_to_a_slave(tmp_path):
     a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+    b = await node(
+        tmp_path,
+        "b",
+        brokerRole="SLAVE",
+        brokerId=1,
+        nodeName="b",
+        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
+    )
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
         await put(a, 1)
@@ -108,8 +114,7 @@ async def test_become_slave_of_an_unreachable_master_still_follows_it(tmp_path):
 async def test_promote_takes_an_epoch_no_lower_than_min_epoch(tmp_path):
     a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
     try:
-        result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr],
-                               min_epoch=7)  # fmt: skip
+        result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr], min_epoch=7)
         assert result["epoch"] == 7 and a.role.epoch == 7
         result = await promote("broker-a", "a", broker_addrs=[a.config.broker_addr])
         assert result["epoch"] == 8
@@ -120,8 +125,14 @@ async def test_promote_takes_an_epoch_no_lower_than_min_epoch(tmp_path):
 @async_test
 async def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
     a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-    b = await node(tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b",
-                   haMasterAddress=f"127.0.0.1:{a.replication.ha.port}")  # fmt: skip
+    b = await node(
+        tmp_path,
+        "b",
+        brokerRole="SLAVE",
+        brokerId=1,
+        nodeName="b",
+        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
+    )
     addrs = [a.config.broker_addr, b.config.broker_addr]
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")

@@ -29,21 +29,42 @@ def test_get_and_update_namesrv_config(tmp_path):
         [doc] = admin_json("getNamesrvConfig", "-n", g.ns.addr)
         assert doc["config"]["listenPort"] == g.ns.addr.rpartition(":")[2]
 
-        res = admin("updateNamesrvConfig", "-n", g.ns.addr, "-k", "scanNotActiveBrokerInterval",
-                    "-v", "2000")  # fmt: skip
+        res = admin(
+            "updateNamesrvConfig",
+            "-n",
+            g.ns.addr,
+            "-k",
+            "scanNotActiveBrokerInterval",
+            "-v",
+            "2000",
+        )
         assert res.returncode == 0, res.stderr
         assert res.stdout.startswith("update name server config success!")
         [doc] = admin_json("getNamesrvConfig", "-n", g.ns.addr)
         assert doc["config"]["scanNotActiveBrokerInterval"] == "2000"
         conf = (tmp_path / "namesrv.conf").read_text().splitlines()
         assert "scanNotActiveBrokerInterval=2000" in conf
-        rows = admin_json("updateNamesrvConfig", "-n", g.ns.addr, "-k",
-                          "scanNotActiveBrokerInterval", "-v", "3000")  # fmt: skip
-        assert rows == [{"namesrvAddr": g.ns.addr, "key": "scanNotActiveBrokerInterval",
-                         "from": "2000", "to": "3000"}]  # fmt: skip
+        rows = admin_json(
+            "updateNamesrvConfig",
+            "-n",
+            g.ns.addr,
+            "-k",
+            "scanNotActiveBrokerInterval",
+            "-v",
+            "3000",
+        )
+        assert rows == [
+            {
+                "namesrvAddr": g.ns.addr,
+                "key": "scanNotActiveBrokerInterval",
+                "from": "2000",
+                "to": "3000",
+            }
+        ]
 
-        typo = admin("updateNamesrvConfig", "-n", g.ns.addr, "-k", "scanNotActiveBrokerIntervall",
-                     "-v", "1")  # fmt: skip
+        typo = admin(
+            "updateNamesrvConfig", "-n", g.ns.addr, "-k", "scanNotActiveBrokerIntervall", "-v", "1"
+        )
         assert typo.returncode == 2
         assert "unknown key 'scanNotActiveBrokerIntervall'; did you mean " in typo.stderr
         static = admin("updateNamesrvConfig", "-n", g.ns.addr, "-k", "listenPort", "-v", "1")

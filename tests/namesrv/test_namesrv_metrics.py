@@ -22,13 +22,17 @@ def test_namesrv_counts_brokers_and_refusals(tmp_path):
         labels = {"cluster": None, "request_code": code, "reason": "topic_not_exist"}
         before = value(samples, "haproof_requests_refused_total", **labels) or 0
         for _ in range(2):
-            resp = asyncio.run(invoke(g.ns.addr, RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                      {"topic": "NoSuchTopic"}))  # fmt: skip
+            resp = asyncio.run(
+                invoke(g.ns.addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "NoSuchTopic"})
+            )
             assert resp.code == ResponseCode.TOPIC_NOT_EXIST
         assert value(scrape(port), "haproof_requests_refused_total", **labels) == before + 2
         g.m.stop()  # the broker leaves: its registration goes with its connection
-        wait_until(lambda: not value(scrape(port), "haproof_namesrv_brokers",
-                                     broker_set="broker-a"), 30, "the broker gone")  # fmt: skip
+        wait_until(
+            lambda: not value(scrape(port), "haproof_namesrv_brokers", broker_set="broker-a"),
+            30,
+            "the broker gone",
+        )
 
 
 def test_controller_serves_its_tables(tmp_path):
@@ -38,8 +42,9 @@ def test_controller_serves_its_tables(tmp_path):
         f"listenPort={port}\ncontrollerStorePath={tmp_path / 'ctl'}\n"
         f"metricsExporterType=PROM\nmetricsPromExporterPort={metrics}\n"
     )
-    ctl = LocalProcess.start("controller", ["controller", "-c", str(conf)], port,
-                             tmp_path / "controller.log")  # fmt: skip
+    ctl = LocalProcess.start(
+        "controller", ["controller", "-c", str(conf)], port, tmp_path / "controller.log"
+    )
     try:
         samples = scrape(metrics)
         assert value(samples, "haproof_controller_leader", cluster=None) == 1

@@ -78,8 +78,11 @@ def test_the_guard_checks_the_group():
 
 def test_producer_connection(cluster):
     ns, m = cluster
-    heartbeat = {"clientID": "prod-1", "producerDataSet": [{"groupName": "ProdG"}],
-                 "consumerDataSet": []}  # fmt: skip
+    heartbeat = {
+        "clientID": "prod-1",
+        "producerDataSet": [{"groupName": "ProdG"}],
+        "consumerDataSet": [],
+    }
 
     async def main():
         client = RemotingClient()
@@ -105,10 +108,17 @@ def test_producer_connection(cluster):
     assert row.split()[:2] == ["0001", "prod-1"] and row.split()[3] == "PYTHON"
     [conn] = doc["connectionSet"]
     assert (conn["clientId"], conn["brokerAddr"], conn["language"], conn["version"]) == (
-        "prod-1", m.addr, "PYTHON", 399)  # fmt: skip
+        "prod-1",
+        m.addr,
+        "PYTHON",
+        399,
+    )
     # its connection closed: the group is gone
-    wait_until(lambda: admin("producerConnection", "-n", ns.addr, "-g", "ProdG").returncode == 1,
-               30, "the producer to leave")  # fmt: skip
+    wait_until(
+        lambda: admin("producerConnection", "-n", ns.addr, "-g", "ProdG").returncode == 1,
+        30,
+        "the producer to leave",
+    )
     res = admin("producerConnection", "-n", ns.addr, "-g", "ProdG")
     assert "the producer group[ProdG] not exist" in res.stderr
 
@@ -116,8 +126,11 @@ def test_producer_connection(cluster):
 def test_consumer_status(cluster):
     ns, m = cluster
     assert admin("updateTopic", "-b", m.addr, "-t", "StatusT", "-r", "2", "-w", "2").returncode == 0
-    wait_until(lambda: admin("topicClusterList", "-n", ns.addr, "-t", "StatusT").stdout == "C\n",
-               30, "route")  # fmt: skip
+    wait_until(
+        lambda: admin("topicClusterList", "-n", ns.addr, "-t", "StatusT").stdout == "C\n",
+        30,
+        "route",
+    )
 
     async def main():
         c = Consumer("StatusG", [ns.addr], "StatusT", client_id="status-c1")
@@ -147,5 +160,8 @@ def test_consumer_status(cluster):
     assert lines[0].split()[:2] == ["001", "status-c1"]
     assert "Same subscription in the same group of consumer" in lines
     assert "#Consumer Offset#" in lines
-    wait_until(lambda: admin("consumerStatus", "-n", ns.addr, "-g", "StatusG").returncode == 1,
-               30, "the consumer to leave")  # fmt: skip
+    wait_until(
+        lambda: admin("consumerStatus", "-n", ns.addr, "-g", "StatusG").returncode == 1,
+        30,
+        "the consumer to leave",
+    )

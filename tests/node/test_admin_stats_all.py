@@ -59,8 +59,16 @@ def test_stats_all(cluster):
     assert doc["errors"] == []
 
     table = admin("statsAll", "-n", g.ns.addr, "-t", "QuietT").stdout.splitlines()
-    assert table[0].split() == ["#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS",
-                                "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"]  # fmt: skip
+    assert table[0].split() == [
+        "#Topic",
+        "#Consumer",
+        "Group",
+        "#Accumulation",
+        "#InTPS",
+        "#OutTPS",
+        "#InMsg24Hour",
+        "#OutMsg24Hour",
+    ]
     [line] = table[1:]
     assert line.split()[0] == "QuietT" and line.split()[-2:] == [str(N), "NO_CONSUMER"]
 

@@ -28,29 +28,68 @@ def test_topic_and_message_verbs(cluster):
     assert "readQueueNums=2, writeQueueNums=2, perm=RW" in res.stdout
     rows = admin_json("updateTopic", "-b", m.addr, "-t", TOPIC, "-r", "2", "-w", "2")
     assert rows == [{"brokerAddr": m.addr, "topicConfig": rows[0]["topicConfig"]}]
-    wait_until(lambda: admin("topicClusterList", "-n", ns.addr, "-t", TOPIC).stdout == "C\n",
-               30, "the topic's route")  # fmt: skip
+    wait_until(
+        lambda: admin("topicClusterList", "-n", ns.addr, "-t", TOPIC).stdout == "C\n",
+        30,
+        "the topic's route",
+    )
     assert admin_json("topicClusterList", "-n", ns.addr, "-t", TOPIC)["clusterList"] == ["C"]
     assert TOPIC in admin("topicList", "-n", ns.addr).stdout.splitlines()
     assert TOPIC in admin_json("topicList", "-n", ns.addr)["topicList"]
 
     # sendMessage, then read it back three ways
-    sent = [admin_json("sendMessage", "-n", ns.addr, "-t", TOPIC, "-p", f"hello {i}", "-c", "TagA",
-                       "-k", f"k{i}") for i in range(4)]  # fmt: skip
+    sent = [
+        admin_json(
+            "sendMessage",
+            "-n",
+            ns.addr,
+            "-t",
+            TOPIC,
+            "-p",
+            f"hello {i}",
+            "-c",
+            "TagA",
+            "-k",
+            f"k{i}",
+        )
+        for i in range(4)
+    ]
     assert all(s["sendResult"] == "SEND_OK" and s["brokerName"] == "broker-a" for s in sent)
     table = admin("sendMessage", "-n", ns.addr, "-t", TOPIC, "-p", "hello 4")
     assert table.stdout.split()[:4] == ["#Broker", "Name", "#QID", "#Send"]
     s0 = sent[0]
-    msg = admin_json("queryMsgByOffset", "-n", ns.addr, "-t", TOPIC, "-b", "broker-a",
-                     "-i", str(s0["queueId"]), "-o", str(s0["queueOffset"]))  # fmt: skip
+    msg = admin_json(
+        "queryMsgByOffset",
+        "-n",
+        ns.addr,
+        "-t",
+        TOPIC,
+        "-b",
+        "broker-a",
+        "-i",
+        str(s0["queueId"]),
+        "-o",
+        str(s0["queueOffset"]),
+    )
     assert (msg["body"], msg["properties"]["TAGS"], msg["properties"]["KEYS"]) == (
         "hello 0",
         "TagA",
         "k0",
     )
     assert msg["properties"]["UNIQ_KEY"] == s0["msgId"] and msg["msgId"] == s0["offsetMsgId"]
-    text = admin("queryMsgByOffset", "-n", ns.addr, "-t", TOPIC, "-b", "broker-a",
-                 "-i", str(s0["queueId"]), "-o", str(s0["queueOffset"])).stdout  # fmt: skip
+    text = admin(
+        "queryMsgByOffset",
+        "-n",
+        ns.addr,
+        "-t",
+        TOPIC,
+        "-b",
+        "broker-a",
+        "-i",
+        str(s0["queueId"]),
+        "-o",
+        str(s0["queueOffset"]),
+    ).stdout
     assert (
         f"OffsetID:            {s0['offsetMsgId']}" in text
         and "Message Body:        hello 0" in text
@@ -62,8 +101,21 @@ def test_topic_and_message_verbs(cluster):
         line.startswith("MSGID: ") and " BODY: hello " in line for line in lines
     )
     q = s0["queueId"]
-    some = admin_json("consumeMessage", "-n", ns.addr, "-t", TOPIC, "-b", "broker-a", "-i", str(q),
-                      "-o", str(s0["queueOffset"]), "-c", "1")  # fmt: skip
+    some = admin_json(
+        "consumeMessage",
+        "-n",
+        ns.addr,
+        "-t",
+        TOPIC,
+        "-b",
+        "broker-a",
+        "-i",
+        str(q),
+        "-o",
+        str(s0["queueOffset"]),
+        "-c",
+        "1",
+    )
     assert [(r["queueId"], r["queueOffset"], r["body"]) for r in some] == [
         (q, s0["queueOffset"], "hello 0")
     ]
@@ -73,12 +125,17 @@ def test_topic_and_message_verbs(cluster):
     assert [(m["body"], m["queueId"], m["queueOffset"]) for m in found] == [
         ("hello 2", sent[2]["queueId"], sent[2]["queueOffset"])
     ]
-    assert admin_json("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", s0["msgId"])[0][
-        "body"] == "hello 0"  # fmt: skip
+    assert (
+        admin_json("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", s0["msgId"])[0]["body"]
+        == "hello 0"
+    )
     table = admin("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", "k1").stdout.splitlines()
     assert table[0].split() == ["#Message", "ID", "#QID", "#Offset"]
-    assert table[1].split() == [sent[1]["msgId"], str(sent[1]["queueId"]),
-                                str(sent[1]["queueOffset"])]  # fmt: skip
+    assert table[1].split() == [
+        sent[1]["msgId"],
+        str(sent[1]["queueId"]),
+        str(sent[1]["queueOffset"]),
+    ]
     later = admin("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", "k1", "-b", "4102444800000")
     assert later.returncode == 1 and "no message of key 'k1'" in later.stderr
 

@@ -36,8 +36,10 @@ _wait = functools.partial(wait_until, timeout_s=60.0)  # a shared machine: gener
 def admin(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "broker.cli", "admin", *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def admin_json(*args: str):
@@ -94,9 +96,15 @@ def group(tmp_path_factory):
     try:
         (m_port, m_ha), (s_port, s_ha) = (free_port(), free_port()), (free_port(), free_port())
         conf = functools.partial(
-            node_conf, tmp, namesrv=ns.addr, slaveSyncIntervalMs=200, archiveEnable="true",
-            archiveRoot=root, archiveInProcess="true", archiveIntervalMs=200,
-        )  # fmt: skip
+            node_conf,
+            tmp,
+            namesrv=ns.addr,
+            slaveSyncIntervalMs=200,
+            archiveEnable="true",
+            archiveRoot=root,
+            archiveInProcess="true",
+            archiveIntervalMs=200,
+        )
         m = start_broker("m", conf("m", 0, "SYNC_MASTER", m_port, m_ha), m_port, tmp)
         procs.append(m)
         s_conf = conf("s", 1, "SLAVE", s_port, s_ha, haMasterAddress=f"127.0.0.1:{m_ha}")
@@ -104,8 +112,15 @@ def group(tmp_path_factory):
         procs.append(s)
         # a second group, without auto-creation: TOPIC stays on broker-a, WIDE spans both
         b_port = free_port()
-        b_conf = conf("b", 0, "ASYNC_MASTER", b_port, free_port(), brokerName="broker-b",
-                      autoCreateTopicEnable="false")  # fmt: skip
+        b_conf = conf(
+            "b",
+            0,
+            "ASYNC_MASTER",
+            b_port,
+            free_port(),
+            brokerName="broker-b",
+            autoCreateTopicEnable="false",
+        )
         b = start_broker("b", b_conf, b_port, tmp)
         procs.append(b)
         _wait(lambda: asyncio.run(ha_status([m.addr]))[0].get("slaves"), what="slave connected")
@@ -123,8 +138,11 @@ def test_cluster_list(group):
     doc = admin_json("clusterList", "--namesrv", group.ns.addr)
     assert doc["clusterAddrTable"] == {"C": ["broker-a", "broker-b"]}
     got = {(b["brokerName"], b["brokerId"], b["brokerAddr"]): b for b in doc["brokers"]}
-    assert set(got) == {("broker-a", 0, m.addr), ("broker-a", 1, s.addr),
-                        ("broker-b", 0, group.b.addr)}  # fmt: skip
+    assert set(got) == {
+        ("broker-a", 0, m.addr),
+        ("broker-a", 1, s.addr),
+        ("broker-b", 0, group.b.addr),
+    }
     assert got[("broker-b", 0, group.b.addr)]["table"]["brokerRole"] == "ASYNC_MASTER"
     master, slave = got[("broker-a", 0, m.addr)], got[("broker-a", 1, s.addr)]
     assert master["table"]["brokerRole"] == "SYNC_MASTER"
@@ -216,12 +234,24 @@ def test_reset_offset_by_time(group):
     tops = [max_offset(m.addr, q) for q in range(nums)]
     assert sum(tops) == sum(first) + BATCH
     for q in range(nums):
-        call(m.addr, RequestCode.UPDATE_CONSUMER_OFFSET,
-             {"consumerGroup": GROUP, "topic": TOPIC, "queueId": q, "commitOffset": tops[q]})  # fmt: skip
+        call(
+            m.addr,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": TOPIC, "queueId": q, "commitOffset": tops[q]},
+        )
     _wait(lambda: [committed(s.addr, q) for q in range(nums)] == tops, what="slave copy")
 
-    rows = admin_json("resetOffsetByTime", "--namesrv", ns.addr, "--group", GROUP,
-                      "--topic", TOPIC, "--timestamp", str(boundary))  # fmt: skip
+    rows = admin_json(
+        "resetOffsetByTime",
+        "--namesrv",
+        ns.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--timestamp",
+        str(boundary),
+    )
     on_m = {r["queueId"]: r for r in rows if r["brokerAddr"] == m.addr}
     on_s = {r["queueId"]: r for r in rows if r["brokerAddr"] == s.addr}
     assert sorted(on_m) == sorted(on_s) == list(range(nums))
@@ -253,14 +283,34 @@ def test_reset_offset_by_time(group):
 
     # one queue, an ISO time before every message: back to the queue's first offset
     q = min(moved)
-    res = admin("resetOffsetByTime", "--broker-addr", m.addr, "--group", GROUP, "--topic", TOPIC,
-                "--timestamp", "1970-01-01T00:00:01Z", "--queue", str(q))  # fmt: skip
+    res = admin(
+        "resetOffsetByTime",
+        "--broker-addr",
+        m.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--timestamp",
+        "1970-01-01T00:00:01Z",
+        "--queue",
+        str(q),
+    )
     assert res.returncode == 0, res.stderr
     assert f"{GROUP} {TOPIC}/{q} {first[q]} -> 0" in res.stdout
     assert committed(m.addr, q) == 0
 
-    res = admin("resetOffsetByTime", "--broker-addr", m.addr, "--group", GROUP, "--topic", TOPIC,
-                "--timestamp", "yesterday")  # fmt: skip
+    res = admin(
+        "resetOffsetByTime",
+        "--broker-addr",
+        m.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--timestamp",
+        "yesterday",
+    )
     assert res.returncode == 2 and "'yesterday'" in res.stderr
 
 
@@ -284,8 +334,11 @@ def test_reset_offset_by_time_over_every_group_of_the_topic(group):
     """Without --broker-name a topic on two groups is reset in both (as mqadmin does)."""
     ns, masters = group.ns, {"broker-a": group.m.addr, "broker-b": group.b.addr}
     for addr in masters.values():
-        resp = call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": WIDE,
-                    "readQueueNums": 2, "writeQueueNums": 2, "perm": 6})  # fmt: skip
+        resp = call(
+            addr,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {"topic": WIDE, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
+        )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
     asyncio.run(_send(ns.addr, 8, topic=WIDE))
     boundary = now_ms() + 1
@@ -295,11 +348,23 @@ def test_reset_offset_by_time_over_every_group_of_the_topic(group):
     tops = {(n, q): max_offset(a, q, WIDE) for n, a in masters.items() for q in range(2)}
     assert sum(tops.values()) == 16 and all(first[k] < tops[k] for k in first)
     for (name, q), top in tops.items():
-        call(masters[name], RequestCode.UPDATE_CONSUMER_OFFSET,
-             {"consumerGroup": GROUP, "topic": WIDE, "queueId": q, "commitOffset": top})  # fmt: skip
+        call(
+            masters[name],
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": WIDE, "queueId": q, "commitOffset": top},
+        )
 
-    rows = admin_json("resetOffsetByTime", "--namesrv", ns.addr, "--group", GROUP,
-                      "--topic", WIDE, "--timestamp", str(boundary))  # fmt: skip
+    rows = admin_json(
+        "resetOffsetByTime",
+        "--namesrv",
+        ns.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        WIDE,
+        "--timestamp",
+        str(boundary),
+    )
     by_master = {(r["brokerAddr"], r["queueId"]): r for r in rows}
     for (name, q), top in tops.items():
         r = by_master[(masters[name], q)]
@@ -307,8 +372,19 @@ def test_reset_offset_by_time_over_every_group_of_the_topic(group):
         assert committed(masters[name], q, WIDE) == first[(name, q)]
     assert any(r["brokerAddr"] == group.s.addr for r in rows)  # broker-a's slave follows
 
-    res = admin("resetOffsetByTime", "--namesrv", ns.addr, "--group", GROUP, "--topic", WIDE,
-                "--timestamp", "now", "--queue", "0")  # fmt: skip
+    res = admin(
+        "resetOffsetByTime",
+        "--namesrv",
+        ns.addr,
+        "--group",
+        GROUP,
+        "--topic",
+        WIDE,
+        "--timestamp",
+        "now",
+        "--queue",
+        "0",
+    )
     assert res.returncode == 1 and "give --broker-name" in res.stderr
 
 
@@ -342,17 +418,32 @@ def test_mqadmin_habits_n_b_and_namesrv_addr(group):
         admin_json("clusterList", "-n", ns.addr)["clusterAddrTable"] == by_flag["clusterAddrTable"]
     )
     env = {**os.environ, "NAMESRV_ADDR": ns.addr}
-    res = subprocess.run([sys.executable, "-m", "broker.cli", "admin", "clusterList", "--json"],
-                         capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "admin", "clusterList", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["clusterAddrTable"] == by_flag["clusterAddrTable"]
     # -b names the nodes: $NAMESRV_ADDR does not add the cluster's others
-    res = subprocess.run([sys.executable, "-m", "broker.cli", "admin", "brokerStatus", "-b", m.addr,
-                          "--json"], capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "admin", "brokerStatus", "-b", m.addr, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     assert [d["brokerAddr"] for d in json.loads(res.stdout)] == [m.addr]
     # neither: one line, exit 2
     env.pop("NAMESRV_ADDR")
-    res = subprocess.run([sys.executable, "-m", "broker.cli", "admin", "clusterList"],
-                         capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "admin", "clusterList"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr

@@ -22,12 +22,25 @@ _wait = functools.partial(wait_until, timeout_s=60.0)
 
 def _conf(tmp_path, node, broker_id, role, port, ha_port, namesrv, root, endpoint, **extra):
     return node_conf(
-        tmp_path, node, broker_id, role, port, ha_port, namesrv,
-        flushDiskType="ASYNC_FLUSH", flushIntervalCommitLog=100, flushCommitLogLeastPages=0,
-        mappedFileSizeCommitLog=128 * 1024, archiveEnable="true", archiveRoot=root,
-        archiveS3Endpoint=endpoint, archiveChunkMaxBytes=64 * 1024, archiveIntervalMs=200,
-        snapshotIntervalMs=300, **extra,
-    )  # fmt: skip
+        tmp_path,
+        node,
+        broker_id,
+        role,
+        port,
+        ha_port,
+        namesrv,
+        flushDiskType="ASYNC_FLUSH",
+        flushIntervalCommitLog=100,
+        flushCommitLogLeastPages=0,
+        mappedFileSizeCommitLog=128 * 1024,
+        archiveEnable="true",
+        archiveRoot=root,
+        archiveS3Endpoint=endpoint,
+        archiveChunkMaxBytes=64 * 1024,
+        archiveIntervalMs=200,
+        snapshotIntervalMs=300,
+        **extra,
+    )
 
 
 async def _send(namesrv, n):
@@ -50,15 +63,42 @@ def test_master_and_slave_ship_their_logs_snapshots_and_events(tmp_path, s3_serv
     try:
         (a_port, a_ha), (b_port, b_ha) = (free_port(), free_port()), (free_port(), free_port())
         ep = s3_server.endpoint_url
-        procs.append(start_broker("a", _conf(tmp_path, "a", 0, "SYNC_MASTER", a_port, a_ha,
-                                             ns.addr, root, ep), a_port, tmp_path, env))  # fmt: skip
-        procs.append(start_broker("b", _conf(tmp_path, "b", 1, "SLAVE", b_port, b_ha, ns.addr,
-                                             root, ep, haMasterAddress=f"127.0.0.1:{a_ha}"),
-                                  b_port, tmp_path, env))  # fmt: skip
+        procs.append(
+            start_broker(
+                "a",
+                _conf(tmp_path, "a", 0, "SYNC_MASTER", a_port, a_ha, ns.addr, root, ep),
+                a_port,
+                tmp_path,
+                env,
+            )
+        )
+        procs.append(
+            start_broker(
+                "b",
+                _conf(
+                    tmp_path,
+                    "b",
+                    1,
+                    "SLAVE",
+                    b_port,
+                    b_ha,
+                    ns.addr,
+                    root,
+                    ep,
+                    haMasterAddress=f"127.0.0.1:{a_ha}",
+                ),
+                b_port,
+                tmp_path,
+                env,
+            )
+        )
         _wait(lambda: asyncio.run(ha_status([procs[1].addr]))[0].get("slaves"), what="b connected")
         asyncio.run(_send(ns.addr, 600))  # ~ 130 KB: two commit log files
-        store = open_store(root, endpoint_url=ep, **{
-            "access_key": env["AWS_ACCESS_KEY_ID"], "secret_key": env["AWS_SECRET_ACCESS_KEY"]})  # fmt: skip
+        store = open_store(
+            root,
+            endpoint_url=ep,
+            **{"access_key": env["AWS_ACCESS_KEY_ID"], "secret_key": env["AWS_SECRET_ACCESS_KEY"]},
+        )
 
         def chunks(node):
             prefix = layout.node_prefix("C", "broker-a", node) + "commitlog/"

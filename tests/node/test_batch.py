@@ -23,10 +23,22 @@ def run_node(tmp_path, body):
 def batch_request(topic, items, code=RequestCode.SEND_BATCH_MESSAGE, queue_id=1, props=""):
     return RemotingCommand.request(
         code,
-        {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": 1, "h": 0,
-         "i": props, "j": 0, "k": False, "m": True},
+        {
+            "a": "PG",
+            "b": topic,
+            "c": "TBW102",
+            "d": 4,
+            "e": queue_id,
+            "f": 0,
+            "g": 1,
+            "h": 0,
+            "i": props,
+            "j": 0,
+            "k": False,
+            "m": True,
+        },
         encode_batch(items),
-    )  # fmt: skip
+    )
 
 
 def items(n, prefix="m"):

@@ -55,10 +55,24 @@ def test_update_runtime_key_persists_and_survives_restart(tmp_path):
         assert send_one(ns.addr, 2000) is SendStatus.SEND_OK
         check_topic_stats_bodies(m.addr)
 
-        rows = admin_json("updateBrokerConfig", "--broker-addr", m.addr,
-                          "--key", "maxMessageSize", "--value", "1500")  # fmt: skip
-        assert rows == [{"brokerAddr": m.addr, "key": "maxMessageSize", "from": "4194304",
-                         "to": "1500", "effect": "now"}]  # fmt: skip
+        rows = admin_json(
+            "updateBrokerConfig",
+            "--broker-addr",
+            m.addr,
+            "--key",
+            "maxMessageSize",
+            "--value",
+            "1500",
+        )
+        assert rows == [
+            {
+                "brokerAddr": m.addr,
+                "key": "maxMessageSize",
+                "from": "4194304",
+                "to": "1500",
+                "effect": "now",
+            }
+        ]
         [doc] = admin_json("getBrokerConfig", "--broker-addr", m.addr)
         assert doc["config"]["maxMessageSize"] == "1500" and doc["version"]["counter"] == 1
         with pytest.raises(RemotingError, match="maxMessageSize|MESSAGE_ILLEGAL|code 13"):
@@ -71,12 +85,14 @@ def test_update_runtime_key_persists_and_survives_restart(tmp_path):
         assert f"listenPort={port}\n" in text and "nodeName=m\n" in text
 
         # a read-once key: saved to the file, not applied; the next start reads it
-        res = admin("updateBrokerConfig", "-b", m.addr, "--key", "flushIntervalCommitLog",
-                    "--value", "250")  # fmt: skip
+        res = admin(
+            "updateBrokerConfig", "-b", m.addr, "--key", "flushIntervalCommitLog", "--value", "250"
+        )
         assert res.returncode == 0, res.stderr
         assert "saved; takes effect at the next start" in res.stdout
-        [row] = admin_json("updateBrokerConfig", "-b", m.addr, "--key", "flushIntervalCommitLog",
-                           "--value", "250")  # fmt: skip
+        [row] = admin_json(
+            "updateBrokerConfig", "-b", m.addr, "--key", "flushIntervalCommitLog", "--value", "250"
+        )
         assert (row["from"], row["to"], row["effect"]) == ("500", "250", "next start")
         [doc] = admin_json("getBrokerConfig", "--broker-addr", m.addr)
         assert doc["config"]["flushIntervalCommitLog"] == "500"  # running as started
@@ -84,13 +100,21 @@ def test_update_runtime_key_persists_and_survives_restart(tmp_path):
         assert text.count("flushIntervalCommitLog=") == 1 and "flushIntervalCommitLog=250\n" in text
 
         # refused before any node is asked: a black-listed key, a bad value
-        res = admin("updateBrokerConfig", "--broker-addr", m.addr, "--key", "brokerName",
-                    "--value", "other")  # fmt: skip
+        res = admin(
+            "updateBrokerConfig", "--broker-addr", m.addr, "--key", "brokerName", "--value", "other"
+        )
         assert res.returncode == 2 and "'brokerName' cannot be changed by an update" in res.stderr
         res = admin("updateBrokerConfig", "-b", m.addr, "--key", "aclFile", "--value", "/tmp/x")
         assert res.returncode == 2 and "'aclFile' cannot be changed by an update" in res.stderr
-        res = admin("updateBrokerConfig", "--broker-addr", m.addr, "--key", "maxMessageSize",
-                    "--value", "-1")  # fmt: skip
+        res = admin(
+            "updateBrokerConfig",
+            "--broker-addr",
+            m.addr,
+            "--key",
+            "maxMessageSize",
+            "--value",
+            "-1",
+        )
         assert res.returncode == 2 and "maxMessageSize='-1'" in res.stderr
         res = admin("updateBrokerConfig", "-b", m.addr, "--key", "maxMesageSize", "--value", "9")
         assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr

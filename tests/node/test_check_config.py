@@ -29,9 +29,15 @@ CASES = {
     "slash nodeName": ({"nodeName": "a/b"}, "nodeName"),
     "missing aclFile": ({"aclEnable": "true", "aclFile": "/nonexistent/plain_acl.yml"}, "ACL"),
     "example aclFile": ({"aclEnable": "true", "aclFile": str(EXAMPLE_ACL)}, "CHANGE-ME"),
-    "encrypted nothing": ({"tlsMode": "enforcing", "tlsServerCertPath": "/no/cert.pem",
-                           "tlsServerKeyPath": "/no/key.pem"}, "TLS"),
-}  # fmt: skip
+    "encrypted nothing": (
+        {
+            "tlsMode": "enforcing",
+            "tlsServerCertPath": "/no/cert.pem",
+            "tlsServerKeyPath": "/no/key.pem",
+        },
+        "TLS",
+    ),
+}
 
 
 def _check(tmp_path: Path, props: dict) -> subprocess.CompletedProcess:

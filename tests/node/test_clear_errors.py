@@ -147,18 +147,29 @@ def test_commit_beyond_the_queue_is_refused_and_logged(tmp_path) -> None:
     b = _start(tmp_path, conf)
     try:
         for _ in range(125):
-            send = {"producerGroup": "PG", "topic": "T", "defaultTopic": "TBW102",
-                    "defaultTopicQueueNums": 1, "queueId": 0, "sysFlag": 0,
-                    "bornTimestamp": 0, "flag": 0, "properties": "", "reconsumeTimes": 0}  # fmt: skip
+            send = {
+                "producerGroup": "PG",
+                "topic": "T",
+                "defaultTopic": "TBW102",
+                "defaultTopicQueueNums": 1,
+                "queueId": 0,
+                "sysFlag": 0,
+                "bornTimestamp": 0,
+                "flag": 0,
+                "properties": "",
+                "reconsumeTimes": 0,
+            }
             req = RemotingCommand.request(RequestCode.SEND_MESSAGE, send, b"body")
             resp = asyncio.run(_invoke(b.addr, req))
             assert resp.code == ResponseCode.SUCCESS, resp.remark
         commit = {"consumerGroup": "CG", "topic": "T", "queueId": 0}
-        ok = asyncio.run(_call(b.addr, RequestCode.UPDATE_CONSUMER_OFFSET,
-                               {**commit, "commitOffset": 100}))  # fmt: skip
+        ok = asyncio.run(
+            _call(b.addr, RequestCode.UPDATE_CONSUMER_OFFSET, {**commit, "commitOffset": 100})
+        )
         assert ok.code == ResponseCode.SUCCESS
-        far = asyncio.run(_call(b.addr, RequestCode.UPDATE_CONSUMER_OFFSET,
-                                {**commit, "commitOffset": 10**15}))  # fmt: skip
+        far = asyncio.run(
+            _call(b.addr, RequestCode.UPDATE_CONSUMER_OFFSET, {**commit, "commitOffset": 10**15})
+        )
         assert far.code == ResponseCode.SYSTEM_ERROR and "max offset 125" in far.remark
         q = asyncio.run(_call(b.addr, RequestCode.QUERY_CONSUMER_OFFSET, commit))
         assert int(q.ext_fields["offset"]) == 100
@@ -191,8 +202,13 @@ def test_damaged_offsets_file_refuses_to_start_unless_the_loss_is_accepted(tmp_p
     assert path.read_text() == "garbage"  # evidence left as found
     b = _start(tmp_path, conf, "--accept-offset-loss")
     try:
-        q = asyncio.run(_call(b.addr, RequestCode.QUERY_CONSUMER_OFFSET,
-                              {"consumerGroup": "CG", "topic": "T", "queueId": 0}))  # fmt: skip
+        q = asyncio.run(
+            _call(
+                b.addr,
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "CG", "topic": "T", "queueId": 0},
+            )
+        )
         assert q.code == ResponseCode.SUCCESS and int(q.ext_fields["offset"]) == 0
     finally:
         b.stop()

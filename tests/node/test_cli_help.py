@@ -12,15 +12,36 @@ from broker.cli import build_parser, subcommands
 from tools.localcluster import free_port
 
 REQUIRED = {
-    ("store",), ("store", "dump"), ("namesrv",), ("broker",), ("admin",), ("archive",),
-    ("audit",), ("demo",), ("bench",), ("bench", "store"), ("bench", "broker"),
-    ("bench", "archive"), ("bench", "audit"),
-    *{("admin", v) for v in (
-        "clusterList", "topicRoute", "topicStatus", "brokerStatus", "getBrokerConfig",
-        "updateBrokerConfig", "resetOffsetByTime", "haStatus", "consumerProgress", "promote",
-        "resetOffset",
-    )},
-}  # fmt: skip
+    ("store",),
+    ("store", "dump"),
+    ("namesrv",),
+    ("broker",),
+    ("admin",),
+    ("archive",),
+    ("audit",),
+    ("demo",),
+    ("bench",),
+    ("bench", "store"),
+    ("bench", "broker"),
+    ("bench", "archive"),
+    ("bench", "audit"),
+    *{
+        ("admin", v)
+        for v in (
+            "clusterList",
+            "topicRoute",
+            "topicStatus",
+            "brokerStatus",
+            "getBrokerConfig",
+            "updateBrokerConfig",
+            "resetOffsetByTime",
+            "haStatus",
+            "consumerProgress",
+            "promote",
+            "resetOffset",
+        )
+    },
+}
 
 
 def _tree(parser, path=()):
@@ -42,8 +63,9 @@ def test_every_help_states_its_exit_codes():
 
 
 def _haproof(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", *args], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_version_and_help_processes():

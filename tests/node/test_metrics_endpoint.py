@@ -93,11 +93,16 @@ def test_the_endpoint_binds_to_loopback_by_default_and_a_busy_port_is_one_line()
     [
         (ResponseCode.NO_PERMISSION, "ACL: no account for accessKey 'x'", "acl"),
         (ResponseCode.NO_PERMISSION, "the topic[T] sending is forbidden", "permission"),
-        (ResponseCode.SERVICE_NOT_AVAILABLE,
-         "service not available now: the broker's disk is full (no space)", "disk_full"),
-        (ResponseCode.SERVICE_NOT_AVAILABLE,
-         "master lease of 8000 ms ended: no heartbeat acknowledged by the controller leader",
-         "lease_fence"),
+        (
+            ResponseCode.SERVICE_NOT_AVAILABLE,
+            "service not available now: the broker's disk is full (no space)",
+            "disk_full",
+        ),
+        (
+            ResponseCode.SERVICE_NOT_AVAILABLE,
+            "master lease of 8000 ms ended: no heartbeat acknowledged by the controller leader",
+            "lease_fence",
+        ),
         (ResponseCode.SERVICE_NOT_AVAILABLE, "no role from the controller yet", "no_role"),
         (ResponseCode.SERVICE_NOT_AVAILABLE, "a slave takes no writes", "not_master"),
         (ResponseCode.SYSTEM_BUSY, "too many brokers heartbeating", "flow_control"),
@@ -106,7 +111,7 @@ def test_the_endpoint_binds_to_loopback_by_default_and_a_busy_port_is_one_line()
         (ResponseCode.PULL_NOT_FOUND, None, None),
         (ResponseCode.QUERY_NOT_FOUND, None, None),
     ],
-)  # fmt: skip
+)
 def test_refusal_reasons(code, remark, reason):
     req = RemotingCommand.request(310)
     assert refusal_reason(req.make_response(code, remark=remark)) == reason

@@ -40,9 +40,14 @@ async def _send(namesrv: str, n: int) -> int:
 def group(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("metrics")
     ports = {"m": free_port(), "s": free_port()}
-    on = {"metricsExporterType": "PROM", "slaveSyncIntervalMs": 200, "archiveEnable": "true",
-          "archiveRoot": f"file://{tmp}/archive", "archiveInProcess": "true",
-          "archiveIntervalMs": 200}  # fmt: skip
+    on = {
+        "metricsExporterType": "PROM",
+        "slaveSyncIntervalMs": 200,
+        "archiveEnable": "true",
+        "archiveRoot": f"file://{tmp}/archive",
+        "archiveInProcess": "true",
+        "archiveIntervalMs": 200,
+    }
     with running_group(
         tmp,
         slave=True,
@@ -58,8 +63,14 @@ def test_messages_offsets_and_slave_lag_move(group):
     before = scrape(ports["m"])
     assert value(before, "haproof_broker_role", role="SYNC_MASTER") == 1
     assert value(before, "rocketmq_messages_in_total", topic=TOPIC) is None
-    wait_until(lambda: value(scrape(ports["m"]), "haproof_ha_slave_ack_offset", slave="s",
-                             slave_broker_id="1") is not None, 30, "the slave's series")  # fmt: skip
+    wait_until(
+        lambda: (
+            value(scrape(ports["m"]), "haproof_ha_slave_ack_offset", slave="s", slave_broker_id="1")
+            is not None
+        ),
+        30,
+        "the slave's series",
+    )
 
     size = asyncio.run(_send(g.ns.addr, N))
     after = scrape(ports["m"])
@@ -72,8 +83,9 @@ def test_messages_offsets_and_slave_lag_move(group):
     # SYNC_MASTER: every send waited for the slave, so its ack is the end and its lag 0
     assert value(after, "haproof_ha_slave_ack_offset", slave="s", slave_broker_id="1") == end
     assert value(after, "haproof_ha_slave_lag_bytes", slave="s", slave_broker_id="1") == 0
-    wait_until(lambda: value(scrape(ports["m"]), "rocketmq_brokeruntime_put_tps10") > 0, 10,
-               "put TPS")  # fmt: skip
+    wait_until(
+        lambda: value(scrape(ports["m"]), "rocketmq_brokeruntime_put_tps10") > 0, 10, "put TPS"
+    )
 
     slave = scrape(ports["s"])
     assert value(slave, "haproof_broker_role", role="SLAVE") == 1
@@ -86,10 +98,16 @@ def test_archive_lag_is_exported_and_drains(group):
     chunks = value(scrape(ports["m"]), "haproof_archive_chunks_total")
     assert chunks is not None and value(scrape(ports["m"]), "haproof_archive_lag_bytes") is not None
     asyncio.run(_send(g.ns.addr, 3))
-    wait_until(lambda: value(scrape(ports["m"]), "haproof_archive_chunks_total") > chunks, 30,
-               "a chunk shipped")  # fmt: skip
-    wait_until(lambda: value(scrape(ports["m"]), "haproof_archive_lag_bytes") == 0, 30,
-               "the archive to catch up")  # fmt: skip
+    wait_until(
+        lambda: value(scrape(ports["m"]), "haproof_archive_chunks_total") > chunks,
+        30,
+        "a chunk shipped",
+    )
+    wait_until(
+        lambda: value(scrape(ports["m"]), "haproof_archive_lag_bytes") == 0,
+        30,
+        "the archive to catch up",
+    )
     assert value(scrape(ports["m"]), "haproof_archive_lag_seconds") == 0
 
 
@@ -102,8 +120,20 @@ def test_a_refused_send_is_counted_by_its_reason(group):
         return value(scrape(ports["s"]), key[0], **labels) or 0
 
     before = refused("not_master")
-    fields = {"a": "PG", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 1, "h": 0,
-              "i": properties_to_string({}), "j": 0, "k": False, "m": False}  # fmt: skip
+    fields = {
+        "a": "PG",
+        "b": TOPIC,
+        "c": "TBW102",
+        "d": 4,
+        "e": 0,
+        "f": 0,
+        "g": 1,
+        "h": 0,
+        "i": properties_to_string({}),
+        "j": 0,
+        "k": False,
+        "m": False,
+    }
     for _ in range(3):  # a slave takes no writes
         resp = asyncio.run(invoke(g.s.addr, RequestCode.SEND_MESSAGE_V2, fields, b"x"))
         assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE

@@ -39,7 +39,11 @@ def test_commits_become_records_and_come_back_from_the_log(tmp_path) -> None:
                 await asyncio.sleep(0)  # the record is appended by a task of this loop
             reset = _records(node)[1]
             assert (reset.kind, reset.offsets, reset.previous, reset.by) == (
-                "reset", {1: 2}, {1: 6}, "admin")  # fmt: skip
+                "reset",
+                {1: 2},
+                {1: 6},
+                "admin",
+            )
             await writer.commit("G", "T", 1, 4, "c:2")
             assert node.store.consumer_offsets.queues_of("G", "T") == {0: 5, 1: 4, 2: 7, 3: 8}
         finally:

@@ -68,18 +68,37 @@ def test_runtime_info_over_the_wire(tmp_path):
             for i in range(3):
                 req = RemotingCommand.request(
                     RequestCode.SEND_MESSAGE_V2,
-                    {"a": "PG", "b": "RT", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 1,
-                     "h": 0, "i": properties_to_string({"DELAY": "1"} if i == 2 else {}),
-                     "j": 0, "k": False, "m": False},
+                    {
+                        "a": "PG",
+                        "b": "RT",
+                        "c": "TBW102",
+                        "d": 4,
+                        "e": 0,
+                        "f": 0,
+                        "g": 1,
+                        "h": 0,
+                        "i": properties_to_string({"DELAY": "1"} if i == 2 else {}),
+                        "j": 0,
+                        "k": False,
+                        "m": False,
+                    },
                     b"x" * 100,
-                )  # fmt: skip
+                )
                 assert (await client.invoke(addr, req)).code == ResponseCode.SUCCESS
             pull = RemotingCommand.request(
                 RequestCode.PULL_MESSAGE,
-                {"consumerGroup": "CG", "topic": "RT", "queueId": 0, "queueOffset": 0,
-                 "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
-                 "suspendTimeoutMillis": 0, "subscription": "*"},
-            )  # fmt: skip
+                {
+                    "consumerGroup": "CG",
+                    "topic": "RT",
+                    "queueId": 0,
+                    "queueOffset": 0,
+                    "maxMsgNums": 32,
+                    "sysFlag": 0,
+                    "commitOffset": 0,
+                    "suspendTimeoutMillis": 0,
+                    "subscription": "*",
+                },
+            )
             assert (await client.invoke(addr, pull)).code == ResponseCode.SUCCESS
             r = await client.invoke(
                 addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)

@@ -26,7 +26,9 @@ from contracts.errors import ConfigError
 
 def test_check_updates_types_values_and_refuses_others():
     assert check_updates({"maxMessageSize": "1024", "slaveReadEnable": "TRUE"}) == {
-        "maxMessageSize": 1024, "slaveReadEnable": True}  # fmt: skip
+        "maxMessageSize": 1024,
+        "slaveReadEnable": True,
+    }
     with pytest.raises(
         NotRuntimeKeyError, match="'brokerRole' cannot be changed by an update: the node's identity"
     ):
@@ -42,8 +44,12 @@ def test_check_updates_types_values_and_refuses_others():
         NotRuntimeKeyError, match="^unknown key 'slavereadenable'; did you mean slaveReadEnable\\?"
     ):
         check_updates({"slavereadenable": "true"})
-    for key, raw in (("maxMessageSize", "0"), ("maxMessageSize", "1k"),
-                     ("accessMessageInMemoryMaxRatio", "101"), ("autoCreateTopicEnable", "1")):  # fmt: skip
+    for key, raw in (
+        ("maxMessageSize", "0"),
+        ("maxMessageSize", "1k"),
+        ("accessMessageInMemoryMaxRatio", "101"),
+        ("autoCreateTopicEnable", "1"),
+    ):
         with pytest.raises(ConfigError, match=key):
             check_updates({key: raw})
     with pytest.raises(ConfigError, match="no key=value"):
@@ -60,11 +66,17 @@ def test_the_archivers_round_keys_change_at_runtime_the_read_once_keys_are_saved
 
 
 def test_black_list_and_unused_rocketmq_keys_are_refused_with_their_reason():
-    for key, why in (("brokerConfigPath", "the config file's own path"),
-                     ("configBlackList", "black list itself"), ("aclFile", "security"),
-                     ("tlsServerKeyPath", "security"), ("listenPort", "listen address"),
-                     ("storePathCommitLog", "store's location"), ("brokerClusterName", "identity"),
-                     ("enableControllerMode", "identity"), ("rocketmqHome", "installation")):  # fmt: skip
+    for key, why in (
+        ("brokerConfigPath", "the config file's own path"),
+        ("configBlackList", "black list itself"),
+        ("aclFile", "security"),
+        ("tlsServerKeyPath", "security"),
+        ("listenPort", "listen address"),
+        ("storePathCommitLog", "store's location"),
+        ("brokerClusterName", "identity"),
+        ("enableControllerMode", "identity"),
+        ("rocketmqHome", "installation"),
+    ):
         with pytest.raises(
             NotRuntimeKeyError, match=f"^'{key}' cannot be changed by an update: .*{why}"
         ):
@@ -79,8 +91,10 @@ def test_a_read_once_key_is_saved_not_applied_and_checked_as_the_file_is(tmp_pat
     node, conf = _node(tmp_path)
     config = node.config.current
     changes = _update(node, {"flushIntervalCommitLog": "250", "maxMessageSize": "4096"})
-    assert changes == {"flushIntervalCommitLog": ("500", "250", False),
-                       "maxMessageSize": ("4194304", "4096", True)}  # fmt: skip
+    assert changes == {
+        "flushIntervalCommitLog": ("500", "250", False),
+        "maxMessageSize": ("4194304", "4096", True),
+    }
     assert node.config.flush_interval_commit_log_ms == config.flush_interval_commit_log_ms
     assert node.config.max_message_size_bytes == 4096
     assert BrokerConfig.from_file(str(conf)).flush_interval_commit_log_ms == 250
@@ -96,8 +110,10 @@ def test_a_read_once_key_is_saved_not_applied_and_checked_as_the_file_is(tmp_pat
 def test_rewrite_keeps_the_file_and_replaces_the_last_occurrence():
     text = "# note\nbrokerName=b\nmaxMessageSize=10\n\n! other\nmaxMessageSize : 20\nx=1\n"
     out = rewrite_config_text(text, {"maxMessageSize": 99, "slaveReadEnable": True})
-    assert out == ("# note\nbrokerName=b\nmaxMessageSize=10\n\n! other\nmaxMessageSize=99\nx=1\n"
-                   "slaveReadEnable=true\n")  # fmt: skip
+    assert out == (
+        "# note\nbrokerName=b\nmaxMessageSize=10\n\n! other\nmaxMessageSize=99\nx=1\n"
+        "slaveReadEnable=true\n"
+    )
     assert parse_properties(out, "f")["maxMessageSize"] == "99"  # the last one wins when read
     with pytest.raises(ConfigError, match="f:2: expected key=value"):
         parse_properties("a=1\njunk\n", "f")
@@ -109,8 +125,9 @@ def _node(tmp_path, path=True):
     live = LiveConfig(BrokerConfig.from_file(str(conf)))
     # the node hands the one holder to its parts: a store and a service here
     store, svc = SimpleNamespace(config=live), SimpleNamespace(config=live)
-    node = SimpleNamespace(config=live, config_path=str(conf) if path else None, store=store,
-                           services=[svc])  # fmt: skip
+    node = SimpleNamespace(
+        config=live, config_path=str(conf) if path else None, store=store, services=[svc]
+    )
     return node, conf
 
 
@@ -142,8 +159,10 @@ def test_update_keeps_what_else_the_live_config_says(tmp_path):
 def test_secrets_never_leave_in_the_shown_config(tmp_path):
     conf = tmp_path / "broker.conf"
     # unknown keys (kept in extra, shown too) only pass with strictConfig=false
-    conf.write_text(f"storePathRootDir={tmp_path}\nsecretKey=s3cr3t\nadminPassword=pw\n"
-                    "accessKey=ak\nemptyToken=\nstrictConfig=false\n")  # fmt: skip
+    conf.write_text(
+        f"storePathRootDir={tmp_path}\nsecretKey=s3cr3t\nadminPassword=pw\n"
+        "accessKey=ak\nemptyToken=\nstrictConfig=false\n"
+    )
     config = BrokerConfig.from_file(str(conf))
     shown = config_properties(config, redact=True)
     assert shown["secretKey"] == shown["adminPassword"] == "******"
@@ -187,10 +206,21 @@ def test_fastjson_message_queue_map():
 
 # -- properties over many inputs ------------------------------------------------------------------
 
-_KEYS = st.sampled_from(["brokerName", "listenPort", "maxMessageSize", "slaveReadEnable",
-                         "haSlaveFallbehindMax", "custom.key", "x"])  # fmt: skip
-_VALUES = st.text(st.characters(codec="utf-8", exclude_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85"
-                                "\u2028\u2029"), max_size=20)  # fmt: skip
+_KEYS = st.sampled_from(
+    [
+        "brokerName",
+        "listenPort",
+        "maxMessageSize",
+        "slaveReadEnable",
+        "haSlaveFallbehindMax",
+        "custom.key",
+        "x",
+    ]
+)
+_VALUES = st.text(
+    st.characters(codec="utf-8", exclude_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"),
+    max_size=20,
+)
 _LINES = st.one_of(
     st.tuples(_KEYS, st.sampled_from(["=", " = ", ":"]), _VALUES).map(lambda t: "".join(t)),
     st.sampled_from(["", "# a comment", "! another", "   "]),
@@ -238,4 +268,7 @@ def test_request_codes_are_rocketmqs():
     assert (R.UPDATE_BROKER_CONFIG, R.GET_BROKER_CONFIG, R.GET_BROKER_RUNTIME_INFO) == (25, 26, 28)
     assert (R.GET_ROUTEINFO_BY_TOPIC, R.GET_BROKER_CLUSTER_INFO) == (105, 106)
     assert (R.GET_TOPIC_STATS_INFO, R.GET_CONSUME_STATS, R.INVOKE_BROKER_TO_RESET_OFFSET) == (
-        202, 208, 222)  # fmt: skip
+        202,
+        208,
+        222,
+    )

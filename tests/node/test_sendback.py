@@ -15,10 +15,22 @@ def send(topic, body, tags="TagA"):
     props = {"TAGS": tags, "UNIQ_KEY": "C0FFEE" + body.hex().upper(), "WAIT": "true"}
     return RemotingCommand.request(
         RequestCode.SEND_MESSAGE_V2,
-        {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 1, "h": 0,
-         "i": properties_to_string(props), "j": 0, "k": False, "m": False},
+        {
+            "a": "PG",
+            "b": topic,
+            "c": "TBW102",
+            "d": 4,
+            "e": 0,
+            "f": 0,
+            "g": 1,
+            "h": 0,
+            "i": properties_to_string(props),
+            "j": 0,
+            "k": False,
+            "m": False,
+        },
         body,
-    )  # fmt: skip
+    )
 
 
 def send_back(offset, group="CG", delay_level=0, max_times=None, origin_topic="T"):
@@ -157,10 +169,18 @@ def test_consumer_send_back_returns_through_retry_topic_on_real_processes(start_
                 assert time.monotonic() < deadline, "retry never delivered"
                 req = RemotingCommand.request(
                     RequestCode.PULL_MESSAGE,
-                    {"consumerGroup": "CG", "topic": "%RETRY%CG", "queueId": 0,
-                     "queueOffset": 0, "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
-                     "suspendTimeoutMillis": 0, "subscription": "*"},
-                )  # fmt: skip
+                    {
+                        "consumerGroup": "CG",
+                        "topic": "%RETRY%CG",
+                        "queueId": 0,
+                        "queueOffset": 0,
+                        "maxMsgNums": 32,
+                        "sysFlag": 0,
+                        "commitOffset": 0,
+                        "suspendTimeoutMillis": 0,
+                        "subscription": "*",
+                    },
+                )
                 resp = await client.invoke(broker.addr, req, 5000)
                 if resp.code == ResponseCode.SUCCESS:
                     break

@@ -14,38 +14,72 @@ from tests.support import schemas
 
 
 def _verdict(name: str, failing: bool) -> dict:
-    checks = [
-        T.CheckResult(c, T.STATUS_PASS, 0, 10, "ok").to_json() for c in T.CHECKS
-    ]  # fmt: skip
+    checks = [T.CheckResult(c, T.STATUS_PASS, 0, 10, "ok").to_json() for c in T.CHECKS]
     findings: dict = {}
     if failing:
         checks[1] = T.CheckResult(
             T.REPLICA_CONSISTENCY, T.STATUS_FAIL, 1, 10, "1 finding"
         ).to_json()
         findings["ranges"] = [
-            {"pair": f"{name}-0->{name}-1", "master": f"{name}-0", "node": f"{name}-1", "start": 0,
-             "end": 100, "bytes": 100, "verdict": T.DIVERGENT, "allowed": False,
-             "lag_exceeded": False, "first_diff": 42.0,
-             "detail": json.dumps({"firstDifferingOffset": 42, "differingBytes": 1})},
-        ]  # fmt: skip
+            {
+                "pair": f"{name}-0->{name}-1",
+                "master": f"{name}-0",
+                "node": f"{name}-1",
+                "start": 0,
+                "end": 100,
+                "bytes": 100,
+                "verdict": T.DIVERGENT,
+                "allowed": False,
+                "lag_exceeded": False,
+                "first_diff": 42.0,
+                "detail": json.dumps({"firstDifferingOffset": 42, "differingBytes": 1}),
+            },
+        ]
     return {
-        "runId": "r1", "cluster": "c1", "brokerName": name, "master": f"{name}-0",
-        "status": T.RUN_FAILED if failing else T.RUN_PASSED, "passed": not failing,
+        "runId": "r1",
+        "cluster": "c1",
+        "brokerName": name,
+        "master": f"{name}-0",
+        "status": T.RUN_FAILED if failing else T.RUN_PASSED,
+        "passed": not failing,
         "counts": {T.DIVERGENT: 1} if failing else {T.MATCH: 2},
         "bytes": {T.DIVERGENT: 100} if failing else {T.MATCH: 2048},
-        "checks": checks, "findings": findings,
-        "witnesses": {"divergent": [{"pair": f"{name}-0->{name}-1",
-                                     "master_record": {"topic": "T", "queueId": 3}}]},
-    }  # fmt: skip
+        "checks": checks,
+        "findings": findings,
+        "witnesses": {
+            "divergent": [
+                {"pair": f"{name}-0->{name}-1", "master_record": {"topic": "T", "queueId": 3}}
+            ]
+        },
+    }
 
 
 def _run(groups: list[dict], with_gx: bool) -> tuple[dict, dict]:
-    summary = {"runId": "r1", "cluster": "c1", "status": T.combine_runs([g["status"] for g in groups]),
-               "groupVerdicts": groups}  # fmt: skip
-    gx = [{"brokerName": g["brokerName"], "success": True, "failedSuites": [],
-           "reportUrl": "file:///x/index.html"} for g in groups] if with_gx else []  # fmt: skip
-    doc = {"status": summary["status"], "passed": all(g["passed"] for g in groups),
-           "expectations": gx, "reports": {g["brokerName"]: "file:///x/report.html" for g in groups}}  # fmt: skip
+    summary = {
+        "runId": "r1",
+        "cluster": "c1",
+        "status": T.combine_runs([g["status"] for g in groups]),
+        "groupVerdicts": groups,
+    }
+    gx = (
+        [
+            {
+                "brokerName": g["brokerName"],
+                "success": True,
+                "failedSuites": [],
+                "reportUrl": "file:///x/index.html",
+            }
+            for g in groups
+        ]
+        if with_gx
+        else []
+    )
+    doc = {
+        "status": summary["status"],
+        "passed": all(g["passed"] for g in groups),
+        "expectations": gx,
+        "reports": {g["brokerName"]: "file:///x/report.html" for g in groups},
+    }
     return summary, doc
 
 

@@ -14,14 +14,25 @@ def test_coverage_and_delivery_lines() -> None:
     v = {
         "offsets": {
             "groups": {
-                "g1": {"evidence": "records", "points": 6, "queues": 2, "coveredFromMs": 10,
-                       "coveredToMs": 110, "blindWindowMs": 0},
-                "g2": {"evidence": "snapshots", "points": 1, "coveredFromMs": 5,
-                       "coveredToMs": 5, "blindWindowMs": None},
+                "g1": {
+                    "evidence": "records",
+                    "points": 6,
+                    "queues": 2,
+                    "coveredFromMs": 10,
+                    "coveredToMs": 110,
+                    "blindWindowMs": 0,
+                },
+                "g2": {
+                    "evidence": "snapshots",
+                    "points": 1,
+                    "coveredFromMs": 5,
+                    "coveredToMs": 5,
+                    "blindWindowMs": None,
+                },
             }
         },
         "delivery": {"enqueued": 7, "duplicated": 2, "redelivered": 8, "lost": 0},
-    }  # fmt: skip
+    }
     assert coverage_lines(v) == [
         "offsets g1: 6 records on 2 queue(s) over 100 ms, blind window 0 ms",
         "offsets g2: 1 snapshots over 0 ms, blind window unknown",

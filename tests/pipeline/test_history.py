@@ -14,24 +14,38 @@ from contracts.object_store import open_store
 from pipeline.history import collect_history, history_page_key, publish_history
 from tests.report.browser import browser_context, ink, open_page, screenshot
 
-CHECKS = ("archive_integrity", "replica_consistency", "acknowledged_durability", "log_integrity",
-          "offset_monotonicity")  # fmt: skip
+CHECKS = (
+    "archive_integrity",
+    "replica_consistency",
+    "acknowledged_durability",
+    "log_integrity",
+    "offset_monotonicity",
+)
 
 
 def _group_verdict(run_id: str, group: str, night: int, failed: bool) -> dict:
     checks = [
-        {"name": c, "status": "fail" if failed and c == "log_integrity" else "pass",
-         "findings": 2 if failed and c == "log_integrity" else 0, "evidence": 10}
+        {
+            "name": c,
+            "status": "fail" if failed and c == "log_integrity" else "pass",
+            "findings": 2 if failed and c == "log_integrity" else 0,
+            "evidence": 10,
+        }
         for c in CHECKS
-    ]  # fmt: skip
+    ]
     return {
-        "runId": run_id, "cluster": "prod", "brokerName": group,
+        "runId": run_id,
+        "cluster": "prod",
+        "brokerName": group,
         "window": {"since": None, "until": None},
-        "status": "FAILED" if failed else "PASSED", "passed": not failed,
+        "status": "FAILED" if failed else "PASSED",
+        "passed": not failed,
         "counts": {"match": 3, "lag": 1},
         "bytes": {"match": (night + 1) * 1_000_000, "lag": 4096 * night, "unverifiable": 512},
-        "checks": checks, "seconds": 10.0 + night, "recordsChecked": 100 * night,
-    }  # fmt: skip
+        "checks": checks,
+        "seconds": 10.0 + night,
+        "recordsChecked": 100 * night,
+    }
 
 
 def write_nights(store, nights: int = 5, groups=("broker-a", "broker-b")) -> list[str]:
@@ -43,14 +57,22 @@ def write_nights(store, nights: int = 5, groups=("broker-a", "broker-b")) -> lis
         ids.append(run_id)
         verdicts = [_group_verdict(run_id, g, n, n == 3 and g == "broker-b") for g in groups]
         for v in verdicts:
-            store.put_mutable(layout.audit_verdict_key(run_id, v["brokerName"]),
-                              json.dumps(v).encode())  # fmt: skip
-        run = {"runId": run_id, "cluster": "prod", "brokerName": None, "groups": list(groups),
-               "status": "FAILED" if n == 3 else "PASSED"}  # fmt: skip
+            store.put_mutable(
+                layout.audit_verdict_key(run_id, v["brokerName"]), json.dumps(v).encode()
+            )
+        run = {
+            "runId": run_id,
+            "cluster": "prod",
+            "brokerName": None,
+            "groups": list(groups),
+            "status": "FAILED" if n == 3 else "PASSED",
+        }
         store.put_mutable(layout.audit_verdict_key(run_id), json.dumps(run).encode())
     other = "20261125T020000Z-ffffff"
-    store.put_mutable(layout.audit_verdict_key(other), json.dumps(
-        {**_group_verdict(other, "broker-x", 1, False), "cluster": "staging"}).encode())  # fmt: skip
+    store.put_mutable(
+        layout.audit_verdict_key(other),
+        json.dumps({**_group_verdict(other, "broker-x", 1, False), "cluster": "staging"}).encode(),
+    )
     store.put_mutable(f"audits/20261126T020000Z-000000/broker-a/{layout.REPORT_NAME}", b"<html>")
     return ids
 
@@ -73,14 +95,21 @@ def test_rows_newest_first_per_group(root):
     assert bad["at"] == 1_795_399_200_000  # 2026-11-23T02:00Z, from the run id
     assert hist.skipped == ["20261126T020000Z-000000: no verdict.json (a run that did not finish)"]
     assert [r["runId"] for r in collect_history(store, "prod", last=2).rows] == [
-        ids[4], ids[4], ids[3], ids[3]
-    ]  # fmt: skip
+        ids[4],
+        ids[4],
+        ids[3],
+        ids[3],
+    ]
     assert [r["group"] for r in collect_history(store, "staging").rows] == ["broker-x"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", "audit", "history", *args],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", "audit", "history", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_table_and_json(root):
@@ -92,8 +121,22 @@ def test_cli_table_and_json(root):
     res = _cli("--root", store.root, "--cluster", "prod")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].split() == ["run", "group", "window", "status", "ai", "rc", "ad", "li", "om",
-                                "findings", "verified", "lag", "blind", "secs"]  # fmt: skip
+    assert lines[0].split() == [
+        "run",
+        "group",
+        "window",
+        "status",
+        "ai",
+        "rc",
+        "ad",
+        "li",
+        "om",
+        "findings",
+        "verified",
+        "lag",
+        "blind",
+        "secs",
+    ]
     failed = next(line for line in lines if line.startswith(ids[3]) and "broker-b" in line)
     assert failed.split()[3:9] == ["FAILED", "pass", "pass", "pass", "fail", "pass"]
     res = _cli("--root", store.root, "--cluster", "no/such")
@@ -118,8 +161,13 @@ def test_history_page_in_chromium(root, tmp_path_factory):
             """() => [...document.querySelectorAll('svg.plot')].map(s => [s.dataset.plot,
                 s.querySelectorAll('polyline').length, s.querySelectorAll('g.failed').length])"""
         )
-        assert plots == [["findings", 2, 1], ["bytesVerified", 2, 1], ["lagBytes", 2, 1],
-                         ["blindBytes", 2, 1], ["seconds", 2, 1]]  # fmt: skip
+        assert plots == [
+            ["findings", 2, 1],
+            ["bytesVerified", 2, 1],
+            ["lagBytes", 2, 1],
+            ["blindBytes", 2, 1],
+            ["seconds", 2, 1],
+        ]
         for kind in ("findings", "lagBytes"):
             chart = page.locator(f'svg[data-plot="{kind}"]')
             assert ink(screenshot(page, f"history-{kind}", chart)) > 0.01

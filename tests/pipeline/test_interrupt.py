@@ -30,10 +30,26 @@ def archive_root(tmp_path_factory, golden_stores) -> str:
         p.chmod(0o644 if p.is_file() else 0o755)
     root = f"file://{base}/arch"
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "archive", "--store-dir", str(store), "--root",
-         root, "--cluster", "rmq", "--broker-name", "broker-a", "--node", "broker-a-0"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "archive",
+            "--store-dir",
+            str(store),
+            "--root",
+            root,
+            "--cluster",
+            "rmq",
+            "--broker-name",
+            "broker-a",
+            "--node",
+            "broker-a-0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     return root
 
@@ -66,11 +82,24 @@ class Audit:
         self.mark = uuid.uuid4().hex
         env = {**os.environ, "HAPROOF_TEST_RUN": self.mark}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "broker.cli", "audit", "--root", root, "--cluster", "rmq",
-             "--run-id", run_id],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "broker.cli",
+                "audit",
+                "--root",
+                root,
+                "--cluster",
+                "rmq",
+                "--run-id",
+                run_id,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

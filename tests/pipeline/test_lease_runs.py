@@ -18,10 +18,25 @@ ERIC = "EricPanGopher_rocketmq_unit_test_store"
 
 def _audit(root: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "audit", "--root", root, "--cluster", "rmq",
-         "--broker-name", "broker-a", "--incremental", "--no-expectations"],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "audit",
+            "--root",
+            root,
+            "--cluster",
+            "rmq",
+            "--broker-name",
+            "broker-a",
+            "--incremental",
+            "--no-expectations",
+        ],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _files_of_run(root: Path, run_id: str) -> list[Path]:
@@ -31,11 +46,26 @@ def _files_of_run(root: Path, run_id: str) -> list[Path]:
 def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
     root = tmp_path / "a"
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "archive", "--store-dir", str(golden_stores / ERIC),
-         "--root", f"file://{root}", "--cluster", "rmq", "--broker-name", "broker-a",
-         "--node", "broker-a-0"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "archive",
+            "--store-dir",
+            str(golden_stores / ERIC),
+            "--root",
+            f"file://{root}",
+            "--cluster",
+            "rmq",
+            "--broker-name",
+            "broker-a",
+            "--node",
+            "broker-a-0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     lease_path = root / audit_lease_key("rmq", "broker-a")
 
@@ -51,10 +81,23 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
         lease_a = wait_until(held, timeout_s=120, what="run A's lease")
         # B gives up at once (the default), naming A's run; C waits for A
         b = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "audit", "--root", f"file://{root}",
-             "--cluster", "rmq", "--broker-name", "broker-a", "--incremental"],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "broker.cli",
+                "audit",
+                "--root",
+                f"file://{root}",
+                "--cluster",
+                "rmq",
+                "--broker-name",
+                "broker-a",
+                "--incremental",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         c = _audit(f"file://{root}", HAPROOF_AUDIT_LEASE_WAIT_S="600")
         out_a, err_a = a.communicate(timeout=600)
         out_c, err_c = c.communicate(timeout=600)
@@ -86,9 +129,21 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
     assert 0 <= lag["lagMs"] < 900_000 and lag["newestVerifiedUploadMs"] > 0
     # both runs are in the history, newest first; B left nothing there either
     res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "audit", "history", "--root", f"file://{root}",
-         "--cluster", "rmq", "--json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "audit",
+            "history",
+            "--root",
+            f"file://{root}",
+            "--cluster",
+            "rmq",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert [r["runId"] for r in json.loads(res.stdout)["runs"]] == [run_c, lease_a["holder"]]

@@ -25,10 +25,12 @@ def test_store_and_base_url_links():
     base = link_maker(spec, "https://reports.example.com/arch/")
     assert base(f"s3://bkt/arch/{KEY}") == f"https://reports.example.com/arch/{KEY}"
     doc = relink(
-        {"reports": {"broker-a": f"s3://bkt/arch/{KEY}"},
-         "expectations": [{"brokerName": "broker-a", "reportUrl": "s3://bkt/arch/x/index.html"}]},
+        {
+            "reports": {"broker-a": f"s3://bkt/arch/{KEY}"},
+            "expectations": [{"brokerName": "broker-a", "reportUrl": "s3://bkt/arch/x/index.html"}],
+        },
         base,
-    )  # fmt: skip
+    )
     assert doc["reports"]["broker-a"].startswith("https://reports.example.com/arch/")
     assert doc["expectations"][0]["reportUrl"] == "https://reports.example.com/arch/x/index.html"
     with pytest.raises(AuditInputError, match="give store, presign or an http"):
@@ -52,21 +54,37 @@ def test_presigned_link_opens_the_report_over_http(s3_server, monkeypatch):
 
 def _audit(env: dict, *args: str) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "broker.cli", "audit", *args], env=env,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "audit", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return res, time.monotonic() - t0
 
 
 def _clean_env(tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HAPROOF_"))}
-    return {**env, "HOME": str(tmp_path), "AWS_CONFIG_FILE": str(tmp_path / "none"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-            "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
+    return {
+        **env,
+        "HOME": str(tmp_path),
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
 
 
 def test_no_credentials_is_one_line_with_the_hint_and_no_retries(tmp_path, s3_server):
-    res, took_s = _audit(_clean_env(tmp_path), "--root", "s3://bkt/arch", "--cluster", "c1",
-                         "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
+    res, took_s = _audit(
+        _clean_env(tmp_path),
+        "--root",
+        "s3://bkt/arch",
+        "--cluster",
+        "c1",
+        "--endpoint-url",
+        s3_server.endpoint_url,
+    )
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.splitlines()
     assert line.startswith("haproof audit: cannot open archive root s3://bkt/arch: ")

@@ -99,8 +99,11 @@ def test_the_grafana_dashboard_queries_only_metrics_the_audit_exports(doc):
     import re
     from pathlib import Path
 
-    board = json.loads((Path(__file__).resolve().parents[2] / "deploy" / "grafana" /
-                        "haproof-audit.json").read_text())  # fmt: skip
+    board = json.loads(
+        (
+            Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "haproof-audit.json"
+        ).read_text()
+    )
     exported = {m.name for m in registry_of(doc, 1.0).collect()}
     exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
     used = {name for e in exprs for name in re.findall(r"\bhaproof_\w+", e)}

@@ -12,8 +12,12 @@ from contracts.object_store import open_store
 
 def audit(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "broker.cli", "audit", *args],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "audit", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return res, time.monotonic() - t0
 
 
@@ -23,15 +27,19 @@ def test_a_miss_is_one_line_before_spark(tmp_path):
         store.put_mutable(f"v1/{cluster}/{group}/{group}-0/snapshots/1.json", b"{}")
     root = f"file://{tmp_path}"
     for args, says in (
-        (("--cluster", "rmq-prd"),
-         f"no cluster 'rmq-prd' under {root} (did you mean 'rmq-prod'?); clusters there: "
-         "rmq-prod, rmq-test"),
-        (("--cluster", "rmq-prod", "--broker-name", "brokr-a"),
-         "no group 'brokr-a' under " + root + "/v1/rmq-prod/ (did you mean 'broker-a'?); "
-         "groups there: broker-a, broker-b"),
+        (
+            ("--cluster", "rmq-prd"),
+            f"no cluster 'rmq-prd' under {root} (did you mean 'rmq-prod'?); clusters there: "
+            "rmq-prod, rmq-test",
+        ),
+        (
+            ("--cluster", "rmq-prod", "--broker-name", "brokr-a"),
+            "no group 'brokr-a' under " + root + "/v1/rmq-prod/ (did you mean 'broker-a'?); "
+            "groups there: broker-a, broker-b",
+        ),
         (("--cluster", "zzz"), "no cluster 'zzz' under " + root + "; clusters there: rmq-prod"),
         (("--cluster", "../x"), "cluster '../x' is not a valid archive path component"),
-    ):  # fmt: skip
+    ):
         res, took_s = audit("--root", root, *args)
         assert res.returncode == 2, res.stderr
         lines = res.stderr.splitlines()

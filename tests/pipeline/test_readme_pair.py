@@ -33,12 +33,33 @@ async def _send(namesrv: str, n: int) -> None:
 
 def _follow(store_dir, root: str, node: str, broker_id: int, role: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "archive", "--follow", "--interval-ms", "200",
-         "--store-dir", str(store_dir), "--root", root, "--cluster", "DefaultCluster",
-         "--broker-name", "broker-a", "--node", node, "--broker-id", str(broker_id),
-         "--role", role],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "archive",
+            "--follow",
+            "--interval-ms",
+            "200",
+            "--store-dir",
+            str(store_dir),
+            "--root",
+            root,
+            "--cluster",
+            "DefaultCluster",
+            "--broker-name",
+            "broker-a",
+            "--node",
+            node,
+            "--broker-id",
+            str(broker_id),
+            "--role",
+            role,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _archived_end(store, node: str) -> int:
@@ -54,22 +75,50 @@ def test_the_readme_steps_audit_a_live_pair(tmp_path):
     followers: list[subprocess.Popen] = []
     try:
         (m_port, m_ha), s_port = (free_port(), free_port()), free_port()
-        m = start_broker("m", node_conf(tmp_path, "m", 0, "SYNC_MASTER", m_port, m_ha, ns.addr,
-                                        brokerClusterName="DefaultCluster"), m_port, tmp_path)  # fmt: skip
+        m = start_broker(
+            "m",
+            node_conf(
+                tmp_path,
+                "m",
+                0,
+                "SYNC_MASTER",
+                m_port,
+                m_ha,
+                ns.addr,
+                brokerClusterName="DefaultCluster",
+            ),
+            m_port,
+            tmp_path,
+        )
         procs.append(m)
-        s_conf = node_conf(tmp_path, "s", 1, "SLAVE", s_port, free_port(), ns.addr,
-                           brokerClusterName="DefaultCluster", haMasterAddress=f"127.0.0.1:{m_ha}")  # fmt: skip
+        s_conf = node_conf(
+            tmp_path,
+            "s",
+            1,
+            "SLAVE",
+            s_port,
+            free_port(),
+            ns.addr,
+            brokerClusterName="DefaultCluster",
+            haMasterAddress=f"127.0.0.1:{m_ha}",
+        )
         procs.append(start_broker("s", s_conf, s_port, tmp_path))
         wait_until(lambda: asyncio.run(ha_status([m.addr]))[0].get("slaves"), 60, "the slave")
         asyncio.run(_send(ns.addr, 60))
         top = asyncio.run(ha_status([m.addr]))[0]["maxOffset"]
 
         # step 1: one archive --follow per node, beside the running brokers
-        followers += [_follow(tmp_path / "store-m", root, "broker-a-0", 0, "SYNC_MASTER"),
-                      _follow(tmp_path / "store-s", root, "broker-a-1", 1, "SLAVE")]  # fmt: skip
+        followers += [
+            _follow(tmp_path / "store-m", root, "broker-a-0", 0, "SYNC_MASTER"),
+            _follow(tmp_path / "store-s", root, "broker-a-1", 1, "SLAVE"),
+        ]
         store = open_store(root)
-        wait_until(lambda: min(_archived_end(store, n) for n in ("broker-a-0", "broker-a-1")) >= top,
-                   120, "both nodes archived up to the master's end", every_s=0.2)  # fmt: skip
+        wait_until(
+            lambda: min(_archived_end(store, n) for n in ("broker-a-0", "broker-a-1")) >= top,
+            120,
+            "both nodes archived up to the master's end",
+            every_s=0.2,
+        )
         for f in followers:
             f.send_signal(signal.SIGTERM)
         for f in followers:
@@ -78,9 +127,13 @@ def test_the_readme_steps_audit_a_live_pair(tmp_path):
 
         # step 3: the audit, configured by the environment alone
         env = {**os.environ, "HAPROOF_ARCHIVE_ROOT": root, "HAPROOF_CLUSTER": "DefaultCluster"}
-        res = subprocess.run([sys.executable, "-m", "broker.cli", "audit", "--json",
-                              "--no-expectations"], capture_output=True, text=True, env=env,
-                             timeout=600)  # fmt: skip
+        res = subprocess.run(
+            [sys.executable, "-m", "broker.cli", "audit", "--json", "--no-expectations"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
         assert res.returncode == 0, res.stderr[-3000:]
         (group,) = json.loads(res.stdout)["groups"]
         checks = {c["name"]: c for c in group["checks"]}

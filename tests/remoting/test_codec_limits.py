@@ -62,9 +62,24 @@ def test_any_well_formed_command_round_trips(cmd) -> None:
 # JSON values a hostile peer might put in any header field: huge and non-finite numbers,
 # deep nesting, wrong types.
 HOSTILE_NUMBERS = st.sampled_from(
-    ["1e999", "-1e999", "1" * 5000, "9" * 25, "2147483648", "-2147483649", "NaN", "Infinity",
-     "1.5", "true", "null", '"12"', '"x"', "[]", "{}"]
-)  # fmt: skip
+    [
+        "1e999",
+        "-1e999",
+        "1" * 5000,
+        "9" * 25,
+        "2147483648",
+        "-2147483649",
+        "NaN",
+        "Infinity",
+        "1.5",
+        "true",
+        "null",
+        '"12"',
+        '"x"',
+        "[]",
+        "{}",
+    ]
+)
 NESTED = st.integers(min_value=1, max_value=60_000).map(lambda n: "[" * n + "]" * n)
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | TEXT,

@@ -14,9 +14,13 @@ from broker.node import BrokerNode
 
 def _config(tmp_path, **props) -> BrokerConfig:
     return BrokerConfig.from_dict(
-        {"storePathRootDir": str(tmp_path / "store"), "listenPort": 0,
-         "mappedFileSizeCommitLog": 1 << 20, **props}
-    )  # fmt: skip
+        {
+            "storePathRootDir": str(tmp_path / "store"),
+            "listenPort": 0,
+            "mappedFileSizeCommitLog": 1 << 20,
+            **props,
+        }
+    )
 
 
 def test_broker_listens_on_listen_host_and_reports_its_exposure(tmp_path, monkeypatch) -> None:

@@ -53,15 +53,20 @@ def broker(tmp_path_factory):
     port = free_port()
     conf = write_broker_conf(
         wd / "broker.conf",
-        {"brokerName": "flood-a", "storePathRootDir": wd / "store", "listenPort": port,
-         "haListenPort": free_port(), "mappedFileSizeCommitLog": 4 * MIB,
-         "serverChannelMaxIdleTimeSeconds": IDLE_S,
-         "remotingFrameReadTimeoutMs": FRAME_DEADLINE_MS,
-         "remotingMaxConnections": MAX_CONNECTIONS,
-         # every peer here is 127.0.0.1: the per-host cap must not be what refuses them
-         "remotingMaxConnectionsPerHost": MAX_CONNECTIONS,
-         "remotingMaxPendingBytes": PENDING_BUDGET},
-    )  # fmt: skip
+        {
+            "brokerName": "flood-a",
+            "storePathRootDir": wd / "store",
+            "listenPort": port,
+            "haListenPort": free_port(),
+            "mappedFileSizeCommitLog": 4 * MIB,
+            "serverChannelMaxIdleTimeSeconds": IDLE_S,
+            "remotingFrameReadTimeoutMs": FRAME_DEADLINE_MS,
+            "remotingMaxConnections": MAX_CONNECTIONS,
+            # every peer here is 127.0.0.1: the per-host cap must not be what refuses them
+            "remotingMaxConnectionsPerHost": MAX_CONNECTIONS,
+            "remotingMaxPendingBytes": PENDING_BUDGET,
+        },
+    )
     proc = start_broker("broker", conf, port, wd, log_level="INFO")
     yield proc
     proc.stop()
@@ -92,8 +97,16 @@ async def _wait_closed(reader: asyncio.StreamReader, timeout_s: float) -> None:
 
 def _report(probe: str, base: int, pid: int, **figures) -> int:
     growth = _status(pid)["VmHWM"] - base
-    print(json.dumps({"probe": probe, "baseline_rss_mib": round(base / MIB, 1),
-                      "peak_growth_mib": round(growth / MIB, 1), **figures}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "probe": probe,
+                "baseline_rss_mib": round(base / MIB, 1),
+                "peak_growth_mib": round(growth / MIB, 1),
+                **figures,
+            }
+        )
+    )
     return growth
 
 
@@ -111,8 +124,13 @@ def test_two_thousand_idle_connections_are_served_around_and_then_closed(broker)
         closed_after_s = time.monotonic() - t0
         for _, w in conns:
             w.close()
-        growth = _report("idle_2000", base, pid, served_ms=round(served_ms, 1),
-                         all_closed_after_s=round(closed_after_s, 2))  # fmt: skip
+        growth = _report(
+            "idle_2000",
+            base,
+            pid,
+            served_ms=round(served_ms, 1),
+            all_closed_after_s=round(closed_after_s, 2),
+        )
         assert await _served(broker.addr) > 0
         return growth
 
@@ -142,8 +160,13 @@ def test_ten_peers_holding_15_mib_partial_frames(broker) -> None:
         all_dropped_s = time.monotonic() - t0
         for _, w in hogs:
             w.close()
-        return _report("hogs_10x15MiB", base, pid, served_ms=round(served_ms, 1),
-                       all_dropped_after_s=round(all_dropped_s, 2))  # fmt: skip
+        return _report(
+            "hogs_10x15MiB",
+            base,
+            pid,
+            served_ms=round(served_ms, 1),
+            all_dropped_after_s=round(all_dropped_s, 2),
+        )
 
     assert asyncio.run(main()) <= HOG_BOUND
 
@@ -179,9 +202,14 @@ def test_slowloris_peers_are_dropped_at_the_frame_deadline(broker) -> None:
             served.append(await _served(broker.addr))
             await asyncio.sleep(0.2)  # pacing of the well-formed client, not a synchronisation
         kept = [t.result() for t in tasks]
-        growth = _report("slowloris_50", base, pid, served_count=len(served),
-                         served_ms_max=round(max(served), 1),
-                         dropped_after_s_max=round(max(kept), 2))  # fmt: skip
+        growth = _report(
+            "slowloris_50",
+            base,
+            pid,
+            served_count=len(served),
+            served_ms_max=round(max(served), 1),
+            dropped_after_s_max=round(max(kept), 2),
+        )
         return growth, kept, served
 
     growth, kept, served = asyncio.run(main())
@@ -253,10 +281,22 @@ def test_name_server_flags_bound_its_connections(tmp_path) -> None:
     port = free_port()
     ns = LocalProcess.start(
         "namesrv",
-        ["namesrv", "--host", "127.0.0.1", "--listen-port", str(port), "--max-connections", "5",
-         "--frame-read-timeout-ms", "500", "--idle-timeout-seconds", "1"],
-        port, tmp_path / "namesrv.log",
-    )  # fmt: skip
+        [
+            "namesrv",
+            "--host",
+            "127.0.0.1",
+            "--listen-port",
+            str(port),
+            "--max-connections",
+            "5",
+            "--frame-read-timeout-ms",
+            "500",
+            "--idle-timeout-seconds",
+            "1",
+        ],
+        port,
+        tmp_path / "namesrv.log",
+    )
 
     async def main() -> None:
         t0 = time.monotonic()

@@ -57,13 +57,15 @@ def test_enforcing_permissive_and_disabled_in_process(cert, tmp_path) -> None:
     async def main() -> None:
         ctx = server_context(*cert)
         enforcing = await RemotingServer(
-            {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo}, tls_mode=TlsMode.ENFORCING,
+            {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo},
+            tls_mode=TlsMode.ENFORCING,
             ssl_context=ctx,
-        ).start("127.0.0.1", 0)  # fmt: skip
+        ).start("127.0.0.1", 0)
         permissive = await RemotingServer(
-            {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo}, tls_mode=TlsMode.PERMISSIVE,
+            {RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo},
+            tls_mode=TlsMode.PERMISSIVE,
             ssl_context=ctx,
-        ).start("127.0.0.1", 0)  # fmt: skip
+        ).start("127.0.0.1", 0)
         plain = await RemotingServer({RequestCode.GET_ROUTEINFO_BY_TOPIC: _echo}).start()
         try:
             assert await _ask(enforcing.port, trust) == "true"
@@ -148,11 +150,25 @@ def test_name_server_process_over_tls(cert, tmp_path, mode) -> None:
 
 def test_name_server_refuses_tls_without_a_usable_certificate(tmp_path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "namesrv", "--host", "127.0.0.1",
-         "--listen-port", str(free_port()), "--tls-mode", "enforcing",
-         "--tls-cert", str(tmp_path / "missing.pem"), "--tls-key", str(tmp_path / "k.pem")],
-        capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "namesrv",
+            "--host",
+            "127.0.0.1",
+            "--listen-port",
+            str(free_port()),
+            "--tls-mode",
+            "enforcing",
+            "--tls-cert",
+            str(tmp_path / "missing.pem"),
+            "--tls-key",
+            str(tmp_path / "k.pem"),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "missing.pem" in lines[0]
@@ -163,9 +179,14 @@ def test_broker_conf_tls_keys(tmp_path, cert) -> None:
     with pytest.raises(ConfigError, match="tlsMode.*tlsServerCertPath"):
         BrokerConfig.from_dict({**base, "tlsMode": "enforcing"})
     cfg = BrokerConfig.from_dict(
-        {**base, "tlsMode": "permissive", "tlsServerCertPath": cert[0],
-         "tlsServerKeyPath": cert[1], "tlsServerKeyPassword": "s3cret"}
-    )  # fmt: skip
+        {
+            **base,
+            "tlsMode": "permissive",
+            "tlsServerCertPath": cert[0],
+            "tlsServerKeyPath": cert[1],
+            "tlsServerKeyPassword": "s3cret",
+        }
+    )
     assert cfg.tls_mode is TlsMode.PERMISSIVE and "s3cret" not in repr(cfg)
     with pytest.raises(ConfigError, match="tlsMode"):
         BrokerConfig.from_dict({**base, "tlsMode": "sometimes"})
@@ -176,10 +197,15 @@ async def test_broker_node_serves_tls_and_plain_in_permissive_mode(tmp_path, cer
     from broker.node import BrokerNode
 
     config = BrokerConfig.from_dict(
-        {"storePathRootDir": str(tmp_path / "store"), "listenPort": 0,
-         "mappedFileSizeCommitLog": 1 << 20, "tlsMode": "permissive",
-         "tlsServerCertPath": cert[0], "tlsServerKeyPath": cert[1]}
-    )  # fmt: skip
+        {
+            "storePathRootDir": str(tmp_path / "store"),
+            "listenPort": 0,
+            "mappedFileSizeCommitLog": 1 << 20,
+            "tlsMode": "permissive",
+            "tlsServerCertPath": cert[0],
+            "tlsServerKeyPath": cert[1],
+        }
+    )
 
     node = await BrokerNode.start(config, "127.0.0.1")
     try:
@@ -199,10 +225,16 @@ def test_broker_with_tls_enable_registers_with_an_enforcing_name_server(tmp_path
 
     ns = _namesrv(tmp_path, "--tls-mode", "enforcing", "--tls-cert", cert[0], "--tls-key", cert[1])
     config = BrokerConfig.from_dict(
-        {"storePathRootDir": str(tmp_path / "store"), "listenPort": 0,
-         "mappedFileSizeCommitLog": 1 << 20, "namesrvAddr": ns.addr, "brokerName": "tls-a",
-         "tlsEnable": "true", "tlsClientTrustCertPath": cert[0]}
-    )  # fmt: skip
+        {
+            "storePathRootDir": str(tmp_path / "store"),
+            "listenPort": 0,
+            "mappedFileSizeCommitLog": 1 << 20,
+            "namesrvAddr": ns.addr,
+            "brokerName": "tls-a",
+            "tlsEnable": "true",
+            "tlsClientTrustCertPath": cert[0],
+        }
+    )
     trust = client_context(cert[0])
 
     async def main() -> None:

@@ -32,42 +32,83 @@ T0 = 1_790_000_000_000
 
 def write(store, run_id: str, groups: int) -> dict:
     prefix = f"audits/{run_id}/broker-a/"
-    ranges = [{"pair": "a-0->a-1", "master": "a-0", "node": "a-1", "start": s,
-               "end": min(s + WINDOW, GIB), "bytes": min(WINDOW, GIB - s), "verdict": at.MATCH,
-               "allowed": False, "lag_exceeded": False, "first_diff": None, "detail": ""}
-              for s in range(0, GIB, WINDOW)]  # fmt: skip
+    ranges = [
+        {
+            "pair": "a-0->a-1",
+            "master": "a-0",
+            "node": "a-1",
+            "start": s,
+            "end": min(s + WINDOW, GIB),
+            "bytes": min(WINDOW, GIB - s),
+            "verdict": at.MATCH,
+            "allowed": False,
+            "lag_exceeded": False,
+            "first_diff": None,
+            "detail": "",
+        }
+        for s in range(0, GIB, WINDOW)
+    ]
     times = np.arange(T0, T0 + DAY_MS, SNAP_EVERY_MS)
     for t in times:
         for node, role in (("a-0", "SYNC_MASTER"), ("a-1", "SLAVE")):
-            snap = layout.Snapshot(node, "broker-a", 0 if role != "SLAVE" else 1, role, 1, int(t),
-                                   GIB, GIB, GIB - 4096,
-                                   {"a-1": GIB - int(t) % 100_000} if role != "SLAVE" else {})  # fmt: skip
+            snap = layout.Snapshot(
+                node,
+                "broker-a",
+                0 if role != "SLAVE" else 1,
+                role,
+                1,
+                int(t),
+                GIB,
+                GIB,
+                GIB - 4096,
+                {"a-1": GIB - int(t) % 100_000} if role != "SLAVE" else {},
+            )
             store.put(layout.snapshot_key("bench", "broker-a", node, int(t)), snap.to_json())
     n = len(times)
     frames = []
     for g in range(groups):
         for node, role in (("a-0", "SYNC_MASTER"), ("a-1", "SLAVE")):
             for q in range(8):
-                frames.append(pd.DataFrame({
-                    "taken_at": times, "node": node, "role": role, "epoch": 1,
-                    "group_name": f"g{g}", "topic": "BenchTopic", "queue_id": q,
-                    "committed": np.arange(n) * 14, "queue_max": np.arange(n) * 14.0 + 20,
-                }))  # fmt: skip
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "taken_at": times,
+                            "node": node,
+                            "role": role,
+                            "epoch": 1,
+                            "group_name": f"g{g}",
+                            "topic": "BenchTopic",
+                            "queue_id": q,
+                            "committed": np.arange(n) * 14,
+                            "queue_max": np.arange(n) * 14.0 + 20,
+                        }
+                    )
+                )
     timeline = pd.concat(frames)
     tables = {name: [] for name in at.TABLES}
     tables["ranges"] = ranges
     checks = [at.CheckResult(c, at.STATUS_PASS, 0, 1) for c in at.CHECKS]
-    tables["checks"] = [{"check": c.check, "status": c.status, "findings": 0, "evidence": 1,
-                         "reason": ""} for c in checks]  # fmt: skip
+    tables["checks"] = [
+        {"check": c.check, "status": c.status, "findings": 0, "evidence": 1, "reason": ""}
+        for c in checks
+    ]
     for name, rows in tables.items():
         if name != "offset_timeline":
             put_table(store, prefix, name, rows)
     buf = __import__("io").BytesIO()
     timeline.to_parquet(buf, index=False)
     store.put_mutable(prefix + "offset_timeline.parquet", buf.getvalue())
-    verdict = {"runId": run_id, "cluster": "bench", "brokerName": "broker-a", "master": "a-0",
-               "window": {"since": None, "until": None}, "status": at.RUN_PASSED, "passed": True,
-               "checks": [c.to_json() for c in checks], "recordsChecked": 2 * 1_003_000}  # fmt: skip
+    verdict = {
+        "runId": run_id,
+        "cluster": "bench",
+        "brokerName": "broker-a",
+        "master": "a-0",
+        "window": {"since": None, "until": None},
+        "status": at.RUN_PASSED,
+        "passed": True,
+        "checks": [c.to_json() for c in checks],
+        "recordsChecked": 2 * 1_003_000,
+    }
     store.put_mutable(prefix + "verdict.json", json.dumps(verdict).encode())
     return {"snapshots": 2 * n, "timeline_rows": len(timeline), "ranges": len(ranges)}
 
@@ -85,8 +126,16 @@ def main() -> None:
             key = build_and_publish_report(store, "bench", "broker-a")
             runs.append(time.monotonic() - t0)
         size = len(store.get(key))
-    print(json.dumps({**shape, "groups": args.groups, "report_bytes": size,
-                      "build_s": [round(s, 2) for s in runs]}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                **shape,
+                "groups": args.groups,
+                "report_bytes": size,
+                "build_s": [round(s, 2) for s in runs],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

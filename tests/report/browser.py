@@ -103,8 +103,11 @@ def png_pixels(data: bytes) -> np.ndarray:
         if f == 0:
             cur = list(line)
         elif f == 1:  # Sub: a running sum per channel
-            cur = (np.cumsum(np.frombuffer(line, np.uint8).reshape(width, chans), 0, np.int64)
-                   & 0xFF).reshape(-1).tolist()  # fmt: skip
+            cur = (
+                (np.cumsum(np.frombuffer(line, np.uint8).reshape(width, chans), 0, np.int64) & 0xFF)
+                .reshape(-1)
+                .tolist()
+            )
         elif f == 2:
             cur = [(v + b) & 0xFF for v, b in zip(line, prev, strict=True)]
         else:

@@ -75,12 +75,17 @@ def write_archive(store) -> None:
         for node in (master, slave):
             is_master = node == master
             snap = layout.Snapshot(
-                node=node, brokerName=GROUP, brokerId=0 if is_master else 1,
-                role="SYNC_MASTER" if is_master else "SLAVE", epoch=epoch, takenAt=t,
+                node=node,
+                brokerName=GROUP,
+                brokerId=0 if is_master else 1,
+                role="SYNC_MASTER" if is_master else "SLAVE",
+                epoch=epoch,
+                takenAt=t,
                 maxPhyOffset=max_phy if is_master else max_phy - lag,
-                flushedOffset=max_phy, confirmOffset=max_phy - lag,
+                flushedOffset=max_phy,
+                confirmOffset=max_phy - lag,
                 slaves={slave: max_phy - lag} if is_master else {},
-            )  # fmt: skip
+            )
             store.put(layout.snapshot_key(CLUSTER, GROUP, node, t), snap.to_json())
     events = [
         (M, T0, "started", 1, {}),
@@ -88,9 +93,14 @@ def write_archive(store) -> None:
         (M, FAILOVER_AT - 1_000, "master_lost", 1, {}),
         (S, FAILOVER_AT, "role_changed", 2, {"from": "SLAVE", "to": "SYNC_MASTER"}),
         (M, FAILOVER_AT + 2_000, "role_changed", 2, {"from": "SYNC_MASTER", "to": "SLAVE"}),
-        (S, RESET_AT, "offset_reset", 2, {"group": "g1", "topic": "T", "queue": 1,
-                                         "from": 300, "to": 250}),
-    ]  # fmt: skip
+        (
+            S,
+            RESET_AT,
+            "offset_reset",
+            2,
+            {"group": "g1", "topic": "T", "queue": 1, "from": 300, "to": 250},
+        ),
+    ]
     for node, at_ms, kind, epoch, extra in events:
         doc = layout.make_event(kind, node, CLUSTER, GROUP, at_ms, epoch, **extra)
         store.put(layout.event_key(CLUSTER, GROUP, node, at_ms, kind), layout.json_bytes(doc))
@@ -112,18 +122,37 @@ def timeline(regress: bool) -> list[dict]:
                     committed -= 40  # the new master restarted from an older copy
                 if role == "SLAVE":
                     committed -= 3
-                rows.append({"taken_at": t, "node": node, "role": role,
-                             "epoch": 1 if before else 2, "group_name": "g1", "topic": "T",
-                             "queue_id": q, "committed": committed,
-                             "queue_max": float(committed + 10)})  # fmt: skip
+                rows.append(
+                    {
+                        "taken_at": t,
+                        "node": node,
+                        "role": role,
+                        "epoch": 1 if before else 2,
+                        "group_name": "g1",
+                        "topic": "T",
+                        "queue_id": q,
+                        "committed": committed,
+                        "queue_max": float(committed + 10),
+                    }
+                )
     return rows
 
 
 def ranges(diverge: bool) -> list[dict]:
     def r(start, end, verdict, first_diff=None, detail=""):
-        return {"pair": f"{M}->{S}", "master": M, "node": S, "start": start, "end": end,
-                "bytes": end - start, "verdict": verdict, "allowed": False,
-                "lag_exceeded": False, "first_diff": first_diff, "detail": detail}  # fmt: skip
+        return {
+            "pair": f"{M}->{S}",
+            "master": M,
+            "node": S,
+            "start": start,
+            "end": end,
+            "bytes": end - start,
+            "verdict": verdict,
+            "allowed": False,
+            "lag_exceeded": False,
+            "first_diff": first_diff,
+            "detail": detail,
+        }
 
     mb = 1_048_576
     if not diverge:
@@ -141,24 +170,56 @@ OFFSETS = {
     "blindWindowMs": 60_000,
     "records": 42,
     "groups": {
-        "g1": {"evidence": "records", "points": 42, "queues": 2, "coveredFromMs": T0,
-               "coveredToMs": END_AT, "blindWindowMs": 0},
-        "g2": {"evidence": "snapshots", "points": 3, "queues": 1, "coveredFromMs": T0,
-               "coveredToMs": T0 + 120_000, "blindWindowMs": 60_000},
-        "<g3>": {"evidence": "snapshots", "points": 1, "queues": 1, "coveredFromMs": T0,
-                 "coveredToMs": T0, "blindWindowMs": None},
+        "g1": {
+            "evidence": "records",
+            "points": 42,
+            "queues": 2,
+            "coveredFromMs": T0,
+            "coveredToMs": END_AT,
+            "blindWindowMs": 0,
+        },
+        "g2": {
+            "evidence": "snapshots",
+            "points": 3,
+            "queues": 1,
+            "coveredFromMs": T0,
+            "coveredToMs": T0 + 120_000,
+            "blindWindowMs": 60_000,
+        },
+        "<g3>": {
+            "evidence": "snapshots",
+            "points": 1,
+            "queues": 1,
+            "coveredFromMs": T0,
+            "coveredToMs": T0,
+            "blindWindowMs": None,
+        },
     },
-}  # fmt: skip
+}
 #: verdict.json's delivery: one key stored twice, g1 queue 0 sent 39 messages again
 DELIVERY = {
-    "enqueued": 4_000, "duplicated": 1, "redelivered": 39, "lost": 0,
+    "enqueued": 4_000,
+    "duplicated": 1,
+    "redelivered": 39,
+    "lost": 0,
     "topics": {"T": {"enqueued": 4_000, "duplicated": 1, "keys": 1, "maxGapMs": 3_000}},
-    "duplicateExamples": [{"topic": "T", "uniqKey": "AC1100", "copies": 2, "gapMs": 3_000,
-                           "msgIds": ["0A00000100002A9F0000000000000010",
-                                      "0A00000100002A9F0000000000100010"]}],
-    "groups": {"g1": {"redelivered": 39, "rewinds": 1,
-                      "queues": {"T/0": {"redelivered": 39, "rewinds": 1}}}},
-}  # fmt: skip
+    "duplicateExamples": [
+        {
+            "topic": "T",
+            "uniqKey": "AC1100",
+            "copies": 2,
+            "gapMs": 3_000,
+            "msgIds": ["0A00000100002A9F0000000000000010", "0A00000100002A9F0000000000100010"],
+        }
+    ],
+    "groups": {
+        "g1": {
+            "redelivered": 39,
+            "rewinds": 1,
+            "queues": {"T/0": {"redelivered": 39, "rewinds": 1}},
+        }
+    },
+}
 
 
 def _check(name, findings, evidence, detail=""):
@@ -185,46 +246,89 @@ def write_run(store, run_id: str, scenario: str) -> str:
                 "snapshot": layout.snapshot_key(CLUSTER, GROUP, M, T0 + 40_000),
             }
         ]
-        tables["offset_violations"] = [{
-            "kind": "regression", "group_name": "g1", "topic": "T", "queue_id": 0,
-            "before": 159, "node_before": M, "epoch_before": 1, "at_before": FAILOVER_AT - 5_000,
-            "after": 120, "node_after": S, "epoch_after": 2, "at_after": FAILOVER_AT,
-            "failover": f"{M} -> {S} at epoch 2", "reconsumed_messages": 39}]  # fmt: skip
+        tables["offset_violations"] = [
+            {
+                "kind": "regression",
+                "group_name": "g1",
+                "topic": "T",
+                "queue_id": 0,
+                "before": 159,
+                "node_before": M,
+                "epoch_before": 1,
+                "at_before": FAILOVER_AT - 5_000,
+                "after": 120,
+                "node_after": S,
+                "epoch_after": 2,
+                "at_after": FAILOVER_AT,
+                "failover": f"{M} -> {S} at epoch 2",
+                "reconsumed_messages": 39,
+            }
+        ]
     if scenario == "missing_object":
         key = layout.chunk_key(CLUSTER, GROUP, S, 1_048_576, 2_097_152, 1)
-        tables["archive_faults"] = [{"node": S, "key": key, "kind": at.FAULT_LOG_MISSING,
-                                     "start": 1_048_576.0, "end": 2_097_152.0,
-                                     "detail": "manifest present, .log absent"}]  # fmt: skip
+        tables["archive_faults"] = [
+            {
+                "node": S,
+                "key": key,
+                "kind": at.FAULT_LOG_MISSING,
+                "start": 1_048_576.0,
+                "end": 2_097_152.0,
+                "detail": "manifest present, .log absent",
+            }
+        ]
     checks = [
         _check(at.ARCHIVE_INTEGRITY, len(tables["archive_faults"]), 12),
         _check(at.REPLICA_CONSISTENCY, int(failing), 4 * 1_048_576),
         _check(at.ACKNOWLEDGED_DURABILITY, len(tables["acked_losses"]), 24),
         _check(at.LOG_INTEGRITY, 0, 4_100, "4100 records checked"),
-        _check(at.OFFSET_MONOTONICITY, len(tables["offset_violations"]),
-               len(tables["offset_timeline"])),
+        _check(
+            at.OFFSET_MONOTONICITY, len(tables["offset_violations"]), len(tables["offset_timeline"])
+        ),
         at.CheckResult(at.DELIVERY, at.STATUS_PASS, 0, 4_000, "4000 enqueued, 1 duplicated"),
-    ]  # fmt: skip
-    tables["checks"] = [{"check": c.check, "status": c.status, "findings": c.findings,
-                         "evidence": c.evidence, "reason": c.reason} for c in checks]  # fmt: skip
+    ]
+    tables["checks"] = [
+        {
+            "check": c.check,
+            "status": c.status,
+            "findings": c.findings,
+            "evidence": c.evidence,
+            "reason": c.reason,
+        }
+        for c in checks
+    ]
     status = at.run_status([c.status for c in checks])
     witnesses = []
     if failing:
-        witnesses.append({
-            "pair": f"{M}->{S}", "first_diff": DIVERGE_AT,
-            "master_key": layout.chunk_key(CLUSTER, GROUP, M, 1_048_576, 2_097_152, 1),
-            "node_key": layout.chunk_key(CLUSTER, GROUP, S, 1_048_576, 2_097_152, 1),
-            "master_record": record("T", 77, DIVERGE_AT - 40, b"hello world", T0 + 30_000),
-            "node_record": record("T", 77, DIVERGE_AT - 40, b"hellO world!", T0 + 30_000),
-            "window": DIVERGENCE["window"], "differing_bytes": DIFFERING_BYTES,
-        })  # fmt: skip
+        witnesses.append(
+            {
+                "pair": f"{M}->{S}",
+                "first_diff": DIVERGE_AT,
+                "master_key": layout.chunk_key(CLUSTER, GROUP, M, 1_048_576, 2_097_152, 1),
+                "node_key": layout.chunk_key(CLUSTER, GROUP, S, 1_048_576, 2_097_152, 1),
+                "master_record": record("T", 77, DIVERGE_AT - 40, b"hello world", T0 + 30_000),
+                "node_record": record("T", 77, DIVERGE_AT - 40, b"hellO world!", T0 + 30_000),
+                "window": DIVERGENCE["window"],
+                "differing_bytes": DIFFERING_BYTES,
+            }
+        )
     verdict = {
-        "runId": run_id, "cluster": CLUSTER, "brokerName": GROUP, "master": M,
-        "window": {"since": None, "until": None}, "status": status,
-        "passed": at.run_passed(status, False), "requireEvidence": False,
-        "counts": {}, "bytes": {}, "checks": [c.to_json() for c in checks],
-        "recordsChecked": 4_100, "findings": {}, "witnesses": {"divergent": witnesses},
-        "offsets": OFFSETS, "delivery": DELIVERY,
-    }  # fmt: skip
+        "runId": run_id,
+        "cluster": CLUSTER,
+        "brokerName": GROUP,
+        "master": M,
+        "window": {"since": None, "until": None},
+        "status": status,
+        "passed": at.run_passed(status, False),
+        "requireEvidence": False,
+        "counts": {},
+        "bytes": {},
+        "checks": [c.to_json() for c in checks],
+        "recordsChecked": 4_100,
+        "findings": {},
+        "witnesses": {"divergent": witnesses},
+        "offsets": OFFSETS,
+        "delivery": DELIVERY,
+    }
     skip = {"offset_violations", "acked_losses"} if scenario == "incomplete" else set()
     for name, rows in tables.items():
         if name not in skip:

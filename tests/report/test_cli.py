@@ -29,8 +29,16 @@ def test_report_rebuilds_every_group_of_a_run(tmp_path):
     assert '<h1 id="verdict">FAILED</h1>' in page.read_text()
     assert res.stderr == ""  # quiet by default
 
-    res = haproof("report", "--root", f"file://{tmp_path}", "--run", "r-fail",
-                  "--broker-name", runs.GROUP, "--json")  # fmt: skip
+    res = haproof(
+        "report",
+        "--root",
+        f"file://{tmp_path}",
+        "--run",
+        "r-fail",
+        "--broker-name",
+        runs.GROUP,
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     schemas.validate(doc, "report")

@@ -15,8 +15,14 @@ from tests.report.browser import browser_context, open_page, screenshot
 from tests.support import schemas
 
 ERIC = "EricPanGopher_rocketmq_unit_test_store"
-NOISE = ("_docs_decorators", "INFO great_expectations", "Using Spark's default log4j profile",
-         "INFO py4j", "NativeCodeLoader", "Setting default log level")  # fmt: skip
+NOISE = (
+    "_docs_decorators",
+    "INFO great_expectations",
+    "Using Spark's default log4j profile",
+    "INFO py4j",
+    "NativeCodeLoader",
+    "Setting default log level",
+)
 
 
 def haproof(*args: str) -> subprocess.CompletedProcess:
@@ -44,8 +50,19 @@ def test_failing_audit_report_opens_offline_with_its_witness(tmp_path, golden_st
     f.write_bytes(bytes(data))
     rec = decode_record(bytes(data), 172 * 2, base_offset=16384)
     root = f"file://{tmp_path}/arch"
-    res = haproof("archive", "--store-dir", str(bad), "--root", root, "--cluster", "rmq",
-                  "--broker-name", "broker-a", "--node", "broker-a-0")  # fmt: skip
+    res = haproof(
+        "archive",
+        "--store-dir",
+        str(bad),
+        "--root",
+        root,
+        "--cluster",
+        "rmq",
+        "--broker-name",
+        "broker-a",
+        "--node",
+        "broker-a-0",
+    )
     assert res.returncode == 0, res.stderr
 
     res = haproof("audit", "--root", root, "--cluster", "rmq", "--run-id", "e2e", "--json")
@@ -56,8 +73,12 @@ def test_failing_audit_report_opens_offline_with_its_witness(tmp_path, golden_st
     (group,) = doc["groups"]
     url = group["report"]
     (integrity,) = [c for c in group["checks"] if c["name"] == "log_integrity"]
-    first = {"offset": rec.physical_offset, "node": "broker-a-0", "topic": rec.topic,
-             "queue": rec.queue_id}  # fmt: skip
+    first = {
+        "offset": rec.physical_offset,
+        "node": "broker-a-0",
+        "topic": rec.topic,
+        "queue": rec.queue_id,
+    }
     assert integrity["status"] == "fail" and integrity["first"] == first, integrity
     # the terminal's FAIL line says where, and GX ran under the haproof run id
     fail_line = next(

@@ -116,13 +116,26 @@ def _put_df(store, key: str, df: pd.DataFrame) -> None:
 def test_older_tables_and_garbage_never_crash(store):
     """Today's audit writes fewer columns and no status; a table may be damaged."""
     prefix = "audits/r-old/broker-a/"
-    _put_df(store, prefix + "ranges.parquet", pd.DataFrame(
-        [{"pair": "a->b", "start": 0, "end": 10, "verdict": "divergent", "detail": "x"}]))  # fmt: skip
-    _put_df(store, prefix + "records_issues.parquet",
-            pd.DataFrame(columns=["node", "offset", "check", "detail"]))  # fmt: skip
+    _put_df(
+        store,
+        prefix + "ranges.parquet",
+        pd.DataFrame(
+            [{"pair": "a->b", "start": 0, "end": 10, "verdict": "divergent", "detail": "x"}]
+        ),
+    )
+    _put_df(
+        store,
+        prefix + "records_issues.parquet",
+        pd.DataFrame(columns=["node", "offset", "check", "detail"]),
+    )
     store.put_mutable(prefix + "offset_timeline.parquet", b"PAR1 not really")
-    verdict = {"runId": "r-old", "cluster": "c1", "brokerName": "broker-a", "passed": False,
-               "checks": [{"name": "replica_consistency", "passed": False, "findings": 1}]}  # fmt: skip
+    verdict = {
+        "runId": "r-old",
+        "cluster": "c1",
+        "brokerName": "broker-a",
+        "passed": False,
+        "checks": [{"name": "replica_consistency", "passed": False, "findings": 1}],
+    }
     store.put_mutable(prefix + "verdict.json", json.dumps(verdict).encode())
     html, stats = build_report(store, "r-old", "broker-a")
     page = html.decode()
@@ -145,10 +158,22 @@ def test_table_values_are_escaped(store):
 
 def test_witnesses_are_bounded(store):
     runs.write_run(store, "r-many", "failing")
-    row = {"kind": "regression", "group_name": "g1", "topic": "T", "queue_id": 0, "before": 9,
-           "node_before": runs.M, "epoch_before": 1, "at_before": runs.T0, "after": 1,
-           "node_after": runs.S, "epoch_after": 2, "at_after": runs.FAILOVER_AT,
-           "failover": "x", "reconsumed_messages": 8}  # fmt: skip
+    row = {
+        "kind": "regression",
+        "group_name": "g1",
+        "topic": "T",
+        "queue_id": 0,
+        "before": 9,
+        "node_before": runs.M,
+        "epoch_before": 1,
+        "at_before": runs.T0,
+        "after": 1,
+        "node_after": runs.S,
+        "epoch_after": 2,
+        "at_after": runs.FAILOVER_AT,
+        "failover": "x",
+        "reconsumed_messages": 8,
+    }
     runs.put_table(store, "audits/r-many/broker-a/", "offset_violations", [row] * 120)
     html = build_report(store, "r-many", "broker-a")[0].decode()
     section = re.search(r'<section id="check-offset_monotonicity">(.*?)</section>', html).group(1)
@@ -195,12 +220,19 @@ def test_thinning_keeps_extremes_and_every_epoch_change(seed):
     rng = np.random.default_rng(seed)
     n = 20_000
     taken = np.sort(rng.integers(0, 10**9, n))
-    df = pd.DataFrame({
-        "taken_at": taken, "node": np.where(taken < 5 * 10**8, "a-0", "a-1"), "role": "SYNC_MASTER",
-        "epoch": np.searchsorted(np.sort(rng.integers(0, 10**9, 3)), taken) + 1,
-        "group_name": "g", "topic": "T", "queue_id": rng.integers(0, 3, n),
-        "committed": rng.integers(0, 10**6, n), "queue_max": np.nan,
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "taken_at": taken,
+            "node": np.where(taken < 5 * 10**8, "a-0", "a-1"),
+            "role": "SYNC_MASTER",
+            "epoch": np.searchsorted(np.sort(rng.integers(0, 10**9, 3)), taken) + 1,
+            "group_name": "g",
+            "topic": "T",
+            "queue_id": rng.integers(0, 3, n),
+            "committed": rng.integers(0, 10**6, n),
+            "queue_max": np.nan,
+        }
+    )
     thin = thin_timeline(df)
     assert len(thin) < len(df) / 2
     for q, part in df.groupby("queue_id"):
@@ -249,8 +281,15 @@ def test_offsets_section_states_each_groups_coverage(store):
     covered and the largest unobserved window (0 with records, the snapshot gap, unknown)."""
     html = _page(store, "passing")
     rows = _coverage_rows(html)
-    assert rows["g1"] == ["every commit record", "2", "42", "2026-09-21 14:13:20.000Z",
-                          "2026-09-21 14:15:20.000Z", "2 min", "0 ms"]  # fmt: skip
+    assert rows["g1"] == [
+        "every commit record",
+        "2",
+        "42",
+        "2026-09-21 14:13:20.000Z",
+        "2026-09-21 14:15:20.000Z",
+        "2 min",
+        "0 ms",
+    ]
     assert rows["g2"][0] == "consumerOffset.json snapshots" and rows["g2"][-1] == "1 min"
     assert rows["&lt;g3&gt;"][-1] == "unknown (one snapshot alone saw it)"  # escaped
     assert "<g3>" not in html
@@ -271,10 +310,19 @@ def test_delivery_section_shows_the_run_as_openchaos_does(store):
 
 @pytest.mark.parametrize(
     ("ms", "text"),
-    [(0, "0 ms"), (999, "999 ms"), (1_000, "1 s"), (12_500, "12.5 s"), (60_000, "1 min"),
-     (250_000, "4 min 10 s"), (7_200_000, "2 h"), (12_000_000, "3 h 20 min"), (None, "-"),
-     (-1, "-")],
-)  # fmt: skip
+    [
+        (0, "0 ms"),
+        (999, "999 ms"),
+        (1_000, "1 s"),
+        (12_500, "12.5 s"),
+        (60_000, "1 min"),
+        (250_000, "4 min 10 s"),
+        (7_200_000, "2 h"),
+        (12_000_000, "3 h 20 min"),
+        (None, "-"),
+        (-1, "-"),
+    ],
+)
 def test_durations_read_as_words(ms, text):
     from expectations.evidence.accounting import fmt_duration_ms
 

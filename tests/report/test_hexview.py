@@ -32,8 +32,12 @@ def test_every_differing_byte_is_marked_twice_per_side(pair, start):
     assert f"{len(diffs)} differ here" in html
 
 
-@given(st.dictionaries(st.sampled_from(["start", "master", "slave", "x"]),
-                       st.one_of(st.integers(-5, 10**6), st.text(max_size=40), st.none())))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.sampled_from(["start", "master", "slave", "x"]),
+        st.one_of(st.integers(-5, 10**6), st.text(max_size=40), st.none()),
+    )
+)
 def test_a_malformed_window_is_a_note_not_markup(w):
     html = hex_window(w, ("<a>", "b"), 3)
     if window_bytes(w) is None:

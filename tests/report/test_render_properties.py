@@ -26,9 +26,12 @@ values = st.one_of(
     st.just("<script>alert(1)</script>"),
 )
 json_values = st.recursive(
-    values, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    values,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
-)  # fmt: skip
+)
 
 
 def rows_for(table: str):
@@ -38,22 +41,41 @@ def rows_for(table: str):
 
 def verdicts():
     check = st.fixed_dictionaries(
-        {"name": st.sampled_from(at.CHECKS) | st.text(max_size=6), "status": values,
-         "passed": values, "findings": values, "evidence": values, "detail": values}
-    )  # fmt: skip
+        {
+            "name": st.sampled_from(at.CHECKS) | st.text(max_size=6),
+            "status": values,
+            "passed": values,
+            "findings": values,
+            "evidence": values,
+            "detail": values,
+        }
+    )
     witness = st.fixed_dictionaries(
-        {"pair": values, "first_diff": values, "master_key": values, "node_key": values,
-         "master_record": st.dictionaries(st.sampled_from(["topic", "queueId", "msgId",
-                                          "storeTimestamp", "bodyCRC"]), values),
-         "node_record": json_values}
-    )  # fmt: skip
+        {
+            "pair": values,
+            "first_diff": values,
+            "master_key": values,
+            "node_key": values,
+            "master_record": st.dictionaries(
+                st.sampled_from(["topic", "queueId", "msgId", "storeTimestamp", "bodyCRC"]), values
+            ),
+            "node_record": json_values,
+        }
+    )
     return st.none() | st.fixed_dictionaries(
-        {"cluster": values, "master": values, "status": values, "passed": values,
-         "window": json_values, "checks": st.lists(check, max_size=6) | json_values,
-         "recordsChecked": values, "requireEvidence": values,
-         "witnesses": st.fixed_dictionaries({"divergent": st.lists(witness, max_size=2)})
-         | json_values}
-    )  # fmt: skip
+        {
+            "cluster": values,
+            "master": values,
+            "status": values,
+            "passed": values,
+            "window": json_values,
+            "checks": st.lists(check, max_size=6) | json_values,
+            "recordsChecked": values,
+            "requireEvidence": values,
+            "witnesses": st.fixed_dictionaries({"divergent": st.lists(witness, max_size=2)})
+            | json_values,
+        }
+    )
 
 
 class _Tags(HTMLParser):
@@ -82,14 +104,18 @@ class _Tags(HTMLParser):
             }
         ),
         max_size=5,
-    ),  # fmt: skip
+    ),
 )
 def test_any_outputs_render_without_markup_injection(verdict, tables, snapshots):
     ev = RunEvidence(
-        "r1", "broker-a", "audits/r1/broker-a/", verdict,
+        "r1",
+        "broker-a",
+        "audits/r1/broker-a/",
+        verdict,
         {t: make_table(t, rows) for t, rows in tables.items()},
-        [], snapshots=snapshots,
-    )  # fmt: skip
+        [],
+        snapshots=snapshots,
+    )
     html = render(ev)
     parser = _Tags()
     parser.feed(html)

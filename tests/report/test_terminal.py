@@ -20,8 +20,13 @@ def test_plain_progress_prints_start_quarters_and_end():
         for _ in range(100):
             p.advance()
     lines = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
-    assert lines == ["uploading: 0/100", "uploading: 25/100", "uploading: 50/100",
-                     "uploading: 75/100", "uploading: 100/100 done"]  # fmt: skip
+    assert lines == [
+        "uploading: 0/100",
+        "uploading: 25/100",
+        "uploading: 50/100",
+        "uploading: 75/100",
+        "uploading: 100/100 done",
+    ]
 
 
 def test_tty_progress_redraws_one_line():

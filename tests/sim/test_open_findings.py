@@ -28,8 +28,13 @@ def test_recovery_drops_a_last_record_torn_inside_its_properties(tmp_path):
         store = MessageStore.open(config)
         store.start()
         for i in range(3):
-            msg = Message(topic="T", body=b"x" * 100, queue_id=0, born_host=("127.0.0.1", 1),
-                          properties={"KEYS": f"k{i}", "TAGS": "tag"})  # fmt: skip
+            msg = Message(
+                topic="T",
+                body=b"x" * 100,
+                queue_id=0,
+                born_host=("127.0.0.1", 1),
+                properties={"KEYS": f"k{i}", "TAGS": "tag"},
+            )
             result = await store.put_message_async(msg)
         store.flush_all()
         store.close_abruptly()

@@ -53,9 +53,14 @@ def test_same_trace_in_another_process_with_another_hash_seed():
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=300, check=True,
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     assert out.stdout.split()[-1] == _digest(here.trace)
 
 
@@ -79,10 +84,18 @@ def _run_block(count: int, seconds: float, budget_s: float | None, floor: int) -
     wall = time.monotonic() - start
     outcomes = with_ctl + classic
     simulated = sum(o.simulated_s for o in outcomes)
-    print(json.dumps({"schedules": len(outcomes), "controller": len(with_ctl),
-                      "first_seed": first, "wall_s": round(wall, 1),
-                      "schedules_per_s": round(len(outcomes) / wall, 3),
-                      "simulated_s_per_wall_s": round(simulated / wall, 1)}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "schedules": len(outcomes),
+                "controller": len(with_ctl),
+                "first_seed": first,
+                "wall_s": round(wall, 1),
+                "schedules_per_s": round(len(outcomes) / wall, 3),
+                "simulated_s_per_wall_s": round(simulated / wall, 1),
+            }
+        )
+    )
     failures = [
         f"seed {o.seed}: {o.violation} (replay: "
         f"{replay_command(o, seconds, frozenset(), len(o.steps))})"
@@ -211,8 +224,22 @@ def test_cli_json_summary_and_exit_codes(capsys):
     assert summary["schedules"] == 2 and summary["failures"] == 0
     for key in ("first_failing_seed", "schedules_per_s", "simulated_s_per_wall_s"):
         assert key in summary
-    rc = main(["sim", "--seeds", "3", "--first-seed", "1", "--seconds", "5",
-               "--inject-bug", "early-ack", "--stop-at-first", "--shrink-budget-s", "20"])  # fmt: skip
+    rc = main(
+        [
+            "sim",
+            "--seeds",
+            "3",
+            "--first-seed",
+            "1",
+            "--seconds",
+            "5",
+            "--inject-bug",
+            "early-ack",
+            "--stop-at-first",
+            "--shrink-budget-s",
+            "20",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 1
     assert "replay: haproof sim --seed 1 " in out and "--inject-bug early-ack" in out

@@ -45,9 +45,10 @@ def _make_store(path: Path, n: int, queues: int, first: int = 0) -> list:
     results = []
     for i in range(first, first + n):
         r = store.put_message(
-            Message("orders", f"msg-{i}".encode() * 10, queue_id=i % queues,
-                      properties={"TAGS": "t"})
-        ).result()  # fmt: skip
+            Message(
+                "orders", f"msg-{i}".encode() * 10, queue_id=i % queues, properties={"TAGS": "t"}
+            )
+        ).result()
         results.append(r)
     store.shutdown()
     return results
@@ -94,10 +95,20 @@ class Archive:
 
     def snapshot(self, node: str, role: str, taken_at: int, **fields) -> None:
         doc = dict(
-            node=node, brokerName=self.group, brokerId=0 if role != "SLAVE" else 1, role=role,
-            epoch=0, takenAt=taken_at, maxPhyOffset=0, flushedOffset=0, confirmOffset=0,
-            slaves={}, consumerOffsets={}, queueMaxOffsets={}, mappedFileSize=FILE_SIZE,
-        )  # fmt: skip
+            node=node,
+            brokerName=self.group,
+            brokerId=0 if role != "SLAVE" else 1,
+            role=role,
+            epoch=0,
+            takenAt=taken_at,
+            maxPhyOffset=0,
+            flushedOffset=0,
+            confirmOffset=0,
+            slaves={},
+            consumerOffsets={},
+            queueMaxOffsets={},
+            mappedFileSize=FILE_SIZE,
+        )
         doc.update(fields)
         snap = layout.Snapshot(**doc)
         self.store.put(layout.snapshot_key(CLUSTER, self.group, node, taken_at), snap.to_json())

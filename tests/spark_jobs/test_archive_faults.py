@@ -131,9 +131,15 @@ def test_single_node_without_offsets_has_no_evidence(spark, tmp_path, master_sto
 
 def test_offsets_and_acks_give_evidence(spark, tmp_path, master_store):
     archive, _, _ = pair(tmp_path, master_store)
-    archive.snapshot("a-0", "SYNC_MASTER", 10, slaves={"a-1": 100}, confirmOffset=100,
-                     consumerOffsets={"orders@g": {"0": 3, "1": 2}},
-                     queueMaxOffsets={"orders": {"0": 30, "1": 30}})  # fmt: skip
+    archive.snapshot(
+        "a-0",
+        "SYNC_MASTER",
+        10,
+        slaves={"a-1": 100},
+        confirmOffset=100,
+        consumerOffsets={"orders@g": {"0": 3, "1": 2}},
+        queueMaxOffsets={"orders": {"0": 30, "1": 30}},
+    )
     v = audit(spark, archive)
     assert v["status"] == T.RUN_PASSED, v["checks"]
     assert all(c["evidence"] > 0 for c in v["checks"])

@@ -173,38 +173,65 @@ def test_truncation_of_acknowledged_bytes_is_data_loss(spark, tmp_path, master_s
     acked = results[30].end_offset
     archive.snapshot("a-0", "SYNC_MASTER", 1_000, slaves={"a-1": acked}, confirmOffset=acked)
     # a clean truncation above every acknowledged byte is fine ...
-    archive.event("a-1", "truncated", 2_000, epoch=1, **{"from": results[-1].end_offset,
-                                                         "to": acked})  # fmt: skip
+    archive.event(
+        "a-1", "truncated", 2_000, epoch=1, **{"from": results[-1].end_offset, "to": acked}
+    )
     assert check(audit(spark, archive), "acknowledged_durability")["passed"]
     # ... one below the acknowledged offset lost data
     lost_to = results[20].wrote_offset
     archive.event("a-1", "truncated", 3_000, epoch=1, **{"from": acked, "to": lost_to})
     v = audit(spark, archive)
-    found = [f for f in v["findings"]["acknowledged_durability"]
-             if f["kind"] == "acknowledged_bytes_truncated"]  # fmt: skip
+    found = [
+        f
+        for f in v["findings"]["acknowledged_durability"]
+        if f["kind"] == "acknowledged_bytes_truncated"
+    ]
     assert [(f["lost_start"], f["lost_end"]) for f in found] == [(lost_to, acked)]
 
 
 def test_offset_regression_with_and_without_reset(spark, tmp_path, master_store) -> None:
     archive = pair_archive(tmp_path, master_store)
     qmax = {"orders": {"0": 30, "1": 30}}
-    archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g1": {"0": 20}},
-                     queueMaxOffsets=qmax)  # fmt: skip
+    archive.snapshot(
+        "a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g1": {"0": 20}}, queueMaxOffsets=qmax
+    )
     archive.event("a-0", "role_changed", 1_500, epoch=1, **{"from": "SYNC_MASTER", "to": "SLAVE"})
-    archive.snapshot("a-1", "SYNC_MASTER", 2_000, epoch=1,
-                     consumerOffsets={"orders@g1": {"0": 12}}, queueMaxOffsets=qmax)  # fmt: skip
+    archive.snapshot(
+        "a-1",
+        "SYNC_MASTER",
+        2_000,
+        epoch=1,
+        consumerOffsets={"orders@g1": {"0": 12}},
+        queueMaxOffsets=qmax,
+    )
     v = audit(spark, archive)
     viol = v["findings"]["offset_violations"]
     assert len(viol) == 1
     r = viol[0]
     assert (r["kind"], r["before"], r["after"], r["reconsumed_messages"]) == (
-        "regression", 20, 12, 8)  # fmt: skip
+        "regression",
+        20,
+        12,
+        8,
+    )
     assert (r["node_before"], r["node_after"], r["epoch_before"], r["epoch_after"]) == (
-        "a-0", "a-1", 0, 1)  # fmt: skip
+        "a-0",
+        "a-1",
+        0,
+        1,
+    )
     assert "a-0 SYNC_MASTER->SLAVE" in r["failover"]
     # a recorded admin reset between the two snapshots makes it legitimate
-    archive.event("a-1", "offset_reset", 1_800, epoch=1, group="g1", topic="orders", queue=0,
-                  **{"from": 20, "to": 12})  # fmt: skip
+    archive.event(
+        "a-1",
+        "offset_reset",
+        1_800,
+        epoch=1,
+        group="g1",
+        topic="orders",
+        queue=0,
+        **{"from": 20, "to": 12},
+    )
     assert check(audit(spark, archive), "offset_monotonicity")["passed"]
 
 
@@ -213,20 +240,28 @@ def test_offset_loss_accepted_at_start_excuses_every_queue(spark, tmp_path, mast
     topic and queue ("*", -1): the regression it causes is recorded, not a violation."""
     archive = pair_archive(tmp_path, master_store)
     qmax = {"orders": {"0": 30, "1": 30}}
-    archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g1": {"0": 20}},
-                     queueMaxOffsets=qmax)  # fmt: skip
-    archive.snapshot("a-0", "SYNC_MASTER", 2_000, consumerOffsets={"orders@g1": {"0": 0}},
-                     queueMaxOffsets=qmax)  # fmt: skip
+    archive.snapshot(
+        "a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g1": {"0": 20}}, queueMaxOffsets=qmax
+    )
+    archive.snapshot(
+        "a-0", "SYNC_MASTER", 2_000, consumerOffsets={"orders@g1": {"0": 0}}, queueMaxOffsets=qmax
+    )
     assert not check(audit(spark, archive), "offset_monotonicity")["passed"]
-    archive.event("a-0", "offset_reset", 1_500, group="*", topic="*", queue=-1,
-                  **{"from": -1, "to": -1})  # fmt: skip
+    archive.event(
+        "a-0", "offset_reset", 1_500, group="*", topic="*", queue=-1, **{"from": -1, "to": -1}
+    )
     assert check(audit(spark, archive), "offset_monotonicity")["passed"]
 
 
 def test_offset_beyond_queue_max(spark, tmp_path, master_store) -> None:
     archive = pair_archive(tmp_path, master_store)
-    archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g1": {"1": 31}},
-                     queueMaxOffsets={"orders": {"1": 30}})  # fmt: skip
+    archive.snapshot(
+        "a-0",
+        "SYNC_MASTER",
+        1_000,
+        consumerOffsets={"orders@g1": {"1": 31}},
+        queueMaxOffsets={"orders": {"1": 30}},
+    )
     v = audit(spark, archive)
     viol = v["findings"]["offset_violations"]
     assert [(r["kind"], r["queue_id"], r["before"], r["after"]) for r in viol] == [

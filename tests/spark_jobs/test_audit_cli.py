@@ -20,8 +20,21 @@ def haproof(*args: str) -> subprocess.CompletedProcess:
 
 
 def ship(store_dir, root: str) -> None:
-    res = haproof("archive", "--store-dir", str(store_dir), "--root", root, "--cluster", "rmq",
-                  "--broker-name", "broker-a", "--node", "broker-a-0", "--chunk-max-bytes", "9000")  # fmt: skip
+    res = haproof(
+        "archive",
+        "--store-dir",
+        str(store_dir),
+        "--root",
+        root,
+        "--cluster",
+        "rmq",
+        "--broker-name",
+        "broker-a",
+        "--node",
+        "broker-a-0",
+        "--chunk-max-bytes",
+        "9000",
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -74,8 +87,9 @@ def test_golden_store_audits_clean_and_a_flipped_byte_fails_there(tmp_path, gold
 def test_no_expectations_skips_the_suites(tmp_path, golden_stores) -> None:
     root = f"file://{tmp_path}/arch"
     ship(golden_stores / ERIC, root)
-    res = haproof("audit", "--root", root, "--cluster", "rmq", "--run-id", "r3",
-                  "--no-expectations")  # fmt: skip
+    res = haproof(
+        "audit", "--root", root, "--cluster", "rmq", "--run-id", "r3", "--no-expectations"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "  expectations " not in res.stdout  # (the report's path may hold the test's name)
     assert not (tmp_path / "arch" / "audits" / "r3" / "broker-a" / "expectations.json").exists()

@@ -14,9 +14,25 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def test_bench_history_small_run(tmp_path) -> None:
-    cmd = [sys.executable, "-m", "broker.cli", "bench", "history", "--days", "2",
-           "--checkpoints", "1,2", "--chunk-interval-s", "1800", "--snapshot-interval-s", "1800",
-           "--failover-every-days", "1", "--root", f"file://{tmp_path}/archive"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "broker.cli",
+        "bench",
+        "history",
+        "--days",
+        "2",
+        "--checkpoints",
+        "1,2",
+        "--chunk-interval-s",
+        "1800",
+        "--snapshot-interval-s",
+        "1800",
+        "--failover-every-days",
+        "1",
+        "--root",
+        f"file://{tmp_path}/archive",
+    ]
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, timeout=800)
     assert res.returncode == 0, res.stderr.decode()[-3000:]
     lines = res.stdout.decode().strip().splitlines()
@@ -40,9 +56,26 @@ def test_bench_history_s3_mirror_times_the_nightly_runs_on_both_stores(tmp_path)
     """``--s3-mirror``: the S3 server preloaded from the file:// archive at each checkpoint,
     the day written to both; the S3 runs passed (a failed audit makes the bench fail) and read
     what the file:// runs read."""
-    cmd = [sys.executable, "-m", "broker.cli", "bench", "history", "--days", "2",
-           "--checkpoints", "1,2", "--chunk-interval-s", "1800", "--snapshot-interval-s", "1800",
-           "--failover-every-days", "1", "--s3-mirror", "--root", f"file://{tmp_path}/archive"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "broker.cli",
+        "bench",
+        "history",
+        "--days",
+        "2",
+        "--checkpoints",
+        "1,2",
+        "--chunk-interval-s",
+        "1800",
+        "--snapshot-interval-s",
+        "1800",
+        "--failover-every-days",
+        "1",
+        "--s3-mirror",
+        "--root",
+        f"file://{tmp_path}/archive",
+    ]
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, timeout=800)
     assert res.returncode == 0, res.stderr.decode()[-3000:]
     out = json.loads(res.stdout.decode().strip())

@@ -31,15 +31,34 @@ ELECTED_AT = 1_500  # after a-0's snapshot (1000), before a-1's role_changed (20
 
 
 def candidate(node, bid, max_offset, confirm=0, alive=True, in_set=True) -> dict:
-    return {"node": node, "brokerId": bid, "epoch": 0, "maxOffset": max_offset,
-            "confirmOffset": confirm, "priority": 0, "inSyncStateSet": in_set,
-            "alive": alive}  # fmt: skip
+    return {
+        "node": node,
+        "brokerId": bid,
+        "epoch": 0,
+        "maxOffset": max_offset,
+        "confirmOffset": confirm,
+        "priority": 0,
+        "inSyncStateSet": in_set,
+        "alive": alive,
+    }
 
 
 def elected(archive, node: str, bid: int, candidates: list[dict], unclean=False) -> str:
-    doc = layout.make_event("elected", node, CLUSTER, GROUP, ELECTED_AT, 1, masterEpoch=1,
-                            syncStateSetEpoch=2, unclean=unclean, candidates=candidates,
-                            brokerId=bid, designated=False, requester=-1)  # fmt: skip
+    doc = layout.make_event(
+        "elected",
+        node,
+        CLUSTER,
+        GROUP,
+        ELECTED_AT,
+        1,
+        masterEpoch=1,
+        syncStateSetEpoch=2,
+        unclean=unclean,
+        candidates=candidates,
+        brokerId=bid,
+        designated=False,
+        requester=-1,
+    )
     key, data = controller_event_key(doc)
     archive.store.put(key, data)
     return key
@@ -52,13 +71,18 @@ def judge(archive):
 def test_an_election_of_a_node_holding_every_acknowledged_byte_passes(tmp_path, history):
     _, old, _, cut, *_ = history
     archive, _ = build(tmp_path, history, ack=cut)
-    elected(archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False),
-                             candidate(A1, 2, cut)])  # fmt: skip
+    elected(
+        archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False), candidate(A1, 2, cut)]
+    )
     out = judge(archive)
     assert out.losses == [] and out.faults == [] and out.judged == 1
     (row,) = out.timeline
     assert (row["kind"], row["node"], row["masterEpoch"], row["unclean"]) == (
-        "elected", A1, 1, False)  # fmt: skip
+        "elected",
+        A1,
+        1,
+        False,
+    )
     assert [c["node"] for c in row["candidates"]] == [A0, A1]
     ga = load_group(archive.store, CLUSTER, GROUP)
     assert "_controller" not in ga.nodes and ga.faults == []  # not read as a node
@@ -71,8 +95,12 @@ def test_a_stale_offset_seen_by_the_controller_is_corrected_by_the_new_masters_a
     archive, _ = build(tmp_path, history, ack=cut)
     # the controller saw a-1 100 bytes short (its last heartbeat); a-1's role_changed into
     # epoch 1 names it in the archive, whose epoch-0 chunks reach cut
-    elected(archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False),
-                             candidate(A1, 2, cut - 100)])  # fmt: skip
+    elected(
+        archive,
+        A1,
+        2,
+        [candidate(A0, 1, old[-1].end_offset, alive=False), candidate(A1, 2, cut - 100)],
+    )
     assert judge(archive).losses == []
 
 
@@ -80,9 +108,17 @@ def test_an_election_of_a_node_lacking_acknowledged_bytes_names_the_holders(tmp_
     _, old, _, cut, *_ = history
     ack = old[50].wrote_offset  # a-0 acknowledged more than a-1 ever had
     archive, snapshot = build(tmp_path, history, ack=ack)
-    elected(archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False),
-                             candidate(A1, 2, cut), candidate(A2, 3, ack + 10, in_set=False)],
-            unclean=True)  # fmt: skip
+    elected(
+        archive,
+        A1,
+        2,
+        [
+            candidate(A0, 1, old[-1].end_offset, alive=False),
+            candidate(A1, 2, cut),
+            candidate(A2, 3, ack + 10, in_set=False),
+        ],
+        unclean=True,
+    )
     out = judge(archive)
     (loss,) = out.losses
     assert loss["kind"] == "elected_without_acked_bytes" and loss["slave"] == "a-1"
@@ -95,8 +131,12 @@ def test_a_confirm_offset_reported_to_the_controller_is_a_promise_too(tmp_path, 
     _, old, _, cut, *_ = history
     archive, _ = build(tmp_path, history, ack=0)  # no snapshot promised anything
     confirm = cut + 40
-    elected(archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, confirm, alive=False),
-                             candidate(A1, 2, cut)])  # fmt: skip
+    elected(
+        archive,
+        A1,
+        2,
+        [candidate(A0, 1, old[-1].end_offset, confirm, alive=False), candidate(A1, 2, cut)],
+    )
     (loss,) = judge(archive).losses
     assert (loss["lost_start"], loss["lost_end"], loss["verdict"]) == (cut, confirm, "election")
     assert loss["snapshot"] == f"confirmOffset {confirm} reported by {A0} to the controller"
@@ -107,9 +147,19 @@ def test_controller_objects_that_do_not_parse_are_archive_faults(tmp_path, histo
     archive, _ = build(tmp_path, history, ack=cut)
     good = elected(archive, A1, 2, [candidate(A1, 2, cut)])
     folder = good.rsplit("/", 1)[0]
-    bad_fields = layout.make_event("elected", A1, CLUSTER, GROUP, ELECTED_AT, 1, masterEpoch=1,
-                                   syncStateSetEpoch=2, unclean=False, brokerId=2,
-                                   candidates=[{"node": A1}])  # fmt: skip
+    bad_fields = layout.make_event(
+        "elected",
+        A1,
+        CLUSTER,
+        GROUP,
+        ELECTED_AT,
+        1,
+        masterEpoch=1,
+        syncStateSetEpoch=2,
+        unclean=False,
+        brokerId=2,
+        candidates=[{"node": A1}],
+    )
     key, data = controller_event_key(bad_fields)
     archive.store.put(key, data)
     archive.store.put(f"{folder}/0000000001500-elected-0123456789ab.json", b"{not json")
@@ -126,8 +176,9 @@ def test_the_audit_fails_an_election_that_lost_acknowledged_bytes(spark, tmp_pat
     _, old, _, cut, *_ = history
     ack = old[50].wrote_offset
     archive, _ = build(tmp_path, history, ack=ack)
-    elected(archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False),
-                             candidate(A1, 2, cut)])  # fmt: skip
+    elected(
+        archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False), candidate(A1, 2, cut)]
+    )
     v = audit(spark, archive)
     assert not v["passed"]
     status = {c["name"]: c["status"] for c in v["checks"]}
@@ -152,8 +203,9 @@ def test_the_report_marks_elections_on_its_timeline(tmp_path, history):
     assert [(p.kind, p.event_kind, p.at_ms) for _, p in ours] == [("event", "elected", ELECTED_AT)]
     doc = archive_view._read(archive.store, ours[0][0], "event")
     assert doc["kind"] == "elected" and doc["node"] == A1
-    snaps = [{"role": "SYNC_MASTER", "takenAt": 1_000, "maxPhyOffset": cut + 100,
-              "slaves": {"a-1": cut}}]  # fmt: skip
+    snaps = [
+        {"role": "SYNC_MASTER", "takenAt": 1_000, "maxPhyOffset": cut + 100, "slaves": {"a-1": cut}}
+    ]
     svg = plots.lag_chart(snaps, [doc])
     assert f"{A1}: elected (clean, masterEpoch 1)" in svg
 
@@ -164,15 +216,25 @@ def test_a_masters_set_changes_and_lease_expiry_are_rows_of_the_timeline(tmp_pat
     controller's records, in time order."""
     _, old, _, cut, *_ = history
     archive, _ = build(tmp_path, history, ack=cut)
-    elected(archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False),
-                             candidate(A1, 2, cut)])  # fmt: skip
+    elected(
+        archive, A1, 2, [candidate(A0, 1, old[-1].end_offset, alive=False), candidate(A1, 2, cut)]
+    )
     node = sorted(load_group(archive.store, CLUSTER, GROUP).nodes)[-1]
     for at, kind, fields in (
-        (ELECTED_AT + 300, "sync_state_set_changed",
-         {"members": [node, "a-2"], "memberIds": [2, 3], "syncStateSetEpoch": 3,
-          "masterEpoch": 1, "left": [], "joined": [3]}),
+        (
+            ELECTED_AT + 300,
+            "sync_state_set_changed",
+            {
+                "members": [node, "a-2"],
+                "memberIds": [2, 3],
+                "syncStateSetEpoch": 3,
+                "masterEpoch": 1,
+                "left": [],
+                "joined": [3],
+            },
+        ),
         (ELECTED_AT + 600, "lease_lost", {"lastContactAt": ELECTED_AT + 100, "masterEpoch": 1}),
-    ):  # fmt: skip
+    ):
         doc = layout.make_event(kind, node, CLUSTER, GROUP, at, 1, **fields)
         archive.store.put(layout.event_key(CLUSTER, GROUP, node, at, kind), layout.json_bytes(doc))
     rows = judge(archive).timeline

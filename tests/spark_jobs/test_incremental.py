@@ -185,8 +185,9 @@ def test_a_reset_read_before_the_snapshot_after_it_still_excuses_the_rewind(
     archive.snapshot("a-0", "SYNC_MASTER", 1_000, consumerOffsets={"orders@g": {"0": 15}})
     assert audit(spark, archive, incremental=True)["passed"]
     # the admin rewinds the offset; a nightly run sees the event before any later snapshot
-    archive.event("a-0", "offset_reset", 1_500, group="g", topic="orders", queue=0,
-                  **{"from": 15, "to": 5})  # fmt: skip
+    archive.event(
+        "a-0", "offset_reset", 1_500, group="g", topic="orders", queue=0, **{"from": 15, "to": 5}
+    )
     assert audit(spark, archive, incremental=True)["passed"]
     archive.snapshot("a-0", "SYNC_MASTER", 2_000, consumerOffsets={"orders@g": {"0": 6}})
     v = audit(spark, archive, incremental=True)

@@ -137,8 +137,10 @@ def test_without_the_deflate_wheel_the_compiled_walk_calls_zlib(log):
     body_at = data.index(b"msg-77msg-77") + 3
     res = subprocess.run(
         [sys.executable, "-c", code, str(FILE_SIZE), str(body_at)],
-        input=data, capture_output=True, timeout=300,
-    )  # fmt: skip
+        input=data,
+        capture_output=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr.decode()[-3000:]
     records = check_chunk_py(data, 0, FILE_SIZE, "n")[2]
     assert res.stdout.decode().split() == ["zlib", str(records), "True"]

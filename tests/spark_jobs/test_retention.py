@@ -41,8 +41,20 @@ def test_prune_deletes_old_history_and_the_audit_calls_it_expired(spark, tmp_pat
     assert len(snaps) == 2  # the old snapshot too: no audit judged it yet
     assert audit(spark, archive)["passed"]
     n_master, n_slave = len(chunk_keys(archive, "a-0")), len(chunk_keys(archive, "a-1"))
-    rc = main(["archive", "prune", "--root", archive.root, "--cluster", "c1",
-               "--broker-name", "broker-a", "--before", str(before_ms)])  # fmt: skip
+    rc = main(
+        [
+            "archive",
+            "prune",
+            "--root",
+            archive.root,
+            "--cluster",
+            "c1",
+            "--broker-name",
+            "broker-a",
+            "--before",
+            str(before_ms),
+        ]
+    )
     assert rc == 0
     assert len(chunk_keys(archive, "a-0")) == n_master - 4  # two chunks: log and manifest
     assert len(chunk_keys(archive, "a-1")) < n_slave

@@ -49,16 +49,32 @@ def test_audit_through_spark_connect(tmp_path) -> None:
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER, str(port)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert server.stdout.readline().strip() == "ready"
         res = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "audit", "--root", archive.root, "--cluster",
-             "c1", "--run-id", "sc", "--no-expectations", "--spark-master",
-             f"sc://127.0.0.1:{port}"],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "broker.cli",
+                "audit",
+                "--root",
+                archive.root,
+                "--cluster",
+                "c1",
+                "--run-id",
+                "sc",
+                "--no-expectations",
+                "--spark-master",
+                f"sc://127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         server.stdin.close()
         server.wait(timeout=120)

@@ -57,16 +57,38 @@ def cluster(tmp_path):
     port, ui = free_port(), free_port()
     env = clean_env(SPARK_LOG_DIR=str(logs), SPARK_WORKER_DIR=str(logs / "work"))
     procs = [
-        spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(port), "--webui-port", str(ui), log=logs / "master.log", env=env)
-    ]  # fmt: skip
+        spark_class(
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+            log=logs / "master.log",
+            env=env,
+        )
+    ]
     url = f"spark://127.0.0.1:{port}"
     for i in range(2):
         procs.append(
-            spark_class("org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                        "--cores", "1", "--memory", "1200m", "--webui-port", str(free_port()),
-                        "--work-dir", str(logs / "work"), log=logs / f"worker-{i}.log", env=env)
-        )  # fmt: skip
+            spark_class(
+                "org.apache.spark.deploy.worker.Worker",
+                url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1200m",
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(logs / "work"),
+                log=logs / f"worker-{i}.log",
+                env=env,
+            )
+        )
 
     def alive_workers() -> int:
         try:
@@ -112,12 +134,26 @@ def test_audit_runs_on_a_standalone_cluster_without_leaking_the_secret(
         Shipper(store, ident, chunk_max_bytes=chunk).ship(StoreDirSource.open(str(path)))
     env_page = tmp_path / "environment.html"
     env = clean_env(
-        AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret, AWS_DEFAULT_REGION="us-east-1",
-        HAPROOF_S3_ENDPOINT=opts["endpoint_url"], HAPROOF_TEST_UI_PORT=str(free_port()),
+        AWS_ACCESS_KEY_ID=access,
+        AWS_SECRET_ACCESS_KEY=secret,
+        AWS_DEFAULT_REGION="us-east-1",
+        HAPROOF_S3_ENDPOINT=opts["endpoint_url"],
+        HAPROOF_TEST_UI_PORT=str(free_port()),
         HAPROOF_TEST_ENV_PAGE=str(env_page),
-    )  # fmt: skip
-    cmd = [sys.executable, "-m", "tests.spark_jobs.standalone_driver", "audit", "--root", root,
-           "--cluster", "c1", "--spark-master", url, "--no-expectations"]  # fmt: skip
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.spark_jobs.standalone_driver",
+        "audit",
+        "--root",
+        root,
+        "--cluster",
+        "c1",
+        "--spark-master",
+        url,
+        "--no-expectations",
+    ]
     try:
         res = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, timeout=600)
     except subprocess.TimeoutExpired as exc:

@@ -24,11 +24,18 @@ from spark_jobs.outputs import table_bytes
 
 def _snap(node: str, role: str, at: int, offsets: dict, qmax: dict | None = None) -> Snapshot:
     return Snapshot(
-        node=node, brokerName="b", brokerId=0 if role != "SLAVE" else 1, role=role, epoch=1,
-        takenAt=at, maxPhyOffset=0, flushedOffset=0, confirmOffset=0,
+        node=node,
+        brokerName="b",
+        brokerId=0 if role != "SLAVE" else 1,
+        role=role,
+        epoch=1,
+        takenAt=at,
+        maxPhyOffset=0,
+        flushedOffset=0,
+        confirmOffset=0,
         consumerOffsets={"T@g": {str(q): o for q, o in offsets.items()}},
         queueMaxOffsets={"T": {str(q): o for q, o in (qmax or {}).items()}},
-    )  # fmt: skip
+    )
 
 
 snaps = st.lists(

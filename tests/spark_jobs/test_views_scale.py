@@ -82,8 +82,16 @@ def archives(draw):
             end = start + draw(st.integers(0, 25))
             epoch = draw(st.integers(0, 4))
             role = draw(st.sampled_from(["SYNC_MASTER", "SLAVE"]))
-            cs.append({"start": start, "end": end, "epoch": epoch, "role": role, "node": node,
-                       "key": f"{node}/{start:04d}-{end:04d}-e{epoch}-{k}"})  # fmt: skip
+            cs.append(
+                {
+                    "start": start,
+                    "end": end,
+                    "epoch": epoch,
+                    "role": role,
+                    "node": node,
+                    "key": f"{node}/{start:04d}-{end:04d}-e{epoch}-{k}",
+                }
+            )
         chunks[node] = cs
     starts = sorted(draw(st.lists(st.integers(0, 80), min_size=1, max_size=5)))
     epochs = [(e, lo, draw(st.sampled_from(NODES))) for e, lo in enumerate(starts)]

@@ -16,9 +16,10 @@ BASE = ["pair", "start", "end", "verdict", "detail"]  # the ranges columns these
 
 def manifests(archive: Archive, node: str) -> list[dict]:
     keys = sorted(
-        o.key for o in archive.store.list(f"v1/{CLUSTER}/{GROUP}/{node}/commitlog/")
+        o.key
+        for o in archive.store.list(f"v1/{CLUSTER}/{GROUP}/{node}/commitlog/")
         if o.key.endswith(".json")
-    )  # fmt: skip
+    )
     return [json.loads(archive.store.get(k)) for k in keys]
 
 
@@ -35,8 +36,14 @@ def test_since_until_window_includes_exactly_the_chunks_inside(spark, tmp_path) 
     # a regression between a snapshot before the window and one inside it
     archive.snapshot("a-0", "SYNC_MASTER", since - 1, consumerOffsets={"orders@g": {"0": 25}})
     archive.snapshot("a-0", "SYNC_MASTER", until, consumerOffsets={"orders@g": {"0": 20}})
-    opts = AuditOptions(spec=archive.spec, cluster=CLUSTER, broker_name=GROUP,
-                        since_ms=since, until_ms=until, run_id="win")  # fmt: skip
+    opts = AuditOptions(
+        spec=archive.spec,
+        cluster=CLUSTER,
+        broker_name=GROUP,
+        since_ms=since,
+        until_ms=until,
+        run_id="win",
+    )
     v = run_audit(spark, opts)["groupVerdicts"][0]
     assert v["passed"], v["findings"]
     assert v["window"] == {"since": since, "until": until}
@@ -94,6 +101,11 @@ def test_replica_windows_end_on_master_chunk_boundaries() -> None:
 
     m = [{"start": 0, "end": 60}, {"start": 60, "end": 130}, {"start": 130, "end": 300}]
     assert split_windows(m, 0, 300, 100) == [(0, 60), (60, 130), (130, 230), (230, 300)]
-    assert split_windows(m, 10, 250, 64) == [(10, 60), (60, 124), (124, 130), (130, 194),
-                                             (194, 250)]  # fmt: skip
+    assert split_windows(m, 10, 250, 64) == [
+        (10, 60),
+        (60, 124),
+        (124, 130),
+        (130, 194),
+        (194, 250),
+    ]
     assert split_windows([], 0, 250, 100) == [(0, 100), (100, 200), (200, 250)]

@@ -53,12 +53,23 @@ def _reference_encoding(msg: Message, store_host: tuple[str, int]) -> bytes:
 
 def test_encoding_matches_the_field_by_field_layout() -> None:
     cases = [
-        (Message("orders", b"abc", queue_id=3, flag=9, properties={"TAGS": "A", "KEYS": "k"}),
-         ("192.168.1.2", 10911)),
+        (
+            Message("orders", b"abc", queue_id=3, flag=9, properties={"TAGS": "A", "KEYS": "k"}),
+            ("192.168.1.2", 10911),
+        ),
         (Message("t" * 200, b"", born_host=("::1", 7), reconsume_times=2), ("fe80::1", 1)),
-        (Message("é-topic", bytes(range(256)), properties={"ü": "ß"}, born_timestamp=5,
-                 prepared_transaction_offset=77, sysflag=0x2), ("10.0.0.1", 2)),
-    ]  # fmt: skip
+        (
+            Message(
+                "é-topic",
+                bytes(range(256)),
+                properties={"ü": "ß"},
+                born_timestamp=5,
+                prepared_transaction_offset=77,
+                sysflag=0x2,
+            ),
+            ("10.0.0.1", 2),
+        ),
+    ]
     for msg, host in cases:
         enc = encode_message(msg, host)
         assert bytes(enc.data) == _reference_encoding(msg, host), msg.topic

@@ -26,7 +26,7 @@ commits = st.lists(
         st.sampled_from(["t", "u"]),
         st.integers(0, 3),
         st.integers(0, 10**12),
-    ),  # fmt: skip
+    ),
     min_size=1,
     max_size=30,
 )

@@ -17,8 +17,9 @@ def _config(tmp_path, **kw) -> BrokerConfig:
 
 
 def test_starts_as_configured_and_changes_only_through_change(tmp_path):
-    cfg = _config(tmp_path, broker_role=BrokerRole.SLAVE, broker_id=2,
-                  ha_master_address="10.0.0.1:10912")  # fmt: skip
+    cfg = _config(
+        tmp_path, broker_role=BrokerRole.SLAVE, broker_id=2, ha_master_address="10.0.0.1:10912"
+    )
     state = BrokerRoleState.configured(cfg, EpochFile.load(str(tmp_path)))
     assert (state.role, state.broker_id, state.epoch) == (BrokerRole.SLAVE, 2, 0)
     assert state.master_ha_addr == "10.0.0.1:10912"
@@ -47,8 +48,10 @@ def test_epochs_persist_and_keep_their_order(tmp_path):
     assert EpochFile.load(str(tmp_path)).entries == [EpochEntry(1, 0), EpochEntry(2, 100)]
     state.adopt_epochs([EpochEntry(1, 0), EpochEntry(4, 50)])
     assert state.epoch == 4 and state.epochs_json(80)[-1] == {
-        "epoch": 4, "startOffset": 50, "endOffset": 80,
-    }  # fmt: skip
+        "epoch": 4,
+        "startOffset": 50,
+        "endOffset": 80,
+    }
     assert EpochFile.load(str(tmp_path)).entries == state.epoch_entries
 
 
@@ -77,8 +80,9 @@ def test_the_store_reads_the_role_from_its_owner(tmp_path):
     """A slave's store refuses puts; once the owner says master, it takes them."""
     from contracts.record.model import Message
 
-    cfg = _config(tmp_path, broker_role=BrokerRole.SLAVE, broker_id=1,
-                  mapped_file_size_commit_log=1 << 20)  # fmt: skip
+    cfg = _config(
+        tmp_path, broker_role=BrokerRole.SLAVE, broker_id=1, mapped_file_size_commit_log=1 << 20
+    )
     state = BrokerRoleState.configured(cfg)
     store = MessageStore.open(cfg, role_state=state)
     store.start()

@@ -14,9 +14,15 @@ from tools.localcluster import write_broker_conf
 
 
 def node_conf(
-    tmp_path: Path, node: str, broker_id: int, role: str, port: int, ha_port: int, namesrv: str,
+    tmp_path: Path,
+    node: str,
+    broker_id: int,
+    role: str,
+    port: int,
+    ha_port: int,
+    namesrv: str,
     **extra,
-) -> Path:  # fmt: skip
+) -> Path:
     """``{tmp_path}/{node}.conf`` for node ``node`` (store ``store-{node}``, 256 KiB commit log
     files); ``extra`` adds or overrides RocketMQ properties."""
     return write_broker_conf(

@@ -109,8 +109,13 @@ class ControllerCluster:
         node = self.nodes[name]
         node.port, ha_port = free_port(), free_port()
         ctl = ";".join(f"127.0.0.1:{p.port}" for p in node.to_controllers)
-        props = {"flushDiskType": "SYNC_FLUSH", "enableControllerMode": "true",
-                 "controllerAddr": ctl, **BROKER_TIMING, **extra}  # fmt: skip
+        props = {
+            "flushDiskType": "SYNC_FLUSH",
+            "enableControllerMode": "true",
+            "controllerAddr": ctl,
+            **BROKER_TIMING,
+            **extra,
+        }
         node_conf(self.tmp, name, 0, "SYNC_MASTER", node.port, ha_port, self.ns.addr, **props)
 
     def _args(self, name: str) -> list[str]:
@@ -205,10 +210,18 @@ class ControllerCluster:
         """The record at ``offset`` of queue ``queue_id`` on node ``addr``."""
         req = RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
-            {"consumerGroup": "check", "topic": topic, "queueId": queue_id,
-             "queueOffset": offset, "maxMsgNums": 1, "sysFlag": 0, "commitOffset": 0,
-             "suspendTimeoutMillis": 0, "subscription": "*"},
-        )  # fmt: skip
+            {
+                "consumerGroup": "check",
+                "topic": topic,
+                "queueId": queue_id,
+                "queueOffset": offset,
+                "maxMsgNums": 1,
+                "sysFlag": 0,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+            },
+        )
         resp = await self.client.invoke(addr, req, 5000)
         assert resp.code == ResponseCode.SUCCESS, (addr, queue_id, offset, resp.code, resp.remark)
         return decode_record(resp.body, 0)
@@ -242,5 +255,7 @@ def _raft(addrs: list[str], raft: list[str], i: int) -> str:
     """Controller ``i``'s keys of a Raft group (Raft addresses ``raft``; none: a single one)."""
     if not raft:
         return ""
-    return (f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\njRaftControllerRPCAddr="
-            f"{','.join(addrs)}\njRaftElectionTimeoutMs=500\njRaftServerId={raft[i]}\n")  # fmt: skip
+    return (
+        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\njRaftControllerRPCAddr="
+        f"{','.join(addrs)}\njRaftElectionTimeoutMs=500\njRaftServerId={raft[i]}\n"
+    )
