@@ -221,9 +221,17 @@ async def serve(
     ns = NameServer(
         acl=acl, config_values=values, config_path=path, scan_interval_ms=scan_ms, **server_options
     )
-    exporter = None
+    exporter, embedded = None, []  # embedded: the embedded controller's families, once it runs
     if metrics is not None and metrics.enabled:  # metricsExporterType=PROM in namesrv.conf
-        snapshot = NamesrvMetrics(ns.routes, ns.refusals, f"{host}:{port}").snapshot
+        own = NamesrvMetrics(ns.routes, ns.refusals, f"{host}:{port}").snapshot
+
+        async def snapshot() -> list:
+            out = await own()
+            for more in embedded:  # a family both export (refusals) is the name server's
+                names = {m.name for m in out}
+                out += [m for m in await more() if m.name not in names]
+            return out
+
         exporter = MetricsService("the name server", metrics, snapshot)
         await exporter.start()  # before the port opens: serving means scrapable
     await ns.server.start(host, port)
@@ -232,6 +240,7 @@ async def serve(
         from broker.controller.cli import embed_in_namesrv
 
         controller = await embed_in_namesrv(controller, ns.server)
+        embedded.append(controller.metrics_snapshot(f"{host}:{port}"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

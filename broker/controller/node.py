@@ -14,6 +14,7 @@ from broker.controller.controller import Controller
 from broker.controller.journal import Journal
 from broker.controller.processor import ControllerProcessor
 from broker.controller.state_machine import ControllerStateMachine
+from broker.metrics.controller_metrics import ControllerMetrics
 from broker.metrics.refusals import Refusals
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
@@ -83,6 +84,10 @@ class ControllerNode:
             RequestCode.NOTIFY_BROKER_ROLE_CHANGED, header, json.dumps(body).encode(), oneway=True
         )
         await self.client.invoke_oneway(addr, req)
+
+    def metrics_snapshot(self, node_id: str):
+        """Its Prometheus families, for the endpoint of the process it runs in."""
+        return ControllerMetrics(self.controller, self.refusals, node_id).snapshot
 
     async def stop(self) -> None:
         await self.controller.housekeeping.stop()

@@ -54,3 +54,21 @@ def test_controller_serves_its_tables(tmp_path):
         )
     finally:
         assert ctl.stop() == 0
+
+
+def test_a_controller_embedded_in_the_name_server_is_on_its_endpoint(tmp_path):
+    port, metrics = free_port(), free_port()
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(
+        f"listenPort={port}\nenableControllerInNamesrv=true\n"
+        f"controllerStorePath={tmp_path / 'ctl'}\n"
+        f"metricsExporterType=PROM\nmetricsPromExporterPort={metrics}\n"
+    )
+    ns = LocalProcess.start("namesrv", ["namesrv", "-c", str(conf)], port, tmp_path / "namesrv.log")
+    try:
+        samples = scrape(metrics)
+        assert value(samples, "haproof_controller_leader", cluster=None) == 1
+        names = {name for name, _ in samples}
+        assert any(n.startswith("haproof_namesrv_") for n in names), sorted(names)  # and its own
+    finally:
+        assert ns.stop() == 0
