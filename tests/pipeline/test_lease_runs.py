@@ -76,10 +76,14 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
             return None
         return None if doc["released"] else doc
 
-    a = _audit(f"file://{root}")
-    try:
-        lease_a = wait_until(held, timeout_s=120, what="run A's lease")
-        # B gives up at once (the default), naming A's run; C waits for A
+    # B gives up at once (the default), naming the run that holds the group: held here, by
+    # the lease a run takes (a real run may finish before B's start-up reaches its check)
+    from contracts.object_store import open_store as _open
+    from spark_jobs.lease import GroupLeases
+
+    holder = "a-run-holding-the-group"
+    with GroupLeases(_open(f"file://{root}"), "rmq", ["broker-a"], holder, ttl_s=60):
+        assert held()["holder"] == holder
         b = subprocess.run(
             [
                 sys.executable,
@@ -98,6 +102,13 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
             text=True,
             timeout=300,
         )
+    assert b.returncode == 3, b.stderr[-3000:]
+    assert f"another audit holds this group: run {holder}" in b.stderr
+    assert "Traceback" not in b.stderr
+    # A and C: C waits for A's lease
+    a = _audit(f"file://{root}")
+    try:
+        lease_a = wait_until(held, timeout_s=120, what="run A's lease")
         c = _audit(f"file://{root}", HAPROOF_AUDIT_LEASE_WAIT_S="600")
         out_a, err_a = a.communicate(timeout=600)
         out_c, err_c = c.communicate(timeout=600)
@@ -106,9 +117,6 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
             if p is not None and p.poll() is None:
                 p.kill()
     assert a.returncode == 0 and c.returncode == 0, err_a[-3000:] + err_c[-3000:]
-    assert b.returncode == 3, b.stderr[-3000:]
-    assert f"another audit holds this group: run {lease_a['holder']}" in b.stderr
-    assert "Traceback" not in b.stderr
     runs = sorted(p.name for p in (root / "audits").iterdir() if not p.name.startswith("_"))
     assert len(runs) == 2 and lease_a["holder"] in runs  # B wrote nothing
     (run_c,) = set(runs) - {lease_a["holder"]}
