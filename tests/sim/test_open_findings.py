@@ -55,3 +55,16 @@ def test_recovery_drops_a_last_record_torn_inside_its_properties(tmp_path):
         assert kept == last, f"kept the torn record: properties {props}"
     finally:
         store.close_abruptly()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="classic mode: a slave's power loss after a truncation leaves it a newer epoch entry "
+    "over a shorter log; promote ranks candidates by (epoch, log end), picks it while the "
+    "master is down, and a slave holding acknowledged bytes then cuts them (truncation-acked)",
+)
+def test_promote_ranks_by_the_epoch_of_the_bytes_held():
+    from tools.sim.world import run_seed
+
+    outcome = run_seed(465064305, 30.0)
+    assert outcome.violation is None, outcome.violation

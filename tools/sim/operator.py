@@ -44,6 +44,8 @@ class Operator:
                     await self.tick(client)
                 except HaproofError as exc:
                     self.world.log(f"operator: {exc}")
+                except (AttributeError, OSError) as exc:  # a node gone during a step: next tick
+                    self.world.log(f"operator: {type(exc).__name__}: {exc}")
         finally:
             await client.close()
 
@@ -109,7 +111,7 @@ class Operator:
         doc = master.node.failover.describe()
         ha_addr = master.node.config.ha_server_addr
         for s in up:
-            if s is master:
+            if s is master or not s.up:  # (a node may go down while the step awaits)
                 continue
             role = s.node.role
             if not role.role.is_master and role.master_ha_addr == ha_addr:
