@@ -117,7 +117,9 @@ class SyncStateKeeper(LoopService):
         """Acks or the set changed: re-check the waiting puts, move the consumers' read end."""
         self.on_change()
         st = self.state
-        gated = st is not None and st.config.all_ack_in_sync_state_set and len(st.union) > 1
+        alone = st is not None and len(st.union) <= 1  # gated alone only by its flush
+        gated = st is not None and st.config.all_ack_in_sync_state_set
+        gated = gated and (not alone or st.master_durable is not None)
         if gated and not self.config.read_uncommitted:
             self.read_gate(st.confirm_offset(self.master_max()))
         else:
