@@ -94,7 +94,11 @@ class ControllerClient(LoopService):
         try:
             await self._ensure_leader()
             if self.broker_id is None:
-                await self._register()
+                try:
+                    await self._register()
+                except HaproofError:
+                    self.leader = None  # refused or gone mid-way: ask who leads next round
+                    raise
             await self._heartbeat_all()
             now = self.clock.monotonic_ms()
             if now >= self._next_pull_ms or self.replica.master_broker_id is None:

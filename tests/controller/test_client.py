@@ -179,3 +179,47 @@ def test_broker_id_allocation_survives_a_lost_answer_and_a_crash(tmp_path):
         journal.close()
 
     asyncio.run(go())
+
+
+def test_a_registration_refused_by_a_deposed_leader_asks_who_leads_again(tmp_path):
+    """CI run of 2026-11-26: the Raft leader moved between the client's leader lookup and its
+    APPLY_BROKER_ID; the client kept the old address and was refused (2007) every round."""
+
+    async def go():
+        clock = DrivenClock()
+        sm = ControllerStateMachine()
+        journal = Journal(tmp_path / "ctl", sm)
+        journal.open()
+        ctl = Controller(ControllerConfig(), journal, sm, clock=clock, self_addr=CTL)
+        handlers = ControllerProcessor(ctl).handlers()
+        old, asked = "127.0.0.1:9877", []
+
+        async def invoke(addr, req, timeout_ms):
+            asked.append((addr, req.code))
+            if addr == CTL:
+                return await handlers[req.code](None, req)
+            if req.code == 1005 and len(asked) == 1:  # leads when first asked, then deposed
+                return req.make_response(0, ext_fields={"isLeader": "true"})
+            if req.code == 1005:
+                return req.make_response(0, ext_fields={"isLeader": "false"})
+            return req.make_response(2007, f"not in leader state; leader: {CTL}")
+
+        node = FakeNode(100)
+        node.clock = clock
+        (tmp_path / "b").mkdir()
+        client = ControllerClient(
+            ClientConfig("DefaultCluster", "broker-a", "127.0.0.1:10911", (old, CTL)),
+            BrokerIdentityStore(tmp_path / "b", "DefaultCluster", "broker-a"),
+            invoke,
+            node,
+            node,
+            clock,
+        )
+        client.start()
+        await clock.advance(5000)
+        assert client.leader == CTL and client.broker_id == 1, asked[:8]
+        assert node.role == "MASTER"
+        await client.stop()
+        journal.close()
+
+    asyncio.run(go())
