@@ -80,3 +80,15 @@ def spark():
     session = get_spark("haproof-tests", "local[2]", {"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The figures tests asked to show (tests/support/summary.py), e.g. how many simulation
+    schedules this run checked."""
+    from tests.support.summary import SUMMARY_LINES
+
+    lines = config.stash.get(SUMMARY_LINES, [])
+    if lines:
+        terminalreporter.section("haproof figures")
+        for line in lines:
+            terminalreporter.write_line(line)
