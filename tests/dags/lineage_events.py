@@ -35,3 +35,25 @@ def assertions_of(event: dict) -> dict[str, list[dict]]:
         d["name"]: d.get("inputFacets", {}).get("dataQualityAssertions", {}).get("assertions", [])
         for d in event.get("inputs", [])
     }
+
+
+def assert_audit_lineage(
+    path: Path, dag_id: str, event_type: str, root_dir: Path, group: dict, runs: int = 1
+) -> list[dict]:
+    """The audit task's one OpenLineage event about ``group`` (a group of a published
+    ``dag_report.json``), among the ``runs`` events of the DAG's audit tasks in the file: the
+    group's archive as its only input, with one assertion per check of the verdict and that
+    check's success; its assertions."""
+    name = f"{root_dir}/v1/rmq/{group['brokerName']}"
+    events = task_events(path, dag_id, "audit")
+    assert len(events) == runs, [e["eventType"] for e in events]
+    (event,) = [e for e in events if name in assertions_of(e)]
+    assert event["eventType"] == event_type
+    (dataset,) = event["inputs"]
+    assert dataset["namespace"] == "file"
+    assertions = assertions_of(event)[name]
+    assert [(a["assertion"], a["success"]) for a in assertions] == [
+        (c["name"], c["passed"]) for c in group["checks"]
+    ]
+    assert all(a.get("column") is None for a in assertions)  # the whole archive, no column
+    return assertions

@@ -5,8 +5,6 @@ local webhook."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 from contracts.audit_state import audit_lease_key
@@ -15,8 +13,7 @@ from spark_jobs.lease import acquire
 from tests.conftest import wait_until
 from tests.dags.airflow_stack import AirflowStack
 from tests.dags.alert_servers import WebhookServer
-
-ERIC = "EricPanGopher_rocketmq_unit_test_store"
+from tests.support.haproof_cli import ERIC, ship
 
 _UNPAUSE = """
 import json
@@ -34,28 +31,7 @@ with create_session() as s:
 
 def test_the_lag_deadline_fires_when_verification_stops(tmp_path, golden_stores):
     root = tmp_path / "a"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "archive",
-            "--store-dir",
-            str(golden_stores / ERIC),
-            "--root",
-            f"file://{root}",
-            "--cluster",
-            "rmq",
-            "--broker-name",
-            "broker-a",
-            "--node",
-            "broker-a-0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr
+    ship(golden_stores / ERIC, f"file://{root}")
     store = open_store(f"file://{root}")
     # verification is stuck: another audit holds broker-a for the whole test
     acquire(store, audit_lease_key("rmq", "broker-a"), "stuck-audit", ttl_s=3600)

@@ -3,41 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from contracts.record.reader import decode_record
 from tests.dags.alert_servers import SmtpServer, WebhookServer, html_of, wait_for
-from tests.dags.lineage_events import assertions_of, lineage_env, task_events
-
-ERIC = "EricPanGopher_rocketmq_unit_test_store"
-
-
-def _ship(store_dir, root: str) -> None:
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "archive",
-            "--store-dir",
-            str(store_dir),
-            "--root",
-            root,
-            "--cluster",
-            "rmq",
-            "--broker-name",
-            "broker-a",
-            "--node",
-            "broker-a-0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr
+from tests.dags.lineage_events import assert_audit_lineage, lineage_env
+from tests.support.haproof_cli import ERIC, flipped_store, ship
 
 
 def _dags_test(env, dag_id: str, conf: dict) -> subprocess.CompletedProcess:
@@ -121,28 +93,12 @@ def _assert_links_to_the_report(env, dag_id: str, report: dict) -> None:
     assert "<html" in Path(url.removeprefix("file://")).read_text()[:500].lower()
 
 
-def _assert_lineage(path, dag_id: str, event_type: str, root_dir, report: dict) -> list[dict]:
-    """The audit task's one OpenLineage event: the group's archive as its input, with one
-    assertion per check of the verdict and that check's success."""
-    (event,) = task_events(path, dag_id, "audit")
-    assert event["eventType"] == event_type
-    (group,) = report["audit"]["groups"]
-    (dataset,) = event["inputs"]
-    assert dataset["namespace"] == "file"
-    assertions = assertions_of(event)[f"{root_dir}/v1/rmq/broker-a"]
-    assert [(a["assertion"], a["success"]) for a in assertions] == [
-        (c["name"], c["passed"]) for c in group["checks"]
-    ]
-    assert all(a.get("column") is None for a in assertions)  # the whole archive, no column
-    return assertions
-
-
 def _reports(root_dir) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(root_dir.glob("audits/*/dag_report.json"))]
 
 
 def test_nightly_dag_passes_on_a_real_rocketmq_archive(tmp_path, golden_stores, airflow_env):
-    _ship(golden_stores / ERIC, f"file://{tmp_path}/a")
+    ship(golden_stores / ERIC, f"file://{tmp_path}/a")
     # one node with no committed offsets: nothing to judge for three checks, which the nightly
     # run fails on by default (require_evidence); this run accepts it
     ol = tmp_path / "openlineage.jsonl"
@@ -153,7 +109,8 @@ def test_nightly_dag_passes_on_a_real_rocketmq_archive(tmp_path, golden_stores, 
     )
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     (report,) = _reports(tmp_path / "a")
-    _assert_lineage(ol, "haproof_nightly_audit", "COMPLETE", tmp_path / "a", report)
+    (group,) = report["audit"]["groups"]
+    assert_audit_lineage(ol, "haproof_nightly_audit", "COMPLETE", tmp_path / "a", group)
     assert report["passed"] is True
     assert report["status"] == "NO_EVIDENCE"
     assert _states(airflow_env, "haproof_nightly_audit") == {
@@ -183,16 +140,8 @@ def test_nightly_dag_passes_on_a_real_rocketmq_archive(tmp_path, golden_stores, 
 
 def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_env):
     bad = tmp_path / "store"
-    shutil.copytree(golden_stores / ERIC, bad)
-    for p in bad.rglob("*"):
-        p.chmod(0o644 if p.is_file() else 0o755)
-    f = bad / "commitlog" / "00000000000000016384"
-    data = bytearray(f.read_bytes())
-    at = 172 * 3 + data[172 * 3 :].index(b"Once, there")
-    data[at] ^= 0x01
-    f.write_bytes(bytes(data))
-    rec = decode_record(bytes(data), 172 * 3, base_offset=16384)
-    _ship(bad, f"file://{tmp_path}/a")
+    rec = flipped_store(golden_stores, bad)
+    ship(bad, f"file://{tmp_path}/a")
     with WebhookServer() as hook, SmtpServer() as smtp:
         env = {
             **airflow_env,
@@ -229,7 +178,8 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
     (report,) = _reports(tmp_path / "a")
     assert report["passed"] is False
     # the FAIL event of the audit task says which check failed: log_integrity success=false
-    assertions = _assert_lineage(ol, "haproof_incident_audit", "FAIL", tmp_path / "a", report)
+    (group,) = report["audit"]["groups"]
+    assertions = assert_audit_lineage(ol, "haproof_incident_audit", "FAIL", tmp_path / "a", group)
     assert [a["assertion"] for a in assertions if not a["success"]] == ["log_integrity"]
     checks = {c["name"]: c for c in report["audit"]["groups"][0]["checks"]}
     assert not checks["log_integrity"]["passed"] and checks["log_integrity"]["findings"] == 1
@@ -257,7 +207,7 @@ def test_incident_dag_fails_on_a_flipped_byte(tmp_path, golden_stores, airflow_e
 
 
 def test_continuous_verification_publishes_the_lag(tmp_path, golden_stores, airflow_env):
-    _ship(golden_stores / ERIC, f"file://{tmp_path}/a")
+    ship(golden_stores / ERIC, f"file://{tmp_path}/a")
     # under `airflow dags test` the DAG leaves its deadline out (Airflow 3.3.2's dag.test fails
     # a successful run of a DAG with one, apache/airflow#73428); the deadline itself is tested
     # with the real scheduler and triggerer in test_continuous.py

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -13,6 +12,7 @@ from contracts import archive_layout as layout
 from contracts.object_store import open_store
 from pipeline.history import collect_history, history_page_key, publish_history
 from tests.report.browser import browser_context, ink, open_page, screenshot
+from tests.support.haproof_cli import audit
 
 CHECKS = (
     "archive_integrity",
@@ -104,12 +104,7 @@ def test_rows_newest_first_per_group(root):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "broker.cli", "audit", "history", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return audit("history", *args, timeout_s=120)[0]
 
 
 def test_cli_table_and_json(root):

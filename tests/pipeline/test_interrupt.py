@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -17,40 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-
-ERIC = "EricPanGopher_rocketmq_unit_test_store"
+from tests.support.haproof_cli import ERIC, ship, start_audit, writable_copy
 
 
 @pytest.fixture(scope="module")
 def archive_root(tmp_path_factory, golden_stores) -> str:
     base = tmp_path_factory.mktemp("interrupt")
-    store = base / "store"
-    shutil.copytree(golden_stores / ERIC, store)
-    for p in store.rglob("*"):
-        p.chmod(0o644 if p.is_file() else 0o755)
+    store = writable_copy(golden_stores / ERIC, base / "store")
     root = f"file://{base}/arch"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "archive",
-            "--store-dir",
-            str(store),
-            "--root",
-            root,
-            "--cluster",
-            "rmq",
-            "--broker-name",
-            "broker-a",
-            "--node",
-            "broker-a-0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
+    ship(store, root, timeout_s=120)
     return root
 
 
@@ -80,25 +52,15 @@ class Audit:
 
     def __init__(self, root: str, run_id: str):
         self.mark = uuid.uuid4().hex
-        env = {**os.environ, "HAPROOF_TEST_RUN": self.mark}
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "broker.cli",
-                "audit",
-                "--root",
-                root,
-                "--cluster",
-                "rmq",
-                "--run-id",
-                run_id,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            start_new_session=True,
+        self.proc = start_audit(
+            "--root",
+            root,
+            "--cluster",
+            "rmq",
+            "--run-id",
+            run_id,
+            env={"HAPROOF_TEST_RUN": self.mark},
+            new_session=True,
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -5,37 +5,25 @@ writes never overlap."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from contracts.audit_state import audit_lease_key
 from tests.conftest import wait_until
-
-ERIC = "EricPanGopher_rocketmq_unit_test_store"
+from tests.support.haproof_cli import ERIC, audit, ship, start_audit
 
 
 def _audit(root: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "audit",
-            "--root",
-            root,
-            "--cluster",
-            "rmq",
-            "--broker-name",
-            "broker-a",
-            "--incremental",
-            "--no-expectations",
-        ],
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return start_audit(
+        "--root",
+        root,
+        "--cluster",
+        "rmq",
+        "--broker-name",
+        "broker-a",
+        "--incremental",
+        "--no-expectations",
+        env=env,
     )
 
 
@@ -45,28 +33,7 @@ def _files_of_run(root: Path, run_id: str) -> list[Path]:
 
 def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
     root = tmp_path / "a"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "archive",
-            "--store-dir",
-            str(golden_stores / ERIC),
-            "--root",
-            f"file://{root}",
-            "--cluster",
-            "rmq",
-            "--broker-name",
-            "broker-a",
-            "--node",
-            "broker-a-0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr
+    ship(golden_stores / ERIC, f"file://{root}")
     lease_path = root / audit_lease_key("rmq", "broker-a")
 
     def held() -> dict | None:
@@ -84,23 +51,14 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
     holder = "a-run-holding-the-group"
     with GroupLeases(_open(f"file://{root}"), "rmq", ["broker-a"], holder, ttl_s=60):
         assert held()["holder"] == holder
-        b = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "broker.cli",
-                "audit",
-                "--root",
-                f"file://{root}",
-                "--cluster",
-                "rmq",
-                "--broker-name",
-                "broker-a",
-                "--incremental",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
+        b, _ = audit(
+            "--root",
+            f"file://{root}",
+            "--cluster",
+            "rmq",
+            "--broker-name",
+            "broker-a",
+            "--incremental",
         )
     assert b.returncode == 3, b.stderr[-3000:]
     assert f"another audit holds this group: run {holder}" in b.stderr
@@ -136,22 +94,8 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
     assert lag["group"] == "broker-a" and lag["runId"] == state["runId"]
     assert 0 <= lag["lagMs"] < 900_000 and lag["newestVerifiedUploadMs"] > 0
     # both runs are in the history, newest first; B left nothing there either
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "broker.cli",
-            "audit",
-            "history",
-            "--root",
-            f"file://{root}",
-            "--cluster",
-            "rmq",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    res, _ = audit(
+        "history", "--root", f"file://{root}", "--cluster", "rmq", "--json", timeout_s=120
     )
     assert res.returncode == 0, res.stderr
     assert [r["runId"] for r in json.loads(res.stdout)["runs"]] == [run_c, lease_a["holder"]]

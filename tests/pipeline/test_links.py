@@ -4,9 +4,6 @@ when no AWS credential is found."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 import urllib.request
 import uuid
 
@@ -15,6 +12,7 @@ import pytest
 from contracts.errors import AuditInputError
 from contracts.object_store import StoreSpec
 from pipeline.links import link_maker, relink
+from tests.support.haproof_cli import audit
 
 KEY = "audits/r1/broker-a/report.html"
 
@@ -52,18 +50,6 @@ def test_presigned_link_opens_the_report_over_http(s3_server, monkeypatch):
         assert resp.read() == b"<html>the report</html>"
 
 
-def _audit(env: dict, *args: str) -> tuple[subprocess.CompletedProcess, float]:
-    t0 = time.monotonic()
-    res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "audit", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return res, time.monotonic() - t0
-
-
 def _clean_env(tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HAPROOF_"))}
     return {
@@ -76,14 +62,16 @@ def _clean_env(tmp_path) -> dict:
 
 
 def test_no_credentials_is_one_line_with_the_hint_and_no_retries(tmp_path, s3_server):
-    res, took_s = _audit(
-        _clean_env(tmp_path),
+    res, took_s = audit(
         "--root",
         "s3://bkt/arch",
         "--cluster",
         "c1",
         "--endpoint-url",
         s3_server.endpoint_url,
+        env=_clean_env(tmp_path),
+        inherit=False,
+        timeout_s=120,
     )
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.splitlines()
@@ -94,16 +82,18 @@ def test_no_credentials_is_one_line_with_the_hint_and_no_retries(tmp_path, s3_se
 
 def test_haproof_variables_stand_for_the_options(tmp_path):
     env = _clean_env(tmp_path)
-    res, _ = _audit(env)
+    res, _ = audit(env=env, inherit=False, timeout_s=120)
     assert res.returncode == 2
     assert res.stderr.splitlines() == [
         "haproof audit: give --root (or $HAPROOF_ARCHIVE_ROOT) and --cluster (or $HAPROOF_CLUSTER)"
     ]
     root = f"file://{tmp_path}/arch"
-    res, _ = _audit({**env, "HAPROOF_ARCHIVE_ROOT": root, "HAPROOF_CLUSTER": "c9"})
+    env_c9 = {**env, "HAPROOF_ARCHIVE_ROOT": root, "HAPROOF_CLUSTER": "c9"}
+    res, _ = audit(env=env_c9, inherit=False, timeout_s=120)
     assert res.returncode == 2
     assert res.stderr.splitlines() == [
         f"haproof audit: no cluster 'c9' under {root}: it holds none"
     ]
-    res, _ = _audit({**env, "HAPROOF_REPORT_URL": "gopher://x"}, "--root", root, "--cluster", "c")
+    env_url = {**env, "HAPROOF_REPORT_URL": "gopher://x"}
+    res, _ = audit("--root", root, "--cluster", "c", env=env_url, inherit=False, timeout_s=120)
     assert res.returncode == 2 and "--report-url 'gopher://x'" in res.stderr

@@ -3,22 +3,8 @@ exists and the nearest name."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-
 from contracts.object_store import open_store
-
-
-def audit(*args: str) -> tuple[subprocess.CompletedProcess, float]:
-    t0 = time.monotonic()
-    res = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "audit", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return res, time.monotonic() - t0
+from tests.support.haproof_cli import audit
 
 
 def test_a_miss_is_one_line_before_spark(tmp_path):

@@ -6,8 +6,6 @@ by the ``HAPROOF_*`` variables alone. The slave's bytes are compared with the ma
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from contracts import archive_layout as layout
 from contracts.object_store import open_store
 from tests.conftest import wait_until
 from tests.support.cluster import node_conf
+from tests.support.haproof_cli import audit_json
 from tools.localcluster import free_port, start_broker, start_namesrv
 
 
@@ -126,16 +125,8 @@ def test_the_readme_steps_audit_a_live_pair(tmp_path):
             assert f.returncode in (0, -signal.SIGTERM), err
 
         # step 3: the audit, configured by the environment alone
-        env = {**os.environ, "HAPROOF_ARCHIVE_ROOT": root, "HAPROOF_CLUSTER": "DefaultCluster"}
-        res = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "audit", "--json", "--no-expectations"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=600,
-        )
-        assert res.returncode == 0, res.stderr[-3000:]
-        (group,) = json.loads(res.stdout)["groups"]
+        env = {"HAPROOF_ARCHIVE_ROOT": root, "HAPROOF_CLUSTER": "DefaultCluster"}
+        (group,) = audit_json("--no-expectations", env=env)["groups"]
         checks = {c["name"]: c for c in group["checks"]}
         replica = checks["replica_consistency"]
         assert replica["status"] == "pass" and replica["evidence"] >= top, replica
