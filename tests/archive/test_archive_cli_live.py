@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import uuid
 
 from broker.archive.shipper import NodeIdentity, Shipper
@@ -18,29 +17,14 @@ from contracts import archive_layout as layout
 from contracts.object_store import open_store
 from contracts.record.model import Message
 from tests.archive.live import CLUSTER, GROUP, archived_bytes, archived_end, log_bytes, wait_for
+from tests.support.haproof_cli import archive_argv
 from tools.s3server import DUMMY_CREDENTIALS
 
 MiB = 1024 * 1024
 
 
 def _archive_cmd(store_dir, root, *extra) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "broker.cli",
-        "archive",
-        "--store-dir",
-        str(store_dir),
-        "--root",
-        root,
-        "--cluster",
-        CLUSTER,
-        "--broker-name",
-        GROUP,
-        "--node",
-        "a",
-        *extra,
-    ]
+    return archive_argv(store_dir, root, CLUSTER, GROUP, "a", *extra)
 
 
 def _put(store: MessageStore, n: int, body_bytes: int, tag: str) -> None:

@@ -12,19 +12,12 @@ from contracts.audit_state import audit_lease_key
 from tests.conftest import wait_until
 from tests.support.haproof_cli import ERIC, audit, ship, start_audit
 
+#: an incremental audit of broker-a
+OF_THE_GROUP = ("--cluster", "rmq", "--broker-name", "broker-a", "--incremental")
+
 
 def _audit(root: str, **env: str) -> subprocess.Popen:
-    return start_audit(
-        "--root",
-        root,
-        "--cluster",
-        "rmq",
-        "--broker-name",
-        "broker-a",
-        "--incremental",
-        "--no-expectations",
-        env=env,
-    )
+    return start_audit("--root", root, *OF_THE_GROUP, "--no-expectations", env=env)
 
 
 def _files_of_run(root: Path, run_id: str) -> list[Path]:
@@ -51,15 +44,7 @@ def test_two_audits_of_one_group_never_run_at_once(tmp_path, golden_stores):
     holder = "a-run-holding-the-group"
     with GroupLeases(_open(f"file://{root}"), "rmq", ["broker-a"], holder, ttl_s=60):
         assert held()["holder"] == holder
-        b, _ = audit(
-            "--root",
-            f"file://{root}",
-            "--cluster",
-            "rmq",
-            "--broker-name",
-            "broker-a",
-            "--incremental",
-        )
+        b, _ = audit("--root", f"file://{root}", *OF_THE_GROUP)
     assert b.returncode == 3, b.stderr[-3000:]
     assert f"another audit holds this group: run {holder}" in b.stderr
     assert "Traceback" not in b.stderr

@@ -4,38 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-import sys
 
-from contracts.record.reader import decode_record
-
-ERIC = "EricPanGopher_rocketmq_unit_test_store"
+from tests.support.haproof_cli import ERIC, flipped_store, haproof_argv
+from tests.support.haproof_cli import ship as ship_store
 
 
 def haproof(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args], capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run(haproof_argv(*args), capture_output=True, text=True, timeout=300)
 
 
 def ship(store_dir, root: str) -> None:
-    res = haproof(
-        "archive",
-        "--store-dir",
-        str(store_dir),
-        "--root",
-        root,
-        "--cluster",
-        "rmq",
-        "--broker-name",
-        "broker-a",
-        "--node",
-        "broker-a-0",
-        "--chunk-max-bytes",
-        "9000",
-    )
-    assert res.returncode == 0, res.stderr
+    ship_store(store_dir, root, extra=("--chunk-max-bytes", "9000"))
 
 
 def test_golden_store_audits_clean_and_a_flipped_byte_fails_there(tmp_path, golden_stores):
@@ -59,15 +39,7 @@ def test_golden_store_audits_clean_and_a_flipped_byte_fails_there(tmp_path, gold
     assert gx["success"] and gx["suites"]
 
     bad = tmp_path / "bad"
-    shutil.copytree(golden_stores / ERIC, bad)
-    for p in bad.rglob("*"):
-        p.chmod(0o644 if p.is_file() else 0o755)
-    f = bad / "commitlog" / "00000000000000016384"
-    data = bytearray(f.read_bytes())
-    rec = decode_record(bytes(data), 172 * 5, base_offset=16384)
-    body_at = 172 * 5 + data[172 * 5 :].index(b"Once, there")
-    data[body_at] ^= 0x04
-    f.write_bytes(bytes(data))
+    rec = flipped_store(golden_stores, bad, record=5, bit=0x04)
     bad_root = f"file://{tmp_path}/badarchive"
     ship(bad, bad_root)
     res = haproof("audit", "--root", bad_root, "--cluster", "rmq", "--run-id", "r2")

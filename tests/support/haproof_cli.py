@@ -1,7 +1,8 @@
 """``haproof archive`` and ``haproof audit`` as child processes, for the pipeline and DAG tests:
 one place that builds their argv and environment, runs them and reads their JSON.
 
-``ship`` archives a RocketMQ store directory (asserting it worked); ``flipped_store`` copies a
+``ship`` archives a RocketMQ store directory (asserting it worked; ``archive_argv`` its command
+line, for a test that starts a following archiver); ``flipped_store`` copies a
 golden store with one payload byte flipped (what log_integrity must find); ``audit`` runs
 ``haproof audit ARGS`` and returns the finished process with its wall time; ``start_audit``
 starts one without waiting; ``audit_json`` runs it with ``--json``, asserts the exit status and
@@ -36,6 +37,26 @@ def _env(env: Mapping[str, str] | None, inherit: bool) -> dict[str, str] | None:
     return {**os.environ, **env} if inherit else dict(env)
 
 
+def archive_argv(
+    store_dir: Path | str, root: str, cluster: str, group: str, node: str, *extra: str
+) -> list[str]:
+    """``haproof archive`` of one node's store directory into ``root``."""
+    return haproof_argv(
+        "archive",
+        "--store-dir",
+        str(store_dir),
+        "--root",
+        root,
+        "--cluster",
+        cluster,
+        "--broker-name",
+        group,
+        "--node",
+        node,
+        *extra,
+    )
+
+
 def ship(
     store_dir: Path,
     root: str,
@@ -46,22 +67,9 @@ def ship(
     extra: tuple[str, ...] = (),
     timeout_s: float = 300,
 ) -> None:
-    """``haproof archive`` of one node's store into ``root`` (node: ``{group}-0``)."""
+    """``haproof archive`` of one node's store into ``root`` (node: ``{group}-0``), to its end."""
     res = subprocess.run(
-        haproof_argv(
-            "archive",
-            "--store-dir",
-            str(store_dir),
-            "--root",
-            root,
-            "--cluster",
-            cluster,
-            "--broker-name",
-            group,
-            "--node",
-            node or f"{group}-0",
-            *extra,
-        ),
+        archive_argv(store_dir, root, cluster, group, node or f"{group}-0", *extra),
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -84,16 +92,16 @@ def writable_copy(store_dir: Path, dest: Path) -> Path:
     return dest
 
 
-def flipped_store(golden: Path, dest: Path) -> Flipped:
-    """A copy of the golden ERIC store with one bit of a message body flipped (the fourth
-    record of the second commit-log file: "Once, there ...")."""
+def flipped_store(golden: Path, dest: Path, record: int = 3, bit: int = 0x01) -> Flipped:
+    """A copy of the golden ERIC store with ``bit`` of a message body flipped: in the record
+    ``record`` (172 bytes each) of the second commit-log file, in its "Once, there ..."."""
     writable_copy(golden / ERIC, dest)
     f = dest / "commitlog" / "00000000000000016384"
     data = bytearray(f.read_bytes())
-    at = 172 * 3 + data[172 * 3 :].index(b"Once, there")
-    data[at] ^= 0x01
+    at = 172 * record + data[172 * record :].index(b"Once, there")
+    data[at] ^= bit
     f.write_bytes(bytes(data))
-    rec = decode_record(bytes(data), 172 * 3, base_offset=16384)
+    rec = decode_record(bytes(data), 172 * record, base_offset=16384)
     return Flipped(rec.physical_offset)
 
 
