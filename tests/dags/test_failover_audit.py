@@ -91,6 +91,7 @@ def _finished_run(stack: AirflowStack, run_id: str) -> dict | None:
     mine = [
         r for r in runs if r["run_id"] == run_id or (not run_id and "asset" in r["type"].lower())
     ]
+    assert len(mine) <= 1, mine  # one failover, one run
     done = [r for r in mine if r["state"] in ("success", "failed")]
     return done[0] if done else None
 
@@ -130,7 +131,9 @@ def _failing_run_by_hand(stack: AirflowStack, root, ol) -> None:
 
 # two audits in a real Airflow: ~4 min on a quiet machine, twice that on a busy one
 @pytest.mark.timeout(1500)
-def test_a_failover_in_the_archive_starts_the_incident_audit(tmp_path, golden_stores):
+def test_a_failover_in_the_archive_starts_the_incident_audit(
+    tmp_path, golden_stores, record_property
+):
     root = tmp_path / "a"
     ship(golden_stores / ERIC, f"file://{root}")
     # a second group with one flipped byte: the failing audit, started by hand
@@ -180,6 +183,7 @@ def test_a_failover_in_the_archive_starts_the_incident_audit(tmp_path, golden_st
         "task_seconds": {t: d for t, (_, d) in run["tasks"].items()},
     }
     print(json.dumps(figure))
+    record_property("event_to_verdict", json.dumps(figure))  # in CI's JUnit XML too
     verdict_doc = json.loads((root / f"audits/{report['runId']}/verdict.json").read_text())
     assert verdict_doc["window"]["since"] == at - 15 * 60 * 1000
     (group,) = report["audit"]["groups"]
