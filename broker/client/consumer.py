@@ -383,19 +383,14 @@ class Consumer:
                 "queueId": mq.queue_id,
                 "commitOffset": offset,
             }
-            # The master, else a slave (RocketMQ's client commits to a slave when the master is
-            # down; the master takes the larger offsets back when it returns). A node that takes
-            # no commits now (a slave under offsetCommitThroughLog, a fenced master) answers
-            # SERVICE_NOT_AVAILABLE: the offset stays here, the route is read again, and the
-            # next persist commits it to the master found then.
             req = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
             try:
                 addr, resp = await self._invoke_any(mq.broker_name, req)
             except RemotingError as exc:
                 log.warning("offset commit of %s failed: %s", mq, exc)
                 continue
-            if resp.code != ResponseCode.SUCCESS:
-                self.rebalance_needed = True
+            if resp.code != ResponseCode.SUCCESS:  # a fenced master; a slave under the log
+                self.rebalance_needed = True  # kept; committed again to the master found next
                 log.info("offset commit of %s refused by %s: %s", mq, addr, resp.remark)
 
     async def close(self) -> None:
