@@ -2,8 +2,9 @@
 SYNC_MASTER group of three in controller mode with commits through the log. A slave refuses
 UPDATE_CONSUMER_OFFSET (SERVICE_NOT_AVAILABLE); the master's links to the controller go silent,
 and once its lease ends it refuses commits as it refuses sends, naming the lease; the new master
-takes the next commit; every QUERY_CONSUMER_OFFSET answer the client was given (the master
-first, the new master after) is at least every earlier one."""
+takes the next commit, and the old master, healed and demoted, still refuses; every
+QUERY_CONSUMER_OFFSET answer the client was given (the master first, the new master after) is
+at least every earlier one."""
 
 from __future__ import annotations
 
@@ -85,6 +86,15 @@ async def _run(tmp_path) -> None:
         for proxy in old.to_controllers:  # heal: the old master follows the new one
             proxy.blackhole(False)
             proxy.drop()
+        answers.append(await _query(cluster, second))
+
+        async def demoted() -> bool:
+            doc = await cluster.status(first)
+            return doc is not None and doc["brokerRole"] == "SLAVE"
+
+        await wait_for(demoted, 30_000, what="the old master following the new one")
+        resp = await _commit(cluster, first, 14)  # demoted (its gate may still name the lease)
+        assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE, resp
         answers.append(await _query(cluster, second))
         assert None not in answers and answers == sorted(answers), answers
         assert answers[-1] == 12, answers
