@@ -5,6 +5,9 @@ master's lease ending before the controller elects another, rejoin as slave; cra
 from __future__ import annotations
 
 import asyncio
+import contextlib
+
+import pytest
 
 from broker.clock import DrivenClock
 from broker.controller.config import ControllerConfig
@@ -14,8 +17,9 @@ from broker.controller.processor import ControllerProcessor
 from broker.controller.state_machine import ControllerStateMachine
 from broker.ha.broker_identity import BrokerIdentityStore, RegisterState, allocate_broker_id
 from broker.ha.controller_client import ClientConfig, ControllerClient
+from broker.remoting.codes import RequestCode as Q
 from broker.remoting.command import RemotingCommand
-from contracts.errors import RemotingError
+from contracts.errors import HaproofError, RemotingError
 
 CTL = "127.0.0.1:9878"
 
@@ -220,6 +224,85 @@ def test_a_registration_refused_by_a_deposed_leader_asks_who_leads_again(tmp_pat
         assert client.leader == CTL and client.broker_id == 1, asked[:8]
         assert node.role == "MASTER"
         await client.stop()
+        journal.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("code", "failure"),
+    [
+        (Q.CONTROLLER_GET_REPLICA_INFO, "no answer"),
+        (Q.CONTROLLER_ELECT_MASTER, "2007"),
+        (Q.CONTROLLER_ELECT_MASTER, "no answer"),
+        (Q.CONTROLLER_ALTER_SYNC_STATE_SET, "2007"),
+        (Q.CONTROLLER_ALTER_SYNC_STATE_SET, "no answer"),
+    ],
+)
+def test_a_request_refused_or_unanswered_by_the_leader_forgets_it(tmp_path, code, failure):
+    """The family of the CI failure of 2026-11-26 beyond registration: the Raft leader moves
+    (or stops answering) just as it gets a pull (1004), an election (1002) or a SyncStateSet
+    change (1001). The deposed controller still takes heartbeats (every controller does), so
+    only the refused request can tell the client: it forgets the leader at once and the next
+    round asks who leads."""
+
+    async def go():
+        clock = DrivenClock()
+        sm = ControllerStateMachine()
+        journal = Journal(tmp_path / "ctl", sm)
+        journal.open()
+        ctl = Controller(ControllerConfig(), journal, sm, clock=clock, self_addr=CTL)
+        handlers = ControllerProcessor(ctl).handlers()
+        old, state = "127.0.0.1:9877", {"armed": False, "deposed": False}
+
+        async def invoke(addr, req, timeout_ms):
+            if addr == old and state["armed"] and req.code == code:
+                state["deposed"] = True
+            if addr == CTL or not state["deposed"]:  # the old one leads: it answers the same
+                resp = await handlers[req.code](None, req)
+                if req.code == Q.CONTROLLER_GET_METADATA_INFO:
+                    leads = (addr == old) != state["deposed"]
+                    resp.ext_fields["isLeader"] = "true" if leads else "false"
+                return resp
+            if req.code == Q.CONTROLLER_GET_METADATA_INFO:
+                return req.make_response(0, ext_fields={"isLeader": "false"})
+            if req.code == Q.BROKER_HEARTBEAT:
+                return req.make_response(0, "Heart beat success")
+            if failure == "no answer":
+                await clock.sleep_ms(timeout_ms)
+                raise RemotingError(f"{old}: timed out after {timeout_ms} ms")
+            return req.make_response(2007, f"not in leader state; leader: {CTL}")
+
+        node = FakeNode(100)
+        node.clock = clock
+        (tmp_path / "b").mkdir()
+        client = ControllerClient(
+            ClientConfig("DefaultCluster", "broker-a", "127.0.0.1:10911", (old, CTL)),
+            BrokerIdentityStore(tmp_path / "b", "DefaultCluster", "broker-a"),
+            invoke,
+            node,
+            node,
+            clock,
+        )
+
+        async def a_round(call=None):
+            running = asyncio.ensure_future(call or client.run_once())
+            while not running.done():
+                await clock.advance(500)
+            with contextlib.suppress(HaproofError):
+                await running
+
+        state["armed"] = code != Q.CONTROLLER_ALTER_SYNC_STATE_SET
+        await a_round()
+        if code == Q.CONTROLLER_ALTER_SYNC_STATE_SET:
+            assert node.role == "MASTER" and client.leader == old
+            state["armed"] = True
+            await a_round(client.alter_sync_state_set({1}))
+        assert state["deposed"] and client.leader is None
+        for _ in range(3):
+            await a_round()
+        assert client.leader == CTL and node.role == "MASTER"
+        assert client.last_leader_ack_ms is not None
         journal.close()
 
     asyncio.run(go())
