@@ -46,6 +46,20 @@ def _client(tmp_path, flush_disk_type: str, reconciler=None) -> tuple[HAClient, 
     return client, log
 
 
+async def _master_and_slave(tmp_path):
+    """Node ``a``, a SYNC_MASTER, and node ``b``, its slave (HA address configured)."""
+    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+    ha = f"127.0.0.1:{a.replication.ha.port}"
+    try:
+        b = await node(
+            tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b", haMasterAddress=ha
+        )
+    except BaseException:
+        await stop(a)
+        raise
+    return a, b
+
+
 def test_a_sync_flush_slave_acknowledges_only_what_it_flushed(tmp_path):
     client, log = _client(tmp_path, "SYNC_FLUSH")
     assert client._ack_offset() == 700 and log.flushes == 1
@@ -71,15 +85,7 @@ def test_no_unchecked_replication_into_a_log_that_has_epochs(tmp_path, entries):
 
 @async_test
 async def test_a_slave_refuses_to_cut_its_log_to_a_stale_master_or_to_a_slave(tmp_path):
-    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-    b = await node(
-        tmp_path,
-        "b",
-        brokerRole="SLAVE",
-        brokerId=1,
-        nodeName="b",
-        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
-    )
+    a, b = await _master_and_slave(tmp_path)
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
         await put(a, 1)
@@ -124,15 +130,7 @@ async def test_promote_takes_an_epoch_no_lower_than_min_epoch(tmp_path):
 
 @async_test
 async def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
-    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-    b = await node(
-        tmp_path,
-        "b",
-        brokerRole="SLAVE",
-        brokerId=1,
-        nodeName="b",
-        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
-    )
+    a, b = await _master_and_slave(tmp_path)
     addrs = [a.config.broker_addr, b.config.broker_addr]
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
@@ -207,15 +205,7 @@ async def test_a_master_renewing_its_epoch_while_a_slave_reconciles_costs_no_cut
     connected, and the slave then took the new epoch's bytes under the old epoch's entry; a
     later rejoin cut them although the master held them. Now the slave checks the master's
     epochs once connected, before its first report, and reconciles again when they moved."""
-    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-    b = await node(
-        tmp_path,
-        "b",
-        brokerRole="SLAVE",
-        brokerId=1,
-        nodeName="b",
-        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
-    )
+    a, b = await _master_and_slave(tmp_path)
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
         await put(a, 1)
