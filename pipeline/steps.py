@@ -289,7 +289,7 @@ def run_pipeline(cfg: PipelineConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """audit → suites → report → publish; returns (the audit's full summary, the published
     document). GX's import starts beside the Spark jobs when the suites will run."""
     if cfg.expectations:
-        from expectations.validation import prefetch
+        from expectations.gx_import import prefetch
 
         master = cfg.spark_master or os.environ.get("HAPROOF_SPARK_MASTER") or ""
         connect = ["pyspark.sql.connect.session"] if master.startswith("sc://") else []
