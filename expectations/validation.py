@@ -25,6 +25,7 @@ from expectations.gx_import import await_import
 SITE = "haproof"
 RESULT_FORMAT = {"result_format": "SUMMARY"}
 
+
 class SuiteRunner:
     """One GX context with every suite, for every group of a run."""
 

@@ -285,15 +285,22 @@ def publish_step(
     return doc
 
 
+def prefetch_gx(cfg: PipelineConfig) -> None:
+    """When the suites will run in this process: GX's import started beside the Spark jobs
+    (``expectations/gx_import.py``), the modules both import first."""
+    if not cfg.expectations:
+        return
+    from expectations.gx_import import prefetch
+
+    master = cfg.spark_master or os.environ.get("HAPROOF_SPARK_MASTER") or ""
+    connect = ["pyspark.sql.connect.session"] if master.startswith("sc://") else []
+    prefetch("pandas", "pyarrow.parquet", "pyspark.sql", *connect)
+
+
 def run_pipeline(cfg: PipelineConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """audit → suites → report → publish; returns (the audit's full summary, the published
     document). GX's import starts beside the Spark jobs when the suites will run."""
-    if cfg.expectations:
-        from expectations.gx_import import prefetch
-
-        master = cfg.spark_master or os.environ.get("HAPROOF_SPARK_MASTER") or ""
-        connect = ["pyspark.sql.connect.session"] if master.startswith("sc://") else []
-        prefetch("pandas", "pyarrow.parquet", "pyspark.sql", *connect)
+    prefetch_gx(cfg)
     summary = audit_step(cfg)
     audit = compact(summary)
     gx = expectations_step(cfg, audit) if cfg.expectations else []

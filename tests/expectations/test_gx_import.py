@@ -65,8 +65,8 @@ def test_a_deferred_module_is_imported_on_first_read_and_then_is_the_real_one(
 
     _package(tmp_path, monkeypatch, "haproof_deferred_a")
     defer("haproof_deferred_a.sub")
-    from haproof_deferred_a import sub
     import haproof_deferred_a.sub as again
+    from haproof_deferred_a import sub
 
     assert isinstance(sub, Deferred) and again is sub and not sub.loaded
     assert builtins._gx_import_runs == 0  # imported by name only: not run
