@@ -6,7 +6,7 @@ background thread that starts it early.
 heavy third-party modules at module level for work the suites never do: ``scipy.stats`` (the KL
 divergence and Kolmogorov-Smirnov expectations) and ``altair`` (the KL divergence's charts).
 Those two were 60 % of the import (4.4 of 7 CPU s; measured with ``python -X importtime``,
-see docs/audit.md "Fixed overhead"). Two measures, both outside GX's code:
+see docs/benchmarks.md, "Where a small audit's time goes"). Two measures, both outside GX's code:
 
 - :data:`UNUSED_BACKENDS`: GX's optional back ends (SQL, Spark ML, cloud SDKs) that GX imports
   only when installed (``great_expectations/compatibility/``, ``try: import ... except

@@ -26,9 +26,10 @@ fresh Python process per run, as a user's command would, ``--runs`` times after 
   (figures other jobs on a shared machine move far less than wall time);
 - ``gx_import_alone_s``, ``gx_import_alone_cpu_s``: GX's import as the step does it
   (``expectations/gx_import.py``), alone in a fresh process (pandas, pyarrow and pyspark
-  imported before), for scale.
+  imported before), for scale; ``bytecode_cached``: whether the installed packages have their
+  bytecode (``scripts/bootstrap`` compiles it; without it every run compiles them again).
 
-Where the time goes, and what was cut: docs/audit.md "Fixed overhead".
+Where the time goes, and what was cut: docs/benchmarks.md, "Where a small audit's time goes".
 """
 
 from __future__ import annotations
@@ -228,12 +229,23 @@ def run(args: argparse.Namespace) -> int:
                 **figures,
                 "gx_import_alone_s": alone[0],
                 "gx_import_alone_cpu_s": alone[1],
+                "bytecode_cached": _bytecode_cached(),
                 "load_avg_1m": round(os.getloadavg()[0], 1),
                 "cpus": os.cpu_count(),
             }
         )
     )
     return 0 if all(r["passed"] for r in runs) else 1
+
+
+def _bytecode_cached() -> bool:
+    """Whether the installed packages have their bytecode (``scripts/bootstrap`` compiles it):
+    without it, and with PYTHONDONTWRITEBYTECODE set, each run compiles every module again."""
+    import importlib.util
+
+    import pandas
+
+    return os.path.exists(importlib.util.cache_from_source(pandas.__file__))
 
 
 def start_connect_server(timeout_s: float = 300) -> tuple[subprocess.Popen, str]:
