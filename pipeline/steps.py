@@ -133,12 +133,12 @@ def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
     with leases:
         interrupt.at_interrupt(leases.release_now)  # a signal releases them too
         try:
-            return _audit(dataclasses.replace(cfg, run_id=run_id), leases.check)
+            return _audit(dataclasses.replace(cfg, run_id=run_id), leases.check, groups)
         finally:
             interrupt.forget(leases.release_now)
 
 
-def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:
+def _audit(cfg: PipelineConfig, before_save, groups: list[str]) -> dict[str, Any]:
     from spark_jobs.audit import AuditOptions, run_audit
     from spark_jobs.session import get_spark
 
@@ -155,6 +155,7 @@ def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:
         max_duplicated=cfg.max_duplicated,
         max_redelivered=cfg.max_redelivered,
         before_save=before_save,
+        broker_names=tuple(groups),
     )
     try:
         opts.spec.open()
