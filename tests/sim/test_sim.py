@@ -205,6 +205,62 @@ def test_election_overflow_is_caught_and_the_same_schedule_passes_without_it():
     assert not run_seed(outcome.seed, 30.0, controller=True).failed
 
 
+def test_offset_copy_is_caught_and_the_same_schedule_passes_without_it():
+    """Offsets copied to slaves only periodically (offsetCommitThroughLog off, RocketMQ's
+    behaviour): after a crash or a failover a query answers an older committed offset."""
+    outcome = _first_catch("offset-copy", range(daily_first_seed(), 10**9), 30.0, 240.0)
+    assert outcome is not None, "offset-copy not caught within the budget"
+    assert outcome.violation.name == "offset-regressed"
+    assert outcome.controller
+    clean = run_seed(outcome.seed, 30.0, controller=True)
+    assert not clean.failed and clean.offset_answers > 0, clean.violation
+
+
+def _controller_fault_seeds(first: int):
+    from tools.sim.schedule import draw
+
+    for seed in range(first, 10**9):
+        steps, _ = draw(seed, 30.0, True)
+        if any(s.kind in ("ctl-kill", "ctl-power") for s in steps):
+            yield seed
+
+
+def test_the_controller_crashes_and_restarts_from_its_journal():
+    """A schedule with a controller crash: the restarted controller replays its journal
+    (snapshot and records), brokers register again, and the group elects on."""
+    seed = next(_controller_fault_seeds(daily_first_seed()))
+    outcome = run_seed(seed, 30.0, controller=True)
+    assert not outcome.failed, f"seed {seed}: {outcome.violation}"
+    assert any("ctl-" in line for line in outcome.trace)
+    assert any("controller up:" in line for line in outcome.trace)
+
+
+def test_a_controller_that_forgets_its_journal_is_caught(monkeypatch):
+    """The check behind ``epoch-reused``: a controller restarted without its journal (amnesia)
+    hands out epochs again, and the run fails."""
+    import shutil
+
+    from tools.sim.controller import SimController
+
+    crash = SimController.crash
+
+    async def forgetful(self, power):
+        notes = await crash(self, power)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return notes
+
+    monkeypatch.setattr(SimController, "crash", forgetful)
+    seeds = _controller_fault_seeds(daily_first_seed())
+    caught = None
+    for seed, _ in zip(seeds, range(10), strict=False):
+        outcome = run_seed(seed, 30.0, controller=True)
+        if outcome.failed:
+            caught = outcome
+            break
+    assert caught is not None, "a controller without its journal went unnoticed"
+    assert caught.violation.name in ("epoch-reused", "epoch-monotonic", "one-master-per-epoch")
+
+
 def test_cli_lists_bugs_and_prints_one_json_line(tmp_path):
     from broker.cli import main
 
@@ -215,6 +271,7 @@ def test_cli_lists_bugs_and_prints_one_json_line(tmp_path):
         "unclean-election",
         "election-overflow",
         "write-after-lease",
+        "offset-copy",
     }
 
 

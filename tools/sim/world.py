@@ -29,6 +29,7 @@ from tools.sim.invariants import Checker, Violation, log_bytes
 from tools.sim.load import consume, produce
 from tools.sim.net import SimNetwork
 from tools.sim.node import BROKER_NAME, SimNode, sim_store_start
+from tools.sim.offsets import offsets
 from tools.sim.operator import Operator
 from tools.sim.schedule import Knobs, Step, draw
 from tools.sim.vloop import NODE, VirtualLoop, virtual_time
@@ -36,7 +37,7 @@ from tools.sim.vloop import NODE, VirtualLoop, virtual_time
 NAMES = ("a", "b", "c")
 IPS = {"a": "127.0.1.1", "b": "127.0.1.2", "c": "127.0.1.3"}
 # planted bugs whose site is in the controller or its client: they need controller mode
-CONTROLLER_BUGS = frozenset({"election-overflow", "write-after-lease"})
+CONTROLLER_BUGS = frozenset({"election-overflow", "write-after-lease", "offset-copy"})
 CHECK_EVERY_S = 1.0
 CONVERGE_S = 60.0
 
@@ -54,6 +55,7 @@ class Outcome:
     reads: int = 0
     reads_beyond_confirm: int = 0
     reads_lost: int = 0
+    offset_answers: int = 0
 
     @property
     def failed(self) -> bool:
@@ -79,7 +81,7 @@ class World:
         self.checker = Checker()
         self.trace: list[str] = []
         # the real controller elects; without it, the operator promotes (the classic mode)
-        self.ctl = SimController(self, BROKER_NAME) if controller else None
+        self.ctl = SimController(self, BROKER_NAME, root) if controller else None
         self.operator = None if controller else Operator(self)
         self.checker.node_epochs_monotonic = not controller
         self.nodes = {n: SimNode(self, n, IPS[n], root) for n in NAMES}
@@ -91,6 +93,8 @@ class World:
         self.reads_beyond_confirm = 0
         self.strict_reads = controller  # read-beyond-confirm a violation (the read gate's promise)
         self.seq = 0
+        self.consumed = dict.fromkeys(range(4), 0)  # the consumer's next offset per queue
+        self.offset_answers = 0
 
     def log(self, text: str) -> None:
         self.trace.append(f"t={self.loop.time() - 1000:9.3f} {text}")
@@ -146,7 +150,7 @@ class World:
             if sim.up:
                 role = sim.node.role
                 self.checker.observe(sim.name, role.role.is_master, role.epoch)
-        if self.ctl is not None:
+        if self.ctl is not None and self.ctl.up:  # (a restart's replay must not go back)
             self.checker.observe_controller(self.ctl.master()[1])
         master = self.master()
         if master is not None:
@@ -162,6 +166,8 @@ class World:
         op_ctx = contextvars.copy_context()
         op_ctx.run(NODE.set, "op")
         background = [self.loop.create_task(consume(self), context=op_ctx)]
+        if self.ctl is not None:  # (classic mode's schedules stay as they were)
+            background.append(self.loop.create_task(offsets(self, self.consumed), context=op_ctx))
         if self.operator is not None:
             background.append(self.loop.create_task(self.operator.run(), context=op_ctx))
         for pid in range(self.knobs.producers):
@@ -192,6 +198,8 @@ class World:
         self.producing = False
         self.log("faults stop: heal, restart, normal disks")
         self.net.heal()
+        if self.ctl is not None:
+            await self.faults.restart_controller()
         for sim in self.nodes.values():
             sim.slow_disk_ms = 0.0
             await self.faults.restart(sim)
@@ -301,6 +309,7 @@ def run_seed(
             outcome.reads = world.reads
             outcome.reads_beyond_confirm = world.reads_beyond_confirm
             outcome.reads_lost = world.checker.reads_lost
+            outcome.offset_answers = world.offset_answers
     finally:
         logging.disable(logging.NOTSET)
         message_store.MessageStore.start = saved_start
