@@ -68,6 +68,7 @@ class SimController:
         self.elections: list[tuple[float, int, int]] = []  # (time, epoch, broker id)
         self.handed: dict[int, int] = {}  # epoch -> the broker id it was handed to
         self.up = False
+        self.down_since: float | None = None  # virtual time of its last crash, while down
         self.starting = False
         self.replaying = False
         self._build()
@@ -110,6 +111,7 @@ class SimController:
         self.server = server
         self.controller.housekeeping.start()
         self.up = True
+        self.down_since = None
         bid, epoch = self.master()
         if replayed or epoch:
             self.world.log(
@@ -123,6 +125,7 @@ class SimController:
             return []
         self.up = False
         world = self.world
+        self.down_since = world.loop.time()
         world.net.node_down(CTL, reset_peers=not power)
         loop = asyncio.get_running_loop()
         for _ in range(20):  # cancelled tasks may start others on their way out

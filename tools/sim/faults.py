@@ -106,6 +106,7 @@ class Faults:
         elif kind == "heal":
             world.log(step.describe())
             world.net.heal()
+            world.ctl_cut.clear()
         elif kind == "fast-disk":
             world.log(step.describe())
             for s in world.nodes.values():
@@ -155,6 +156,9 @@ class Faults:
             pairs = [(s.name, CTL) for s in world.nodes.values()]
         else:
             pairs = [(master.name, world.rt_rng.choice(slaves))]
+        now = world.loop.time()
         for x, y in pairs:
             world.net.partition(x, y)
+            if y == CTL:  # its lease must end within LEASE_MS from now (``lease-outlived``)
+                world.ctl_cut.setdefault(x, now)
         world.log(f"{step.describe()} -> " + ", ".join(f"{x}|{y}" for x, y in pairs))

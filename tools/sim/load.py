@@ -51,6 +51,7 @@ async def produce(world: World, pid: int) -> None:
         try:
             if world.ctl is not None:
                 world.checker.on_write(sim, node.role.epoch, world.loop.time(), world.ctl)
+                world.check_lease(sim)
         except Violation as v:
             world.fail(v)
         try:

@@ -91,17 +91,31 @@ def draw(seed: int, seconds: float, controller: bool = False) -> tuple[list[Step
 
 def _controller_faults(seed: int, seconds: float) -> list[tuple[float, str, str, float]]:
     """The controller's own faults, from a generator of their own (the other steps of a seed
-    stay what they were): a crash (kill or power loss) and its restart after a drawn delay,
-    or every broker cut from the controller (leases end; nobody elects) until a heal."""
+    stay what they were): a crash (kill or power loss) and its restart after a drawn delay
+    (a blink or seconds); every broker cut from the controller (leases end; nobody elects)
+    until a heal; or the master cut from the controller, then the controller blinking (its
+    slaves heartbeat the new process first, while the master's lease still holds)."""
     rng = random.Random(seed * 104_729 + 3)
     out: list[tuple[float, str, str, float]] = []
     for _ in range(rng.choice((0, 1, 1, 2))):
         at = round(rng.uniform(1.0, max(1.5, seconds - 2.0)), 3)
-        kind = rng.choice(("ctl-kill", "ctl-power", "partition"))
-        back = round(at + rng.uniform(0.3, 8.0), 3)
+        kind = rng.choice(("ctl-kill", "ctl-power", "partition", "blind-restart"))
+        down = round(rng.choice((rng.uniform(0.05, 0.5), rng.uniform(0.5, 8.0))), 3)
         if kind == "partition":
             out.append((at, kind, "all-ctl", 0.0))
-            out.append((back, "heal", "all", 0.0))
+            out.append((round(at + rng.uniform(0.3, 8.0), 3), "heal", "all", 0.0))
+        elif kind == "blind-restart":
+            out.append((at, "partition", "master-ctl", 0.0))
+            crash = round(at + rng.uniform(0.0, 1.5), 3)
+            out.append(
+                (
+                    crash,
+                    rng.choice(("ctl-kill", "ctl-power")),
+                    "controller",
+                    max(0.05, round(down % 0.5, 3)),
+                )
+            )
+            out.append((round(crash + rng.uniform(3.0, 8.0), 3), "heal", "all", 0.0))
         else:
-            out.append((at, kind, "controller", round(back - at, 3)))
+            out.append((at, kind, "controller", down))
     return sorted(out)

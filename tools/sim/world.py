@@ -28,7 +28,7 @@ from tools.sim.faults import Faults
 from tools.sim.invariants import Checker, Violation, log_bytes
 from tools.sim.load import consume, produce
 from tools.sim.net import SimNetwork
-from tools.sim.node import BROKER_NAME, SimNode, sim_store_start
+from tools.sim.node import BROKER_NAME, LEASE_MS, SimNode, sim_store_start
 from tools.sim.offsets import offsets
 from tools.sim.operator import Operator
 from tools.sim.schedule import Knobs, Step, draw
@@ -40,6 +40,7 @@ IPS = {"a": "127.0.1.1", "b": "127.0.1.2", "c": "127.0.1.3"}
 CONTROLLER_BUGS = frozenset({"election-overflow", "write-after-lease", "offset-copy"})
 CHECK_EVERY_S = 1.0
 CONVERGE_S = 60.0
+LEASE_SLACK_S = 0.01  # the lease watch fences 1 ms after the lease's end
 
 
 @dataclass
@@ -93,6 +94,7 @@ class World:
         self.reads_beyond_confirm = 0
         self.strict_reads = controller  # read-beyond-confirm a violation (the read gate's promise)
         self.seq = 0
+        self.ctl_cut: dict[str, float] = {}  # node -> since when it cannot reach the controller
         self.consumed = dict.fromkeys(range(4), 0)  # the consumer's next offset per queue
         self.offset_answers = 0
 
@@ -130,6 +132,22 @@ class World:
         if self.knobs.crash_after_truncation:
             delay = self.rt_rng.uniform(0.0, 0.003)
             self.loop.call_later(delay, self.faults.spawn_crash, sim, True, "after truncation")
+
+    def check_lease(self, sim: SimNode) -> None:
+        """A write accepted by ``sim`` (controller mode): not after its lease must have ended,
+        ``LEASE_MS`` after it lost the controller (cut from it, or the controller down: every
+        heartbeat acknowledged before was sent before)."""
+        ctl = self.ctl
+        lost = [t for t in (self.ctl_cut.get(sim.name), ctl.down_since) if t is not None]
+        if lost and self.loop.time() > min(lost) + LEASE_MS / 1000 + LEASE_SLACK_S:
+            since = min(lost) - 1000
+            self.fail(
+                Violation(
+                    "lease-outlived",
+                    f"{sim.name} accepted a write at t={self.loop.time() - 1000:.3f}, its lease "
+                    f"of {LEASE_MS} ms ended after it lost the controller at t={since:.3f}",
+                )
+            )
 
     def master(self) -> SimNode | None:
         """The node the controller (the operator) names master, when it is up and has taken the
@@ -198,6 +216,7 @@ class World:
         self.producing = False
         self.log("faults stop: heal, restart, normal disks")
         self.net.heal()
+        self.ctl_cut.clear()
         if self.ctl is not None:
             await self.faults.restart_controller()
         for sim in self.nodes.values():
@@ -271,13 +290,16 @@ def run_seed(
     keep: set[int] | None = None,
     strict_reads: bool | None = None,
     controller: bool = False,
+    steps: list[Step] | None = None,
 ) -> Outcome:
     """One schedule. ``keep``: the indices of the schedule's steps to run (None: all);
     ``strict_reads``: a read beyond the master's confirmOffset is a violation (None: in
     controller mode, whose nodes gate reads at it; classic HA serves them); ``controller``:
-    the real controller elects (else the operator promotes)."""
+    the real controller elects (else the operator promotes); ``steps``: these steps instead
+    of the seed's (a test's hand-written schedule; the seed still draws everything else)."""
     controller = controller or bool(bugs & CONTROLLER_BUGS)
-    steps, knobs = draw(seed, seconds, controller)
+    drawn, knobs = draw(seed, seconds, controller)
+    steps = drawn if steps is None else steps
     if keep is not None:
         steps = [s for s in steps if s.index in keep]
     root = tempfile.mkdtemp(prefix=f"haproof-sim-{seed}-", dir=_sim_dir())
