@@ -20,6 +20,10 @@ switch is read at the bug's site (``if planted_bugs.active("early-ack")``), nowh
 - ``write-after-lease``: a master whose lease ended (no heartbeat acknowledged by the controller
   leader for ``controllerLeaseMills``) is not fenced and keeps taking writes (#7017's two
   masters). Site: ``broker/ha/controller_client.py`` ``_check_lease``.
+- ``offset-copy``: consumer offset commits are not records of the log (``offsetCommitThroughLog``
+  off, RocketMQ's behaviour): a master answers a commit from its table, slaves get the table
+  only by SlaveSynchronize's periodic copy, and a restart or a failover answers an older
+  offset. Site: ``broker/node.py`` ``BrokerNode.__init__``.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ class BrokerHeartbeatManager:
         self.clock = clock
         self.table: dict[BrokerKey, BrokerLiveInfo] = {}
         self.started_ms = clock.monotonic_ms()
+        self.heard: set[BrokerKey] = set()  # every broker heard from since the start (bounded)
 
     def on_heartbeat(
         self,
@@ -79,6 +80,8 @@ class BrokerHeartbeatManager:
         if prev is None:
             if len(self.table) >= MAX_LIVE_BROKERS:
                 return False
+            if len(self.heard) < MAX_LIVE_BROKERS:  # (past it: the grace holds for the rest)
+                self.heard.add(key)
             self.table[key] = BrokerLiveInfo(
                 broker_name,
                 broker_addr,
@@ -112,12 +115,13 @@ class BrokerHeartbeatManager:
         """Whether the broker may still believe itself alive: its last heartbeat is within its
         timeout, even if its connection closed since. A master's lease (at most 80 % of that
         timeout, counted from a heartbeat sent before this one arrived) may hold until then. One
-        not heard from since this controller started may hold one until ``RESTART_GRACE_MS``
+        never heard from since this controller started may hold one until ``RESTART_GRACE_MS``
         after the start (its last heartbeat went to the process before)."""
-        info = self.table.get((cluster, broker_name, broker_id))
+        key = (cluster, broker_name, broker_id)
+        info = self.table.get(key)
         now = self.clock.monotonic_ms()
-        if info is None:
-            return now - self.started_ms <= RESTART_GRACE_MS
+        if info is None:  # expired since (its lease ended with it), or never heard from
+            return key not in self.heard and now - self.started_ms <= RESTART_GRACE_MS
         return now - info.lastUpdateMs <= info.heartbeatTimeoutMs
 
     def live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
