@@ -25,12 +25,12 @@ TIMEOUT_MS = 1000
 
 
 async def offsets(world: World, consumed: dict[int, int]) -> None:
-    """Every 0.1 to 0.6 s: commit a queue's consumed position, query another queue."""
+    """Every 0.25 to 1.25 s: commit a queue's consumed position, query another queue."""
     rng = world.rt_rng
     client = RemotingClient()
     try:
         while world.producing:
-            await asyncio.sleep(rng.uniform(0.1, 0.6))
+            await asyncio.sleep(rng.uniform(0.25, 1.25))
             sim = world.master()
             if sim is None or not world.producing:
                 continue
