@@ -81,8 +81,13 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
     return EXTRA_OF_MODULE.get(top)
 
 
-def load_group(group: str, subparsers: argparse._SubParsersAction) -> None:
-    for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+def load_group(group: str, subparsers: argparse._SubParsersAction, only: str | None = None) -> None:
+    """Register the group's plug-ins; ``only``: just the one of that name when there is one (a
+    command's start-up then imports no other command's modules: 0.4 CPU s for all of them)."""
+    eps = sorted(entry_points(group=group), key=lambda e: e.name)
+    if any(ep.name == only for ep in eps):
+        eps = [ep for ep in eps if ep.name == only]
+    for ep in eps:
         try:
             register = ep.load()
         except ModuleNotFoundError as exc:
@@ -103,7 +108,8 @@ def _unavailable(name: str, reason: str):
     return run
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI, or with ``command`` (a subcommand's name) that command alone."""
     parser = argparse.ArgumentParser(
         prog="haproof",
         description="Prove that RocketMQ-style master/slave replication kept its promises.",
@@ -113,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"haproof {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    load_group("haproof.commands", sub)
+    load_group("haproof.commands", sub, only=command)
     add_exit_code_epilogs(parser)
     return parser
 
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         from broker.archive import prune_cli
 
         return prune_cli.main(argv[head + 2 :])
-    parser = build_parser()
+    parser = build_parser(argv[head] if len(argv) > head else None)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),

@@ -247,12 +247,9 @@ class BrokerNode:
         """Every request code this node answers: the request processors' and the services'."""
         store, config = self.store, self.config
         send = SendProcessor(store, config, self.topics, self.stats, self.replication, self.gate)
-        pull = PullProcessor(
-            store, config, self.consumers, self.long_poll, self.stats, offset_log=self.offset_log
-        )
-        admin = AdminProcessor(
-            store, config, self.role, self.consumers, self.registration, offset_log=self.offset_log
-        )
+        hooks = {"offset_log": self.offset_log, "gate": self.gate}  # offset commits, fencing
+        pull = PullProcessor(store, config, self.consumers, self.long_poll, self.stats, **hooks)
+        admin = AdminProcessor(store, config, self.role, self.consumers, self.registration, **hooks)
         sendback = SendBackProcessor(store, config, send, self.registration)
         processors = {
             **send.handlers(),

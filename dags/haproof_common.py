@@ -17,6 +17,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+#: the suites' results when the audit task ran them (``_suites_in_audit``)
+SUITES_IN_AUDIT_XCOM = "expectations_in_audit"
+
+
 class AuditConfigError(ValueError):
     """A DAG run was started without what it needs (no archive root, no cluster...)."""
 
@@ -147,7 +151,9 @@ def audit_pipeline(*, incremental: bool) -> None:
 
     The task that failed turns red: ``audit`` fails (AirflowFailException: no retry) with the
     verdict's summary as its error when a check failed, or had no evidence while
-    ``require_evidence`` is set; ``expectations`` fails when a suite failed. Each pushes its
+    ``require_evidence`` is set; ``expectations`` fails when a suite failed (the audit task runs
+    the suites, GX's import beside its Spark jobs, and hands their results over: the
+    expectations task then does not import GX at all; ``_suites_in_audit``). Each pushes its
     results first (XComs ``audit_summary``, ``expectations_results``), and the later tasks run
     whatever happened before them (trigger rule ``all_done``): the suites still judge a failed
     audit's tables, and ``report`` still builds and publishes every report. ``report`` fails
@@ -279,32 +285,56 @@ def _audit_summary(ti) -> dict:
 
 def run_audit_task(cfg: dict, ti) -> dict:
     """The Spark jobs; pushes the compact summary and hands the checks to the OpenLineage
-    events (``haproof_lineage``), then fails with the verdict's line when the audit did not
-    pass."""
+    events (``haproof_lineage``); runs the suites too (:func:`_suites_in_audit`), then fails
+    with the verdict's line when the audit did not pass."""
     use_s3_connection(cfg)
     from haproof_alerts import SUMMARY_XCOM
     from haproof_lineage import record_checks
 
     from pipeline.alerts import verdict_line
-    from pipeline.steps import PipelineConfig, audit_step, compact
+    from pipeline.steps import PipelineConfig, audit_step, compact, prefetch_gx
 
-    summary = compact(audit_step(PipelineConfig.from_json(cfg)))
+    config = PipelineConfig.from_json(cfg)
+    prefetch_gx(config)
+    summary = compact(audit_step(config))
     ti.xcom_push(SUMMARY_XCOM, summary)
     record_checks(ti, cfg, summary)
+    _suites_in_audit(config, summary, ti)
     if not summary["passed"]:
         raise _fail(verdict_line(summary))
     return summary
 
 
+def _suites_in_audit(config, summary: dict, ti) -> None:
+    """The suites' results, computed in the audit task, for the expectations task to judge
+    (XCom ``SUITES_IN_AUDIT_XCOM``): GX's import (seconds) then runs beside the Spark jobs
+    instead of alone at the start of the expectations task. The audit task never fails for
+    them: a suite that cannot run leaves no results, and the expectations task runs the suites
+    itself and fails with the cause."""
+    if not config.expectations:
+        return
+    from pipeline.steps import expectations_step
+
+    try:
+        gx = expectations_step(config, summary)
+    except Exception as exc:  # judged again, and reported, by the expectations task
+        log.warning("suites not run in the audit task (the expectations task runs them): %r", exc)
+        return
+    ti.xcom_push(SUITES_IN_AUDIT_XCOM, gx)
+
+
 def run_expectations_task(cfg: dict, ti) -> list:
-    """The GX suites over the audit's tables (a failed audit's too); fails on a failed suite."""
+    """The GX suites over the audit's tables (a failed audit's too): the results the audit task
+    computed, else the suites run here; fails on a failed suite."""
     use_s3_connection(cfg)
     from haproof_alerts import GX_XCOM
 
     from pipeline.steps import PipelineConfig, expectations_step
 
     config = PipelineConfig.from_json(cfg)
-    gx = expectations_step(config, _audit_summary(ti)) if config.expectations else []
+    gx = ti.xcom_pull(task_ids="audit", key=SUITES_IN_AUDIT_XCOM) if config.expectations else []
+    if gx is None:
+        gx = expectations_step(config, _audit_summary(ti))
     ti.xcom_push(GX_XCOM, gx)
     failed = [f"{r['brokerName']}: {', '.join(r['failedSuites'])}" for r in gx if not r["success"]]
     if failed:

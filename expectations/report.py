@@ -7,7 +7,7 @@ Data Docs once, uploads the HTML under ``audits/{runId}/{brokerName}/report/`` a
 ``expectations.json`` (one entry per suite: success, and each failed expectation with what it
 found) beside the audit's ``verdict.json``.
 
-GX is imported inside the call, or ahead of it by ``validation.prefetch`` (it takes seconds to
+GX is imported inside the call, or ahead of it by ``gx_import.prefetch`` (it takes seconds to
 import and must not slow a DAG's parse).
 """
 

@@ -7,79 +7,23 @@ no checkpoint and no action per suite) and builds that group's Data Docs site on
 seven results. Before, each suite ran through a checkpoint of its own whose action rebuilt the
 site: seven site builds per group (the step's own work 1.6 CPU s for one small group, now 0.6).
 
-Most of the step is GX's import (5.5-6 CPU s; scipy, Altair, its own hundreds of modules). Its
-optional SQL, Spark ML and cloud back ends are kept out of it (:data:`UNUSED_BACKENDS`), and
-:func:`prefetch` starts it on a background thread, so a caller that knows the suites will run
-(``pipeline.steps.run_pipeline``, during the Spark jobs) waits less for it afterwards. Every
+Most of the step is GX's import: what is kept out of it and deferred, and the thread that starts
+it early (``pipeline.steps.run_pipeline``, during the Spark jobs), are
+``expectations/gx_import.py``. Every
 phase is timed (:attr:`SuiteRunner.timings_s`: import, context, suites, validation, docs; the
 report adds reading the tables and publishing), as ``haproof bench overhead`` reports them.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
 import time
 from typing import Any
 
 from expectations import suites
+from expectations.gx_import import await_import
 
 SITE = "haproof"
 RESULT_FORMAT = {"result_format": "SUMMARY"}
-
-_prefetched: threading.Thread | None = None
-_prefetch_lock = threading.Lock()
-
-
-#: GX's optional back ends the suites never use (they validate pandas DataFrames): GX imports
-#: each only when it is installed (``great_expectations/compatibility/``), and the audit's
-#: environment has them for other reasons (Airflow's SQLAlchemy, pyspark's ML, cloud SDKs), which
-#: made a fifth of GX's import. Not yet imported by anything else, they are kept out of it, as on
-#: an install without GX's sql/spark/cloud extras (GX's own stand-ins take their place).
-UNUSED_BACKENDS = ("sqlalchemy", "pyspark.ml", "google.cloud", "azure")
-
-
-def _import_gx() -> None:
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no route to the internet
-    if "great_expectations.expectations" in sys.modules:
-        return
-    hidden = [name for name in UNUSED_BACKENDS if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  # an import of it: ImportError
-    try:
-        import great_expectations  # noqa: F401
-        import great_expectations.expectations  # noqa: F401
-        from great_expectations.core.run_identifier import RunIdentifier  # noqa: F401
-    finally:
-        for name in hidden:
-            if sys.modules.get(name, 0) is None:
-                del sys.modules[name]
-
-
-def prefetch(*shared: str) -> None:
-    """Start importing GX on a daemon thread (once); :class:`SuiteRunner` waits for it.
-
-    ``shared``: modules the caller imports too while GX's import runs (pyspark's, pandas): they
-    are imported here first, in the caller's thread, so the two threads never import one
-    package at once (a circular import inside it could then be seen half-initialised)."""
-    import importlib
-
-    global _prefetched
-    for name in shared:
-        importlib.import_module(name)
-    with _prefetch_lock:
-        if _prefetched is None:
-            _prefetched = threading.Thread(target=_import_gx, name="gx-import", daemon=True)
-            _prefetched.start()
-
-
-def _await_import() -> None:
-    with _prefetch_lock:
-        thread = _prefetched
-    if thread is not None:
-        thread.join()
-    _import_gx()  # imported already (a no-op), or the thread failed: raise its error here
 
 
 class SuiteRunner:
@@ -88,7 +32,7 @@ class SuiteRunner:
     def __init__(self) -> None:
         self.timings_s: dict[str, float] = {}
         t0 = time.perf_counter()
-        _await_import()
+        await_import()
         import great_expectations as gx
         import great_expectations.expectations as gxe
         from great_expectations.data_context.types.base import ProgressBarsConfig

@@ -133,12 +133,12 @@ def audit_step(cfg: PipelineConfig) -> dict[str, Any]:
     with leases:
         interrupt.at_interrupt(leases.release_now)  # a signal releases them too
         try:
-            return _audit(dataclasses.replace(cfg, run_id=run_id), leases.check)
+            return _audit(dataclasses.replace(cfg, run_id=run_id), leases.check, groups)
         finally:
             interrupt.forget(leases.release_now)
 
 
-def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:
+def _audit(cfg: PipelineConfig, before_save, groups: list[str]) -> dict[str, Any]:
     from spark_jobs.audit import AuditOptions, run_audit
     from spark_jobs.session import get_spark
 
@@ -155,6 +155,7 @@ def _audit(cfg: PipelineConfig, before_save) -> dict[str, Any]:
         max_duplicated=cfg.max_duplicated,
         max_redelivered=cfg.max_redelivered,
         before_save=before_save,
+        broker_names=tuple(groups),
     )
     try:
         opts.spec.open()
@@ -285,15 +286,22 @@ def publish_step(
     return doc
 
 
+def prefetch_gx(cfg: PipelineConfig) -> None:
+    """When the suites will run in this process: GX's import started beside the Spark jobs
+    (``expectations/gx_import.py``), the modules both import first."""
+    if not cfg.expectations:
+        return
+    from expectations.gx_import import prefetch
+
+    master = cfg.spark_master or os.environ.get("HAPROOF_SPARK_MASTER") or ""
+    connect = ["pyspark.sql.connect.session"] if master.startswith("sc://") else []
+    prefetch("pandas", "pyarrow.parquet", "pyspark.sql", *connect)
+
+
 def run_pipeline(cfg: PipelineConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """audit → suites → report → publish; returns (the audit's full summary, the published
     document). GX's import starts beside the Spark jobs when the suites will run."""
-    if cfg.expectations:
-        from expectations.validation import prefetch
-
-        master = cfg.spark_master or os.environ.get("HAPROOF_SPARK_MASTER") or ""
-        connect = ["pyspark.sql.connect.session"] if master.startswith("sc://") else []
-        prefetch("pandas", "pyarrow.parquet", "pyspark.sql", *connect)
+    prefetch_gx(cfg)
     summary = audit_step(cfg)
     audit = compact(summary)
     gx = expectations_step(cfg, audit) if cfg.expectations else []

@@ -85,6 +85,8 @@ class AuditOptions:
     #: called with a group's name just before its state is written (the lease's check,
     #: ``spark_jobs/lease.py``): raising keeps the state untouched
     before_save: Callable[[str], None] | None = None
+    #: the cluster's groups when the caller listed them already (its leases): not listed again
+    broker_names: tuple[str, ...] = ()
 
 
 def _progress(msg: str) -> None:
@@ -383,7 +385,9 @@ def run_audit(spark, opts: AuditOptions) -> dict[str, Any]:
     opts = dataclasses.replace(opts, spec=opts.spec.resolved())
     store = executor_store(opts.spec)
     run_id = opts.run_id or new_run_id()
-    names = [opts.broker_name] if opts.broker_name else list_broker_names(store, opts.cluster)
+    names = list(opts.broker_names) or (
+        [opts.broker_name] if opts.broker_name else list_broker_names(store, opts.cluster)
+    )
     verdicts = [audit_group(spark, opts, store, n, run_id) for n in names]
     _progress(f"outputs written under audits/{run_id}/")
     summary = outputs.run_summary(store, opts, run_id, verdicts)

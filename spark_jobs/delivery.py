@@ -5,14 +5,15 @@ topic), ``redelivered`` messages a consumer group was sent again after its offse
 (``redelivery``, from the commit records), ``lost`` acknowledged ranges (check 2's findings).
 
 read: the commit log chunks masters shipped (a record replicated to a slave is the same record;
-``role`` != SLAVE), decoded on the executors (properties only, no bodies) by the chunk tasks of
-log integrity and replica consistency, on the bytes they read anyway (:func:`duplicates_kept`;
-on Spark Connect, without RDDs, a job of its own reads them again: :func:`duplicates_spark`);
-transform: one row per stored message ``(topic, uniq, log offset, store time, msgId)`` kept in
-Spark, one copy per (epoch, log offset), grouped by (topic, UNIQ_KEY); only the per-topic totals
-and the duplicated keys come back to the driver. System topics are left out (offset commits, and the schedule
-topic, whose messages are stored again in their real topic with the same key), and so are the
-retry and dead-letter topics (the broker's own copies).
+``role`` != SLAVE), walked on the executors by the compiled record walk (no bodies) in the
+chunk tasks of log integrity and replica consistency, on the bytes they read anyway; each
+master chunk's messages come back with the task's scan rows as arrays, one object per chunk
+(:func:`duplicates_kept`); on Spark Connect, without RDDs, a job of its own reads them again
+(:func:`duplicates_spark`, grouped in Spark). transform: one copy per (epoch, log offset),
+grouped by (topic, UNIQ_KEY) in NumPy, hash first, full keys for the candidates. System topics
+are left out (offset commits, and the schedule topic, whose messages are stored again in their
+real topic with the same key), and so are the retry and dead-letter topics (the broker's own
+copies).
 """
 
 from __future__ import annotations
@@ -180,36 +181,24 @@ def chunk_messages(data: bytes, start: int, epoch: int, source: str, sound: bool
     return (MESSAGE_KIND, got) if len(got) else None
 
 
-def _slim(row):
-    from spark_jobs.delivery_arrays import slim
-
-    return slim(row[1])
-
-
-def duplicates_kept(spark, kept: list) -> dict:
+def duplicates_kept(kept: list) -> dict:
     """:func:`duplicates_of` over the message arrays the chunk tasks of log integrity and
-    replica consistency kept in Spark (``MESSAGE_KIND`` rows of persisted RDDs, one per chunk,
-    ``delivery_arrays.Messages``): no chunk is read again and nothing is shuffled. One job
-    brings back each chunk's (epoch, log offset, topic, key hash) columns, grouped on the
-    driver in NumPy (totals, and the hashes held more than once); a second brings back only
-    the messages with those hashes, whose full keys decide the duplicates exactly. The RDDs are
-    unpersisted."""
+    replica consistency returned with their scan rows (``delivery_arrays.Messages``, one per
+    master chunk, in the same collect: no chunk is read again, nothing is persisted in Spark
+    or shuffled), grouped on the driver in NumPy: the totals and the hashes held more than
+    once, then only the messages with those hashes compared by their full keys, so the
+    counts are exact. The driver holds every counted message's columns and UNIQ_KEY bytes
+    (about 100 bytes a message) while it groups them."""
     from spark_jobs.delivery_arrays import candidates, concat, counts, summaries
 
     if not kept:
         return summarize({}, [])
-    sc = spark.sparkContext
-    try:
-        rdd = sc.union(kept)
-        enqueued, hashes = counts(concat(rdd.map(_slim).collect()))
-        out = [("enqueued", enqueued)]
-        if len(hashes):
-            wanted = sc.broadcast(hashes)
-            found = rdd.map(lambda r, w=wanted: candidates(r[1], w.value)).collect()
-            out += [x for x in summaries(concat(found), MSG_IDS_SHOWN) if x[0] == "dup"]
-    finally:
-        for r in kept:
-            r.unpersist()
+    every = concat(kept)
+    enqueued, hashes = counts(every)
+    out = [("enqueued", enqueued)]
+    if len(hashes):
+        found = candidates(every, hashes)
+        out += [x for x in summaries(found, MSG_IDS_SHOWN) if x[0] == "dup"]
     return merged_summary(out)
 
 
@@ -232,7 +221,7 @@ def duplicates(spark, spec: StoreSpec, kept: list, masters: list[dict]) -> dict:
     if not delivery_on():
         return summarize({}, [])
     if has_context(spark):
-        return duplicates_kept(spark, kept)
+        return duplicates_kept(kept)
     return duplicates_spark(spark, spec, masters)
 
 

@@ -1,7 +1,7 @@
 """The ``delivery`` check's message rows as arrays: one row per master chunk instead of one
 Python object per message, and the duplicate grouping in NumPy.
 
-A chunk task keeps ``(MESSAGE_KIND, Messages)`` for each master chunk it checked: the fields
+A chunk task returns ``(MESSAGE_KIND, Messages)`` for each master chunk it checked: the fields
 the compiled record walk extracted (``contracts.record_walk.message_fields``; no record decoded
 in Python), the counted topics' messages only, each with a 64-bit hash of (topic, UNIQ_KEY).
 :func:`counts` drops records seen twice (the same epoch and log offset: a chunk shipped twice),
@@ -85,14 +85,6 @@ def compact(m: Messages) -> Messages:
     cols = m.cols.copy()
     cols[6] = ends - lens
     return Messages(cols, m.topics, m.hosts, blob)
-
-
-def slim(m: Messages) -> Messages:
-    """Without the hosts and keys' bytes :func:`counts` does not read: what comes to the
-    driver."""
-    c = m.cols.copy()
-    c[4] = c[6] = 0
-    return Messages(c, m.topics, [""], b"")
 
 
 def _first_copies(c: np.ndarray) -> np.ndarray:

@@ -260,7 +260,7 @@ def run_log_integrity(spark, spec: StoreSpec, chunks: list[dict], tally=None) ->
         out, kept = run_scan_tasks(spark, rows, schema, n_parts, fn, SCAN_SCHEMA, MESSAGE_KIND)
         tally.add(out)
         if kept is not None:
-            tally.messages.append(kept)
+            tally.messages.extend(kept)
     return tally
 
 
@@ -285,7 +285,7 @@ class ScanTally:
     # (node, key, start, topic, queue_id, first_qo, last_qo)
     queues: list[tuple] = field(default_factory=list)
     commits: list[dict] = field(default_factory=list)  # offset commit records (commit_history)
-    messages: list = field(default_factory=list)  # RDDs of the delivery check's message rows
+    messages: list = field(default_factory=list)  # the delivery check's arrays, per chunk
 
     def add(self, rows) -> ScanTally:
         for r in rows:
@@ -340,7 +340,7 @@ class IntegrityResult:
     faults: list[dict] = field(default_factory=list)  # archive faults the executors found
     checked_keys: set[str] = field(default_factory=set)  # chunks whose records were checked
     commits: list[dict] = field(default_factory=list)  # offset commit records read (3b)
-    messages: list | None = None  # the master chunks' message rows kept in Spark (or None)
+    messages: list | None = None  # the master chunks' message arrays (or None)
 
 
 def judge(tally: ScanTally, chunks: list[dict]) -> IntegrityResult:

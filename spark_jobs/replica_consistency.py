@@ -343,7 +343,7 @@ def run_replica_consistency(
     pairs, windows, ends = {}, [], {}
     keeping = (
         has_context(spark) and delivery_on()
-    )  # the master chunks' messages stay in Spark for ``delivery``
+    )  # the master chunks' message arrays come back for ``delivery``
     slave_ends: dict[str, int] = {}
     taken: set[str] = set()
     spans = _spans(check_chunks or [])
@@ -392,5 +392,5 @@ def run_replica_consistency(
         {r["key"] for r in check_rows if r["kind"] == "count"},
         sum(r["read_s"] for r in win),
         sum(r["compare_s"] for r in win),
-        [kept] if kept is not None else [],
+        kept if kept is not None else [],
     )

@@ -155,22 +155,19 @@ def has_context(spark) -> bool:
 
 
 def run_tasks_keeping(spark, rows: list[tuple], partitions: int, fn, keep: str, columns):
-    """:func:`run_tasks` on a SparkContext, where ``fn`` also yields tuples whose first field
-    is ``keep``: those stay in Spark (the returned RDD, persisted memory-and-disk), the others
-    come back as dicts of ``columns``. The tasks run once: a later job over the kept RDD
-    reads what they cached (call ``unpersist`` when done)."""
-    from pyspark import StorageLevel
-
-    rdd = spark.sparkContext.parallelize(rows, partitions).mapPartitions(fn)
-    rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
-    out = rdd.filter(lambda r, k=keep: r[0] != k).collect()
-    kept = rdd.filter(lambda r, k=keep: r[0] == k)
-    return [dict(zip(columns, r, strict=True)) for r in out], kept
+    """:func:`run_tasks` on a SparkContext, where ``fn`` also yields pairs ``(keep, value)``:
+    the values come back as they are (a Python object each: the delivery check's arrays of a
+    chunk) in the same collect as the other rows, which come back as dicts of ``columns``. One
+    job, each row pickled once: nothing is persisted in Spark and read again by later jobs
+    (that cost more than the rows' bytes: every cached row unpickled by each job)."""
+    out = spark.sparkContext.parallelize(rows, partitions).mapPartitions(fn).collect()
+    kept = [r[1] for r in out if r[0] == keep]
+    return [dict(zip(columns, r, strict=True)) for r in out if r[0] != keep], kept
 
 
 def run_scan_tasks(spark, rows, schema: str, partitions: int, fn, out_schema: str, keep: str):
-    """:func:`run_tasks_keeping` on a SparkContext (rows of kind ``keep`` stay in Spark: the
-    RDD), else :func:`run_tasks` (and None): ``(rows as dicts, kept RDD or None)``."""
+    """:func:`run_tasks_keeping` on a SparkContext (the values of rows of kind ``keep``: a
+    list), else :func:`run_tasks` (and None): ``(rows as dicts, kept values or None)``."""
     if has_context(spark):
         columns = [c.strip().split()[0] for c in out_schema.split(",")]
         return run_tasks_keeping(spark, rows, partitions, fn, keep, columns)

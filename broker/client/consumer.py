@@ -383,13 +383,15 @@ class Consumer:
                 "queueId": mq.queue_id,
                 "commitOffset": offset,
             }
-            # The master, else a slave (RocketMQ's client commits to a slave when the master is
-            # down; the master takes the larger offsets back when it returns).
             req = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
             try:
-                await self._invoke_any(mq.broker_name, req)
+                addr, resp = await self._invoke_any(mq.broker_name, req)
             except RemotingError as exc:
                 log.warning("offset commit of %s failed: %s", mq, exc)
+                continue
+            if resp.code != ResponseCode.SUCCESS:  # a fenced master; a slave under the log
+                self.rebalance_needed = True  # kept; committed again to the master found next
+                log.info("offset commit of %s refused by %s: %s", mq, addr, resp.remark)
 
     async def close(self) -> None:
         try:

@@ -147,6 +147,11 @@ class HAClient:
                 await self._backoff(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
+            if not await self._still_reconciled():
+                writer.close()
+                await self._backoff(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
             self._writer = writer
             self.connected = True
             self.connects += 1
@@ -201,6 +206,21 @@ class HAClient:
             log.warning("HA: cannot reconcile with master %s: %s", self.master_addr, exc)
             return False
         return True
+
+    async def _still_reconciled(self) -> bool:
+        """On a new connection, before the first report (the master sends nothing before it):
+        whether the master's epochs are still the ones this node adopted (see
+        ``EpochReconciler.still_reconciled``); if not, reconcile again on a new connection."""
+        reconciler, master = self.reconciler, self.master_addr
+        if reconciler is None or master is None or reconciler.reconciled_with is None:
+            return True  # nothing adopted to keep (no epochs to check, or no master to ask)
+        try:
+            if await reconciler.still_reconciled(master):
+                return True
+            log.info("HA: master %s changed its epochs since this slave reconciled", master)
+        except HaproofError as exc:
+            log.info("HA: cannot check master %s's epochs again: %s", master, exc)
+        return False
 
     async def _introduce(self, writer) -> None:
         """Tell the master which node this HA connection is (EXCHANGE_BROKER_HA_INFO, 906);

@@ -101,7 +101,8 @@ class ControllerClient(LoopService):
                     raise
             await self._heartbeat_all()
             now = self.clock.monotonic_ms()
-            if now >= self._next_pull_ms or self.replica.master_broker_id is None:
+            due = now >= self._next_pull_ms or self.replica.master_broker_id is None
+            if due and self.leader is not None:  # None: its heartbeat failed, look next round
                 self._next_pull_ms = now + self.cfg.sync_metadata_period_ms
                 await self._pull()
         finally:
@@ -115,6 +116,21 @@ class ControllerClient(LoopService):
     async def _call(self, addr: str, code: int, fields: dict, body=None) -> RemotingCommand:
         raw = b"" if body is None else json.dumps(body).encode()
         return await self.invoke(addr, RemotingCommand.request(code, fields, raw), TIMEOUT_MS)
+
+    async def _ask_leader(self, code: int, fields: dict, body=None) -> RemotingCommand:
+        """One request to the controller leader as this client knows it; a refusal as not the
+        leader (2007) or no answer at all forgets it, so the next round asks who leads (a kept
+        address is asked again every round, forever, once the Raft leader moved)."""
+        if self.leader is None:  # forgotten earlier in this round (its heartbeat failed)
+            raise HaproofError("no controller leader known: asking again next round")
+        try:
+            resp = await self._call(self.leader, code, fields, body)
+        except HaproofError:
+            self.leader = None
+            raise
+        if resp.code == RC.CONTROLLER_NOT_LEADER:
+            self.leader = None
+        return resp
 
     async def _ensure_leader(self) -> None:
         if self.leader is not None:
@@ -134,8 +150,7 @@ class ControllerClient(LoopService):
         bid = await allocate_broker_id(
             self.identity, self.invoke, self.leader, self.cfg.broker_addr, self.clock.wall_ms()
         )
-        resp = await self._call(
-            self.leader,
+        resp = await self._ask_leader(
             Q.CONTROLLER_REGISTER_BROKER,
             {
                 "clusterName": self.cfg.cluster,
@@ -145,7 +160,6 @@ class ControllerClient(LoopService):
             },
         )
         if resp.code != RC.SUCCESS:
-            self._forget_leader_if(resp)
             raise IdentityError(f"REGISTER to controller: {resp.code} {resp.remark}")
         self.broker_id = bid
         await self._apply_response(resp)
@@ -179,19 +193,17 @@ class ControllerClient(LoopService):
                 self.leader = None
 
     async def _pull(self) -> None:
-        resp = await self._call(
-            self.leader, Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.cfg.broker_name}
+        resp = await self._ask_leader(
+            Q.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.cfg.broker_name}
         )
         if resp.code != RC.SUCCESS:
-            self._forget_leader_if(resp)
             return
         await self._apply_response(resp)
         # nobody leads (never did, or the controller's last election failed while this node
         # still remembers the master before it), or this node restarted as the master
         no_master = _opt_int(resp.ext_fields.get("masterBrokerId")) is None
         if no_master or self.replica.master_broker_id is None or self._renew_epoch:
-            resp = await self._call(
-                self.leader,
+            resp = await self._ask_leader(
                 Q.CONTROLLER_ELECT_MASTER,
                 {
                     "clusterName": self.cfg.cluster,
@@ -201,10 +213,6 @@ class ControllerClient(LoopService):
             )
             if resp.code in (RC.SUCCESS, RC.CONTROLLER_MASTER_STILL_EXIST):
                 await self._apply_response(resp)
-
-    def _forget_leader_if(self, resp: RemotingCommand) -> None:
-        if resp.code == RC.CONTROLLER_NOT_LEADER:
-            self.leader = None
 
     async def _apply_response(self, resp: RemotingCommand) -> None:
         h = resp.ext_fields
@@ -320,8 +328,7 @@ class ControllerClient(LoopService):
         r = self.replica
         if not self.is_master or self.leader is None:
             return False
-        resp = await self._call(
-            self.leader,
+        resp = await self._ask_leader(
             Q.CONTROLLER_ALTER_SYNC_STATE_SET,
             {
                 "brokerName": self.cfg.broker_name,
@@ -331,7 +338,6 @@ class ControllerClient(LoopService):
             {"syncStateSet": sorted(new_set), "syncStateSetEpoch": r.sync_state_set_epoch},
         )
         if resp.code != RC.SUCCESS:
-            self._forget_leader_if(resp)
             return False
         r.sync_state_set = frozenset(new_set)
         r.sync_state_set_epoch = int(resp.ext_fields["newSyncStateSetEpoch"])

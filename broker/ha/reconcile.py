@@ -17,7 +17,7 @@ from broker.node_parts import PeerLinks, TruncationListeners
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.epoch import EpochFile, consistent_point
+from broker.store.epoch import EpochEntry, EpochFile, consistent_point
 from broker.store.message_store import MessageStore
 from broker.store.role import BrokerRoleState
 from contracts.errors import HaproofError, RemotingError
@@ -51,6 +51,8 @@ class EpochReconciler:
         self.truncations = truncations
         self.client: RemotingClient = links.client()
         self.on_cut_step: OnStep | None = None  # the rejoin cut's fault hook (tests)
+        # (master, its epochs) as the last reconcile read them: what this node adopted
+        self.reconciled_with: tuple[str, list[EpochEntry]] | None = None
 
     async def close(self) -> None:
         await self.client.close()
@@ -86,6 +88,7 @@ class EpochReconciler:
     async def reconcile(self, master_addr: str) -> int | None:
         """Truncate this (slave) node's log to the last point it shares with the master, then
         take the master's epochs. Returns the truncation point, or None when nothing was cut."""
+        self.reconciled_with = None
         doc = await self.fetch_epochs(master_addr)
         if doc.get("brokerRole") not in {r.value for r in BrokerRole if r.is_master}:
             raise FailoverError(
@@ -119,7 +122,24 @@ class EpochReconciler:
             )
             # durable before replication starts, finished by a restart (RocketMQ #10666)
             self.truncate(point, theirs)
+            self.reconciled_with = (master_addr, theirs)
             return point
         if theirs:
             self.role.adopt_epochs(theirs)
+            self.reconciled_with = (master_addr, theirs)
         return None
+
+    async def still_reconciled(self, master_addr: str) -> bool:
+        """Whether ``master_addr``'s epochs are still the ones the last reconcile adopted. A
+        slave asks once its HA connection is open, before its first report: a master renewing
+        its epoch closes every HA connection first, so on a connection made after this check
+        every byte it sends is under these epochs; a renewal between the reconcile and the
+        connection would otherwise feed this node the new epoch's bytes under the old epoch's
+        entry, and a later rejoin would cut them although the master holds them (the
+        simulation's seed 900075, ``needless_cuts``). Raises FailoverError when it cannot
+        ask."""
+        seen = self.reconciled_with
+        if seen is None or seen[0] != master_addr:
+            return False
+        doc = await self.fetch_epochs(master_addr)
+        return EpochFile.from_json(doc.get("epochList") or []) == seen[1]

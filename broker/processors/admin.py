@@ -23,6 +23,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
 from broker.store.role import BrokerRoleState
+from broker.write_gate import WriteGate, offset_commit_refusal
 from contracts.errors import RemotingError, StoreError
 from contracts.fastjson import loads_fastjson
 
@@ -167,10 +168,12 @@ class AdminProcessor:
         registration: NamesrvRegistration,
         *,
         offset_log: OffsetLogService | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.role = role
+        self.gate = gate  # closed: commits refused as sends are (controller mode: no role; lease)
         self.consumers = consumers
         self.registration = registration
         self.offset_log = offset_log  # offsetCommitThroughLog: commits are records
@@ -217,10 +220,15 @@ class AdminProcessor:
     async def update_offset(self, conn, req: RemotingCommand) -> RemotingCommand:
         """Forward-only: a commit below the committed offset is ignored and answered SUCCESS
         (clients commit oneway and periodically; only an admin reset moves back); a commit
-        above the queue's max offset is refused with SYSTEM_ERROR and logged."""
+        above the queue's max offset is refused with SYSTEM_ERROR and logged; a node that takes
+        no writes now (``offset_commit_refusal``) answers SERVICE_NOT_AVAILABLE, as to a send:
+        the client keeps the offset and commits it again to the master it finds next."""
         store = self.store
         group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
         offset = req.int_field("commitOffset")
+        closed = offset_commit_refusal(self.gate, self.role, self.offset_log is not None)
+        if closed is not None:
+            return req.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, remark=closed)
         refusal = self._offset_refusal(req, topic, qid, offset)
         if refusal is not None:
             return refusal

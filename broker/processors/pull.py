@@ -16,6 +16,7 @@ from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.store.message_store import MessageStore
 from broker.store.results import GetMessageResult, GetMessageStatus
+from broker.write_gate import WriteGate, offset_commit_refusal
 from contracts.errors import StoreError
 from contracts.record.properties import tags_hash_code
 
@@ -135,6 +136,7 @@ class PullProcessor:
         stats: BrokerStats | None = None,
         *,
         offset_log: OffsetLogService | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -142,6 +144,7 @@ class PullProcessor:
         self.long_poll = long_poll
         self.stats = stats
         self.offset_log = offset_log  # offsetCommitThroughLog: a pull's commit is a record
+        self.gate = gate  # closed: a pull's commit is dropped (a fenced master; no role yet)
         # The machine's memory, for read-from-slave advice (tests inject a small one).
         self.physical_memory_bytes = total_physical_memory_bytes()
 
@@ -180,15 +183,7 @@ class PullProcessor:
         if self.stats is not None:
             self.stats.on_get(result.found, len(result.records), topic, group)
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and is_master:
-            commit = _opt_int(req, "commitOffset", -1)
-            writer = None if self.offset_log is None else self.offset_log.master_writer()
-            if commit >= 0 and writer is not None:
-                writer.commit_soon(group, topic, queue_id, commit, conn.peer)
-            elif commit >= 0:
-                try:
-                    store.consumer_offsets.commit(group, topic, queue_id, commit)
-                except StoreError as exc:  # beyond the queue's max offset: refused, logged
-                    log.warning("PULL_MESSAGE commit from %s refused: %s", conn.peer, exc)
+            self._commit(conn, req, group, topic, queue_id)
         suggest = MASTER_ID
         if is_master:
             suggest = suggest_which_broker_id(
@@ -198,6 +193,28 @@ class PullProcessor:
                 self.physical_memory_bytes,
             )
         return self._response(req, code, result, offset, suggest)
+
+    def _commit(self, conn, req: RemotingCommand, group: str, topic: str, queue_id: int) -> None:
+        """The commit a master's pull carries (RocketMQ: none on a slave), dropped while the
+        node takes no writes (``offset_commit_refusal``): the pull is still answered and the
+        client commits again with its next pull or UPDATE_CONSUMER_OFFSET."""
+        commit = _opt_int(req, "commitOffset", -1)
+        if commit < 0:
+            return
+        closed = offset_commit_refusal(
+            self.gate, self.store.role_state, self.offset_log is not None
+        )
+        if closed is not None:
+            log.debug("PULL_MESSAGE commit from %s dropped: %s", conn.peer, closed)
+            return
+        writer = None if self.offset_log is None else self.offset_log.master_writer()
+        if writer is not None:
+            writer.commit_soon(group, topic, queue_id, commit, conn.peer)
+            return
+        try:
+            self.store.consumer_offsets.commit(group, topic, queue_id, commit)
+        except StoreError as exc:  # beyond the queue's max offset: refused, logged
+            log.warning("PULL_MESSAGE commit from %s refused: %s", conn.peer, exc)
 
     @staticmethod
     def _response(

@@ -16,6 +16,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.command import RemotingCommand
 from tests.conftest import wait_until
+from tools.localcluster import free_port
 
 C, B = "DefaultCluster", "broker-a"
 
@@ -116,6 +117,30 @@ def start_controller(tmp: Path, name: str, port: int, extra: str = "") -> Proc:
     )
     proc = Proc(["controller", "-c", str(conf)], tmp / f"{name}.log")
     return proc
+
+
+def raft_keys(addrs: list[str], raft: list[str], i: int) -> str:
+    """Controller ``i``'s keys of a Raft group (its RPC addresses ``addrs``, Raft addresses
+    ``raft``; no Raft addresses: a single controller, no keys)."""
+    if not raft:
+        return ""
+    return (
+        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\njRaftControllerRPCAddr="
+        f"{','.join(addrs)}\njRaftElectionTimeoutMs=500\njRaftServerId={raft[i]}\n"
+    )
+
+
+def start_raft_controllers(tmp: Path, procs: list, n: int = 3) -> list[str]:
+    """``n`` controllers on PySyncObj's Raft (``r0``...; appended to ``procs``), each
+    answering; their RPC addresses."""
+    raft = [f"127.0.0.1:{free_port()}" for _ in range(n)]
+    addrs = [f"127.0.0.1:{free_port()}" for _ in range(n)]
+    for i, addr in enumerate(addrs):
+        port = int(addr.rpartition(":")[2])
+        procs.append(start_controller(tmp, f"r{i}", port, raft_keys(addrs, raft, i)))
+    for addr in addrs:
+        wait_answering(addr)
+    return addrs
 
 
 def beat(addr: str, bid: int, epoch: int = 0, offset: int = 0, timeout_ms: int = 1000):

@@ -5,79 +5,23 @@ master's lease ending before the controller elects another, rejoin as slave; cra
 from __future__ import annotations
 
 import asyncio
+import contextlib
+
+import pytest
 
 from broker.clock import DrivenClock
-from broker.controller.config import ControllerConfig
-from broker.controller.controller import Controller
-from broker.controller.journal import Journal
 from broker.controller.processor import ControllerProcessor
-from broker.controller.state_machine import ControllerStateMachine
 from broker.ha.broker_identity import BrokerIdentityStore, RegisterState, allocate_broker_id
-from broker.ha.controller_client import ClientConfig, ControllerClient
-from broker.remoting.command import RemotingCommand
-from contracts.errors import RemotingError
-
-CTL = "127.0.0.1:9878"
-
-
-class FakeNode:
-    """Role owner and offset reader of one broker."""
-
-    def __init__(self, offset: int) -> None:
-        self.epoch, self.offset, self.role, self.fenced_at = 0, offset, "NONE", None
-        self.clock: DrivenClock | None = None
-
-    def master_epoch(self) -> int:
-        return self.epoch
-
-    async def become_master(self, *, broker_id, master_epoch, sync_state_set, sync_state_set_epoch):
-        self.role, self.epoch = "MASTER", master_epoch
-
-    async def become_slave(self, *, broker_id, master_epoch, master_broker_id, master_addr):
-        self.role, self.epoch = "SLAVE", master_epoch
-
-    def fence_writes(self, reason: str) -> None:
-        self.fenced_at = self.clock.monotonic_ms()
-
-    def unfence_writes(self) -> None:
-        self.fenced_at = None
-
-    def max_offset(self) -> int:
-        return self.offset
-
-    def confirm_offset(self) -> int:
-        return self.offset
-
-
-class Net:
-    def __init__(self, handlers: dict) -> None:
-        self.handlers, self.cut, self.clients = handlers, set(), {}
-
-    def invoke_for(self, who: str):
-        conn = object()  # one channel per broker
-
-        async def invoke(addr: str, req: RemotingCommand, timeout_ms: int) -> RemotingCommand:
-            if who in self.cut:
-                raise RemotingError(f"{who} -> {addr}: partitioned")
-            return await self.handlers[req.code](conn, req)
-
-        return invoke
-
-    async def notify(self, addr: str, header: dict, body: dict) -> None:
-        if addr in self.cut:
-            raise RemotingError("partitioned")
-        req = RemotingCommand.request(1008, header, __import__("json").dumps(body).encode())
-        await self.clients[addr].on_notify(None, req)
+from broker.ha.controller_client import ClientConfig
+from broker.remoting.codes import RequestCode as Q
+from contracts.errors import HaproofError, RemotingError
+from tests.controller.inproc import CTL, FakeNode, Net, fake_node_client, in_process_controller
 
 
 def test_lease_ends_before_the_controller_elects_and_the_old_master_rejoins_as_slave(tmp_path):
     async def go():
         clock = DrivenClock()
-        sm = ControllerStateMachine()
-        journal = Journal(tmp_path / "ctl", sm)
-        journal.open()
-        cfg = ControllerConfig(scanNotActiveBrokerInterval=500, scanInactiveMasterInterval=500)
-        ctl = Controller(cfg, journal, sm, clock=clock, self_addr=CTL)
+        sm, journal, ctl = in_process_controller(tmp_path, clock, scan_ms=500)
         net = Net(ControllerProcessor(ctl).handlers())
         ctl.notifier = net.notify
         nodes, clients = {}, {}
@@ -86,15 +30,9 @@ def test_lease_ends_before_the_controller_elects_and_the_old_master_rejoins_as_s
             nodes[addr] = FakeNode(offset)
             nodes[addr].clock = clock
             cc = ClientConfig("DefaultCluster", "broker-a", addr, (CTL,), lease_ms=8000)
-            clients[addr] = ControllerClient(
-                cc,
-                BrokerIdentityStore(tmp_path / f"b{i}", "DefaultCluster", "broker-a"),
-                net.invoke_for(addr),
-                nodes[addr],
-                nodes[addr],
-                clock,
+            clients[addr] = fake_node_client(
+                tmp_path / f"b{i}", cc, net.invoke_for(addr), nodes[addr], clock
             )
-            (tmp_path / f"b{i}").mkdir()
         net.clients = clients
         ctl.housekeeping.start()
         for c in clients.values():
@@ -148,10 +86,7 @@ def test_lease_ends_before_the_controller_elects_and_the_old_master_rejoins_as_s
 
 def test_broker_id_allocation_survives_a_lost_answer_and_a_crash(tmp_path):
     async def go():
-        sm = ControllerStateMachine()
-        journal = Journal(tmp_path / "ctl", sm)
-        journal.open()
-        ctl = Controller(ControllerConfig(), journal, sm, clock=DrivenClock())
+        sm, journal, ctl = in_process_controller(tmp_path, DrivenClock())
         handlers = ControllerProcessor(ctl).handlers()
         lose_apply_answer = True
 
@@ -187,10 +122,7 @@ def test_a_registration_refused_by_a_deposed_leader_asks_who_leads_again(tmp_pat
 
     async def go():
         clock = DrivenClock()
-        sm = ControllerStateMachine()
-        journal = Journal(tmp_path / "ctl", sm)
-        journal.open()
-        ctl = Controller(ControllerConfig(), journal, sm, clock=clock, self_addr=CTL)
+        sm, journal, ctl = in_process_controller(tmp_path, clock)
         handlers = ControllerProcessor(ctl).handlers()
         old, asked = "127.0.0.1:9877", []
 
@@ -206,20 +138,82 @@ def test_a_registration_refused_by_a_deposed_leader_asks_who_leads_again(tmp_pat
 
         node = FakeNode(100)
         node.clock = clock
-        (tmp_path / "b").mkdir()
-        client = ControllerClient(
-            ClientConfig("DefaultCluster", "broker-a", "127.0.0.1:10911", (old, CTL)),
-            BrokerIdentityStore(tmp_path / "b", "DefaultCluster", "broker-a"),
-            invoke,
-            node,
-            node,
-            clock,
-        )
+        cc = ClientConfig("DefaultCluster", "broker-a", "127.0.0.1:10911", (old, CTL))
+        client = fake_node_client(tmp_path / "b", cc, invoke, node, clock)
         client.start()
         await clock.advance(5000)
         assert client.leader == CTL and client.broker_id == 1, asked[:8]
         assert node.role == "MASTER"
         await client.stop()
+        journal.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("code", "failure"),
+    [
+        (Q.CONTROLLER_GET_REPLICA_INFO, "no answer"),
+        (Q.CONTROLLER_ELECT_MASTER, "2007"),
+        (Q.CONTROLLER_ELECT_MASTER, "no answer"),
+        (Q.CONTROLLER_ALTER_SYNC_STATE_SET, "2007"),
+        (Q.CONTROLLER_ALTER_SYNC_STATE_SET, "no answer"),
+    ],
+)
+def test_a_request_refused_or_unanswered_by_the_leader_forgets_it(tmp_path, code, failure):
+    """The family of the CI failure of 2026-11-26 beyond registration: the Raft leader moves
+    (or stops answering) just as it gets a pull (1004), an election (1002) or a SyncStateSet
+    change (1001). The deposed controller still takes heartbeats (every controller does), so
+    only the refused request can tell the client: it forgets the leader at once and the next
+    round asks who leads."""
+
+    async def go():
+        clock = DrivenClock()
+        sm, journal, ctl = in_process_controller(tmp_path, clock)
+        handlers = ControllerProcessor(ctl).handlers()
+        old, state = "127.0.0.1:9877", {"armed": False, "deposed": False}
+
+        async def invoke(addr, req, timeout_ms):
+            if addr == old and state["armed"] and req.code == code:
+                state["deposed"] = True
+            if addr == CTL or not state["deposed"]:  # the old one leads: it answers the same
+                resp = await handlers[req.code](None, req)
+                if req.code == Q.CONTROLLER_GET_METADATA_INFO:
+                    leads = (addr == old) != state["deposed"]
+                    resp.ext_fields["isLeader"] = "true" if leads else "false"
+                return resp
+            if req.code == Q.CONTROLLER_GET_METADATA_INFO:
+                return req.make_response(0, ext_fields={"isLeader": "false"})
+            if req.code == Q.BROKER_HEARTBEAT:
+                return req.make_response(0, "Heart beat success")
+            if failure == "no answer":
+                await clock.sleep_ms(timeout_ms)
+                raise RemotingError(f"{old}: timed out after {timeout_ms} ms")
+            return req.make_response(2007, f"not in leader state; leader: {CTL}")
+
+        node = FakeNode(100)
+        node.clock = clock
+        cc = ClientConfig("DefaultCluster", "broker-a", "127.0.0.1:10911", (old, CTL))
+        client = fake_node_client(tmp_path / "b", cc, invoke, node, clock)
+
+        async def a_round(call=None):
+            running = asyncio.ensure_future(call or client.run_once())
+            while not running.done():
+                await clock.advance(500)
+            with contextlib.suppress(HaproofError):
+                await running
+
+        state["armed"] = code != Q.CONTROLLER_ALTER_SYNC_STATE_SET
+        await a_round()
+        if code == Q.CONTROLLER_ALTER_SYNC_STATE_SET:
+            assert node.role == "MASTER" and client.leader == old
+            state["armed"] = True
+            await a_round(client.alter_sync_state_set({1}))
+        assert state["deposed"] and client.leader is None
+        for _ in range(3):
+            await a_round()
+        assert client.leader == CTL and node.role == "MASTER"
+        assert client.last_leader_ack_ms is not None
         journal.close()
 
     asyncio.run(go())

@@ -10,16 +10,11 @@ import asyncio
 import pytest
 
 from broker.clock import DrivenClock
-from broker.controller.config import ControllerConfig
-from broker.controller.controller import Controller
-from broker.controller.journal import Journal
 from broker.controller.processor import ControllerProcessor
-from broker.controller.state_machine import ControllerStateMachine
-from broker.ha.broker_identity import BrokerIdentityStore
-from broker.ha.controller_client import ClientConfig, ControllerClient
+from broker.ha.controller_client import ClientConfig
 from broker.remoting.command import RemotingCommand
 from contracts.errors import RemotingError
-from tests.controller.test_client import CTL, FakeNode
+from tests.controller.inproc import CTL, FakeNode, fake_node_client, in_process_controller
 
 
 class SilentNet:
@@ -50,13 +45,7 @@ def test_a_silent_partition_fences_the_master_before_the_controller_elects(
 ):
     async def go():
         clock = DrivenClock()
-        sm = ControllerStateMachine()
-        journal = Journal(tmp_path / "ctl", sm)
-        journal.open()
-        cfg = ControllerConfig(
-            scanNotActiveBrokerInterval=scan_ms, scanInactiveMasterInterval=scan_ms
-        )
-        ctl = Controller(cfg, journal, sm, clock=clock, self_addr=CTL)
+        sm, journal, ctl = in_process_controller(tmp_path, clock, scan_ms=scan_ms)
         net = SilentNet(ControllerProcessor(ctl).handlers(), clock)
         nodes, clients = {}, {}
         for i in (1, 2):
@@ -73,10 +62,8 @@ def test_a_silent_partition_fences_the_master_before_the_controller_elects(
                 lease_ms=lease_ms,
                 sync_metadata_period_ms=500,
             )
-            (tmp_path / f"b{i}").mkdir()
-            store = BrokerIdentityStore(tmp_path / f"b{i}", "DefaultCluster", "broker-a")
-            clients[addr] = ControllerClient(
-                cc, store, net.invoke_for(addr), nodes[addr], nodes[addr], clock
+            clients[addr] = fake_node_client(
+                tmp_path / f"b{i}", cc, net.invoke_for(addr), nodes[addr], clock
             )
         ctl.housekeeping.start()
         for c in clients.values():

@@ -6,86 +6,74 @@ controller elected a master and the other caught up, the controller's
 
 from __future__ import annotations
 
-from tests.conftest import wait_until
-from tests.controller.support import start_controller
-from tests.support.cluster import node_conf
+import asyncio
+
+from tests.support.controller_cluster import ControllerCluster
 from tests.support.scrape import scrape, value
-from tools.localcluster import free_port, start_broker, start_namesrv
+from tests.support.waiting import wait_for
+from tools.localcluster import free_port
 
 
-def _scraped(port: int):
+async def _scraped(port: int):
+    """The endpoint's samples ({} until it answers), scraped off the event loop (it carries
+    the brokers' traffic to the controller)."""
     try:
-        return scrape(port)
+        return await asyncio.to_thread(scrape, port)
     except OSError:
         return {}
 
 
 def test_sync_state_set_size_on_the_controller_and_the_master(tmp_path):
-    ctl_port, ctl_metrics = free_port(), free_port()
-    ctl = start_controller(
-        tmp_path,
-        "ctl",
-        ctl_port,
-        f"metricsExporterType=PROM\nmetricsPromExporterPort={ctl_metrics}\n",
-    )
-    ns = start_namesrv(tmp_path)
-    procs, metrics = {}, {}
-    try:
-        for node in ("a", "b"):
-            port, metrics[node] = free_port(), free_port()
-            conf = node_conf(
-                tmp_path,
-                node,
-                0,
-                "SYNC_MASTER",
-                port,
-                free_port(),
-                ns.addr,
-                enableControllerMode="true",
-                controllerAddr=f"127.0.0.1:{ctl_port}",
-                brokerHeartbeatInterval=300,
-                controllerHeartBeatTimeoutMills=3000,
-                controllerLeaseMills=2000,
-                syncBrokerMetadataPeriod=500,
-                haSendHeartbeatInterval=300,
-                metricsExporterType="PROM",
-                metricsPromExporterPort=metrics[node],
-            )
-            procs[node] = start_broker(node, conf, port, tmp_path)
+    asyncio.run(_scenario(tmp_path))
 
-        def size_on_controller():
+
+async def _scenario(tmp_path) -> None:
+    ctl_metrics = free_port()
+    metrics = {node: free_port() for node in ("a", "b")}
+    cluster = await ControllerCluster.start(
+        tmp_path,
+        nodes=("a", "b"),
+        ctl_keys=f"metricsExporterType=PROM\nmetricsPromExporterPort={ctl_metrics}\n",
+        per_node={n: {"metricsPromExporterPort": port} for n, port in metrics.items()},
+        flushDiskType="ASYNC_FLUSH",
+        metricsExporterType="PROM",
+    )
+    try:
+
+        async def size_on_controller():
             return value(
-                _scraped(ctl_metrics),
+                await _scraped(ctl_metrics),
                 "haproof_controller_sync_state_set_size",
                 broker_set="broker-a",
             )
 
-        wait_until(lambda: size_on_controller() == 2, 60, "both replicas in the SyncStateSet")
-        master = wait_until(
-            lambda: next(
-                (
-                    n
-                    for n in procs
-                    if value(_scraped(metrics[n]), "haproof_broker_role", role="SYNC_MASTER") == 1
-                ),
-                None,
-            ),
-            30,
-            "the elected master's role",
+        async def master_role():
+            for n, port in metrics.items():
+                if value(await _scraped(port), "haproof_broker_role", role="SYNC_MASTER") == 1:
+                    return n
+            return None
+
+        async def size_on_master(master: str):
+            return value(await _scraped(metrics[master]), "haproof_sync_state_set_size")
+
+        await wait_for(
+            lambda: _is(size_on_controller(), 2), 60_000, what="both replicas in the SyncStateSet"
         )
-        wait_until(
-            lambda: value(_scraped(metrics[master]), "haproof_sync_state_set_size") == 2,
-            30,
-            "the master's SyncStateSet",
+        master = await wait_for(master_role, 30_000, what="the elected master's role")
+        await wait_for(
+            lambda: _is(size_on_master(master), 2), 30_000, what="the master's SyncStateSet"
         )
-        samples = _scraped(ctl_metrics)
+        samples = await _scraped(ctl_metrics)
         assert value(samples, "haproof_controller_leader", cluster=None) == 1
         assert value(samples, "active_broker_num", broker_set="broker-a") == 2
-        slave = next(n for n in procs if n != master)
-        procs[slave].kill()
-        wait_until(lambda: size_on_controller() == 1, 60, "the SyncStateSet to shrink")
+        slave = next(n for n in metrics if n != master)
+        cluster.kill(slave)
+        await wait_for(
+            lambda: _is(size_on_controller(), 1), 60_000, what="the SyncStateSet to shrink"
+        )
     finally:
-        for p in procs.values():
-            p.kill()
-        ns.kill()
-        ctl.stop()
+        await cluster.close()
+
+
+async def _is(coro, expected) -> bool:
+    return await coro == expected

@@ -3,11 +3,18 @@ state), embedded in the name server, and a group of three on PySyncObj's Raft.""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
+from broker.clock import SYSTEM_CLOCK
+from broker.ha.controller_client import ClientConfig
+from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.codes import ResponseCode as RC
 from tests.conftest import wait_until
+from tests.controller.inproc import FakeNode, fake_node_client
 from tests.controller.support import (
     B,
     C,
@@ -17,8 +24,10 @@ from tests.controller.support import (
     join,
     replica_info,
     start_controller,
+    start_raft_controllers,
     wait_answering,
 )
+from tests.support.waiting import wait_for
 from tools.localcluster import free_port
 
 
@@ -141,19 +150,7 @@ def _leader(addrs: list[str]) -> str | None:
 
 
 def test_three_controllers_on_raft_survive_the_leader_kill9(tmp_path, procs):
-    raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
-    rpc = [free_port() for _ in range(3)]
-    addrs = [f"127.0.0.1:{p}" for p in rpc]
-    group = (
-        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
-        f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n"
-    )
-    for i in range(3):
-        procs.append(
-            start_controller(tmp_path, f"r{i}", rpc[i], group + f"jRaftServerId={raft[i]}\n")
-        )
-    for a in addrs:
-        wait_answering(a)
+    addrs = start_raft_controllers(tmp_path, procs)
     leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
     follower = next(a for a in addrs if a != leader)
     code, hdr, _ = call(
@@ -181,15 +178,6 @@ def test_three_controllers_on_raft_survive_the_leader_kill9(tmp_path, procs):
 
 def test_broker_clients_against_a_real_controller_process(tmp_path, procs):
     """Two ControllerClients (system clock, real sockets) join, one becomes master."""
-    import asyncio
-    import time
-
-    from broker.clock import SYSTEM_CLOCK
-    from broker.ha.broker_identity import BrokerIdentityStore
-    from broker.ha.controller_client import ClientConfig, ControllerClient
-    from broker.remoting.client import RemotingClient
-    from tests.controller.test_client import FakeNode
-
     port = free_port()
     addr = f"127.0.0.1:{port}"
     procs.append(start_controller(tmp_path, "c0", port))
@@ -197,35 +185,9 @@ def test_broker_clients_against_a_real_controller_process(tmp_path, procs):
 
     async def go():
         remoting = RemotingClient()
-        nodes, clients = [], []
-        for i in (1, 2):
-            node = FakeNode(100 * i)
-            node.clock = SYSTEM_CLOCK
-            (tmp_path / f"b{i}").mkdir()
-            cfg = ClientConfig(
-                C,
-                B,
-                f"127.0.0.1:{10910 + i}",
-                (addr,),
-                heartbeat_interval_ms=200,
-                sync_metadata_period_ms=500,
-                lease_ms=8000,
-            )
-            client = ControllerClient(
-                cfg,
-                BrokerIdentityStore(tmp_path / f"b{i}", C, B),
-                remoting.invoke,
-                node,
-                node,
-                SYSTEM_CLOCK,
-            )
-            nodes.append(node)
-            clients.append(client)
-            client.start()
-        deadline = time.monotonic() + 20
-        while sorted(n.role for n in nodes) != ["MASTER", "SLAVE"]:
-            assert time.monotonic() < deadline, [n.role for n in nodes]
-            await asyncio.sleep(0.05)  # polling a condition with a deadline
+        timing = {"heartbeat_interval_ms": 200, "sync_metadata_period_ms": 500, "lease_ms": 8000}
+        nodes, clients = _started_clients(tmp_path, (addr,), remoting, timing)
+        await wait_for(lambda: _roles(nodes) == ["MASTER", "SLAVE"], 20_000, what="roles")
         for c in clients:
             await c.stop()
         await remoting.close()
@@ -235,76 +197,50 @@ def test_broker_clients_against_a_real_controller_process(tmp_path, procs):
     assert (tmp_path / "b1" / "brokerIdentity").exists()
 
 
+def _started_clients(tmp_path, addrs: tuple[str, ...], remoting, timing: dict):
+    """Two ControllerClients over FakeNodes (system clock, real sockets), started."""
+    nodes, clients = [], []
+    for i in (1, 2):
+        node = FakeNode(100 * i)
+        node.clock = SYSTEM_CLOCK
+        cfg = ClientConfig(C, B, f"127.0.0.1:{10910 + i}", addrs, **timing)
+        clients.append(
+            fake_node_client(tmp_path / f"b{i}", cfg, remoting.invoke, node, SYSTEM_CLOCK)
+        )
+        nodes.append(node)
+        clients[-1].start()
+    return nodes, clients
+
+
+def _roles(nodes) -> list[str]:
+    return sorted(n.role for n in nodes)
+
+
 def test_master_lease_outlives_a_controller_leader_kill9(tmp_path, procs):
     """Three Raft controllers, two broker clients; kill -9 the controller leader: the clients
     find the new leader and the master's lease never ends."""
-    import asyncio
-    import time
-
-    from broker.clock import SYSTEM_CLOCK
-    from broker.ha.broker_identity import BrokerIdentityStore
-    from broker.ha.controller_client import ClientConfig, ControllerClient
-    from broker.remoting.client import RemotingClient
-    from tests.controller.test_client import FakeNode
-
-    raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
-    addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
-    group = (
-        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
-        f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n"
-    )
-    for i in range(3):
-        procs.append(
-            start_controller(
-                tmp_path, f"r{i}", int(addrs[i].split(":")[1]), group + f"jRaftServerId={raft[i]}\n"
-            )
-        )
-    for a in addrs:
-        wait_answering(a)
+    addrs = start_raft_controllers(tmp_path, procs)
     leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
 
     async def go():
         remoting = RemotingClient()
-        nodes, clients = [], []
-        for i in (1, 2):
-            node = FakeNode(100 * i)
-            node.clock = SYSTEM_CLOCK
-            (tmp_path / f"b{i}").mkdir()
-            cfg = ClientConfig(
-                C,
-                B,
-                f"127.0.0.1:{10910 + i}",
-                tuple(addrs),
-                heartbeat_interval_ms=300,
-                sync_metadata_period_ms=1000,
-                heartbeat_timeout_ms=6000,
-                lease_ms=4800,
-            )
-            clients.append(
-                ControllerClient(
-                    cfg,
-                    BrokerIdentityStore(tmp_path / f"b{i}", C, B),
-                    remoting.invoke,
-                    node,
-                    node,
-                    SYSTEM_CLOCK,
-                )
-            )
-            nodes.append(node)
-            clients[-1].start()
-
-        async def until(cond, what, timeout_s=20):
-            deadline = time.monotonic() + timeout_s
-            while not cond():
-                assert time.monotonic() < deadline, what
-                await asyncio.sleep(0.05)  # polling a condition with a deadline
-
-        await until(lambda: sorted(n.role for n in nodes) == ["MASTER", "SLAVE"], "roles")
+        timing = {
+            "heartbeat_interval_ms": 300,
+            "sync_metadata_period_ms": 1000,
+            "heartbeat_timeout_ms": 6000,
+            "lease_ms": 4800,
+        }
+        nodes, clients = _started_clients(tmp_path, tuple(addrs), remoting, timing)
+        await wait_for(lambda: _roles(nodes) == ["MASTER", "SLAVE"], 20_000, what="roles")
         master = next(n for n in nodes if n.role == "MASTER")
         procs[addrs.index(leader)].kill9()
         killed_at = time.monotonic()
-        await until(lambda: all(c.leader not in (None, leader) for c in clients), "new leader")
-        await until(lambda: time.monotonic() - killed_at > 8, "8 s after the kill", 12)
+        await wait_for(
+            lambda: all(c.leader not in (None, leader) for c in clients),
+            20_000,
+            what="new leader",
+        )
+        await wait_for(lambda: time.monotonic() - killed_at > 8, 12_000, what="8 s after the kill")
         assert master.fenced_at is None and master.role == "MASTER"
         for c in clients:
             await c.stop()
@@ -318,20 +254,7 @@ def test_raft_leader_kill9_under_load_loses_no_acknowledged_change(tmp_path, pro
     acknowledged is in the new leader's state."""
     import threading
 
-    raft = [f"127.0.0.1:{free_port()}" for _ in range(3)]
-    addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
-    group = (
-        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\n"
-        f"jRaftControllerRPCAddr={','.join(addrs)}\njRaftElectionTimeoutMs=500\n"
-    )
-    for i in range(3):
-        procs.append(
-            start_controller(
-                tmp_path, f"r{i}", int(addrs[i].split(":")[1]), group + f"jRaftServerId={raft[i]}\n"
-            )
-        )
-    for a in addrs:
-        wait_answering(a)
+    addrs = start_raft_controllers(tmp_path, procs)
     leader = wait_until(lambda: _leader(addrs), 30, "a raft leader", every_s=0.2)
     acked: list[str] = []
     stop = threading.Event()

@@ -9,14 +9,9 @@ from __future__ import annotations
 import asyncio
 
 from broker.clock import DrivenClock
-from broker.controller.config import ControllerConfig
-from broker.controller.controller import Controller
-from broker.controller.journal import Journal
 from broker.controller.processor import ControllerProcessor
-from broker.controller.state_machine import ControllerStateMachine
-from broker.ha.broker_identity import BrokerIdentityStore
-from broker.ha.controller_client import ClientConfig, ControllerClient
-from tests.controller.test_client import CTL, FakeNode, Net
+from broker.ha.controller_client import ClientConfig
+from tests.controller.inproc import CTL, FakeNode, Net, fake_node_client, in_process_controller
 
 A, B, C = (f"127.0.0.1:{10910 + i}" for i in (1, 2, 3))
 
@@ -49,11 +44,7 @@ class HangingPeerNode(FakeNode):
 
 
 def _group(tmp_path, clock: DrivenClock, timeout_ms: int = 2000):
-    sm = ControllerStateMachine()
-    journal = Journal(tmp_path / "ctl", sm)
-    journal.open()
-    cfg = ControllerConfig(scanNotActiveBrokerInterval=200, scanInactiveMasterInterval=200)
-    ctl = Controller(cfg, journal, sm, clock=clock, self_addr=CTL)
+    sm, journal, ctl = in_process_controller(tmp_path, clock, scan_ms=200)
     net = Net(ControllerProcessor(ctl).handlers())
     ctl.notifier = net.notify
     nodes, clients = {}, {}
@@ -71,10 +62,8 @@ def _group(tmp_path, clock: DrivenClock, timeout_ms: int = 2000):
             sync_metadata_period_ms=500,
             switch_timeout_ms=4000,
         )
-        (tmp_path / f"b{i}").mkdir()
-        store = BrokerIdentityStore(tmp_path / f"b{i}", "DefaultCluster", "broker-a")
-        clients[addr] = ControllerClient(
-            cc, store, net.invoke_for(addr), nodes[addr], nodes[addr], clock
+        clients[addr] = fake_node_client(
+            tmp_path / f"b{i}", cc, net.invoke_for(addr), nodes[addr], clock
         )
     net.clients = clients
     return sm, journal, ctl, net, nodes, clients

@@ -18,79 +18,46 @@ import time
 from broker.admin.cluster import _in_set, cluster_list
 from broker.admin.ha import ha_status, print_ha_status
 from broker.client.producer import Producer, SendStatus
-from broker.remoting.client import RemotingClient
-from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import RemotingCommand
-from tests.controller.support import start_controller
 from tests.support import schemas
-from tests.support.cluster import node_conf
+from tests.support.controller_cluster import ControllerCluster
 from tests.support.waiting import wait_for
-from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "SyncStateSetTopic"
-NODES = ("a", "b", "c")
 NOT_CATCHUP_MS = 1500
 
 
 def test_a_stopped_slave_leaves_the_set_and_returns(tmp_path):
-    ctl_port = free_port()
-    ctl = start_controller(tmp_path, "ctl", ctl_port)
-    ns = start_namesrv(tmp_path)
-    procs: dict[str, object] = {}
-    archive = tmp_path / "archive"
-    try:
-        for node in NODES:
-            port, ha = free_port(), free_port()
-            conf = node_conf(
-                tmp_path,
-                node,
-                0,
-                "SYNC_MASTER",
-                port,
-                ha,
-                ns.addr,
-                enableControllerMode="true",
-                controllerAddr=f"127.0.0.1:{ctl_port}",
-                brokerHeartbeatInterval=300,
-                controllerHeartBeatTimeoutMills=3000,
-                controllerLeaseMills=2000,
-                syncBrokerMetadataPeriod=500,
-                haSendHeartbeatInterval=200,
-                allAckInSyncStateSet="true",
-                minInSyncReplicas=2,
-                haMaxTimeSlaveNotCatchup=NOT_CATCHUP_MS,
-                syncFlushTimeout=8000,
-                archiveEnable="true",
-                archiveRoot=f"file://{archive}",
-                archiveInProcess="true",
-                archiveIntervalMs=300,
-            )
-            procs[node] = start_broker(node, conf, port, tmp_path)
-        asyncio.run(_scenario(f"127.0.0.1:{ctl_port}", ns.addr, procs, archive))
-    finally:
-        for p in procs.values():
-            if p.alive():
-                p.proc.send_signal(signal.SIGCONT)
-            p.kill()
-        ns.kill()
-        ctl.stop()
+    asyncio.run(_scenario(tmp_path, tmp_path / "archive"))
 
 
-async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
-    client = RemotingClient()
+async def _scenario(tmp_path, archive) -> None:
+    cluster = await ControllerCluster.start(
+        tmp_path,
+        flushDiskType="ASYNC_FLUSH",
+        haSendHeartbeatInterval=200,
+        allAckInSyncStateSet="true",
+        minInSyncReplicas=2,
+        haMaxTimeSlaveNotCatchup=NOT_CATCHUP_MS,
+        syncFlushTimeout=8000,
+        archiveEnable="true",
+        archiveRoot=f"file://{archive}",
+        archiveInProcess="true",
+        archiveIntervalMs=300,
+    )
+    namesrv = cluster.ns.addr
     producer = Producer("PG", [namesrv], retry_times=0)
     try:
-        master = await wait_for(lambda: _master(client, ctl), 30_000, what="a master elected")
-        m_node = next(n for n, p in procs.items() if p.addr == master)
+        master, _ = await cluster.wait_master(timeout_ms=30_000)
+        m_node = cluster.node_at(master).name
         ids = await wait_for(
-            lambda: _set_of(client, master, size=3), 30_000, what="both slaves in the set"
+            lambda: _set_of(cluster, master, size=3), 30_000, what="both slaves in the set"
         )
         assert await _send(producer, "all-three") is SendStatus.SEND_OK
-        stopped, killed = [n for n in NODES if n != m_node]
-        procs[stopped].proc.send_signal(signal.SIGSTOP)
+        stopped, killed = [n for n in cluster.nodes if n != m_node]
+        cluster.nodes[stopped].proc.proc.send_signal(signal.SIGSTOP)
         t0 = time.monotonic()
         load = asyncio.ensure_future(_keep_sending(producer))  # data it never acks
-        two = await wait_for(lambda: _set_of(client, master, size=2), 15_000, what="it leaves")
+        two = await wait_for(lambda: _set_of(cluster, master, size=2), 15_000, what="it leaves")
         left_after_s = time.monotonic() - t0
         # it was last caught up at most one HA heartbeat (200 ms) before the stop
         assert NOT_CATCHUP_MS / 1000 - 0.3 <= left_after_s < 8, left_after_s
@@ -99,14 +66,14 @@ async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
         await asyncio.gather(load, return_exceptions=True)
         assert len(two) == 2 and set(two) < set(ids)
         assert await _send(producer, "without-the-stopped") is SendStatus.SEND_OK
-        procs[killed].kill()  # -9: its connection closes, it leaves at once
-        await wait_for(lambda: _set_of(client, master, size=1), 15_000, what="master alone")
+        cluster.kill(killed)  # -9: its connection closes, it leaves at once
+        await wait_for(lambda: _set_of(cluster, master, size=1), 15_000, what="master alone")
         refused = await _send(producer, "alone")
         assert isinstance(refused, str) and "code 1 " in refused, refused  # SYSTEM_ERROR
         assert "in-sync replicas not enough" in refused, refused
-        procs[stopped].proc.send_signal(signal.SIGCONT)
+        cluster.nodes[stopped].proc.proc.send_signal(signal.SIGCONT)
         t1 = time.monotonic()
-        await wait_for(lambda: _set_of(client, master, size=2), 15_000, what="it returns")
+        await wait_for(lambda: _set_of(cluster, master, size=2), 15_000, what="it returns")
         print(f"resumed slave back in the SyncStateSet after {time.monotonic() - t1:.2f} s")
         sent = await wait_for(lambda: _sent_ok(producer), 10_000, what="a send acknowledged")
         assert sent is SendStatus.SEND_OK
@@ -118,7 +85,7 @@ async def _scenario(ctl: str, namesrv: str, procs: dict, archive) -> None:
         assert m_node in kinds[-1]["members"] and stopped in kinds[-1]["members"], kinds[-1]
     finally:
         await producer.close()
-        await client.close()
+        await cluster.close()
 
 
 async def _admin_shows_the_set(namesrv: str, master: str) -> None:
@@ -142,25 +109,9 @@ async def _admin_shows_the_set(namesrv: str, master: str) -> None:
     )
 
 
-async def _master(client: RemotingClient, ctl: str) -> str | None:
-    req = RemotingCommand.request(
-        RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "broker-a"}
-    )
-    try:
-        resp = await client.invoke(ctl, req, 2000)
-    except Exception:  # noqa: BLE001 - not answering yet
-        return None
-    return resp.ext_fields.get("masterAddress") or None
-
-
-async def _set_of(client: RemotingClient, addr: str, size: int) -> list[int] | None:
+async def _set_of(cluster: ControllerCluster, addr: str, size: int) -> list[int] | None:
     """The master's SyncStateSet (haStatus) when it has ``size`` members and none in flight."""
-    req = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
-    try:
-        resp = await client.invoke(addr, req, 2000)
-    except Exception:  # noqa: BLE001
-        return None
-    doc = json.loads(resp.body) if resp.code == ResponseCode.SUCCESS else {}
+    doc = await cluster.status(addr) or {}
     members = doc.get("syncStateSet")
     if members is None or len(members) != size or doc.get("syncStateSetProposed"):
         return None

@@ -1,6 +1,9 @@
 """With the master down, consumers go on consuming from the slave (real processes): the name
 server drops the dead master at once (its registration connection closed), the consumer reads
-and commits on the slave, and the restarted master takes the larger offsets back."""
+and commits on the slave, and the restarted master takes the larger offsets back. That is
+RocketMQ's way, so the nodes run with ``offsetCommitThroughLog=false``: with commits through the
+log a slave refuses them and the consumer keeps its offsets until a master takes them
+(tests/node/test_offset_commit_gate.py)."""
 
 from __future__ import annotations
 
@@ -15,13 +18,14 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from tests.conftest import wait_until
-from tests.ha.test_failover_process import _conf
+from tests.ha.test_failover_process import _conf as _failover_conf
 from tests.support.cluster import knows_topic
 from tests.support.waiting import wait_for
 from tools.localcluster import free_port, start_broker, start_namesrv
 
 TOPIC = "FailoverTopic"  # the name _conf's brokers expect nothing of; any topic works
 N = 400
+_conf = functools.partial(_failover_conf, offsetCommitThroughLog="false")
 
 
 # A shared machine: generous deadlines.

@@ -2,7 +2,9 @@
 
 Unit tests with fakes for the forward-only merge and the reverse (pre-online) sync; a process
 test: consumers commit on the slave while the master is down, the master restarts with its older
-``consumerOffset.json``, and no committed offset goes backwards on either node.
+``consumerOffset.json``, and no committed offset goes backwards on either node. That is RocketMQ's
+way (``offsetCommitThroughLog=false``): with commits through the log a slave refuses them
+(tests/node/test_offset_commit_gate.py) and the master's log holds every one.
 """
 
 from __future__ import annotations
@@ -175,7 +177,10 @@ GROUP = "CG"
 _wait = functools.partial(wait_until, timeout_s=60.0)
 
 
-_conf = conf_factory(slaveSyncIntervalMs=200, flushConsumerOffsetInterval=200)
+# RocketMQ's offsets (commits on a slave, copied back): offsetCommitThroughLog off.
+_conf = conf_factory(
+    slaveSyncIntervalMs=200, flushConsumerOffsetInterval=200, offsetCommitThroughLog="false"
+)
 
 
 async def _call(addr: str, code: RequestCode, fields: dict | None = None) -> RemotingCommand:

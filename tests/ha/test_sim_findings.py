@@ -14,7 +14,7 @@ from broker.config import BrokerConfig, BrokerRole
 from broker.ha.client import HAClient
 from broker.ha.failover import FailoverError, UncleanPromotionError, promote
 from broker.ha.sync_state import IN_SYNC_REPLICAS_NOT_ENOUGH, SyncStateConfig, SyncStateSet
-from broker.store.epoch import EpochEntry
+from broker.store.epoch import EpochEntry, consistent_point
 from broker.store.role import BrokerRoleState
 from tests.ha.test_failover import node
 from tests.ha.test_replication import message, put, stop, wait_for
@@ -46,6 +46,20 @@ def _client(tmp_path, flush_disk_type: str, reconciler=None) -> tuple[HAClient, 
     return client, log
 
 
+async def _master_and_slave(tmp_path):
+    """Node ``a``, a SYNC_MASTER, and node ``b``, its slave (HA address configured)."""
+    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
+    ha = f"127.0.0.1:{a.replication.ha.port}"
+    try:
+        b = await node(
+            tmp_path, "b", brokerRole="SLAVE", brokerId=1, nodeName="b", haMasterAddress=ha
+        )
+    except BaseException:
+        await stop(a)
+        raise
+    return a, b
+
+
 def test_a_sync_flush_slave_acknowledges_only_what_it_flushed(tmp_path):
     client, log = _client(tmp_path, "SYNC_FLUSH")
     assert client._ack_offset() == 700 and log.flushes == 1
@@ -71,15 +85,7 @@ def test_no_unchecked_replication_into_a_log_that_has_epochs(tmp_path, entries):
 
 @async_test
 async def test_a_slave_refuses_to_cut_its_log_to_a_stale_master_or_to_a_slave(tmp_path):
-    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-    b = await node(
-        tmp_path,
-        "b",
-        brokerRole="SLAVE",
-        brokerId=1,
-        nodeName="b",
-        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
-    )
+    a, b = await _master_and_slave(tmp_path)
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
         await put(a, 1)
@@ -124,15 +130,7 @@ async def test_promote_takes_an_epoch_no_lower_than_min_epoch(tmp_path):
 
 @async_test
 async def test_promote_refuses_a_node_behind_another_unless_unclean(tmp_path):
-    a = await node(tmp_path, "a", brokerRole="SYNC_MASTER", nodeName="a")
-    b = await node(
-        tmp_path,
-        "b",
-        brokerRole="SLAVE",
-        brokerId=1,
-        nodeName="b",
-        haMasterAddress=f"127.0.0.1:{a.replication.ha.port}",
-    )
+    a, b = await _master_and_slave(tmp_path)
     addrs = [a.config.broker_addr, b.config.broker_addr]
     try:
         await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
@@ -198,3 +196,42 @@ def test_the_confirm_offset_stops_at_the_masters_flushed_offset_under_sync_flush
     assert sss.confirm_offset(200) == 100  # the slave holds 200, the master's disk 100
     flushed[0] = 200
     assert sss.confirm_offset(200) == 200
+
+
+@async_test
+async def test_a_master_renewing_its_epoch_while_a_slave_reconciles_costs_no_cut(tmp_path):
+    """The simulation's seed 900075 (counted as ``needless_cuts``): the slave read the master's
+    epochs, the master renewed its epoch (closing its HA connections) before the slave
+    connected, and the slave then took the new epoch's bytes under the old epoch's entry; a
+    later rejoin cut them although the master held them. Now the slave checks the master's
+    epochs once connected, before its first report, and reconciles again when they moved."""
+    a, b = await _master_and_slave(tmp_path)
+    try:
+        await wait_for(lambda: a.replication.ha.status()["slaves"], what="slave connected")
+        await put(a, 1)
+        reconcile, renewed = b.reconciler.reconcile, []
+
+        async def master_renews_meanwhile(master_addr: str):
+            point = await reconcile(master_addr)
+            if not renewed:  # between this read of its epochs and the HA connection
+                renewed.append(True)
+                await a.failover.become_master(3, BrokerRole.SYNC_MASTER)
+                await a.store.put_message_async(message(3))
+            return point
+
+        b.reconciler.reconcile = master_renews_meanwhile
+        await a.failover.become_master(2, BrokerRole.SYNC_MASTER)  # b reconnects, reconciles
+        await a.store.put_message_async(message(2))
+
+        def caught_up() -> bool:
+            epochs = [e.epoch for e in a.role.epoch_entries]
+            return epochs == [1, 2, 3] and b.store.max_phy_offset == a.store.max_phy_offset
+
+        await wait_for(caught_up, what="b caught up with the renewed master")
+        end = a.store.max_phy_offset
+        assert [e.epoch for e in a.role.epoch_entries] == [1, 2, 3]
+        assert b.role.epoch_entries == a.role.epoch_entries
+        # a rejoin of b now cuts nothing: its epochs say what the master's say of every byte
+        assert consistent_point(b.role.epoch_entries, end, a.role.epoch_entries, end) == end
+    finally:
+        await stop(b, a)

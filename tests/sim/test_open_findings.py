@@ -66,5 +66,8 @@ def test_recovery_drops_a_last_record_torn_inside_its_properties(tmp_path):
 def test_promote_ranks_by_the_epoch_of_the_bytes_held():
     from tools.sim.world import run_seed
 
-    outcome = run_seed(465064305, 30.0)
+    # 465064305 before the slave's epoch check on a new HA connection moved every schedule's
+    # timing; 465070036 shows the same ranking with it (c, power lost over an epoch 8 entry
+    # past its log end, promoted over b's longer epoch 7 log holding acknowledged #102)
+    outcome = run_seed(465070036, 30.0)
     assert outcome.violation is None, outcome.violation

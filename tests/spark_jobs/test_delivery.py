@@ -69,15 +69,10 @@ def test_the_check_counts_and_fails_only_past_a_threshold() -> None:
 
 
 def _kept_summary(kept: list) -> dict:
-    """What :func:`duplicates_kept` computes, with Python standing in for Spark's jobs: the
-    slim columns of every chunk counted, then the candidates' full keys compared."""
-    from spark_jobs.delivery import MSG_IDS_SHOWN, merged_summary
-    from spark_jobs.delivery_arrays import candidates, concat, counts, slim, summaries
+    """What the audit computes from the arrays the chunk tasks return (the driver's part)."""
+    from spark_jobs.delivery import duplicates_kept
 
-    enqueued, hashes = counts(concat([slim(m) for m in kept]))
-    found = concat([candidates(m, hashes) for m in kept])
-    dups = [x for x in summaries(found, MSG_IDS_SHOWN) if x[0] == "dup"]
-    return merged_summary([("enqueued", enqueued), *dups])
+    return duplicates_kept(kept)
 
 
 def _kept(data: bytes, key: str, sound: bool, start: int = 0):
@@ -110,20 +105,31 @@ def test_hash_collisions_never_merge_keys(plan) -> None:
     assert _kept_summary(kept) == duplicates_of(rows)
 
 
-def test_duplicates_kept_in_spark_from_two_jobs(spark) -> None:
-    """Rows of two persisted RDDs (the comparison job's and log integrity's) counted as one
-    set; the RDDs are unpersisted."""
+def test_duplicates_from_the_arrays_two_scan_jobs_return(spark) -> None:
+    """The arrays come back with the scan rows of two jobs (the comparison job's and log
+    integrity's: one collect each, nothing persisted) and are counted as one set."""
     from spark_jobs.delivery import MESSAGE_KIND, duplicates_kept
+    from spark_jobs.session import run_tasks_keeping
 
     plan = [("A", 1), ("B", 2), ("A", 1), ("commit", 3), ("A", 3), ("B", 2), ("A", 1)]
     rows = list(message_rows(_chunk(plan), 0, 0, "k"))
-    sc = spark.sparkContext
     head = _chunk(plan[:3])  # the first chunk; the rest of the log is the second
-    first = _kept(head, "k", True)
-    second = _kept(_chunk(plan)[len(head) :], "k2", False, start=len(head))
-    kept = [sc.parallelize([(MESSAGE_KIND, m) for m in first], 2).cache()]
-    kept.append(sc.parallelize([(MESSAGE_KIND, m) for m in second], 1).cache())
-    got = duplicates_kept(spark, kept)
+    parts = [
+        ("k", _kept(head, "k", True)),
+        ("k2", _kept(_chunk(plan)[len(head) :], "k2", False, start=len(head))),
+    ]
+
+    def task(items, kind=MESSAGE_KIND):  # the arrays as a chunk task returns them
+        for key, arrays in items:
+            yield ("count", key)
+            yield from ((kind, m) for m in arrays)
+
+    kept = []
+    for part in parts:
+        out, values = run_tasks_keeping(spark, [part], 1, task, MESSAGE_KIND, ["kind", "key"])
+        assert out == [{"kind": "count", "key": part[0]}]
+        kept += values
+    assert not spark.sparkContext._jsc.getPersistentRDDs()  # nothing left cached
+    got = duplicates_kept(kept)
     assert got == duplicates_of(rows)
     assert (got["enqueued"], got["duplicated"]) == (6, 3)
-    assert not any(r.is_cached for r in kept)

@@ -32,7 +32,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from contracts.record.reader import decode_record
-from tests.controller.support import Proc, start_controller
+from tests.controller.support import Proc, raft_keys, start_controller
 from tests.support.cluster import node_conf
 from tests.support.waiting import wait_for
 from tools.faultproxy import FaultProxy
@@ -76,14 +76,24 @@ class ControllerCluster:
 
     @classmethod
     async def start(
-        cls, tmp: Path, *, controllers: int = 1, nodes=("a", "b", "c"), **extra
+        cls,
+        tmp: Path,
+        *,
+        controllers: int = 1,
+        nodes=("a", "b", "c"),
+        ctl_keys: str = "",
+        per_node: dict[str, dict] | None = None,
+        **extra,
     ) -> ControllerCluster:
-        """Start everything; ``extra`` adds or overrides broker.conf properties."""
+        """Start everything: ``controllers`` controllers (more than one: a Raft group; each
+        with ``ctl_keys`` added to its conf), a name server and one SYNC_MASTER node in
+        controller mode per name in ``nodes``; ``extra`` adds or overrides broker.conf
+        properties of every node, ``per_node`` those of one."""
         ctl_ports = [free_port() for _ in range(controllers)]
         ctl_addrs = [f"127.0.0.1:{p}" for p in ctl_ports]
         raft = [f"127.0.0.1:{free_port()}" for _ in ctl_ports] if controllers > 1 else []
         procs = [
-            start_controller(tmp, f"ctl{i}", port, _raft(ctl_addrs, raft, i))
+            start_controller(tmp, f"ctl{i}", port, ctl_keys + raft_keys(ctl_addrs, raft, i))
             for i, port in enumerate(ctl_ports)
         ]
         me = cls(tmp, procs, ctl_addrs, await asyncio.to_thread(start_namesrv, tmp))
@@ -91,7 +101,7 @@ class ControllerCluster:
             for name in nodes:
                 await me._add_node(name)
             for name in nodes:  # ports picked just before each start: others grab free ones
-                me._write_conf(name, extra)
+                me._write_conf(name, {**extra, **(per_node or {}).get(name, {})})
                 await me.start_node(name)
         except BaseException:
             await me.close()
@@ -242,6 +252,8 @@ class ControllerCluster:
     async def close(self) -> None:
         for node in self.nodes.values():
             if node.proc is not None:
+                if node.proc.alive():  # a SIGSTOPped one too
+                    node.proc.proc.send_signal(signal.SIGCONT)
                 node.proc.kill()
             for proxy in node.to_controllers:
                 await proxy.stop()
@@ -249,13 +261,3 @@ class ControllerCluster:
             ctl.stop()
         self.ns.kill()
         await self.client.close()
-
-
-def _raft(addrs: list[str], raft: list[str], i: int) -> str:
-    """Controller ``i``'s keys of a Raft group (Raft addresses ``raft``; none: a single one)."""
-    if not raft:
-        return ""
-    return (
-        f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\njRaftControllerRPCAddr="
-        f"{','.join(addrs)}\njRaftElectionTimeoutMs=500\njRaftServerId={raft[i]}\n"
-    )
