@@ -97,8 +97,8 @@ class OffsetLogService:
         """Why this node's committed offsets are not known now, or None. A node that is not
         the master and has heard from no master since it started (its read gate still closed
         at 0) applies none of the offset records its log holds beyond its checkpoint, so its
-        table may be behind offsets a master answered before (sim seed 7100188: a restarted
-        node answered 0 for a queue a master had answered 7 for)."""
+        table may be behind offsets a master answered before (sim seed 7100027: a restarted
+        node answered 0 for a queue a master had answered 43 for)."""
         queries = self.store.queries
         if self.role.role.is_master or queries.read_end != 0:
             return None

@@ -166,13 +166,13 @@ def test_found_a_restarted_controller_electing_while_the_masters_lease_held():
 
 
 def test_found_a_restarted_node_answering_a_committed_offset_below_an_earlier_answer():
-    """Seed 7100188 (and 7100139, 7100144, 7100152; first seen as 7100035 when the consumer
-    asked more often): a node restarted after a power loss, before any master confirmed its
-    log (its read gate closed at 0), answered QUERY_CONSUMER_OFFSET from a table that had
-    applied none of its log's offset records beyond its checkpoint: 0 for a queue a master had
-    answered 7 for (offset-regressed). Now such a node refuses until it knows
+    """Seed 7100027 (also 7100196; before other changes moved the timing, 7100035, 7100139,
+    7100144, 7100152, 7100188): a node restarted after a power loss, before any master
+    confirmed its log (its read gate closed at 0), answered QUERY_CONSUMER_OFFSET from a table
+    that had applied none of its log's offset records beyond its checkpoint: 0 for a queue a
+    master had answered 43 for (offset-regressed). Now such a node refuses until it knows
     (``OffsetLogService.not_known``)."""
-    outcome = run_seed(7100188, 30.0, controller=True)
+    outcome = run_seed(7100027, 30.0, controller=True)
     assert outcome.offset_answers > 0
     assert not outcome.failed, outcome.violation
 
