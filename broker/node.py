@@ -10,7 +10,7 @@ import asyncio
 import logging
 import signal
 
-from broker import aio
+from broker import aio, planted_bugs
 from broker.acl.permission import AclChecker
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
@@ -130,7 +130,7 @@ class BrokerNode:
         # offsetCommitThroughLog: commits and resets as records of the log (broker/offset_log)
         self.offset_log = (
             OffsetLogService(store, role, self.replication, self.config, clock=clock)
-            if self.config.offset_commit_through_log
+            if self.config.offset_commit_through_log and not planted_bugs.active("offset-copy")
             else None
         )
         self._loops = [

@@ -20,6 +20,10 @@ switch is read at the bug's site (``if planted_bugs.active("early-ack")``), nowh
 - ``write-after-lease``: a master whose lease ended (no heartbeat acknowledged by the controller
   leader for ``controllerLeaseMills``) is not fenced and keeps taking writes (#7017's two
   masters). Site: ``broker/ha/controller_client.py`` ``_check_lease``.
+- ``offset-copy``: consumer offset commits are not records of the log (``offsetCommitThroughLog``
+  off, RocketMQ's behaviour): a master answers a commit from its table, slaves get the table
+  only by SlaveSynchronize's periodic copy, and a restart or a failover answers an older
+  offset. Site: ``broker/node.py`` ``BrokerNode.__init__``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ KNOWN: dict[str, str] = {
     "unclean-election": "promotion of a node behind another reachable one (outside the in-sync set)",
     "election-overflow": "the election's comparator overflows on log ends far apart (#10578)",
     "write-after-lease": "a master keeps taking writes after its lease ended (#7017)",
+    "offset-copy": "offset commits reach slaves only by the periodic copy (no offset log)",
 }
 PENDING: dict[str, str] = {}
 # the integer width of election-overflow's comparator (the simulation narrows it to its logs)

@@ -2,9 +2,14 @@
 to each controller, never replicated, which is why brokers heartbeat every controller.
 
 A broker is alive while ``now - lastUpdate <= heartbeatTimeoutMillis`` on the injected clock's
-monotonic time. Within an epoch the (epoch, maxOffset, confirmOffset) a broker reported only
-rises, as in RocketMQ: a heartbeat with a lower epoch, or the same epoch and a lower maxOffset,
-refreshes liveness but keeps the higher figures.
+monotonic time. The (epoch, maxOffset, confirmOffset) kept are the broker's latest report, where
+RocketMQ keeps the highest within an epoch: a broker that lost its unflushed tail (a power loss,
+a restart before its old entry expired) or cut its log reports less, and an election ranking it
+by the stale higher figure could take a log that lacks bytes another candidate holds.
+
+The table is the process's memory: a restarted controller starts empty, so a master it has not
+heard from yet may still hold its lease (``lease_may_hold``) until ``RESTART_GRACE_MS`` after
+the start, the longest heartbeat timeout it assumes (brokers' default).
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from dataclasses import dataclass
 from broker.clock import Clock
 
 DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000  # DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+# after a start, an unheard-of master's lease (at most 80 % of its heartbeat timeout, the
+# brokers' controllerHeartBeatTimeoutMills) may still hold this long
+RESTART_GRACE_MS = DEFAULT_HEARTBEAT_TIMEOUT_MS
 DEFAULT_ELECTION_PRIORITY = 2**31 - 1  # Integer.MAX_VALUE: lower wins
 
 MAX_LIVE_BROKERS = 10_000  # a bound on what the network can make this table hold
@@ -43,6 +51,8 @@ class BrokerHeartbeatManager:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.table: dict[BrokerKey, BrokerLiveInfo] = {}
+        self.started_ms = clock.monotonic_ms()
+        self.heard: set[BrokerKey] = set()  # every broker heard from since the start (bounded)
 
     def on_heartbeat(
         self,
@@ -70,6 +80,8 @@ class BrokerHeartbeatManager:
         if prev is None:
             if len(self.table) >= MAX_LIVE_BROKERS:
                 return False
+            if len(self.heard) < MAX_LIVE_BROKERS:  # (past it: the grace holds for the rest)
+                self.heard.add(key)
             self.table[key] = BrokerLiveInfo(
                 broker_name,
                 broker_addr,
@@ -90,8 +102,7 @@ class BrokerHeartbeatManager:
         prev.brokerAddr = broker_addr
         if channel is not None:
             prev.channel = channel
-        if real_epoch > prev.epoch or (real_epoch == prev.epoch and real_max > prev.maxOffset):
-            prev.epoch, prev.maxOffset, prev.confirmOffset = real_epoch, real_max, real_confirm
+        prev.epoch, prev.maxOffset, prev.confirmOffset = real_epoch, real_max, real_confirm
         return True
 
     def is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
@@ -103,11 +114,15 @@ class BrokerHeartbeatManager:
     def lease_may_hold(self, cluster: str, broker_name: str, broker_id: int) -> bool:
         """Whether the broker may still believe itself alive: its last heartbeat is within its
         timeout, even if its connection closed since. A master's lease (at most 80 % of that
-        timeout, counted from a heartbeat sent before this one arrived) may hold until then."""
-        info = self.table.get((cluster, broker_name, broker_id))
-        return info is not None and (
-            self.clock.monotonic_ms() - info.lastUpdateMs <= info.heartbeatTimeoutMs
-        )
+        timeout, counted from a heartbeat sent before this one arrived) may hold until then. One
+        never heard from since this controller started may hold one until ``RESTART_GRACE_MS``
+        after the start (its last heartbeat went to the process before)."""
+        key = (cluster, broker_name, broker_id)
+        info = self.table.get(key)
+        now = self.clock.monotonic_ms()
+        if info is None:  # expired since (its lease ended with it), or never heard from
+            return key not in self.heard and now - self.started_ms <= RESTART_GRACE_MS
+        return now - info.lastUpdateMs <= info.heartbeatTimeoutMs
 
     def live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         return self.table.get((cluster, broker_name, broker_id))

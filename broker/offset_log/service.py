@@ -10,7 +10,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.loop_service import LoopService
 from broker.offset_log.applier import OffsetLogApplier
 from broker.offset_log.writer import OffsetCommitWriter
-from contracts.offset_commits.model import OFFSETS_TOPIC
+from contracts.offset_commits.model import OFFSETS_QUEUE_ID, OFFSETS_TOPIC
 
 #: a master re-checks what its slaves acknowledged this often (an ASYNC_MASTER's commits become
 #: visible then; a SYNC_MASTER's at once, after the wait for its slaves)
@@ -92,6 +92,24 @@ class OffsetLogService:
         """Apply what the log holds (and a master's slaves acknowledged) before answering a
         query, so a just-promoted slave never answers from a table behind its log."""
         self.applier.catch_up()
+
+    def not_known(self) -> str | None:
+        """Why this node's committed offsets are not known now, or None. A node that is not
+        the master and has heard from no master since it started (its read gate still closed
+        at 0) applies none of the offset records its log holds beyond its checkpoint, so its
+        table may be behind offsets a master answered before (sim seed 7100027: a restarted
+        node answered 0 for a queue a master had answered 43 for)."""
+        queries = self.store.queries
+        if self.role.role.is_master or queries.read_end != 0:
+            return None
+        held = queries.logged_max_offset_in_queue(OFFSETS_TOPIC, OFFSETS_QUEUE_ID)
+        behind = held - self.applier.next_queue_offset
+        if behind <= 0:
+            return None
+        return (
+            f"{behind} offset record(s) of this node's log not applied: no master has confirmed "
+            "them since it started; ask the master"
+        )
 
     def runtime_info(self) -> dict[str, object]:
         return {

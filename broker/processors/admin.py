@@ -202,6 +202,11 @@ class AdminProcessor:
         group, topic, qid = req.field("consumerGroup"), req.field("topic"), req.int_field("queueId")
         if self.offset_log is not None:  # the table holds what the log holds
             self.offset_log.catch_up()
+            unknown = self.offset_log.not_known()
+            if unknown is not None:  # never an answer below one given before
+                return req.make_response(
+                    ResponseCode.SYSTEM_ERROR, remark=f"committed offsets not known yet: {unknown}"
+                )
         offset = store.consumer_offsets.query(group, topic, qid)
         if offset >= 0:
             return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": offset})

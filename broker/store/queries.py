@@ -87,6 +87,11 @@ class StoreQueries:
         cq = self.queues.get((topic, queue_id))
         return self._visible_max(cq) if cq else 0
 
+    def logged_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's max offset, the read gate aside: what this node's log holds."""
+        cq = self.queues.get((topic, queue_id))
+        return cq.max_offset_in_queue if cq else 0
+
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get((topic, queue_id))
         return cq.min_offset_in_queue if cq else 0

@@ -66,3 +66,43 @@ def test_the_master_itself_asking_gets_a_new_epoch_others_get_the_master_as_is()
     r = g.elect(1)
     assert r.code == RC.SUCCESS and r.header["masterBrokerId"] == 1
     assert r.header["masterEpoch"] == 2 and g.info().masterEpoch == 2
+
+
+def test_a_restarted_controller_does_not_elect_while_an_unheard_masters_lease_may_hold():
+    """Sim (controller crash steps): a restarted controller's heartbeat table is empty; a slave
+    heartbeats before the master does (the master cut from the controller, or still
+    reconnecting), and the first housekeeping round elected the slave while the master's lease
+    still held: two writers. An unheard-of master's lease may hold for RESTART_GRACE_MS."""
+    from broker.controller.heartbeat import RESTART_GRACE_MS, BrokerHeartbeatManager
+
+    g = _group_with_master()
+    asyncio.run(g.clock.advance(60_000))
+    g.hb = BrokerHeartbeatManager(g.clock)  # the restarted process: nobody heard from yet
+    g.beat(2, 1, 100)
+    g.beat(3, 1, 100)
+    assert g.hb.lease_may_hold("DefaultCluster", "broker-a", 1)
+    r = g.elect(-1)
+    assert r.code == RC.CONTROLLER_ELECT_MASTER_FAILED and "lease" in r.remark
+    assert g.info().masterBrokerId == 1 and g.info().masterEpoch == 1
+    asyncio.run(g.clock.advance(RESTART_GRACE_MS + 1))
+    g.beat(2, 1, 100)
+    g.beat(3, 1, 100)
+    r = g.elect(-1)
+    assert r.code == RC.SUCCESS and r.header["masterBrokerId"] in (2, 3)
+    assert g.info().masterEpoch == 2
+
+
+def test_an_election_ranks_a_broker_by_its_latest_report_not_its_highest():
+    """A broker that reported log end 500, then lost its unflushed tail (a power loss within
+    its heartbeat timeout) and reports 300, ranks by 300 (RocketMQ's DefaultBrokerHeartbeatManager
+    keeps the highest within an epoch, and would elect it over one holding 400)."""
+    g = _group_with_master()
+    for b, end in ((2, 500), (3, 400)):
+        g.beat(b, 1, end)
+    g.beat(2, 1, 300)
+    assert g.hb.live_info("DefaultCluster", "broker-a", 2).maxOffset == 300
+    asyncio.run(g.clock.advance(TIMEOUT_MS + 1))  # the master goes silent
+    g.beat(2, 1, 300)
+    g.beat(3, 1, 400)
+    r = g.elect(-1)
+    assert r.code == RC.SUCCESS and r.header["masterBrokerId"] == 3

@@ -142,6 +142,41 @@ def test_found_a_master_writing_past_its_lease_while_its_round_waited():
     assert not outcome.failed, outcome.violation
 
 
+def test_found_a_restarted_controller_electing_while_the_masters_lease_held():
+    """The master cut from the controller at 5 s, the controller killed at 5.1 s and back
+    0.05 s later: its heartbeat table empty, the slaves heartbeated first and its first round
+    elected one under a new epoch at 6.15 s while the old master, whose lease held until 8 s,
+    still took writes (two-writers, seeds 1 to 3 of this schedule; drawn schedules found it
+    too: seeds 7500020 and 7500053, "blind restart" steps). Fixed: an unheard-of master may
+    hold its lease for RESTART_GRACE_MS after the start (tests/controller/
+    test_sim_findings.py)."""
+    from tools.sim.schedule import Step
+
+    steps = [
+        Step(0, 5.0, "partition", "master-ctl"),
+        Step(1, 5.1, "ctl-kill", "controller", 0.05),
+        Step(2, 12.0, "heal", "all"),
+    ]
+    outcome = run_seed(1, 14.0, controller=True, steps=steps)
+    assert any("controller up:" in line for line in outcome.trace)
+    assert not outcome.failed, outcome.violation
+    drawn = run_seed(7500053, 30.0, controller=True)
+    assert any("ctl-kill" in line for line in drawn.trace)
+    assert not drawn.failed, drawn.violation
+
+
+def test_found_a_restarted_node_answering_a_committed_offset_below_an_earlier_answer():
+    """Seed 7100027 (also 7100196; before other changes moved the timing, 7100035, 7100139,
+    7100144, 7100152, 7100188): a node restarted after a power loss, before any master
+    confirmed its log (its read gate closed at 0), answered QUERY_CONSUMER_OFFSET from a table
+    that had applied none of its log's offset records beyond its checkpoint: 0 for a queue a
+    master had answered 43 for (offset-regressed). Now such a node refuses until it knows
+    (``OffsetLogService.not_known``)."""
+    outcome = run_seed(7100027, 30.0, controller=True)
+    assert outcome.offset_answers > 0
+    assert not outcome.failed, outcome.violation
+
+
 def _first_catch(bug: str, seeds, seconds: float, budget_s: float, controller: bool = False):
     deadline = time.monotonic() + budget_s
     for seed in seeds:
@@ -192,7 +227,7 @@ def test_write_after_lease_is_caught_and_the_same_schedule_passes_without_it():
     controller elects another: two writers (#7017)."""
     outcome = _first_catch("write-after-lease", range(daily_first_seed(), 10**9), 30.0, 240.0)
     assert outcome is not None, "write-after-lease not caught within the budget"
-    assert outcome.violation.name in ("two-writers", "one-master-per-epoch")
+    assert outcome.violation.name in ("two-writers", "one-master-per-epoch", "lease-outlived")
     assert outcome.controller
     assert not run_seed(outcome.seed, 30.0, controller=True).failed
 
@@ -205,6 +240,62 @@ def test_election_overflow_is_caught_and_the_same_schedule_passes_without_it():
     assert not run_seed(outcome.seed, 30.0, controller=True).failed
 
 
+def test_offset_copy_is_caught_and_the_same_schedule_passes_without_it():
+    """Offsets copied to slaves only periodically (offsetCommitThroughLog off, RocketMQ's
+    behaviour): after a crash or a failover a query answers an older committed offset."""
+    outcome = _first_catch("offset-copy", range(daily_first_seed(), 10**9), 30.0, 240.0)
+    assert outcome is not None, "offset-copy not caught within the budget"
+    assert outcome.violation.name == "offset-regressed"
+    assert outcome.controller
+    clean = run_seed(outcome.seed, 30.0, controller=True)
+    assert not clean.failed and clean.offset_answers > 0, clean.violation
+
+
+def _controller_fault_seeds(first: int):
+    from tools.sim.schedule import draw
+
+    for seed in range(first, 10**9):
+        steps, _ = draw(seed, 30.0, True)
+        if any(s.kind in ("ctl-kill", "ctl-power") for s in steps):
+            yield seed
+
+
+def test_the_controller_crashes_and_restarts_from_its_journal():
+    """A schedule with a controller crash: the restarted controller replays its journal
+    (snapshot and records), brokers register again, and the group elects on."""
+    seed = next(_controller_fault_seeds(daily_first_seed()))
+    outcome = run_seed(seed, 30.0, controller=True)
+    assert not outcome.failed, f"seed {seed}: {outcome.violation}"
+    assert any("ctl-" in line for line in outcome.trace)
+    assert any("controller up:" in line for line in outcome.trace)
+
+
+def test_a_controller_that_forgets_its_journal_is_caught(monkeypatch):
+    """The check behind ``epoch-reused``: a controller restarted without its journal (amnesia)
+    hands out epochs again, and the run fails."""
+    import shutil
+
+    from tools.sim.controller import SimController
+
+    crash = SimController.crash
+
+    async def forgetful(self, power):
+        notes = await crash(self, power)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return notes
+
+    monkeypatch.setattr(SimController, "crash", forgetful)
+    seeds = _controller_fault_seeds(daily_first_seed())
+    caught = None
+    for seed, _ in zip(seeds, range(10), strict=False):
+        outcome = run_seed(seed, 30.0, controller=True)
+        if outcome.failed:
+            caught = outcome
+            break
+    assert caught is not None, "a controller without its journal went unnoticed"
+    assert caught.violation.name in ("epoch-reused", "epoch-monotonic", "one-master-per-epoch")
+
+
 def test_cli_lists_bugs_and_prints_one_json_line(tmp_path):
     from broker.cli import main
 
@@ -215,6 +306,7 @@ def test_cli_lists_bugs_and_prints_one_json_line(tmp_path):
         "unclean-election",
         "election-overflow",
         "write-after-lease",
+        "offset-copy",
     }
 
 

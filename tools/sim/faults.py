@@ -99,11 +99,14 @@ class Faults:
                 sim.slow_disk_ms = step.value
             else:
                 await self.crash(sim, kind == "power", f"step {step.index}", step.value)
+        elif kind in ("ctl-kill", "ctl-power"):
+            await self.crash_controller(step)
         elif kind == "partition":
             self.partition(step)
         elif kind == "heal":
             world.log(step.describe())
             world.net.heal()
+            world.ctl_cut.clear()
         elif kind == "fast-disk":
             world.log(step.describe())
             for s in world.nodes.values():
@@ -113,6 +116,29 @@ class Faults:
             skew = world.loop.wall_skew_s
             skew[sim.name] = skew.get(sim.name, 0.0) + step.value / 1000
             world.log(f"{step.describe()} -> {sim.name}")
+
+    async def crash_controller(self, step: Step) -> None:
+        world, ctl = self.world, self.world.ctl
+        if ctl is None or not ctl.up:
+            world.log(f"{step.describe()}: the controller is down")
+            return
+        notes = await ctl.crash(step.kind == "ctl-power")
+        world.log(step.describe() + "".join(f"; {n}" for n in notes))
+        world.loop.call_later(step.value, self.spawn_controller_restart)
+
+    def spawn_controller_restart(self) -> None:
+        world = self.world
+        if world.stopping:
+            return
+        ctx = contextvars.copy_context()
+        ctx.run(NODE.set, "sim")
+        world.loop.create_task(self.restart_controller(), context=ctx)
+
+    async def restart_controller(self) -> None:
+        try:
+            await self.world.ctl.restart()
+        except Exception as exc:  # noqa: BLE001 - any start failure is the finding
+            self.world.fail(Violation("restart-failed", f"controller: {type(exc).__name__}: {exc}"))
 
     def partition(self, step: Step) -> None:
         world = self.world
@@ -126,8 +152,13 @@ class Faults:
             pairs = [(master.name, CTL)]
         elif step.target == "master-all-ctl":  # the master alone, its clients still reach it
             pairs = [(master.name, s) for s in (*slaves, CTL)]
+        elif step.target == "all-ctl":  # no broker reaches the controller
+            pairs = [(s.name, CTL) for s in world.nodes.values()]
         else:
             pairs = [(master.name, world.rt_rng.choice(slaves))]
+        now = world.loop.time()
         for x, y in pairs:
             world.net.partition(x, y)
+            if y == CTL:  # its lease must end within LEASE_MS from now (``lease-outlived``)
+                world.ctl_cut.setdefault(x, now)
         world.log(f"{step.describe()} -> " + ", ".join(f"{x}|{y}" for x, y in pairs))

@@ -15,6 +15,10 @@
 - ``log-matching``: a replica that shares the master's epochs holds the master's bytes.
 - ``truncation-acked``: a truncation never removes an acknowledged byte the master does not
   hold (one it holds is counted as ``needless_cuts``).
+- ``epoch-reused``: a restarted controller never elects under an epoch it handed out before
+  (its journal holds every election it answered).
+- ``offset-regressed``: QUERY_CONSUMER_OFFSET never answers a queue less than it answered
+  before, across crashes and elections (committed consumer offsets never go backwards).
 - ``restart-failed`` / ``no-convergence``: a node that cannot start again, a group that does not
   come back to one master with caught-up slaves once faults stop.
 """
@@ -70,6 +74,7 @@ class Checker:
         self.epochs: dict[str, int] = {}  # node or "controller" -> highest epoch seen
         self.node_epochs_monotonic = True
         self.needless_cuts = 0  # acknowledged bytes cut from a replica while the master has them
+        self.offsets: dict[int, tuple[int, str, float]] = {}  # queue -> highest answer, where, when
 
     def on_ack(self, ack: Ack, nodes, disk) -> None:
         """At the moment of the answer: the message is on two disks (SYNC_MASTER over
@@ -84,6 +89,19 @@ class Checker:
                 f"ack #{ack.seq} [{ack.offset},{ack.end}) from "
                 f"{ack.node} is on the disk of {holders or 'no node'} only",
             )
+
+    def on_offset_answer(self, queue_id: int, offset: int, node: str, now: float) -> None:
+        """QUERY_CONSUMER_OFFSET answered ``offset`` for ``queue_id``: never below an earlier
+        answer (the load never resets offsets)."""
+        best = self.offsets.get(queue_id)
+        if best is not None and offset < best[0]:
+            raise Violation(
+                "offset-regressed",
+                f"{node} answered committed offset {offset} for queue {queue_id} at "
+                f"t={now - 1000:.3f}; {best[1]} answered {best[0]} at t={best[2] - 1000:.3f}",
+            )
+        if best is None or offset > best[0]:
+            self.offsets[queue_id] = (offset, node, now)
 
     def observe_controller(self, epoch: int) -> None:
         """The controller's master epoch never goes down (a node's own last epoch may: a

@@ -51,6 +51,7 @@ async def produce(world: World, pid: int) -> None:
         try:
             if world.ctl is not None:
                 world.checker.on_write(sim, node.role.epoch, world.loop.time(), world.ctl)
+                world.check_lease(sim)
         except Violation as v:
             world.fail(v)
         try:
@@ -80,7 +81,7 @@ async def consume(world: World) -> None:
     least ack of the in-sync slaves). Strict reads (controller mode) are remembered: a record
     read must be in the final master's log (``read-lost``)."""
     rng = world.rt_rng
-    next_offset = dict.fromkeys(range(4), 0)
+    next_offset = world.consumed  # (the offsets task commits these positions)
     while world.producing:
         await asyncio.sleep(rng.uniform(0.05, 0.3))
         sim = world.master()

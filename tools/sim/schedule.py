@@ -17,13 +17,15 @@ KINDS = {"kill": 3, "power": 3, "partition": 3, "slow-disk": 1, "clock-jump": 1}
 class Step:
     index: int
     at_s: float
-    kind: str  # kill, power, restart, partition, heal, slow-disk, fast-disk, clock-jump
-    target: str  # master, slave, any, down (restart), all (heal)
-    value: float = 0.0  # slow-disk ms, clock-jump ms, kill/power: s down (0: 1 to 3)
+    # kill, power, restart, partition, heal, slow-disk, fast-disk, clock-jump, ctl-kill,
+    # ctl-power (the controller crashes; it restarts after ``value`` s)
+    kind: str
+    target: str  # master, slave, any, down (restart), all (heal), controller
+    value: float = 0.0  # slow-disk ms, clock-jump ms, kill/power/ctl-*: s down (0: 1 to 3)
 
     def describe(self) -> str:
         extra = f" {self.value:+.0f}ms" if self.kind in ("slow-disk", "clock-jump") else ""
-        if self.kind in ("kill", "power") and self.value:
+        if self.kind in ("kill", "power", "ctl-kill", "ctl-power") and self.value:
             extra = f" for {self.value:.1f}s"
         return f"step {self.index} {self.kind} {self.target}{extra}"
 
@@ -80,4 +82,40 @@ def draw(seed: int, seconds: float, controller: bool = False) -> tuple[list[Step
             raw.append((at, kind, "any", rng.uniform(-2000, 2000)))
     raw.sort()
     steps = [Step(i, at, kind, target, value) for i, (at, kind, target, value) in enumerate(raw)]
+    if controller:  # numbered after the others: a shrunk schedule's step numbers keep meaning
+        extra = _controller_faults(seed, seconds)
+        steps += [Step(len(steps) + i, *s) for i, s in enumerate(extra)]
+        steps.sort(key=lambda s: (s.at_s, s.index))
     return steps, knobs
+
+
+def _controller_faults(seed: int, seconds: float) -> list[tuple[float, str, str, float]]:
+    """The controller's own faults, from a generator of their own (the other steps of a seed
+    stay what they were): a crash (kill or power loss) and its restart after a drawn delay
+    (a blink or seconds); every broker cut from the controller (leases end; nobody elects)
+    until a heal; or the master cut from the controller, then the controller blinking (its
+    slaves heartbeat the new process first, while the master's lease still holds)."""
+    rng = random.Random(seed * 104_729 + 3)
+    out: list[tuple[float, str, str, float]] = []
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        at = round(rng.uniform(1.0, max(1.5, seconds - 2.0)), 3)
+        kind = rng.choice(("ctl-kill", "ctl-power", "partition", "blind-restart"))
+        down = round(rng.choice((rng.uniform(0.05, 0.5), rng.uniform(0.5, 8.0))), 3)
+        if kind == "partition":
+            out.append((at, kind, "all-ctl", 0.0))
+            out.append((round(at + rng.uniform(0.3, 8.0), 3), "heal", "all", 0.0))
+        elif kind == "blind-restart":
+            out.append((at, "partition", "master-ctl", 0.0))
+            crash = round(at + rng.uniform(0.0, 1.5), 3)
+            out.append(
+                (
+                    crash,
+                    rng.choice(("ctl-kill", "ctl-power")),
+                    "controller",
+                    max(0.05, round(down % 0.5, 3)),
+                )
+            )
+            out.append((round(crash + rng.uniform(3.0, 8.0), 3), "heal", "all", 0.0))
+        else:
+            out.append((at, kind, "controller", down))
+    return sorted(out)

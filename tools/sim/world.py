@@ -28,7 +28,8 @@ from tools.sim.faults import Faults
 from tools.sim.invariants import Checker, Violation, log_bytes
 from tools.sim.load import consume, produce
 from tools.sim.net import SimNetwork
-from tools.sim.node import BROKER_NAME, SimNode, sim_store_start
+from tools.sim.node import BROKER_NAME, LEASE_MS, SimNode, sim_store_start
+from tools.sim.offsets import offsets
 from tools.sim.operator import Operator
 from tools.sim.schedule import Knobs, Step, draw
 from tools.sim.vloop import NODE, VirtualLoop, virtual_time
@@ -36,9 +37,10 @@ from tools.sim.vloop import NODE, VirtualLoop, virtual_time
 NAMES = ("a", "b", "c")
 IPS = {"a": "127.0.1.1", "b": "127.0.1.2", "c": "127.0.1.3"}
 # planted bugs whose site is in the controller or its client: they need controller mode
-CONTROLLER_BUGS = frozenset({"election-overflow", "write-after-lease"})
+CONTROLLER_BUGS = frozenset({"election-overflow", "write-after-lease", "offset-copy"})
 CHECK_EVERY_S = 1.0
 CONVERGE_S = 60.0
+LEASE_SLACK_S = 0.01  # the lease watch fences 1 ms after the lease's end
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Outcome:
     reads: int = 0
     reads_beyond_confirm: int = 0
     reads_lost: int = 0
+    offset_answers: int = 0
 
     @property
     def failed(self) -> bool:
@@ -79,7 +82,7 @@ class World:
         self.checker = Checker()
         self.trace: list[str] = []
         # the real controller elects; without it, the operator promotes (the classic mode)
-        self.ctl = SimController(self, BROKER_NAME) if controller else None
+        self.ctl = SimController(self, BROKER_NAME, root) if controller else None
         self.operator = None if controller else Operator(self)
         self.checker.node_epochs_monotonic = not controller
         self.nodes = {n: SimNode(self, n, IPS[n], root) for n in NAMES}
@@ -91,6 +94,9 @@ class World:
         self.reads_beyond_confirm = 0
         self.strict_reads = controller  # read-beyond-confirm a violation (the read gate's promise)
         self.seq = 0
+        self.ctl_cut: dict[str, float] = {}  # node -> since when it cannot reach the controller
+        self.consumed = dict.fromkeys(range(4), 0)  # the consumer's next offset per queue
+        self.offset_answers = 0
 
     def log(self, text: str) -> None:
         self.trace.append(f"t={self.loop.time() - 1000:9.3f} {text}")
@@ -127,6 +133,22 @@ class World:
             delay = self.rt_rng.uniform(0.0, 0.003)
             self.loop.call_later(delay, self.faults.spawn_crash, sim, True, "after truncation")
 
+    def check_lease(self, sim: SimNode) -> None:
+        """A write accepted by ``sim`` (controller mode): not after its lease must have ended,
+        ``LEASE_MS`` after it lost the controller (cut from it, or the controller down: every
+        heartbeat acknowledged before was sent before)."""
+        ctl = self.ctl
+        lost = [t for t in (self.ctl_cut.get(sim.name), ctl.down_since) if t is not None]
+        if lost and self.loop.time() > min(lost) + LEASE_MS / 1000 + LEASE_SLACK_S:
+            since = min(lost) - 1000
+            self.fail(
+                Violation(
+                    "lease-outlived",
+                    f"{sim.name} accepted a write at t={self.loop.time() - 1000:.3f}, its lease "
+                    f"of {LEASE_MS} ms ended after it lost the controller at t={since:.3f}",
+                )
+            )
+
     def master(self) -> SimNode | None:
         """The node the controller (the operator) names master, when it is up and has taken the
         role."""
@@ -146,7 +168,7 @@ class World:
             if sim.up:
                 role = sim.node.role
                 self.checker.observe(sim.name, role.role.is_master, role.epoch)
-        if self.ctl is not None:
+        if self.ctl is not None and self.ctl.up:  # (a restart's replay must not go back)
             self.checker.observe_controller(self.ctl.master()[1])
         master = self.master()
         if master is not None:
@@ -162,6 +184,8 @@ class World:
         op_ctx = contextvars.copy_context()
         op_ctx.run(NODE.set, "op")
         background = [self.loop.create_task(consume(self), context=op_ctx)]
+        if self.ctl is not None:  # (classic mode's schedules stay as they were)
+            background.append(self.loop.create_task(offsets(self, self.consumed), context=op_ctx))
         if self.operator is not None:
             background.append(self.loop.create_task(self.operator.run(), context=op_ctx))
         for pid in range(self.knobs.producers):
@@ -192,6 +216,9 @@ class World:
         self.producing = False
         self.log("faults stop: heal, restart, normal disks")
         self.net.heal()
+        self.ctl_cut.clear()
+        if self.ctl is not None:
+            await self.faults.restart_controller()
         for sim in self.nodes.values():
             sim.slow_disk_ms = 0.0
             await self.faults.restart(sim)
@@ -263,13 +290,16 @@ def run_seed(
     keep: set[int] | None = None,
     strict_reads: bool | None = None,
     controller: bool = False,
+    steps: list[Step] | None = None,
 ) -> Outcome:
     """One schedule. ``keep``: the indices of the schedule's steps to run (None: all);
     ``strict_reads``: a read beyond the master's confirmOffset is a violation (None: in
     controller mode, whose nodes gate reads at it; classic HA serves them); ``controller``:
-    the real controller elects (else the operator promotes)."""
+    the real controller elects (else the operator promotes); ``steps``: these steps instead
+    of the seed's (a test's hand-written schedule; the seed still draws everything else)."""
     controller = controller or bool(bugs & CONTROLLER_BUGS)
-    steps, knobs = draw(seed, seconds, controller)
+    drawn, knobs = draw(seed, seconds, controller)
+    steps = drawn if steps is None else steps
     if keep is not None:
         steps = [s for s in steps if s.index in keep]
     root = tempfile.mkdtemp(prefix=f"haproof-sim-{seed}-", dir=_sim_dir())
@@ -301,6 +331,7 @@ def run_seed(
             outcome.reads = world.reads
             outcome.reads_beyond_confirm = world.reads_beyond_confirm
             outcome.reads_lost = world.checker.reads_lost
+            outcome.offset_answers = world.offset_answers
     finally:
         logging.disable(logging.NOTSET)
         message_store.MessageStore.start = saved_start
