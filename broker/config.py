@@ -104,6 +104,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "tlsClientTrustCertPath": ("tls_client_trust_cert_path", None),
     "strictConfig": ("strict_config", True),
     "checkCRCOnRecover": ("check_crc_on_recover", True),
+    "enabledAppendPropCRC": ("enabled_append_prop_crc", True),
     "aclEnable": ("acl_enable", False),
     "aclFile": ("acl_file", None),
     "accessKey": ("access_key", None),
@@ -207,6 +208,10 @@ class BrokerConfig:
     strict_config: bool = True
     # recovery checks every record's body CRC (RocketMQ's checkCRCOnRecover, default true)
     check_crc_on_recover: bool = True
+    # every record ends with the property __CRC32# (a CRC of the whole record: topic and
+    # properties too), checked by recovery where present (RocketMQ 5's enabledAppendPropCRC;
+    # its default is false, haproof's true: a record torn inside its properties is a torn tail)
+    enabled_append_prop_crc: bool = True
     # RocketMQ's plain ACL (broker/acl): aclEnable checks every request against aclFile
     # (plain_acl.yml); accessKey/secretKey are this broker's own account, used to sign what it
     # sends (registration, slave sync, the HA handshake)

@@ -26,6 +26,7 @@ from contracts.record.layout import (
     encoded_length,
 )
 from contracts.record.model import Record
+from contracts.record.prop_crc import PROPERTY_CRC32, carried_crc_ok
 from contracts.record.reader import decode_record
 
 _MIN_RECORD = encoded_length(0, 0, 0)
@@ -139,6 +140,9 @@ def _inspect(view, pos, base_offset, limit, decode, on_record, check_offset, che
             return CorruptRecordError(source, base_offset + pos, why)
     if check_crc and not rec.crc_ok:
         why = f"body CRC mismatch at {base_offset + pos}"
+        return CorruptRecordError(source, base_offset + pos, why)
+    if check_crc and not rec.is_blank and carried_crc_ok(view, pos, rec.total_size) is False:
+        why = f"record CRC (property {PROPERTY_CRC32}) mismatch at {base_offset + pos}"
         return CorruptRecordError(source, base_offset + pos, why)
     if on_record is not None:
         on_record(rec)

@@ -41,6 +41,7 @@ from broker.registration import NamesrvRegistration
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.store.epoch import EpochFile, held_epoch
 from broker.store.message_store import MessageStore
 from broker.store.role import BrokerRoleState, RoleChange
 from contracts.errors import HaproofError, RemotingError
@@ -87,6 +88,12 @@ class FailoverService:
     async def start(self) -> None:
         role = self.role
         finish_interrupted(self.store, role)  # a rejoin cut a crash interrupted
+        end = self.store.max_phy_offset
+        dropped = role.cut_epochs_to_log(end)
+        if dropped:
+            log.warning(
+                "%s: epochs %s name no byte of the log (end %d)", self.node_name, dropped, end
+            )
         if role.role.is_master and not role.epoch_entries:
             role.begin_epoch(1, self.store.max_phy_offset)
 
@@ -350,7 +357,12 @@ async def promote(
 
 
 def _rank(doc: dict) -> tuple[int, int]:
-    return int(doc.get("epoch", 0)), int(doc.get("maxOffset", 0))
+    """(the epoch of the last byte held, log end): an epoch entry naming no byte the node
+    holds (a power loss took them) does not rank it (``broker/store/epoch.py``)."""
+    end = int(doc.get("maxOffset", 0))
+    if "epochList" not in doc:
+        return int(doc.get("epoch", 0)), end
+    return held_epoch(EpochFile.from_json(doc["epochList"] or []), end), end
 
 
 def _refuse_unclean(target: dict, nodes: dict[str, dict]) -> None:

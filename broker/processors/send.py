@@ -312,7 +312,7 @@ class SendProcessor:
             merged = {**header_props, **props} if header_props else props
             msg = Message(topic, body, queue_id, flag, merged, born_ts, born_host, sys_flag)
             try:
-                enc = encode_message(msg, host)
+                enc = encode_message(msg, host, self.config.enabled_append_prop_crc)
             except ValueError as exc:
                 return req.make_response(
                     ResponseCode.MESSAGE_ILLEGAL, remark=f"batch message {i}: {exc}"

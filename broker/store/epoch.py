@@ -6,11 +6,21 @@ An entry ``(epoch, startOffset)`` says the bytes from ``startOffset`` up to the 
 the new master's log end; a rejoining node compares its entries with its new master's to find
 the last point both logs agree on (``consistent_point``) and truncates above it.
 
+An entry can outlive its bytes: a slave adopts its master's epochs (durable) before the bytes
+they describe are flushed, so a power loss leaves it entries that start at or past its recovered
+log end. Such a node holds no byte of those epochs; ranked by them it would pass for the most
+up-to-date node (sim seed 465064305). So a candidate's rank uses ``held_epoch`` (the epoch of
+the last byte it holds), and a node's start cuts the file to its log (``cut_to_log``,
+RocketMQ's ``truncateSuffixByOffset``). The epoch a node *knows* never goes down with such a
+cut (``highest``): a promotion hands out an epoch above every one a node has known, so an epoch
+number is never given to two histories.
+
 On disk (text, written atomically with fsync)::
 
     haproof-epochs v1
     <epoch> <startOffset>        one line per entry, epochs and offsets ascending
-    crc <crc32 of the entry lines>
+    highest <epoch>              only when above the last entry's (entries cut to the log)
+    crc <crc32 of the lines between the header and this one>
 """
 
 from __future__ import annotations
@@ -42,6 +52,13 @@ class EpochEntry:
         return {"epoch": self.epoch, "startOffset": self.start_offset, "endOffset": end_offset}
 
 
+def held_epoch(entries: list[EpochEntry], log_end: int) -> int:
+    """The epoch that wrote the last byte of a log ending at ``log_end`` (0: an empty log or no
+    entry below its end): what ranks a candidate, not an entry that names no byte it holds."""
+    held = [e.epoch for e in entries if e.start_offset < log_end]
+    return held[-1] if held else 0
+
+
 def ends(entries: list[EpochEntry], log_end: int) -> list[int]:
     """Each entry's end: the next entry's start, the log end for the last one."""
     return [e.start_offset for e in entries[1:]] + [log_end] if entries else []
@@ -64,9 +81,10 @@ def consistent_point(
 class EpochFile:
     """Load with ``EpochFile.load(store_root)``; every change is persisted before it returns."""
 
-    def __init__(self, path: str, entries: list[EpochEntry]) -> None:
+    def __init__(self, path: str, entries: list[EpochEntry], highest: int = 0) -> None:
         self.path = path
         self.entries = entries
+        self.highest = max([highest] + [e.epoch for e in entries[-1:]])
 
     @classmethod
     def load(cls, store_root: str) -> EpochFile:
@@ -78,10 +96,10 @@ class EpochFile:
             return cls(path, [])
         except OSError as exc:
             raise EpochFileError(f"{path}: cannot read the epoch file: {exc}") from exc
-        return cls(path, cls._parse(path, text))
+        return cls(path, *cls._parse(path, text))
 
     @staticmethod
-    def _parse(path: str, text: str) -> list[EpochEntry]:
+    def _parse(path: str, text: str) -> tuple[list[EpochEntry], int]:
         lines = text.splitlines()
         if not lines or lines[0] != HEADER:
             raise EpochFileError(f"{path}: not an epoch file (first line {lines[:1]!r})")
@@ -92,6 +110,13 @@ class EpochFile:
         got = f"{zlib.crc32(chr(10).join(body).encode()):08x}"
         if want != got:
             raise EpochFileError(f"{path}: epoch file checksum {want} != {got} (corrupt)")
+        highest = 0
+        if body and body[-1].startswith("highest "):
+            try:
+                highest = int(body[-1][8:])
+            except ValueError:
+                raise EpochFileError(f"{path}:{len(body) + 1}: bad line {body[-1]!r}") from None
+            body = body[:-1]
         entries = []
         for n, line in enumerate(body, start=2):
             try:
@@ -100,7 +125,7 @@ class EpochFile:
                 raise EpochFileError(f"{path}:{n}: bad epoch entry {line!r}") from None
             entries.append(EpochEntry(epoch, start))
         EpochFile._check(path, entries)
-        return entries
+        return entries, highest
 
     @staticmethod
     def _check(path: str, entries: list[EpochEntry]) -> None:
@@ -109,19 +134,24 @@ class EpochFile:
                 raise EpochFileError(f"{path}: epoch entries out of order: {a} then {b}")
 
     def _persist(self) -> None:
-        body = "\n".join(f"{e.epoch} {e.start_offset}" for e in self.entries)
+        lines = [f"{e.epoch} {e.start_offset}" for e in self.entries]
+        if self.highest > (self.entries[-1].epoch if self.entries else 0):
+            lines.append(f"highest {self.highest}")
+        body = "\n".join(lines)
         crc = f"{zlib.crc32(body.encode()):08x}"
         parts = [HEADER, *([body] if body else []), f"crc {crc}"]
         atomic_write(self.path, ("\n".join(parts) + "\n").encode())
 
     @property
     def current_epoch(self) -> int:
-        return self.entries[-1].epoch if self.entries else 0
+        """The highest epoch this node has known (never lower after a cut of its entries)."""
+        return self.highest
 
     def append(self, epoch: int, start_offset: int) -> None:
         entries = [*self.entries, EpochEntry(epoch, start_offset)]
         self._check(self.path, entries)
         self.entries = entries
+        self.highest = max(self.highest, epoch)
         self._persist()
         log.info("epoch %d starts at offset %d", epoch, start_offset)
 
@@ -129,7 +159,19 @@ class EpochFile:
         """Adopt another node's entries (a slave follows its master's history)."""
         self._check(self.path, entries)
         self.entries = list(entries)
+        self.highest = max([self.highest] + [e.epoch for e in entries[-1:]])
         self._persist()
+
+    def cut_to_log(self, log_end: int) -> list[EpochEntry]:
+        """Drop the entries that start at or past ``log_end`` (RocketMQ's
+        truncateSuffixByOffset; the last kept entry then ends at ``log_end``), persisted
+        atomically; ``current_epoch`` stays. The dropped entries are returned."""
+        kept = [e for e in self.entries if e.start_offset < log_end]
+        dropped = self.entries[len(kept) :]
+        if dropped:
+            self.entries = kept
+            self._persist()
+        return dropped
 
     def to_json(self, log_end: int) -> list[dict]:
         return [

@@ -155,7 +155,7 @@ class StorePuts:
     def put_message(self, msg: Message, *, tags_code: int | None = None) -> PutFuture:
         """Append ``msg``; the future completes after the flush (SYNC_FLUSH) or at once."""
         try:
-            enc = encode_message(msg, self.config.store_host)
+            enc = encode_message(msg, self.config.store_host, self.config.enabled_append_prop_crc)
         except ValueError as exc:
             fut: Future = Future()
             status = (
@@ -180,7 +180,7 @@ class StorePuts:
     ) -> PutMessageResult:
         """``put_message`` for asyncio callers: flush requests and completions go in batches."""
         try:
-            enc = encode_message(msg, self.config.store_host)
+            enc = encode_message(msg, self.config.store_host, self.config.enabled_append_prop_crc)
         except ValueError:
             return self.put_message(msg).result()
         if len(enc.data) > self.config.max_message_size_bytes:

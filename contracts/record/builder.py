@@ -28,7 +28,10 @@ from contracts.record.layout import (
     encode_host,
 )
 from contracts.record.model import Message
+from contracts.record.prop_crc import PLACEHOLDER, PROPERTY_CRC32, fill_crc
 from contracts.record.properties import PROPERTY_TAGS, tags_hash_code
+
+PLACEHOLDER_TEXT = PLACEHOLDER.decode()
 
 
 @dataclass(slots=True)
@@ -36,7 +39,8 @@ class EncodedMessage:
     """A message serialised once, ready to be stamped with store fields at append time.
 
     ``data`` holds a full record whose QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP are
-    placeholders; :meth:`stamp` patches them in place (the body CRC does not cover them).
+    placeholders; :meth:`stamp` patches them in place (the body CRC does not cover them; the
+    record CRC property, when ``prop_crc``, does: ``stamp`` computes it last).
     """
 
     data: bytearray
@@ -44,6 +48,7 @@ class EncodedMessage:
     topic: str
     queue_id: int
     tags_code: int
+    prop_crc: bool = False  # ends with the record CRC property, filled by stamp
 
     def __len__(self) -> int:
         return len(self.data)
@@ -52,6 +57,8 @@ class EncodedMessage:
         data = self.data
         QUEUE_AND_PHYSICAL_OFFSET.pack_into(data, OFFSET_QUEUEOFFSET, queue_offset, physical_offset)
         I64.pack_into(data, self.store_timestamp_pos, store_timestamp)
+        if self.prop_crc:
+            fill_crc(data)
         return data
 
 
@@ -98,13 +105,18 @@ def _properties_part(props: str) -> bytes:
     return I16.pack(len(props_b)) + props_b
 
 
-def encode_message(msg: Message, store_host: tuple[str, int]) -> EncodedMessage:
-    """Serialise ``msg`` as a record (v2 magic only when the topic needs it)."""
+def encode_message(
+    msg: Message, store_host: tuple[str, int], prop_crc: bool = False
+) -> EncodedMessage:
+    """Serialise ``msg`` as a record (v2 magic only when the topic needs it); ``prop_crc``: end
+    it with the record CRC property (``contracts/record/prop_crc.py``). A ``__CRC32#`` the
+    message brought is dropped either way: only a writer's own CRC is ever found there."""
     topic_part, v2 = _topic_part(msg.topic)
     props = msg.properties
-    props_part = _properties_part(
-        "".join([f"{k}\x01{v}\x02" for k, v in props.items()]) if props else ""
-    )
+    if props and PROPERTY_CRC32 in props:
+        props = {k: v for k, v in props.items() if k != PROPERTY_CRC32}
+    text = "".join([f"{k}\x01{v}\x02" for k, v in props.items()]) if props else ""
+    props_part = _properties_part(text + (PLACEHOLDER_TEXT if prop_crc else ""))
     born_b, born_v6 = encode_host(*msg.born_host)
     store_b, store_v6 = encode_host(*store_host)
     sysflag = msg.sysflag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
@@ -136,7 +148,12 @@ def encode_message(msg: Message, store_host: tuple[str, int]) -> EncodedMessage:
     buf = bytearray().join((head, body, topic_part, props_part))
     tags = props.get(PROPERTY_TAGS) if props else None
     return EncodedMessage(
-        buf, HEAD.size + len(born_b), msg.topic, msg.queue_id, tags_hash_code(tags) if tags else 0
+        buf,
+        HEAD.size + len(born_b),
+        msg.topic,
+        msg.queue_id,
+        tags_hash_code(tags) if tags else 0,
+        prop_crc,
     )
 
 

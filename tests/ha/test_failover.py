@@ -111,3 +111,24 @@ async def test_role_change_with_an_old_epoch_is_refused(tmp_path):
         assert [e.epoch for e in a.role.epoch_entries] == [1, 5]
     finally:
         await stop(a)
+
+
+def test_promote_ranks_by_the_epoch_of_the_last_byte_held():
+    """sim seed 465064305: a node whose epochs name no byte it holds is behind, not ahead."""
+    import pytest
+
+    from broker.ha.failover import UncleanPromotionError, _refuse_unclean
+
+    def doc(name, end, entries):
+        return {
+            "nodeName": name,
+            "maxOffset": end,
+            "epoch": entries[-1][0],
+            "epochList": [{"epoch": e, "startOffset": s, "endOffset": 0} for e, s in entries],
+        }
+
+    cut = doc("a", 1894, [(1, 0), (2, 1894), (4, 9133)])  # holds epoch 1's bytes only
+    holder = doc("b", 9133, [(1, 0), (2, 1894), (3, 6932)])
+    with pytest.raises(UncleanPromotionError, match="epoch 1, log end 1894"):
+        _refuse_unclean(cut, {"a": cut, "b": holder})
+    _refuse_unclean(holder, {"a": cut, "b": holder})

@@ -1,12 +1,13 @@
-"""What the simulation found and is not fixed yet, pinned as strict xfails: each turns into a
-failure (XPASS) the day it is fixed, so its marker is removed with the fix."""
+"""What the simulation found, each as the test that shows it. A finding not fixed yet is pinned
+as a strict xfail (it turns into a failure, XPASS, the day it is fixed, so its marker goes with
+the fix); both below are fixed (issue #25): the record CRC property
+(``contracts/record/prop_crc.py``) and the rank by the epoch of the bytes held
+(``broker/store/epoch.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-
-import pytest
 
 from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
@@ -14,11 +15,6 @@ from contracts.record.model import Message
 from contracts.record.reader import decode_record
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recovery checks the body CRC only (as RocketMQ without appendPropCRC): a power loss "
-    "that tears the last record inside its topic or properties leaves a record recovery keeps",
-)
 def test_recovery_drops_a_last_record_torn_inside_its_properties(tmp_path):
     config = BrokerConfig.from_dict(
         {"storePathRootDir": str(tmp_path), "mappedFileSizeCommitLog": 65536}
@@ -57,12 +53,6 @@ def test_recovery_drops_a_last_record_torn_inside_its_properties(tmp_path):
         store.close_abruptly()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="classic mode: a slave's power loss after a truncation leaves it a newer epoch entry "
-    "over a shorter log; promote ranks candidates by (epoch, log end), picks it while the "
-    "master is down, and a slave holding acknowledged bytes then cuts them (truncation-acked)",
-)
 def test_promote_ranks_by_the_epoch_of_the_bytes_held():
     from tools.sim.world import run_seed
 

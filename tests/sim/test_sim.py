@@ -3,8 +3,9 @@
 Each run draws a new block of seeds (a random base, printed, or ``HAPROOF_SIM_FIRST_SEED`` to
 replay a run's block) so CI explores new interleavings while any failure stays replayable with
 ``haproof sim --seed N --trace``: ``test_the_schedules_of_this_run_pass`` runs
-``HAPROOF_SIM_SCHEDULES`` (default 1,000) schedules over 2 processes, with the real
-controller electing (the operator's classic promote: the stress block and the planted bugs), within ``HAPROOF_SIM_BUDGET_S`` (300). The planted bugs are each caught from
+``HAPROOF_SIM_SCHEDULES`` (default 1,000) schedules over 2 processes, 70% with the real
+controller electing, 30% in classic mode (the operator's promote; also the stress block and the
+planted bugs), within ``HAPROOF_SIM_BUDGET_S`` (300). The planted bugs are each caught from
 seeds that change daily; the longer run (``pytest -m stress tests/sim``) runs 4,000.
 """
 
@@ -25,6 +26,8 @@ from broker import planted_bugs
 from tests.support.summary import add_summary_line
 from tools.sim.cli import replay_command, run_many, shrink
 from tools.sim.world import run_seed
+
+CLASSIC_SHARE = 0.3  # of the block's schedules (and wall budget) in classic mode
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -74,21 +77,27 @@ def run_first_seed() -> int:
 
 
 def _run_block(count: int, seconds: float, budget_s: float | None, floor: int, config=None) -> None:
-    """Up to ``count`` schedules under the controller within ``budget_s`` wall seconds
-    (None: no limit); at least ``floor`` must have run. The figures go to the run's terminal
+    """Up to ``count`` schedules (``CLASSIC_SHARE`` of them classic) within ``budget_s`` wall
+    seconds (None: no limit); at least ``floor`` must have run. The figures go to the run's terminal
     summary when ``config`` is given."""
     first = run_first_seed()
     start = time.monotonic()
-    # controller mode (the failover haproof ships); classic mode, the operator's promote, has an
-    # open finding (tests/sim/test_open_findings.py)
-    with_ctl = run_many(first, count, seconds, frozenset(), 2, budget_s, False, controller=True)
-    classic = []
+    # controller mode (the failover haproof ships), then CLASSIC_SHARE of the block in classic
+    # mode (the operator's promote), each with its share of the budget
+    n_classic = int(count * CLASSIC_SHARE)
+    ctl_budget = budget_s * (1 - CLASSIC_SHARE) if budget_s else None
+    with_ctl = run_many(
+        first, count - n_classic, seconds, frozenset(), 2, ctl_budget, False, controller=True
+    )
+    left = max(budget_s - (time.monotonic() - start), 0.001) if budget_s else None
+    classic = run_many(first + len(with_ctl), n_classic, seconds, frozenset(), 2, left, False)
     wall = time.monotonic() - start
     outcomes = with_ctl + classic
     simulated = sum(o.simulated_s for o in outcomes)
     figures = {
         "schedules": len(outcomes),
         "controller": len(with_ctl),
+        "classic": len(classic),
         "failed": sum(o.failed for o in outcomes),
         "first_seed": first,
         "wall_s": round(wall, 1),
@@ -110,7 +119,7 @@ def _run_block(count: int, seconds: float, budget_s: float | None, floor: int, c
 
 def test_the_schedules_of_this_run_pass(pytestconfig):
     """HAPROOF_SIM_SCHEDULES (default 1,000) schedules of 30 simulated seconds with every
-    fault kind under the real controller, new seeds every run, within
+    fault kind (70% under the real controller, 30% classic), new seeds every run, within
     HAPROOF_SIM_BUDGET_S wall seconds (default 300; 0: no limit): 1,000 took 179 s with 2 jobs on
     2 idle cores; on a loaded machine the budget ends the block earlier (the count is printed)
     and the stress run below goes on."""

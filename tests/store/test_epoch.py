@@ -59,3 +59,23 @@ def test_consistent_point():
     # An epoch with the same number but another start is not shared.
     assert consistent_point([E(1, 0), E(2, 5100)], 6000, b, 9000) == 5000  # epoch 1 ends first
     assert consistent_point([E(7, 0)], 10, b, 9000) is None
+
+
+def test_entries_naming_no_byte_neither_rank_nor_survive_a_start(tmp_path):
+    """sim seed 465064305: a power loss left a node epochs past its log end; they must not
+    rank it, a start cuts them (RocketMQ's truncateSuffixByOffset), its epoch stays."""
+    from broker.store.epoch import held_epoch
+
+    entries = [E(1, 0), E(2, 1894), E(4, 9133)]
+    assert held_epoch(entries, 1894) == 1  # holds no byte of epoch 2
+    assert held_epoch(entries, 1895) == 2 and held_epoch(entries, 0) == 0
+    f = EpochFile.load(str(tmp_path))
+    f.replace(entries)
+    assert f.cut_to_log(1894) == [E(2, 1894), E(4, 9133)]
+    again = EpochFile.load(str(tmp_path))
+    assert again.entries == [E(1, 0)] and again.current_epoch == 4  # never hands 4 out again
+    assert again.to_json(1894) == [{"epoch": 1, "startOffset": 0, "endOffset": 1894}]
+    with pytest.raises(EpochFileError, match="out of order"):
+        again.append(1, 2000)
+    again.append(5, 1894)
+    assert EpochFile.load(str(tmp_path)).current_epoch == 5

@@ -95,3 +95,17 @@ def test_the_store_reads_the_role_from_its_owner(tmp_path):
         assert store.put_message(Message("T", b"x", 0)).result().status.name == "PUT_OK"
     finally:
         store.shutdown()
+
+
+def test_a_start_cuts_the_epochs_to_the_log_a_master_keeps_its_own(tmp_path):
+    for role, want in (
+        (BrokerRole.SLAVE, [EpochEntry(1, 0)]),
+        (BrokerRole.SYNC_MASTER, [EpochEntry(1, 0), EpochEntry(3, 500)]),  # its own, at the end
+    ):
+        root = tmp_path / role.value
+        root.mkdir()
+        epochs = EpochFile.load(str(root))
+        epochs.replace([EpochEntry(1, 0), EpochEntry(2, 500), EpochEntry(3, 800)])
+        state = BrokerRoleState(role, 0 if role.is_master else 1, epochs)
+        assert state.cut_epochs_to_log(500)
+        assert EpochFile.load(str(root)).entries == want and state.epoch == 3

@@ -5,7 +5,7 @@ fails over through the existing promotion path (``broker.ha.failover.promote``, 
 master with the same NOTIFY_BROKER_ROLE_CHANGED.
 
 Its policy is the safe one for a group without a SyncStateSet: fail over only when the master
-is gone and every other node is up, and promote the node with the highest (epoch, log end) --
+is gone and every other node is up, and promote the node with the highest (epoch of its last byte, log end) --
 with SYNC_FLUSH acks that node holds every acknowledged message.
 """
 
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerRole
 from broker.ha.failover import UncleanPromotionError, _notify, promote
 from broker.remoting.client import RemotingClient
+from broker.store.epoch import held_epoch
 from contracts.errors import HaproofError
 from tools.sim.node import BROKER_NAME
 
@@ -51,7 +52,8 @@ class Operator:
 
     def best(self, nodes: list[SimNode]) -> SimNode:
         def rank(s: SimNode):
-            return (s.node.role.epoch, s.node.store.max_phy_offset, s.name)
+            end = s.node.store.max_phy_offset  # as promote ranks: the epoch of the bytes held
+            return (held_epoch(s.node.role.epoch_entries, end), end, s.name)
 
         return max(nodes, key=rank)
 
