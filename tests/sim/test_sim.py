@@ -91,6 +91,11 @@ def _run_block(count: int, seconds: float, budget_s: float | None, floor: int, c
     )
     left = max(budget_s - (time.monotonic() - start), 0.001) if budget_s else None
     classic = run_many(first + len(with_ctl), n_classic, seconds, frozenset(), 2, left, False)
+    missing = count - n_classic - len(with_ctl)
+    left = budget_s - (time.monotonic() - start) if budget_s else None
+    if missing > 0 and left and left > 1:  # the controller share ran out of its time first
+        more = first + len(with_ctl) + len(classic)
+        with_ctl += run_many(more, missing, seconds, frozenset(), 2, left, False, controller=True)
     wall = time.monotonic() - start
     outcomes = with_ctl + classic
     simulated = sum(o.simulated_s for o in outcomes)
