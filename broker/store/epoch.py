@@ -69,7 +69,14 @@ def consistent_point(
 ) -> int | None:
     """The offset up to which two logs hold the same bytes, by their epochs: the latest epoch
     both have with the same start, ending at the smaller of its two ends. ``None`` when they
-    share no epoch (nothing can be assumed)."""
+    share no epoch (nothing can be assumed). An entry of mine starting at or past my end holds
+    no byte (RocketMQ's truncateSuffixByOffset drops it): it neither matches nor cuts, and a
+    log holding no byte shares its empty prefix with any master (sim seed 269174976: a slave
+    that had adopted epoch 1 before any byte, whose master lost it at its start-up cut, was
+    refused for good)."""
+    mine = [e for e in mine if e.start_offset < my_end]
+    if not mine and my_end == 0:
+        return 0
     their_at = {e.epoch: (e, end) for e, end in zip(theirs, ends(theirs, their_end), strict=True)}
     for e, my_e_end in reversed(list(zip(mine, ends(mine, my_end), strict=True))):
         found = their_at.get(e.epoch)

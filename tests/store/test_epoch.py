@@ -61,6 +61,16 @@ def test_consistent_point():
     assert consistent_point([E(7, 0)], 10, b, 9000) is None
 
 
+def test_an_entry_holding_no_byte_neither_matches_nor_blocks():
+    """Sim seed 269174976: a slave adopted epoch 1 before any byte was written; the master lost
+    power, its start cut epoch 1 (no byte), and it led again under epoch 2 from offset 0."""
+    master = [E(2, 0), E(3, 33435)]
+    assert consistent_point([E(1, 0)], 0, master, 34689) == 0  # nothing held: nothing to cut
+    assert consistent_point([E(1, 0)], 10, master, 34689) is None  # bytes of epoch 1: unknown
+    # a trailing entry past the end is ignored; the one below it still matches
+    assert consistent_point([E(2, 0), E(5, 400)], 400, master, 34689) == 400
+
+
 def test_entries_naming_no_byte_neither_rank_nor_survive_a_start(tmp_path):
     """sim seed 465064305: a power loss left a node epochs past its log end; they must not
     rank it, a start cuts them (RocketMQ's truncateSuffixByOffset), its epoch stays."""
