@@ -119,8 +119,8 @@ class BrokerRoleState:
         """At a node's start, once its store recovered: drop the epochs that name no byte of
         the log (a power loss took the tail they describe; ``broker/store/epoch.py``): those
         starting at or past ``log_end`` (RocketMQ's truncateSuffixByOffset). A master keeps
-        the epoch it writes under: when it was cut, it begins again at ``log_end``. Persisted; the node's epoch does not go down. The
-        dropped entries are returned."""
+        the epoch it writes under: when it was cut, it begins again at ``log_end``. Persisted;
+        the node's epoch does not go down. The dropped entries are returned."""
         epochs = self._require_epochs()
         dropped = epochs.cut_to_log(log_end)
         if dropped and self._role.is_master:

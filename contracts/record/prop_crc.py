@@ -10,9 +10,10 @@ topic and the properties, which the body CRC does not: a record torn inside them
 
 A power loss that tears a record's last page leaves zeros from some byte on: the CRC fails when
 the zeros start inside it, and a record ending with three zero bytes (the zeros reached the key)
-is torn too, as no writer ends one so. A record carries the CRC when its properties end with such a whole property (the key right
-after the properties' start or a ``\\x02``); a writer drops any ``__CRC32#`` a message brought
-(``encode_message``), so only a writer's own CRC is ever found there.
+is torn too, as no writer ends one so. A record carries the CRC when its properties end with
+such a whole property (the key right after the properties' start or a ``\\x02``); a writer
+drops any ``__CRC32#`` a message brought (``encode_message``), so only a writer's own CRC is
+ever found there.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def fill_crc(data: bytearray) -> None:
 def carried_crc_ok(view, pos: int, total: int) -> bool | None:
     """For the record of ``total`` bytes at ``view[pos:]``: None when it carries no CRC
     property, else whether its CRC matches; False too for a record ending with three zero
-    bytes (torn, whether or not it carried the CRC). The key in place with anything but ten digits and ``\x02`` after it
-    fails (torn)."""
+    bytes (torn, whether or not it carried the CRC). The key in place with anything but ten
+    digits and ``\x02`` after it fails (torn)."""
     end = pos + total
     key_at = end - CRC32_RESERVED_LEN
     tail = bytes(view[key_at:end])
