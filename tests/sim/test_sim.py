@@ -191,6 +191,18 @@ def test_found_a_restarted_node_answering_a_committed_offset_below_an_earlier_an
     assert not outcome.failed, outcome.violation
 
 
+def test_found_an_operator_stuck_on_a_master_its_promotion_failed_to_demote():
+    """Seed 868189041 (classic mode, a CI block): the operator promoted b under epoch 7 while
+    a, master under epoch 6, sat across a partition; the notice telling a to follow b failed,
+    so a kept claiming. b then lost power, the operator took a back as the master, and b and c
+    (epoch 7) refused for good to follow a master at epoch 6 (no-convergence). A master behind
+    an epoch another node holds is stale: the operator now fails over from it."""
+    outcome = run_seed(868189041, 30.0)
+    assert not outcome.failed, outcome.violation
+    # the failover from the stale master a, which still claimed (it was up)
+    assert any("operator: promote" in line and "(master a up)" in line for line in outcome.trace)
+
+
 def _first_catch(bug: str, seeds, seconds: float, budget_s: float, controller: bool = False):
     deadline = time.monotonic() + budget_s
     for seed in seeds:

@@ -31,7 +31,8 @@ async def offsets(world: World, consumed: dict[int, int]) -> None:
     try:
         while world.producing:
             await asyncio.sleep(rng.uniform(0.25, 1.25))
-            sim = world.master()
+            # the route's master, as a client with a cached route asks (elected or not yet)
+            sim = world.named_master()
             if sim is None or not world.producing:
                 continue
             commit_q, query_q = rng.randrange(QUEUES), rng.randrange(QUEUES)

@@ -70,7 +70,15 @@ class Operator:
             ):
                 self.master = newest
         master = self.master
-        if master is not None and master.up and master.node.role.role.is_master:
+        # a master behind an epoch another node holds is stale: a promotion whose notices did
+        # not all land left it claiming while the others moved on, and they refuse to follow it
+        newest_epoch = max((s.node.role.epoch for s in up), default=0)
+        if (
+            master is not None
+            and master.up
+            and master.node.role.role.is_master
+            and master.node.role.epoch >= newest_epoch
+        ):
             self.missing = 0
             await self.fix_strays(client, master, up)
             return

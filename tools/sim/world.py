@@ -162,6 +162,16 @@ class World:
                 return sim
         return None
 
+    def named_master(self) -> SimNode | None:
+        """The node the controller (the operator) names master, when it is up, whether or not
+        it has taken the role yet: where a client with the route goes (a restarted master the
+        controller still names answers as a slave of nobody until it is elected again)."""
+        if self.ctl is None:
+            m = self.operator.master
+            return m if m is not None and m.up else None
+        addr = self.ctl.address_of(self.ctl.master()[0])
+        return next((s for s in self.nodes.values() if s.addr == addr and s.up), None)
+
     def check(self) -> None:
         self.check_pending()
         for sim in self.nodes.values():
