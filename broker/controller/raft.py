@@ -71,7 +71,10 @@ class RaftLog:
             fullDumpFile=str(store / "raft.dump"),
             raftMinTimeout=timeout_s,
             raftMaxTimeout=timeout_s * 2,
-            appendEntriesPeriod=min(0.1, timeout_s / 5),
+            appendEntriesPeriod=self.config.append_period_ms / 1000,
+            # a leader that heard from no majority for this long steps down (PySyncObj's
+            # default is 30 s): it stops vouching for master leases (docs/controller.md)
+            leaderFallbackTimeout=self.config.leader_fallback_ms / 1000,
             commandsWaitLeader=False,
             dynamicMembershipChange=False,
         )
