@@ -4,7 +4,9 @@ heartbeat answers are rewritten: a controller saying it does not lead (a Raft le
 its majority and stepped down, still answering), one saying nothing (RocketMQ's controller, a
 haproof controller before the fields) and one announcing a fallback as long as the lease renew
 nothing, so the master fences within a lease and stays fenced; an announced fallback shortens
-the lease by that much."""
+the lease by that much. On the other side, a controller that begins to lead does not elect over
+a master whose lease the leader before it may have renewed (its own table long without the
+master's heartbeats) until a heartbeat timeout after its term began."""
 
 from __future__ import annotations
 
@@ -13,12 +15,22 @@ import asyncio
 import pytest
 
 from broker.clock import DrivenClock
+from broker.controller.config import ControllerConfig
+from broker.controller.controller import Controller
+from broker.controller.manager import Result
+from broker.controller.memory_log import MemoryLog
 from broker.controller.processor import ControllerProcessor
+from broker.controller.state_machine import ControllerStateMachine
 from broker.ha.controller_client import ClientConfig
 from broker.ha.lease_ack import LeaseAck, lease_ack
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.command import RemotingCommand
 from tests.controller.inproc import CTL, FakeNode, Net, fake_node_client, in_process_controller
+from tests.controller.test_sim_findings import (
+    TIMEOUT_MS,
+    _group_with_master,
+    _refused_under_the_lease_then_elected,
+)
 
 LEASE_MS, BEAT_MS = 8000, 1000
 ADDR = "127.0.0.1:10911"
@@ -122,3 +134,43 @@ def test_lease_ack_reads_the_answer():
     for bad in (-1, LEASE_MS, "1e3", "9" * 5000):
         answer = req.make_response(0, ext_fields={"isLeader": True, "leaderFallbackMs": bad})
         assert lease_ack(answer, 10_000.0, LEASE_MS) == LeaseAck(True, None), bad
+
+
+def test_a_new_leader_does_not_elect_while_a_lease_the_old_one_renewed_may_hold():
+    """The master's link to this controller broke long ago (its table dropped the master), the
+    old leader went on renewing the lease; this one leads now: no election for a timeout."""
+    g = _group_with_master()
+    asyncio.run(g.clock.advance(TIMEOUT_MS + 1))
+    g.beat(2, 1, 100)
+    g.beat(3, 1, 100)
+    assert ("DefaultCluster", "broker-a", 1) in g.hb.scan_not_active()  # dropped
+    assert not g.hb.lease_may_hold("DefaultCluster", "broker-a", 1)  # a follower's view
+    g.hb.on_leadership()
+    _refused_under_the_lease_then_elected(g, TIMEOUT_MS)
+
+
+class _NewTermLog(MemoryLog):
+    """A log whose next barrier begins a term."""
+
+    def __init__(self, sm: ControllerStateMachine) -> None:
+        super().__init__(sm)
+        self.new_term = False
+
+    async def barrier(self) -> bool:
+        began, self.new_term = self.new_term, False
+        return began
+
+
+def test_the_first_barrier_of_a_term_starts_the_new_leaders_grace():
+    async def go():
+        clock, sm = DrivenClock(), ControllerStateMachine()
+        log = _NewTermLog(sm)
+        ctl = Controller(ControllerConfig(), log, sm, clock=clock)
+        await ctl.submit(lambda m: Result())
+        assert ctl.heartbeats.leading_since_ms is None
+        await clock.advance(5_000)
+        log.new_term = True
+        await ctl.submit(lambda m: Result())
+        assert ctl.heartbeats.leading_since_ms == clock.monotonic_ms() == 5_000
+
+    asyncio.run(go())
