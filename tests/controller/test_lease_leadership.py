@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker.clock import DrivenClock
 from broker.controller.config import ControllerConfig
@@ -174,3 +176,34 @@ def test_the_first_barrier_of_a_term_starts_the_new_leaders_grace():
         assert ctl.heartbeats.leading_since_ms == clock.monotonic_ms() == 5_000
 
     asyncio.run(go())
+
+
+_ANSWER_VALUES = st.one_of(
+    st.sampled_from(["true", "false", "True", "", "0", "-1", "7999", "8000", "null"]),
+    st.integers(-(10**6), 10**6).map(str),
+    st.text(max_size=20),
+)
+
+
+@given(
+    code=st.sampled_from([0, 1, 2007]),
+    leader=st.one_of(st.none(), _ANSWER_VALUES),
+    fallback=st.one_of(st.none(), _ANSWER_VALUES),
+    sent_ms=st.floats(0, 1e12),
+)
+def test_lease_ack_renews_only_from_a_leader_with_a_fallback_below_the_lease(
+    code, leader, fallback, sent_ms
+):
+    fields = {k: v for k, v in (("isLeader", leader), ("leaderFallbackMs", fallback)) if v}
+    answer = RemotingCommand.request(Q.BROKER_HEARTBEAT, {}).make_response(code, ext_fields=fields)
+    ack = lease_ack(answer, sent_ms, LEASE_MS)
+    leads = code == 0 and leader == "true"
+    assert ack.leading == leads
+    try:
+        valid = 0 <= int(fallback) < LEASE_MS
+    except (TypeError, ValueError):
+        valid = False
+    if leads and valid:
+        assert ack.renews_from_ms == sent_ms - int(fallback) <= sent_ms
+    else:
+        assert ack.renews_from_ms is None
