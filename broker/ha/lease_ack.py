@@ -21,10 +21,11 @@ PySyncObj (50 ms) plus the answer's latency):
 4. B elects another master only once the old one is not alive in its own table, H after the
    last heartbeat that reached B; cut off with A from B's side at t_c, that one was sent after
    t_c - I: no election before t_c - I + H.
-5. So one writer at a time when L + I + d < H. The broker's config keeps L <= 0.8 H; the
-   defaults (H 10 s, L 8 s, I 1 s) leave 1 s for d. F drops out: counting from s - F costs
-   the lease F of its length instead (L - F must exceed I, or the master fences between beats:
-   ``lease_ack`` refuses an F of L or more, logged naming the keys).
+5. So one writer at a time when L + I + d < H. The broker's config load checks L + I <= 0.9 H
+   (``broker/config_checks.py``), a tenth of H for d (the defaults H 10 s, L 8 s, I 1 s: 1 s).
+   F drops out: counting from s - F costs the lease F of its length instead (L - F must exceed
+   I, or the master fences between beats: ``lease_ack`` refuses an F of L or more, logged
+   naming the keys).
 
 Without step 3's "less F" (main before this), A kept answering for up to PySyncObj's default
 30 s after losing the majority, and the master's lease outlived B's election (two writers,

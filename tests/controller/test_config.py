@@ -66,6 +66,11 @@ def test_broker_conf_controller_mode_keys(tmp_path):
         ({"enableControllerMode": "true"}, "needs controllerAddr"),
         ({"enableControllerMode": "true", "controllerAddr": "nope"}, "not host:port"),
         ({"enableControllerMode": "true", **lease}, "80%"),
+        (
+            {"enableControllerMode": "true", **lease, "controllerLeaseMills": "8000"}
+            | {"brokerHeartbeatInterval": "1500"},
+            r"controllerLeaseMills.*plus brokerHeartbeatInterval \(1500\) must be at most 90%",
+        ),
         ({"brokerHeartbeatInterval": "0"}, "must be positive"),
     ):
         with pytest.raises(ConfigError, match=message):
