@@ -169,6 +169,15 @@ def _check_controller_mode(cfg: Any, bad: Callable[[str, str], ConfigError]) -> 
             f"({cfg.controller_heartbeat_timeout_ms}): the master must stop writing before "
             "the controller may elect another",
         )
+    lease_ms, beat_ms = cfg.controller_lease_ms, cfg.broker_heartbeat_interval_ms
+    if lease_ms + beat_ms > cfg.controller_heartbeat_timeout_ms * 0.9:
+        raise bad(
+            "controller_lease_ms",
+            f"plus brokerHeartbeatInterval ({beat_ms}) must be at most 90% of "
+            f"controllerHeartBeatTimeoutMills ({cfg.controller_heartbeat_timeout_ms}): a "
+            "controller cut off with the master may have last heard it one interval before "
+            "the lease's last renewal (docs/controller.md, Leases and the Raft leader)",
+        )
     if cfg.broker_election_priority < 0:
         raise bad("broker_election_priority", "must not be negative")
 

@@ -6,6 +6,15 @@
 under ``controllerStorePath``) or ``jRaft`` (a group on PySyncObj's Raft, with RocketMQ's JRaft
 keys: ``jRaftInitConf`` the Raft addresses ``host:port,host:port,...``, ``jRaftServerId`` this
 controller's Raft address, ``jRaftControllerRPCAddr`` the remoting addresses in the same order).
+
+``jRaftLeaderFallbackTimeoutMs`` (haproof's own key; PySyncObj's ``leaderFallbackTimeout``,
+whose default is 30 s): a Raft leader that heard from no majority for this long steps down.
+0 (the default) is half of ``jRaftElectionTimeoutMs``. It must be at least two of the leader's
+append periods (one lost ping does not depose it) and below ``jRaftElectionTimeoutMs``: a leader
+cut off from the majority stops leading before the majority can elect another (a follower waits
+at least the election timeout after the last ping it heard). While it leads it vouches for the
+masters' leases (``isLeader`` in its heartbeat answers, ``broker/controller/processor.py``): see
+docs/controller.md, "Leases and the Raft leader".
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ class ControllerConfig:
     jRaftInitConf: str = ""
     jRaftControllerRPCAddr: str = ""
     jRaftElectionTimeoutMs: int = 1_000
+    jRaftLeaderFallbackTimeoutMs: int = 0  # 0: half of jRaftElectionTimeoutMs
     # the controller's records shipped to the archive (broker/controller/archiver.py); the
     # same key names as a broker's archive keys
     archiveEnable: bool = False
@@ -64,6 +74,20 @@ class ControllerConfig:
         if raft_addr in peers and len(rpcs) == len(peers):
             return rpcs[peers.index(raft_addr)]
         return None
+
+    @property
+    def append_period_ms(self) -> float:
+        """The Raft leader's ping period (PySyncObj's ``appendEntriesPeriod``)."""
+        return min(100.0, self.jRaftElectionTimeoutMs / 5)
+
+    @property
+    def leader_fallback_ms(self) -> int:
+        """How long a leader may go on leading without hearing from a majority: PySyncObj's
+        ``leaderFallbackTimeout`` (jRaft); 0 for the journal's single controller, which leads
+        alone and has no majority to lose."""
+        if self.controllerType != "jRaft":
+            return 0
+        return self.jRaftLeaderFallbackTimeoutMs or self.jRaftElectionTimeoutMs // 2
 
     def metrics_settings(self, where: str) -> MetricsSettings:
         from broker.metrics.exporter import settings_from_properties
@@ -108,6 +132,18 @@ class ControllerConfig:
                     f"{where}: jRaftControllerRPCAddr needs one remoting address "
                     f"per jRaftInitConf peer ({len(peers)})"
                 )
+            self._check_fallback(where)
+
+    def _check_fallback(self, where: str) -> None:
+        fallback, election = self.leader_fallback_ms, self.jRaftElectionTimeoutMs
+        low = 2 * self.append_period_ms
+        if self.jRaftLeaderFallbackTimeoutMs < 0 or not low <= fallback < election:
+            raise ConfigError(
+                f"{where}: jRaftLeaderFallbackTimeoutMs {fallback} must be at least {low:.0f} "
+                f"(two Raft pings) and below jRaftElectionTimeoutMs {election}: a leader cut "
+                "off from the majority must stop vouching for master leases before another "
+                "can be elected"
+            )
 
 
 _KEYS = {f.name: f for f in fields(ControllerConfig) if f.name != "extra"}

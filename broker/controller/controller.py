@@ -37,8 +37,9 @@ class EventLog(Protocol):
     def leader_addr(self) -> str | None:
         """The leader's remoting address, when known."""
 
-    async def barrier(self) -> None:
-        """Returns once every event committed before this leader's term is applied."""
+    async def barrier(self) -> bool:
+        """Returns once every event committed before this leader's term is applied; True when
+        this call began this controller's term as leader (its first barrier in it)."""
 
     async def append(self, events: list[Event]) -> None:
         """Returns once the events are committed and applied to the state machine."""
@@ -88,7 +89,8 @@ class Controller:
             return self.not_leader()
         async with self._serial:
             try:
-                await self.log.barrier()
+                if await self.log.barrier():  # leading anew: leases it never saw may hold
+                    self.heartbeats.on_leadership()
                 if not self.log.is_leader():
                     return self.not_leader()
                 with self.sm.lock:

@@ -9,7 +9,11 @@ by the stale higher figure could take a log that lacks bytes another candidate h
 
 The table is the process's memory: a restarted controller starts empty, so a master it has not
 heard from yet may still hold its lease (``lease_may_hold``) until ``RESTART_GRACE_MS`` after
-the start, the longest heartbeat timeout it assumes (brokers' default).
+the start, the longest heartbeat timeout it assumes (brokers' default). Likewise a controller
+that begins to lead (``on_leadership``, a new Raft term): the old leader may have renewed a
+master's lease that this one's table holds as long silent (its link to the master broke
+earlier), until a fallback before this term began; the lease may hold until a heartbeat timeout
+after it (``broker/ha/lease_ack.py`` has the timing).
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ class BrokerHeartbeatManager:
         self.table: dict[BrokerKey, BrokerLiveInfo] = {}
         self.started_ms = clock.monotonic_ms()
         self.heard: set[BrokerKey] = set()  # every broker heard from since the start (bounded)
+        self.leading_since_ms: float | None = None
+
+    def on_leadership(self) -> None:
+        """This controller leads from now on, in a new term."""
+        self.leading_since_ms = self.clock.monotonic_ms()
 
     def on_heartbeat(
         self,
@@ -116,10 +125,15 @@ class BrokerHeartbeatManager:
         timeout, even if its connection closed since. A master's lease (at most 80 % of that
         timeout, counted from a heartbeat sent before this one arrived) may hold until then. One
         never heard from since this controller started may hold one until ``RESTART_GRACE_MS``
-        after the start (its last heartbeat went to the process before)."""
+        after the start (its last heartbeat went to the process before); any may hold one until
+        its timeout after this controller began to lead (the leader before renewed it)."""
         key = (cluster, broker_name, broker_id)
         info = self.table.get(key)
         now = self.clock.monotonic_ms()
+        since = self.leading_since_ms
+        timeout_ms = RESTART_GRACE_MS if info is None else info.heartbeatTimeoutMs
+        if since is not None and now - since <= timeout_ms:
+            return True
         if info is None:  # expired since (its lease ended with it), or never heard from
             return key not in self.heard and now - self.started_ms <= RESTART_GRACE_MS
         return now - info.lastUpdateMs <= info.heartbeatTimeoutMs

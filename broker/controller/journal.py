@@ -121,8 +121,8 @@ class Journal:
     def leader_addr(self) -> str | None:
         return None
 
-    async def barrier(self) -> None:
-        return None
+    async def barrier(self) -> bool:
+        return False  # one controller: it leads from its start (the start's grace covers it)
 
     async def append(self, events: list[Event]) -> None:
         if self._fd is None:

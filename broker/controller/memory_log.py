@@ -24,8 +24,8 @@ class MemoryLog:
     def leader_addr(self) -> str | None:
         return self._leader_addr
 
-    async def barrier(self) -> None:
-        return None
+    async def barrier(self) -> bool:
+        return False  # one controller: it leads from its start (the start's grace covers it)
 
     async def append(self, events: list[Event]) -> None:
         for event in events:

@@ -158,7 +158,18 @@ class ControllerProcessor:
         if not accepted:
             return Result(code=RC.SYSTEM_BUSY, remark="too many brokers heartbeating")
         _watch(self.c, conn)
-        return Result(remark="Heart beat success")
+        return Result(remark="Heart beat success", header=self.leadership())
+
+    def leadership(self) -> dict:
+        """What a heartbeat's answer adds to RocketMQ's (whose brokers ignore it): whether this
+        controller leads at answer time (``isLeader``, as in 1005's answer) and how long a
+        leader may go on leading after it last heard from a majority (``leaderFallbackMs``).
+        A master renews its lease only on ``isLeader=true`` from the leader, counted from the
+        heartbeat's send time less that fallback (``broker/ha/lease_ack.py``)."""
+        return {
+            "isLeader": self.c.log.is_leader(),
+            "leaderFallbackMs": self.c.config.leader_fallback_ms,
+        }
 
     async def alter_sync_state_set(self, conn, req: RemotingCommand) -> Result:
         name, master = _name(req, "brokerName"), _int(req, "masterBrokerId")

@@ -71,7 +71,10 @@ class RaftLog:
             fullDumpFile=str(store / "raft.dump"),
             raftMinTimeout=timeout_s,
             raftMaxTimeout=timeout_s * 2,
-            appendEntriesPeriod=min(0.1, timeout_s / 5),
+            appendEntriesPeriod=self.config.append_period_ms / 1000,
+            # a leader that heard from no majority for this long steps down (PySyncObj's
+            # default is 30 s): it stops vouching for master leases (docs/controller.md)
+            leaderFallbackTimeout=self.config.leader_fallback_ms / 1000,
             commandsWaitLeader=False,
             dynamicMembershipChange=False,
         )
@@ -90,12 +93,15 @@ class RaftLog:
         leader = self._obj._getLeader() if self._obj else None
         return self.config.rpc_addr_of(getattr(leader, "address", None)) if leader else None
 
-    async def barrier(self) -> None:
-        """Once per term: commit an empty batch, so every earlier event is applied here."""
+    async def barrier(self) -> bool:
+        """Once per term: commit an empty batch, so every earlier event is applied here; True
+        when this call did (this controller leads in a new term)."""
         term = self._term()
-        if self._barrier_term != term:
-            await self._propose([])
-            self._barrier_term = term
+        if self._barrier_term == term:
+            return False
+        await self._propose([])
+        self._barrier_term = term
+        return True
 
     async def append(self, events: list[Event]) -> None:
         await self.barrier()

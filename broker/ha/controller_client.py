@@ -10,10 +10,12 @@ base: every ``heartbeat_interval_ms`` it
    a newer SyncStateSet), through the injected role owner, in a switch of its own that a newer
    epoch preempts (``broker/ha/role_switch.py``): the controller decides roles;
 5. keeps a **master lease**: a master whose last heartbeat acknowledged by the controller
-   leader was sent over ``lease_ms`` ago stops taking writes and records ``lease_lost``, by a
-   watch of its own (a round may wait on a silent controller longer than a lease); the lease
-   is at most 80 % of the controller's heartbeat timeout, so the master stops before it may
-   elect another (RocketMQ has no lease: #7017). Contact again under the same epoch lifts it.
+   leader (one saying it still leads, renewing from its send time less the leader's fallback:
+   ``broker/ha/lease_ack.py``) was sent over ``lease_ms`` ago stops taking writes and records
+   ``lease_lost``, by a watch of its own (a round may wait on a silent controller longer than
+   a lease); the lease is at most 80 % of the controller's heartbeat timeout, so the master
+   stops before it may elect another (RocketMQ has no lease: #7017). Contact again under the
+   same epoch lifts it.
 
 ``on_notify`` answers NOTIFY_BROKER_ROLE_CHANGED (1008), behind the request validation;
 ``alter_sync_state_set`` (1001) is what ``broker/ha/sync_state_keeper.py`` calls.
@@ -32,6 +34,7 @@ from broker import planted_bugs
 from broker.clock import Clock
 from broker.ha.broker_identity import BrokerIdentityStore, IdentityError, Invoke, allocate_broker_id
 from broker.ha.controller_types import ClientConfig, OffsetReader, Replica, RoleOwner
+from broker.ha.lease_ack import lease_ack
 from broker.ha.role_switch import RoleSwitch
 from broker.loop_service import LoopService, Periodic
 from broker.remoting.codes import RequestCode as Q
@@ -180,16 +183,20 @@ class ControllerClient(LoopService):
 
         async def beat(addr: str) -> bool:
             """The leader's ack renews the lease when it comes, not when the slowest
-            controller has answered."""
+            controller has answered, and only when it still leads (``lease_ack.py``)."""
             resp = await self._call(addr, Q.BROKER_HEARTBEAT, fields)
-            if resp.code == RC.SUCCESS and addr == self.leader:
-                self.last_leader_ack_ms, self.last_contact_wall_ms = sent_ms, sent_wall
-            return resp.code == RC.SUCCESS
+            ack = lease_ack(resp, sent_ms, self.cfg.lease_ms)
+            if addr == self.leader and ack.renews_from_ms is not None:
+                last = self.last_leader_ack_ms
+                if last is None or ack.renews_from_ms > last:
+                    self.last_leader_ack_ms = ack.renews_from_ms
+                    self.last_contact_wall_ms = int(sent_wall - (sent_ms - ack.renews_from_ms))
+            return ack.leading
 
         addrs = self.cfg.controller_addrs
         results = await asyncio.gather(*(beat(a) for a in addrs), return_exceptions=True)
         for addr, ok in zip(addrs, results, strict=True):
-            if addr == self.leader and ok is not True:  # gone or moved: look for it again
+            if addr == self.leader and ok is not True:  # gone, moved or deposed: look again
                 self.leader = None
 
     async def _pull(self) -> None:

@@ -46,3 +46,14 @@ def test_a_lease_that_outlives_the_heartbeat_timeout_is_refused_before_anything_
     assert res.returncode == 2 and res.stdout == ""
     (line,) = res.stderr.strip().splitlines()
     assert "--lease-ms 1900 must be at most 80% of --heartbeat-timeout-ms 2000" in line
+
+
+def test_a_lease_plus_a_heartbeat_interval_over_90_percent_is_refused() -> None:
+    import pytest
+
+    from contracts.errors import HaproofError
+    from tools.bench.failover_group import Settings
+
+    Settings(lease_ms=1500).check()  # 1500 + 300 = 90 % of 2000
+    with pytest.raises(HaproofError, match="plus the heartbeat interval 300 must be at most 90%"):
+        Settings(lease_ms=1600).check()

@@ -66,7 +66,33 @@ def test_broker_conf_controller_mode_keys(tmp_path):
         ({"enableControllerMode": "true"}, "needs controllerAddr"),
         ({"enableControllerMode": "true", "controllerAddr": "nope"}, "not host:port"),
         ({"enableControllerMode": "true", **lease}, "80%"),
+        (
+            {"enableControllerMode": "true", **lease, "controllerLeaseMills": "8000"}
+            | {"brokerHeartbeatInterval": "1500"},
+            r"controllerLeaseMills.*plus brokerHeartbeatInterval \(1500\) must be at most 90%",
+        ),
         ({"brokerHeartbeatInterval": "0"}, "must be positive"),
     ):
         with pytest.raises(ConfigError, match=message):
             BrokerConfig.from_dict({**props, "storePathRootDir": str(tmp_path)})
+
+
+def test_the_raft_leader_fallback_is_checked_against_the_election_timeout(tmp_path):
+    conf = tmp_path / "c.conf"
+    raft = (
+        "controllerType=jRaft\njRaftInitConf=a:1\njRaftServerId=a:1\njRaftControllerRPCAddr=a:3\n"
+    )
+    conf.write_text(raft)
+    cfg = load_controller_config(str(conf))
+    assert cfg.leader_fallback_ms == 500 and cfg.append_period_ms == 100  # half of 1000
+    conf.write_text(raft + "jRaftElectionTimeoutMs=3000\njRaftLeaderFallbackTimeoutMs=2500\n")
+    assert load_controller_config(str(conf)).leader_fallback_ms == 2500
+    for extra in ("1000", "150", "-5", "999999"):
+        conf.write_text(raft + f"jRaftLeaderFallbackTimeoutMs={extra}\n")
+        with pytest.raises(ConfigError) as err:
+            load_controller_config(str(conf))
+        line = str(err.value)
+        assert "\n" not in line and "jRaftLeaderFallbackTimeoutMs" in line
+        assert "jRaftElectionTimeoutMs 1000" in line, line
+    conf.write_text("jRaftLeaderFallbackTimeoutMs=150\n")  # the journal: no Raft leader
+    assert load_controller_config(str(conf)).leader_fallback_ms == 0

@@ -55,6 +55,12 @@ class Settings:
                 f"bench failover: --lease-ms {self.lease_ms} must be at most 80% of "
                 f"--heartbeat-timeout-ms {self.heartbeat_timeout_ms} (the lease ends first)"
             )
+        if self.lease_ms + self.heartbeat_interval_ms > self.heartbeat_timeout_ms * 0.9:
+            raise HaproofError(
+                f"bench failover: --lease-ms {self.lease_ms} plus the heartbeat interval "
+                f"{self.heartbeat_interval_ms} must be at most 90% of --heartbeat-timeout-ms "
+                f"{self.heartbeat_timeout_ms} (the brokers' config check)"
+            )
 
     def broker_keys(self) -> dict[str, object]:
         return {
