@@ -175,7 +175,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "queue_max": "float64",  # null when the snapshot has no max for the queue
     },
     "offset_violations": {
-        "kind": "object",  # regression | beyond_queue_max
+        "kind": "object",  # regression | lost | beyond_queue_max
         "evidence": "object",  # records (commit records, section 3b) | snapshots
         "group_name": "object",
         "topic": "object",

@@ -53,6 +53,7 @@ from spark_jobs.log_integrity import ScanTally, judge, run_log_integrity
 from spark_jobs.offset_monotonicity import (
     empty_timeline,
     has_points,
+    lost_at_failover,
     master_points,
     run_offset_monotonicity,
     timeline_last_rows,
@@ -188,6 +189,7 @@ def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
         # columnar (a year's timeline is millions of rows), in the DataFrame's order
         timeline = timeline_df.toArrow()
         violations = [r.asDict() for r in violations_df.collect()]
+        violations += lost_at_failover(seeds, snapshots, events)
     else:  # no committed offset in the window: nothing to order, no Spark job
         timeline, violations = empty_timeline(), []
     return snapshots, timeline, violations

@@ -193,6 +193,119 @@ def run_offset_monotonicity(spark, snapshots: list[Snapshot], events: list[dict]
     return timeline, regress.unionByName(beyond)
 
 
+#: a new master's snapshots within this long of its first are read as one: it may apply its
+#: offsets (the log's records, the pre-online copy from its peers) a moment after taking the role
+LOST_GRACE_MS = 500
+
+
+def lost_at_failover(seeds: list[Snapshot], snapshots: list[Snapshot], events: list[dict]):
+    """``offset_violations`` rows of kind ``lost``: a (group, topic, queue) whose committed
+    offset a master held and the next master (another node or epoch) holds no entry for, with
+    no ``offset_reset`` between. That master answers
+    no committed offset: RocketMQ's broker answers 0 for a queue that starts at 0 (the consumer
+    reads it all again), the client's consumeFromWhere otherwise. The window check above
+    orders only the entries snapshots hold, so it cannot see this, RocketMQ's usual loss when
+    the copy every slaveSyncIntervalMs missed a commit. ``after`` is -1 (none).
+
+    The new master's term is judged by its snapshots up to ``LOST_GRACE_MS`` after its first
+    one, and its first snapshot after that. An entry gone under the same master is a cleanup
+    (as RocketMQ's topic deletion), not judged. One pass over the master snapshots' entries.
+    ``seeds``: the last master points of the run before (``incremental.seed_snapshots``)."""
+    resets = [
+        (int(e["at"]), e["group"], e["topic"], int(e["queue"]))
+        for e in events
+        if e["kind"] == "offset_reset"
+    ]
+    failovers = [
+        (int(e["at"]), f"{e['node']} {e.get('from')}->{e.get('to')}")
+        for e in events
+        if e["kind"] == "role_changed"
+    ]
+    last: dict[tuple[str, str, int], tuple[int, str, int, int]] = {}
+    for s in sorted(seeds, key=lambda s: s.takenAt):
+        for key, value in _entries(s).items():
+            last[key] = (value, s.node, s.epoch, s.takenAt)
+    out = []
+    for (node, epoch, first_at), term in _terms(snapshots):
+        held: dict[tuple[str, str, int], tuple[int, int]] = {}
+        for s in term:
+            for key, value in _entries(s).items():
+                held[key] = (value, s.takenAt)
+        in_time = set()  # what the term's judged snapshots hold
+        for s in _judged(term, first_at + LOST_GRACE_MS):
+            in_time |= set(_entries(s))
+        for key, (value, node_b, epoch_b, at_b) in list(last.items()):
+            if key in in_time or (node_b, epoch_b) == (node, epoch):
+                continue
+            del last[key]  # reported once; a later commit starts its history again
+            if any(_covers(r, key, at_b, first_at) for r in resets):
+                continue
+            out.append(
+                {
+                    "kind": "lost",
+                    "evidence": "snapshots",
+                    "group_name": key[0],
+                    "topic": key[1],
+                    "queue_id": key[2],
+                    "before": value,
+                    "node_before": node_b,
+                    "epoch_before": epoch_b,
+                    "at_before": at_b,
+                    "log_offset_before": None,
+                    "after": -1,
+                    "node_after": node,
+                    "epoch_after": epoch,
+                    "at_after": first_at,
+                    "log_offset_after": None,
+                    "failover": "; ".join(f for t, f in failovers if at_b < t <= first_at),
+                    "reconsumed_messages": value,  # from the queue's start, at most
+                }
+            )
+        for key, (value, at) in held.items():
+            last[key] = (value, node, epoch, at)
+    return out
+
+
+def _judged(term: list[Snapshot], grace_end_ms: int) -> list[Snapshot]:
+    """A term's snapshots up to ``grace_end_ms`` and the first one after it."""
+    judged = [s for s in term if s.takenAt <= grace_end_ms]
+    later = [s for s in term if s.takenAt > grace_end_ms]
+    return judged + later[:1]
+
+
+def _terms(snapshots: list[Snapshot]):
+    """The master snapshots in time order, cut into runs of one (node, epoch):
+    ((node, epoch, first takenAt), [snapshots])."""
+    masters = sorted((s for s in snapshots if s.role != "SLAVE"), key=lambda s: (s.takenAt, s.node))
+    run: list[Snapshot] = []
+    for s in masters:
+        if run and (s.node, s.epoch) != (run[0].node, run[0].epoch):
+            yield (run[0].node, run[0].epoch, run[0].takenAt), run
+            run = []
+        run.append(s)
+    if run:
+        yield (run[0].node, run[0].epoch, run[0].takenAt), run
+
+
+def _entries(s: Snapshot) -> dict[tuple[str, str, int], int]:
+    out = {}
+    for key, queues in s.consumerOffsets.items():
+        topic, _, group = key.partition("@")
+        for q, off in queues.items():
+            out[(group, topic, int(q))] = int(off)
+    return out
+
+
+def _covers(reset: tuple[int, str, str, int], key: tuple[str, str, int], after: int, upto: int):
+    at, group, topic, queue = reset
+    return (
+        after < at <= upto
+        and group in ("*", key[0])
+        and topic in ("*", key[1])
+        and queue in (-1, key[2])
+    )
+
+
 def _violations(df, kind: str, before: tuple, after: tuple, failover, reconsumed):
     """The ``offset_violations`` columns from (value, node, epoch, time) before and after."""
     from pyspark.sql import functions as F

@@ -123,6 +123,13 @@ def why(ev, view: CheckView) -> str:
         )
     if view.name == at.OFFSET_MONOTONICITY and (rows := t["offset_violations"].rows):
         r = rows[0]
+        if r.get("kind") == "lost":
+            return (
+                f"lost: committed offset {r.get('before')} of {r.get('group_name')} on "
+                f"{r.get('topic')} queue {r.get('queue_id')} ({r.get('node_before')}) is held by "
+                f"no snapshot of the next master {r.get('node_after')}: it answers none, up to "
+                f"{r.get('reconsumed_messages')} message(s) consumed again{_more(len(rows))}."
+            )
         return (
             f"{r.get('kind')}: committed offset of {r.get('group_name')} on {r.get('topic')} "
             f"queue {r.get('queue_id')} went from {r.get('before')} to {r.get('after')} "
