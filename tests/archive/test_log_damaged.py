@@ -17,13 +17,14 @@ from hypothesis import strategies as st
 from broker.archive.node_archiver import NodeArchiver
 from broker.archive.shipper import NodeIdentity, Shipper
 from broker.archive.sources import StoreDirSource
-from broker.config import BrokerConfig, BrokerRole
+from broker.config import BrokerRole
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
 from contracts.log_events import LOG_DAMAGED
 from contracts.object_store import open_store
 from contracts.record.model import Message
 from tests.archive.live import wait_for
+from tests.archive.test_node_archiver_unit import _config
 from tests.archive.test_shipper import bad_magic_store
 from tests.spark_jobs.builder import FILE_SIZE, make_store, truncate_log
 from tests.support.haproof_cli import archive_argv
@@ -73,18 +74,10 @@ def test_haproof_archive_exits_1_naming_the_event_and_writes_it_once(
     assert event["offset"] == DAMAGED_AT
 
 
-def test_the_in_broker_archiver_records_damage_once_across_its_retry_rounds(tmp_path) -> None:
-    root = f"file://{tmp_path}/archive"
-    cfg = BrokerConfig(
-        store_path_root_dir=str(tmp_path / "store"),
-        mapped_file_size_commit_log=64 * 1024,
-        archive_enable=True,
-        archive_root=root,
-        archive_interval_ms=20,
-        snapshot_interval_ms=3_600_000,
-        broker_cluster_name="C",
-        broker_name="broker-a",
-    )
+def test_the_in_broker_archiver_records_damage_once_across_its_retry_rounds(
+    tmp_path, caplog
+) -> None:
+    root, cfg = _config(tmp_path, archive_interval_ms=20)
     store = MessageStore.open(cfg)
     store.start()
     wrote = [
@@ -120,6 +113,8 @@ def test_the_in_broker_archiver_records_damage_once_across_its_retry_rounds(tmp_
     finally:
         store.shutdown()
     assert f"corrupt record at offset {damaged}" in archiver.last_error
+    errors = [r for r in caplog.records if r.name.endswith("node_archiver")]
+    assert [r.levelname for r in errors] == ["ERROR"]  # once, not once per retry round
     [event] = _events(open_store(root), "C", "broker-a", "broker-a-1")
     assert (event["node"], event["offset"]) == ("broker-a-1", damaged)
     assert "magic" in event["reason"]

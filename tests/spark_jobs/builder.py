@@ -124,6 +124,15 @@ class Archive:
         self.store.put(key, layout.json_bytes(doc))
 
 
+def pair_archive(root: Path, master_dir: Path, slave_dir: Path) -> Archive:
+    """Master a-0 and slave a-1 of ``GROUP`` shipped from their stores into ``root``, with
+    other chunk boundaries (3000 and 5000 bytes)."""
+    archive = Archive(root)
+    archive.ship(master_dir, "a-0", "SYNC_MASTER", 0, chunk=3000)
+    archive.ship(slave_dir, "a-1", "SLAVE", 1, chunk=5000)
+    return archive
+
+
 def grow_store(path: Path, n: int, already: int, queues: int = 2) -> list:
     """Append ``n`` more messages to a stopped store made by :func:`make_store`."""
     return _make_store(path, n, queues, first=already)

@@ -9,7 +9,14 @@ import pytest
 
 from contracts import archive_layout as layout
 from spark_jobs.audit import AuditOptions, run_audit
-from tests.spark_jobs.builder import CLUSTER, FILE_SIZE, Archive, copy_store, make_store
+from tests.spark_jobs.builder import (
+    CLUSTER,
+    FILE_SIZE,
+    Archive,
+    copy_store,
+    make_store,
+    pair_archive,
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +100,7 @@ def test_a_flipped_property_byte_is_caught_by_the_record_crc(spark, tmp_path, ma
     assert data[at % FILE_SIZE : at % FILE_SIZE + 3] == b"t\x02_"
     data[at % FILE_SIZE] ^= 0x01
     f.write_bytes(bytes(data))
-    archive = Archive(tmp_path / "archive")
-    archive.ship(both, "a-0", "SYNC_MASTER", 0, chunk=3000)
-    archive.ship(both, "a-1", "SLAVE", 1, chunk=5000)
-    v = audit(spark, archive)
+    v = audit(spark, pair_archive(tmp_path / "archive", both, both))
     assert check(v, "replica_consistency")["passed"]
     assert not check(v, "log_integrity")["passed"]
     issues = [(i["node"], i["offset"], i["check"]) for i in v["findings"]["records_issues"]]
