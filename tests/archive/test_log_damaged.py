@@ -24,7 +24,7 @@ from contracts.log_events import LOG_DAMAGED
 from contracts.object_store import open_store
 from contracts.record.model import Message
 from tests.archive.live import wait_for
-from tests.archive.test_node_archiver_unit import _config
+from tests.archive.test_node_archiver_unit import _config, _with_archiver
 from tests.archive.test_shipper import bad_magic_store
 from tests.spark_jobs.builder import FILE_SIZE, make_store, truncate_log
 from tests.support.haproof_cli import archive_argv
@@ -93,25 +93,18 @@ def test_the_in_broker_archiver_records_damage_once_across_its_retry_rounds(
         f.write(b"\x00\x00\x00\x07")
     archiver = NodeArchiver(store, cfg, "broker-a-1")
 
-    async def scenario() -> None:
-        await archiver.start()
-        try:
-            await asyncio.to_thread(
-                wait_for,
-                lambda: archiver.last_error is not None and archiver.archived_end == damaged,
-                what="the archiver to ship up to the damage",
-            )
-            rounds = archiver.rounds
-            await asyncio.to_thread(
-                wait_for, lambda: archiver.rounds >= rounds + 3, what="three retry rounds"
-            )
-        finally:
-            await archiver.stop()
+    async def body() -> None:
+        await asyncio.to_thread(
+            wait_for,
+            lambda: archiver.last_error is not None and archiver.archived_end == damaged,
+            what="the archiver to ship up to the damage",
+        )
+        rounds = archiver.rounds
+        await asyncio.to_thread(
+            wait_for, lambda: archiver.rounds >= rounds + 3, what="three retry rounds"
+        )
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        store.shutdown()
+    _with_archiver(archiver, store, body)
     assert f"corrupt record at offset {damaged}" in archiver.last_error
     errors = [r for r in caplog.records if r.name.endswith("node_archiver")]
     assert [r.levelname for r in errors] == ["ERROR"]  # once, not once per retry round
