@@ -18,6 +18,7 @@ from contracts.record.layout import (
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
 )
+from contracts.record.prop_crc import CRC32_RESERVED_LEN, PROPERTY_CRC32
 
 
 def _crc32_function() -> tuple[str, int]:
@@ -43,6 +44,9 @@ _llvm.add_symbol("haproof_body_crc32", _address)
 _CRC32 = _nt.ExternalFunction("haproof_body_crc32", _nt.uint32(_nt.uint32, _nt.uintp, _nt.uintp))
 
 _V1, _V2, _BLANK = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
+# the record CRC property's key and length (contracts/record/prop_crc.py), as compiled constants
+_KEY = np.frombuffer(PROPERTY_CRC32.encode() + b"\x01", np.uint8).copy()
+_CRC_LEN = CRC32_RESERVED_LEN
 _BORN6, _STORE6 = SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
 
 
@@ -114,6 +118,8 @@ def walk(a, addr, start, file_size, topic, tlen, qid, qo):
             return -1, -1
         if (_CRC32(0, addr + body, blen) & 0x7FFFFFFF) != crc:
             return -1, -1
+        if not _prop_crc_ok(a, addr, p, end):
+            return -1, -1
         if m >= topic.shape[0]:
             return -1, -1
         topic[m] = t0
@@ -124,6 +130,31 @@ def walk(a, addr, start, file_size, topic, tlen, qid, qo):
         n += 1
         p = end
     return n, m
+
+
+@numba.njit(cache=True, nogil=True)
+def _prop_crc_ok(a, addr, p, end):
+    """``prop_crc.carried_crc_ok`` is not False for the record ``a[p:end]`` (at least 98
+    bytes): it carries no CRC property and does not end with three zero bytes, or its
+    property is whole and its ten digits (least significant first) are the CRC of every byte
+    before the property. False sends the chunk to the paths that name the record."""
+    k = end - _CRC_LEN
+    for j in range(_KEY.shape[0]):
+        if a[k + j] != _KEY[j]:
+            return not (a[end - 1] == 0 and a[end - 2] == 0 and a[end - 3] == 0)
+    if a[k - 1] != 2 and not (a[k - 2] == 0 and a[k - 1] == _CRC_LEN):
+        return True  # inside another property's value: not a property of its own
+    if a[end - 1] != 2:
+        return False
+    want = np.int64(0)
+    scale = np.int64(1)
+    for j in range(10):
+        d = np.int64(a[k + _KEY.shape[0] + j]) - 48
+        if d < 0 or d > 9:
+            return False
+        want += d * scale
+        scale *= 10
+    return np.int64(_CRC32(0, addr + p, end - p - _CRC_LEN) & 0x7FFFFFFF) == want
 
 
 @numba.njit(cache=True, nogil=True)

@@ -17,10 +17,12 @@ from contracts.record.layout import (
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
 )
+from contracts.record.prop_crc import CRC32_RESERVED_LEN, PROPERTY_CRC32, carried_crc_ok
 
 _I32 = I32
 _V1, _V2, _BLANK = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
 _BORN6, _STORE6 = SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
+_CRC_KEY = PROPERTY_CRC32.encode() + b"\x01"
 
 
 # The 48 fixed bytes every non-BLANK record starts with (big-endian), read for all records at
@@ -123,12 +125,30 @@ def check_chunk_np(data: bytes, start: int, file_size: int, node: str) -> tuple[
         dtype=np.int64,
         count=len(body),
     )
-    if ((got & 0x7FFFFFFF) != crc).any():
+    if ((got & 0x7FFFFFFF) != crc).any() or not _prop_crcs_ok(a, data, ms, mt, me):
         return _check_slow(data, start, file_size, node)
     queues = _queue_ranges(a, topic, tlen, qid, qo)
     if queues is None:
         return _check_slow(data, start, file_size, node)
     return [], queues, len(starts)
+
+
+def _prop_crcs_ok(a, data: bytes, ms, mt, me) -> bool:
+    """Whether no record fails its CRC property (``prop_crc.py``): only the records whose
+    last 20 bytes start with the property's key, or that end with three zero bytes, can."""
+    np = _np
+    key = np.frombuffer(_CRC_KEY, np.uint8)
+    at = me - CRC32_RESERVED_LEN
+    keyed = (np.lib.stride_tricks.sliding_window_view(a, len(key))[at] == key).all(axis=1)
+    zeros = (a[me - 1] == 0) & (a[me - 2] == 0) & (a[me - 3] == 0)
+    which = np.flatnonzero(keyed | zeros)
+    if not len(which):
+        return True
+    view = memoryview(data)
+    return all(
+        carried_crc_ok(view, p, t) is not False
+        for p, t in zip(ms[which].tolist(), mt[which].tolist(), strict=True)
+    )
 
 
 def _queue_ranges(a, topic, tlen, qid, qo) -> dict | None:

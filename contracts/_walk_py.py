@@ -18,6 +18,12 @@ from contracts.record.layout import (
     SYSFLAG_STOREHOST_V6,
     body_crc,
 )
+from contracts.record.prop_crc import (
+    CRC32_RESERVED_LEN,
+    PROPERTY_CRC32,
+    carried_crc_ok,
+    record_crc,
+)
 from contracts.record.reader import decode_record
 
 _HEAD = HEAD  # TOTALSIZE .. BORNTIMESTAMP, one unpack per record
@@ -25,6 +31,7 @@ _I32 = I32
 _I64 = I64
 _V1, _V2, _BLANK = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
 _BORN6, _STORE6 = SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
+_CRC_KEY, _CRC_LEN = PROPERTY_CRC32.encode() + b"\x01", CRC32_RESERVED_LEN
 
 
 def check_chunk_py(data: bytes, start: int, file_size: int, node: str) -> tuple[list, dict, int]:
@@ -39,6 +46,7 @@ def check_chunk_py(data: bytes, start: int, file_size: int, node: str) -> tuple[
     head = _HEAD.unpack_from
     i32 = _I32.unpack_from
     crc32 = zlib.crc32
+    starts, ends = data.startswith, data.endswith
     pos = 0
     n = 0
     try:
@@ -75,6 +83,10 @@ def check_chunk_py(data: bytes, start: int, file_size: int, node: str) -> tuple[
             p += tlen
             if p + 2 + int.from_bytes(data[p : p + 2], "big") != end:
                 break  # the properties must end exactly where TOTALSIZE says
+            if (starts(_CRC_KEY, end - _CRC_LEN) or ends(b"\0\0\0", 0, end)) and (
+                carried_crc_ok(view, pos, total) is False
+            ):
+                break  # the record CRC property (prop_crc.py) fails: the decoder names it
             q = queues.get(key)
             if q is None:
                 queues[key] = [qo, qo]
@@ -139,6 +151,9 @@ def check_slow(data: bytes, start: int, file_size: int, node: str) -> tuple[list
                 )
         else:
             issues += _record_issues(rec, off, file_size)
+            # the record CRC covers the body too: a body CRC mismatch is one finding, not two
+            if rec.crc_ok and carried_crc_ok(data, pos, rec.total_size) is False:
+                issues.append(_prop_crc_issue(data, pos, off, rec))
             _queue_issues(rec, off, queues, issues)
         pos += rec.total_size
     return issues, queues, n
@@ -183,6 +198,22 @@ def _record_issues(rec, off: int, file_size: int) -> list[tuple]:
             )
         )
     return issues
+
+
+def _prop_crc_issue(data: bytes, pos: int, off: int, rec) -> tuple:
+    """The record's CRC property (``__CRC32#``, over all its bytes but the property) fails: a
+    byte of its header, topic or properties changed (or it was torn), which the body CRC
+    does not cover."""
+    end = pos + rec.total_size
+    tail = bytes(data[end - CRC32_RESERVED_LEN : end])
+    got = str(record_crc(memoryview(data)[pos:end]))
+    if tail.startswith(_CRC_KEY):  # its digits are written least significant first
+        want = tail[len(_CRC_KEY) : -1][::-1].decode("ascii", "replace")
+        said = f"record CRC ({PROPERTY_CRC32}) {want} != {got}"
+    else:  # no writer ends a record so (prop_crc.py)
+        want, got, said = "a whole record", "3 zero bytes at its end", "torn: ends with zeros"
+    where = f" (queueOffset {rec.queue_offset}, msgId {rec.msg_id})"
+    return _issue(off, "record_crc_mismatch", said + where, rec, want, got)
 
 
 def _queue_issues(rec, off: int, queues: dict, issues: list) -> None:

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from contracts.controller_events import CONTROLLER_EVENT_FIELDS
+from contracts.log_events import LOG_EVENT_FIELDS
 from contracts.read_limits import load_json_doc
 
 VERSION = "v1"
@@ -44,6 +45,7 @@ EVENT_KINDS = (
     "truncated",
     "master_lost",
     "offset_reset",
+    *LOG_EVENT_FIELDS,  # the node's own log: contracts/log_events.py
 ) + tuple(CONTROLLER_EVENT_FIELDS)  # controller mode: contracts/controller_events.py
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
@@ -385,6 +387,8 @@ def parse_event(data: bytes | str | dict, what: str = "event") -> dict[str, Any]
         "offset_reset": ("group", "topic", "queue", "from", "to"),
         **CONTROLLER_EVENT_FIELDS,
     }.get(doc["kind"], ())
+    if doc["kind"] in LOG_EVENT_FIELDS:  # typed: the audit judges their values
+        _require(doc, what, LOG_EVENT_FIELDS[doc["kind"]])
     for name in needs:
         if name not in doc:
             raise LayoutError(f"{what}: {doc['kind']} event without {name!r}")

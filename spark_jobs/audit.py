@@ -49,6 +49,7 @@ from spark_jobs.epochs import (
     tail_ranges,
 )
 from spark_jobs.expiry import apply_horizon, mark_expired
+from spark_jobs.log_damage import damage_issues
 from spark_jobs.log_integrity import ScanTally, judge, run_log_integrity
 from spark_jobs.offset_monotonicity import (
     empty_timeline,
@@ -160,15 +161,16 @@ def _chunks_of(ga: GroupArchive, opts: AuditOptions, state_in) -> dict[str, list
     return out
 
 
-def integrity_step(spark, opts, windowed, scan, state_in):
+def integrity_step(spark, opts, windowed, rep, state_in, ga):
     """Check 3 (and the sha256 half of archive integrity): every chunk not already checked in a
-    comparison task is read whole, once, by the log integrity job."""
+    comparison task is read whole, once, by the log integrity job; the nodes' recorded damage."""
+    scan, damaged = rep.scan, damage_issues(ga, rep.ranges)
     chunks = new_chunks(opts, windowed, state_in)
     readable = [c for c in chunks if not c.get("absent")]
     checked = [c for c in readable if c["key"] in scan.checked_keys]
     rest = [c for c in readable if c["key"] not in scan.checked_keys]
     tally = ScanTally(messages=list(scan.messages)).add(scan.check_rows)
-    return judge(run_log_integrity(spark, opts.spec, rest, tally), checked + rest)
+    return judge(run_log_integrity(spark, opts.spec, rest, tally), checked + rest, damaged)
 
 
 def offsets_step(spark, opts, ga: GroupArchive, state_in, broker_name):
@@ -244,7 +246,7 @@ def audit_group(spark, opts: AuditOptions, store, broker_name: str, run_id: str)
     scan_s = time.monotonic() - t0
     _progress(f"{broker_name}: replica consistency: {len(rep.ranges)} range(s)")
     t_li = time.monotonic()
-    integrity = integrity_step(spark, opts, windowed, rep.scan, state_in)
+    integrity = integrity_step(spark, opts, windowed, rep, state_in, ga)
     li_s = time.monotonic() - t_li
     _progress(
         f"{broker_name}: log integrity: {integrity.records} records, "

@@ -343,7 +343,7 @@ class IntegrityResult:
     messages: list | None = None  # the master chunks' message arrays (or None)
 
 
-def judge(tally: ScanTally, chunks: list[dict]) -> IntegrityResult:
+def judge(tally: ScanTally, chunks: list[dict], damaged: list[dict] = ()) -> IntegrityResult:
     """Findings from the executors' rows (folded into ``tally``) for ``chunks``:
     their own issues and archive faults, then queue offset continuity across the chunks of each
     chain, judged here over the per-chunk first/last queue offsets. Only chunks whose records
@@ -353,7 +353,7 @@ def judge(tally: ScanTally, chunks: list[dict]) -> IntegrityResult:
     chain_of = {
         c["key"]: c["chain"] for c in assign_chains([c for c in chunks if c["key"] in checked])
     }
-    issues = list(tally.issues)
+    issues = list(tally.issues) + list(damaged)  # and log_damage's rows
     chains: dict[tuple, list[tuple]] = {}
     for q in tally.queues:
         node, key, _start, topic, qid, _first, _last = q

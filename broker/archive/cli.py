@@ -230,8 +230,9 @@ def _ship(args: argparse.Namespace, shipper: Shipper, source: StoreDirSource) ->
                 file=sys.stderr,
             )
             if result.stopped_by is not None:
+                said = f"; recorded as {result.damage_event}" if result.damage_event else ""
                 print(
-                    f"haproof archive: stopped at corrupt data: {result.stopped_by}",
+                    f"haproof archive: stopped at corrupt data: {result.stopped_by}{said}",
                     file=sys.stderr,
                 )
                 code = 1

@@ -328,10 +328,11 @@ class NodeArchiver:
     def _hold(self, start: int, target: int, force: bool) -> bool:
         """Keep a small tail back for a later, larger chunk: fewer than
         ``archive_chunk_min_bytes`` new bytes wait, but never longer than the max age (so
-        flushed bytes reach the archive within it), and a final round ships everything."""
+        flushed bytes reach the archive within it), and a final round or one after a failed
+        round (not a success in between: one ERROR while it keeps failing) ships everything."""
         cfg = self.config
         min_bytes = min(cfg.archive_chunk_min_bytes, cfg.archive_chunk_max_bytes)
-        if force or target - start >= min_bytes or target <= start:
+        if force or self.last_error or target - start >= min_bytes or target <= start:
             self._held_since = None
             return False
         max_age_s = (cfg.archive_chunk_max_age_ms or 6 * cfg.archive_interval_ms) / 1000

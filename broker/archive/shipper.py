@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.archive.archive_tail import newest_snapshot_key, read_tail
+from broker.archive.damage import DamageEvents, hole_after
 from broker.archive.sources import CommitLogSource, StoreDirSource
 from broker.clock import SYSTEM_CLOCK
 from contracts import archive_layout as layout
@@ -69,6 +70,7 @@ class ShipResult:
     end: int = 0
     crc_failures: list[int] = field(default_factory=list)
     stopped_by: CorruptRecordError | None = None
+    damage_event: str | None = None  # the log_damaged event written for stopped_by (new only)
     queue_max_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
@@ -158,6 +160,7 @@ class Shipper:
         self.max_chunk_epoch = 0
         self.truncation_epoch = 0
         self.master_epochs: dict[int, str] = {}  # epoch -> role, of this node's master chunks
+        self.damage = DamageEvents(store, self._prefix, self.put_event)
 
     # -- what the archive already holds ----------------------------------------------------------
 
@@ -243,6 +246,8 @@ class Shipper:
         )
         self._ship_records(source, out)
         out.flush()
+        if out.result.stopped_by is not None:  # the archive says why it ends here
+            out.result.damage_event = self.damage.record(out.result.stopped_by)
         return out.result
 
     def _ship_records(self, source: CommitLogSource, out: _Chunks) -> None:
@@ -279,8 +284,11 @@ class Shipper:
                 offset = file_start + end
             if why == "budget":
                 out.flush()
-            elif why == "end":
-                return  # the written log ends inside this file
+            elif why == "end":  # the written log ends inside this file, unless it goes on
+                if not trusted:
+                    args = (view, end, limit, file_start, out.end_limit, _name(source))
+                    out.result.stopped_by = hole_after(*args)
+                return
             elif why != "blank":
                 out.result.stopped_by = why
                 return

@@ -11,8 +11,9 @@ from broker.config import BrokerConfig
 from broker.store.message_store import MessageStore
 from contracts import archive_layout as layout
 from contracts.object_store import StoreSpec, open_store
-from contracts.record.layout import OFFSET_QUEUEOFFSET
+from contracts.record.layout import I64, OFFSET_QUEUEOFFSET
 from contracts.record.model import Message
+from contracts.record.prop_crc import fill_crc
 
 CLUSTER, GROUP = "c1", "broker-a"
 FILE_SIZE = 4096
@@ -22,15 +23,19 @@ def make_store(path: Path, n: int, *, queues: int = 2, gap_after: int | None = N
     """A commit log of ``n`` messages; returns the put results (offsets known exactly).
 
     ``gap_after=i`` (one queue) rewrites the QUEUEOFFSET field of record i and later ones on disk
-    (+1: the body CRC does not cover it), leaving a queue-offset gap before record i.
+    (+1), and their record CRC property with it (as a writer that skipped a queue offset would
+    have written them), leaving a queue-offset gap before record i.
     """
     results = _make_store(path, n, queues)
     if gap_after is not None:
         for r in results[gap_after:]:
             f = path / "commitlog" / f"{r.wrote_offset - r.wrote_offset % FILE_SIZE:020d}"
             data = bytearray(f.read_bytes())
-            pos = r.wrote_offset % FILE_SIZE + OFFSET_QUEUEOFFSET
-            data[pos : pos + 8] = (r.queue_offset + 1).to_bytes(8, "big")
+            at = r.wrote_offset % FILE_SIZE
+            rec = data[at : at + r.wrote_bytes]
+            rec[OFFSET_QUEUEOFFSET : OFFSET_QUEUEOFFSET + 8] = I64.pack(r.queue_offset + 1)
+            fill_crc(rec)
+            data[at : at + r.wrote_bytes] = rec
             f.write_bytes(bytes(data))
     return results
 
@@ -117,6 +122,15 @@ class Archive:
         doc = layout.make_event(kind, node, CLUSTER, self.group, at, epoch, **fields)
         key = layout.event_key(CLUSTER, self.group, node, at, kind)
         self.store.put(key, layout.json_bytes(doc))
+
+
+def pair_archive(root: Path, master_dir: Path, slave_dir: Path) -> Archive:
+    """Master a-0 and slave a-1 of ``GROUP`` shipped from their stores into ``root``, with
+    other chunk boundaries (3000 and 5000 bytes)."""
+    archive = Archive(root)
+    archive.ship(master_dir, "a-0", "SYNC_MASTER", 0, chunk=3000)
+    archive.ship(slave_dir, "a-1", "SLAVE", 1, chunk=5000)
+    return archive
 
 
 def grow_store(path: Path, n: int, already: int, queues: int = 2) -> list:

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from spark_jobs.audit import AuditOptions, run_audit
+from tests.spark_jobs import builder
 from tests.spark_jobs.builder import Archive, copy_store, flip, make_store, truncate_log
 
 BASE = ["pair", "start", "end", "verdict", "detail"]  # the ranges columns these tests judge
@@ -31,10 +32,7 @@ def check(verdict: dict, name: str) -> dict:
 
 def pair_archive(tmp_path, master_store, slave_dir=None) -> Archive:
     path, _ = master_store
-    archive = Archive(tmp_path / "archive")
-    archive.ship(path, "a-0", "SYNC_MASTER", 0, chunk=3000)
-    archive.ship(slave_dir or path, "a-1", "SLAVE", 1, chunk=5000)  # other chunk boundaries
-    return archive
+    return builder.pair_archive(tmp_path / "archive", path, slave_dir or path)
 
 
 def test_clean_pair_matches_everywhere(spark, tmp_path, master_store) -> None:
@@ -90,10 +88,7 @@ def test_corruption_replicated_to_both_sides_fails_crc_not_replica(spark, tmp_pa
     both = copy_store(path, tmp_path / "both")
     target = results[10]
     flip(both, target.wrote_offset + target.wrote_bytes - 40)
-    archive = Archive(tmp_path / "archive")
-    archive.ship(both, "a-0", "SYNC_MASTER", 0, chunk=3000)
-    archive.ship(both, "a-1", "SLAVE", 1, chunk=5000)
-    v = audit(spark, archive)
+    v = audit(spark, builder.pair_archive(tmp_path / "archive", both, both))
     assert check(v, "replica_consistency")["passed"]
     assert not check(v, "log_integrity")["passed"]
     offsets = sorted((i["node"], i["offset"]) for i in v["findings"]["records_issues"])

@@ -89,7 +89,10 @@ def test_faults_fall_back_to_the_full_decoder_at_the_exact_offset(
     issues = fast[0]
     assert issues, f"{field}: no issue found"
     assert issues[0][0] == r.wrote_offset
-    assert issues[0][1] == expected_check
+    here = [i[1] for i in issues if i[0] == r.wrote_offset]
+    assert expected_check in here
+    # a header field the body CRC does not cover is covered by the record CRC property
+    assert ("record_crc_mismatch" in here) == (field in ("physical", "queue"))
 
 
 needs_numba = pytest.mark.skipif(not fastscan.available(), reason="numba is not installed")
