@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+POLL_SLACK_MS = 50  # wait_master polls every 20 ms (tools/bench/failover_group.py)
+
 
 def bench(*argv: str, timeout_s: int = 240) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -28,8 +30,11 @@ def test_one_round_reports_the_failover_and_loses_no_acknowledged_message() -> N
     assert fig["acked"] > 0 and fig["lost"] == 0 and fig["lost_examples"] == []
     (r,) = fig["per_round"]
     assert r["killed"] != r["new_master"] and r["epoch"] >= 2
-    # the controller named the new master before any send succeeded on it
-    assert 0 <= r["kill_to_elected_ms"] <= r["kill_to_send_ok_ms"] <= r["write_gap_ms"]
+    # the controller named the new master before any send succeeded on it; the bench sees the
+    # election by polling the controller every 20 ms, so it may see it up to one poll (and the
+    # poll's answer) after a send the new master already took (CI: 1,838.1 > 1,836.5)
+    assert 0 <= r["kill_to_elected_ms"] <= r["kill_to_send_ok_ms"] + POLL_SLACK_MS
+    assert r["kill_to_send_ok_ms"] <= r["write_gap_ms"]
     for name in ("kill_to_send_ok_ms", "kill_to_elected_ms", "write_gap_ms", "rejoin_ms"):
         stats = fig[name]
         assert stats["p50"] == stats["p99"] == stats["max"] == r[name]
