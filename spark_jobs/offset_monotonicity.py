@@ -227,13 +227,14 @@ def lost_at_failover(seeds: list[Snapshot], snapshots: list[Snapshot], events: l
             last[key] = (value, s.node, s.epoch, s.takenAt)
     out = []
     for (node, epoch, first_at), term in _terms(snapshots):
+        entries = {id(s): _entries(s) for s in term}
         held: dict[tuple[str, str, int], tuple[int, int]] = {}
         for s in term:
-            for key, value in _entries(s).items():
+            for key, value in entries[id(s)].items():
                 held[key] = (value, s.takenAt)
         in_time = set()  # what the term's judged snapshots hold
         for s in _judged(term, first_at + LOST_GRACE_MS):
-            in_time |= set(_entries(s))
+            in_time |= entries[id(s)].keys()
         for key, (value, node_b, epoch_b, at_b) in list(last.items()):
             if key in in_time or (node_b, epoch_b) == (node, epoch):
                 continue

@@ -152,15 +152,8 @@ class World:
     def master(self) -> SimNode | None:
         """The node the controller (the operator) names master, when it is up and has taken the
         role."""
-        if self.ctl is None:
-            m = self.operator.master
-            return m if m is not None and m.up and m.node.role.role.is_master else None
-        bid, _epoch = self.ctl.master()
-        addr = self.ctl.address_of(bid)
-        for sim in self.nodes.values():
-            if sim.addr == addr and sim.up and sim.node.role.role.is_master:
-                return sim
-        return None
+        m = self.named_master()
+        return m if m is not None and m.node.role.role.is_master else None
 
     def named_master(self) -> SimNode | None:
         """The node the controller (the operator) names master, when it is up, whether or not
