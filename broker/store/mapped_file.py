@@ -164,6 +164,15 @@ class MappedFile:
                 durability_observer(self.path, 0, self.file_size)
             return target
 
+    def sync_inherited(self) -> None:
+        """fdatasync the whole file as found at load: a previous process killed before its
+        flush leaves dirty pages in the page cache that recovery would otherwise count as on
+        disk, and a power loss after the restart would take them from the middle of the log."""
+        with self._flush_lock:
+            os.fdatasync(self._fd)
+            if durability_observer is not None:
+                durability_observer(self.path, 0, self.file_size)
+
     def truncate_to(self, pos: int) -> None:
         """Zero everything from ``pos`` on and move both positions back to ``pos``."""
         if pos < self.file_size:

@@ -25,7 +25,8 @@ class MappedFileQueue:
 
     @classmethod
     def load(cls, directory: str, file_size: int) -> MappedFileQueue:
-        """Map every file in ``directory`` (positions set to full; recovery sets the tail)."""
+        """Map every file in ``directory``, each made durable as found (positions set to full;
+        recovery sets the tail)."""
         os.makedirs(directory, exist_ok=True)
         names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
         files: list[MappedFile] = []
@@ -52,6 +53,7 @@ class MappedFileQueue:
                     f"{path}: gap in the log, previous file ends at {files[-1].end_offset}"
                 )
             mf = MappedFile.open(path, file_size)
+            mf.sync_inherited()
             mf.wrote_position = mf.flushed_position = file_size
             files.append(mf)
         queue = cls(directory, file_size, files)
