@@ -3,7 +3,8 @@ base: every ``heartbeat_interval_ms`` it
 
 1. finds the controller leader (1005) and, once, gets its broker id (crash-safe:
    ``broker_identity.py``) and registers (1003);
-2. heartbeats every controller (904) with its epoch, max and confirm offsets and priority;
+2. heartbeats every controller (904) with its epoch, max and confirm offsets and priority
+   (the round waits for the leader's answer only);
 3. every ``sync_metadata_period_ms`` (or at once when it knows no master) pulls its set's
    replica info (1004) and, with no master anywhere, asks the controller to elect (1002);
 4. applies a role only when the controller's masterEpoch is newer than its own (or equal, for
@@ -79,6 +80,10 @@ class ControllerClient(LoopService):
         self._renew_epoch = False
         watch = {"round_": self._watch_lease, "clock": clock, "stop_timeout_ms": 0}
         self._lease_watch = Periodic("controller-lease", period_ms=config.lease_ms, **watch)
+        # a heartbeat to a controller that is not the leader, still out: a round waits for the
+        # leader's answer only, so one hung controller of three does not slow every round to
+        # the remoting timeout, and never has more than one beat out
+        self._side_beats: dict[str, asyncio.Task] = {}
 
     def start(self) -> None:
         super().start()
@@ -88,6 +93,9 @@ class ControllerClient(LoopService):
         await self._lease_watch.stop()
         await super().stop()
         await self._switching.cancel()
+        for task in self._side_beats.values():
+            task.cancel()
+        await asyncio.gather(*self._side_beats.values(), return_exceptions=True)
 
     @property
     def is_master(self) -> bool:
@@ -193,11 +201,20 @@ class ControllerClient(LoopService):
                     self.last_contact_wall_ms = int(sent_wall - (sent_ms - ack.renews_from_ms))
             return ack.leading
 
-        addrs = self.cfg.controller_addrs
-        results = await asyncio.gather(*(beat(a) for a in addrs), return_exceptions=True)
-        for addr, ok in zip(addrs, results, strict=True):
-            if addr == self.leader and ok is not True:  # gone, moved or deposed: look again
-                self.leader = None
+        leader = self.leader
+        for addr in self.cfg.controller_addrs:  # the others' answers wait for nobody
+            out = self._side_beats.get(addr)
+            if addr != leader and (out is None or out.done()):  # one out per controller
+                task = asyncio.get_running_loop().create_task(beat(addr))
+                task.add_done_callback(_retrieved)
+                self._side_beats[addr] = task
+        try:
+            ok = leader is not None and await beat(leader)
+        except Exception as exc:  # noqa: BLE001 - no answer, or one that is not an ack
+            log.debug("heartbeat to the controller leader %s: %s", leader, exc)
+            ok = False
+        if not ok and self.leader == leader:  # gone, moved or deposed: look again
+            self.leader = None
 
     async def _pull(self) -> None:
         resp = await self._ask_leader(
@@ -349,6 +366,12 @@ class ControllerClient(LoopService):
         r.sync_state_set = frozenset(new_set)
         r.sync_state_set_epoch = int(resp.ext_fields["newSyncStateSetEpoch"])
         return True  # the caller (the master's SyncStateSet keeper) records the change
+
+
+def _retrieved(task: asyncio.Task) -> None:
+    """A side beat's failure is news to nobody: the next round sends another."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("heartbeat to a controller: %s", task.exception())
 
 
 def _opt_int(value) -> int | None:

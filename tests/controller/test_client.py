@@ -217,3 +217,44 @@ def test_a_request_refused_or_unanswered_by_the_leader_forgets_it(tmp_path, code
         journal.close()
 
     asyncio.run(go())
+
+
+def test_a_hung_controller_does_not_slow_the_rounds_or_pile_up_heartbeats(tmp_path):
+    """One of the controllers hangs (SIGSTOP: a heartbeat to it is never answered). A round
+    waits for the leader's answer only: the leader still hears from the broker every interval
+    and renews its lease, and the hung one never has more than one heartbeat out."""
+
+    async def go():
+        clock = DrivenClock()
+        sm, journal, ctl = in_process_controller(tmp_path, clock)
+        handlers = ControllerProcessor(ctl).handlers()
+        hung, to_leader, to_hung = "127.0.0.1:9877", [], []
+        heard_by_hung = asyncio.Event()
+
+        async def invoke(addr, req, timeout_ms):
+            if addr == hung:
+                to_hung.append(req.code)
+                heard_by_hung.set()
+                await asyncio.Future()  # never answered
+            if req.code == Q.BROKER_HEARTBEAT:
+                to_leader.append(clock.monotonic_ms())
+            return await handlers[req.code](None, req)
+
+        node = FakeNode(100)
+        node.clock = clock
+        cc = ClientConfig("DefaultCluster", "broker-a", "127.0.0.1:10911", (CTL, hung))
+        client = fake_node_client(tmp_path / "b", cc, invoke, node, clock)
+        client.start()
+        try:
+            await clock.advance(10 * cc.heartbeat_interval_ms)
+            assert heard_by_hung.is_set()
+            assert to_hung.count(Q.BROKER_HEARTBEAT) == 1  # the first, still out
+            assert len(to_leader) >= 10, to_leader
+            assert client.leader == CTL
+            assert client.last_leader_ack_ms is not None
+            assert clock.monotonic_ms() - client.last_leader_ack_ms <= cc.heartbeat_interval_ms
+        finally:
+            await client.stop()
+            journal.close()
+
+    asyncio.run(go())

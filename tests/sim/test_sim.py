@@ -203,7 +203,6 @@ def test_found_an_operator_stuck_on_a_master_its_promotion_failed_to_demote():
     assert any("operator: promote" in line and "(master a up)" in line for line in outcome.trace)
 
 
-
 def test_found_a_restarted_node_that_counted_its_predecessors_unflushed_pages_as_durable():
     """Seed 832176175 (controller mode, a CI block): master c, on a slow disk, appended
     [64977, 65536) and was killed before its flush; the page cache kept the bytes, so c
@@ -215,6 +214,7 @@ def test_found_a_restarted_node_that_counted_its_predecessors_unflushed_pages_as
     assert not outcome.failed, outcome.violation
     # the schedule still reaches the power loss after the restart that lost the bytes
     assert any("c power loss (after an ack)" in line for line in outcome.trace)
+
 
 def _first_catch(bug: str, seeds, seconds: float, budget_s: float, controller: bool = False):
     deadline = time.monotonic() + budget_s
