@@ -15,6 +15,11 @@ cut off from the majority stops leading before the majority can elect another (a
 at least the election timeout after the last ping it heard). While it leads it vouches for the
 masters' leases (``isLeader`` in its heartbeat answers, ``broker/controller/processor.py``): see
 docs/controller.md, "Leases and the Raft leader".
+
+``brokerHeartbeatTimeoutMaxMs`` (haproof's own key, default 10,000 ms as RocketMQ's brokers'
+timeout): the longest ``controllerHeartBeatTimeoutMills`` a broker may use. A controller that
+starts, or begins to lead, holds a master it has not heard from as possibly leased this long;
+a heartbeat with a longer timeout is refused, naming this key (its lease could outlast that).
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ class ControllerConfig:
     jRaftControllerRPCAddr: str = ""
     jRaftElectionTimeoutMs: int = 1_000
     jRaftLeaderFallbackTimeoutMs: int = 0  # 0: half of jRaftElectionTimeoutMs
+    # haproof's own: the longest heartbeatTimeoutMills a broker may heartbeat with (its
+    # controllerHeartBeatTimeoutMills); a master this controller has not heard from since it
+    # started or began to lead may hold a lease this long (broker/controller/heartbeat.py)
+    brokerHeartbeatTimeoutMaxMs: int = 10_000  # RocketMQ's DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
     # the controller's records shipped to the archive (broker/controller/archiver.py); the
     # same key names as a broker's archive keys
     archiveEnable: bool = False
@@ -113,6 +122,14 @@ class ControllerConfig:
         for name, value in scans.items():
             if value <= 0:
                 raise ConfigError(f"{where}: {name} must be > 0 ms")
+        from broker.controller.heartbeat import HEARTBEAT_TIMEOUT_RANGE_MS
+
+        low, high = HEARTBEAT_TIMEOUT_RANGE_MS
+        if not low <= self.brokerHeartbeatTimeoutMaxMs <= high:
+            raise ConfigError(
+                f"{where}: brokerHeartbeatTimeoutMaxMs {self.brokerHeartbeatTimeoutMaxMs} is "
+                f"outside [{low}, {high}] ms"
+            )
         if self.archiveEnable and not self.archiveRoot:
             raise ConfigError(
                 f"{where}: archiveEnable=true needs archiveRoot (s3://... or file://...)"

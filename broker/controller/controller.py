@@ -62,7 +62,7 @@ class Controller:
         self.clock = clock
         self.notifier = notifier
         self.self_addr = self_addr
-        self.heartbeats = BrokerHeartbeatManager(clock)
+        self.heartbeats = BrokerHeartbeatManager(clock, config.brokerHeartbeatTimeoutMaxMs)
         self._serial = asyncio.Lock()
         self.housekeeping_tasks: set[asyncio.Task] = set()
         # broker channels whose close is watched (a closed channel: the broker is not alive)

@@ -8,8 +8,9 @@ a restart before its old entry expired) or cut its log reports less, and an elec
 by the stale higher figure could take a log that lacks bytes another candidate holds.
 
 The table is the process's memory: a restarted controller starts empty, so a master it has not
-heard from yet may still hold its lease (``lease_may_hold``) until ``RESTART_GRACE_MS`` after
-the start, the longest heartbeat timeout it assumes (brokers' default). Likewise a controller
+heard from yet may still hold its lease (``lease_may_hold``) until ``grace_ms`` after
+the start: ``brokerHeartbeatTimeoutMaxMs``, the longest heartbeat timeout a broker may use (the
+processor refuses a longer one; default 10 s, the brokers' default). Likewise a controller
 that begins to lead (``on_leadership``, a new Raft term): the old leader may have renewed a
 master's lease that this one's table holds as long silent (its link to the master broke
 earlier), until a fallback before this term began; the lease may hold until a heartbeat timeout
@@ -25,7 +26,8 @@ from broker.clock import Clock
 DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000  # DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 # after a start, an unheard-of master's lease (at most 80 % of its heartbeat timeout, the
 # brokers' controllerHeartBeatTimeoutMills) may still hold this long
-RESTART_GRACE_MS = DEFAULT_HEARTBEAT_TIMEOUT_MS
+RESTART_GRACE_MS = DEFAULT_HEARTBEAT_TIMEOUT_MS  # the default; brokerHeartbeatTimeoutMaxMs
+HEARTBEAT_TIMEOUT_RANGE_MS = (100, 600_000)  # what a heartbeat may name at all
 DEFAULT_ELECTION_PRIORITY = 2**31 - 1  # Integer.MAX_VALUE: lower wins
 
 MAX_LIVE_BROKERS = 10_000  # a bound on what the network can make this table hold
@@ -52,8 +54,9 @@ class BrokerHeartbeatManager:
     """``on_heartbeat`` records, ``is_alive`` / ``live_info`` answer, ``scan_not_active``
     drops the expired and returns their keys (the caller triggers elections)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, grace_ms: int = RESTART_GRACE_MS) -> None:
         self.clock = clock
+        self.grace_ms = grace_ms  # brokerHeartbeatTimeoutMaxMs: no broker's timeout is longer
         self.table: dict[BrokerKey, BrokerLiveInfo] = {}
         self.started_ms = clock.monotonic_ms()
         self.heard: set[BrokerKey] = set()  # every broker heard from since the start (bounded)
@@ -124,18 +127,18 @@ class BrokerHeartbeatManager:
         """Whether the broker may still believe itself alive: its last heartbeat is within its
         timeout, even if its connection closed since. A master's lease (at most 80 % of that
         timeout, counted from a heartbeat sent before this one arrived) may hold until then. One
-        never heard from since this controller started may hold one until ``RESTART_GRACE_MS``
+        never heard from since this controller started may hold one until ``grace_ms``
         after the start (its last heartbeat went to the process before); any may hold one until
         its timeout after this controller began to lead (the leader before renewed it)."""
         key = (cluster, broker_name, broker_id)
         info = self.table.get(key)
         now = self.clock.monotonic_ms()
         since = self.leading_since_ms
-        timeout_ms = RESTART_GRACE_MS if info is None else info.heartbeatTimeoutMs
+        timeout_ms = self.grace_ms if info is None else info.heartbeatTimeoutMs
         if since is not None and now - since <= timeout_ms:
             return True
         if info is None:  # expired since (its lease ended with it), or never heard from
-            return key not in self.heard and now - self.started_ms <= RESTART_GRACE_MS
+            return key not in self.heard and now - self.started_ms <= self.grace_ms
         return now - info.lastUpdateMs <= info.heartbeatTimeoutMs
 
     def live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:

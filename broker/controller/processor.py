@@ -11,6 +11,7 @@ import json
 import re
 
 from broker.controller.controller import Controller
+from broker.controller.heartbeat import HEARTBEAT_TIMEOUT_RANGE_MS
 from broker.controller.manager import Result
 from broker.remoting.codes import RequestCode as Q
 from broker.remoting.codes import ResponseCode as RC
@@ -23,8 +24,7 @@ _ADDR = re.compile(r"^[A-Za-z0-9_.:\[\]-]{1,250}:\d{1,5}$")
 MAX_BODY_BYTES = 1 << 20
 MAX_SET_SIZE = 1024
 _I64 = 2**63
-MIN_HEARTBEAT_TIMEOUT_MS = 100
-MAX_HEARTBEAT_TIMEOUT_MS = 600_000
+MIN_HEARTBEAT_TIMEOUT_MS, MAX_HEARTBEAT_TIMEOUT_MS = HEARTBEAT_TIMEOUT_RANGE_MS
 
 
 class BadRequest(ValueError):
@@ -140,6 +140,12 @@ class ControllerProcessor:
             raise BadRequest(
                 f"heartbeatTimeoutMills {timeout_ms} is outside "
                 f"[{MIN_HEARTBEAT_TIMEOUT_MS}, {MAX_HEARTBEAT_TIMEOUT_MS}]"
+            )
+        if timeout_ms > self.c.heartbeats.grace_ms:  # its lease could outlast a restart's grace
+            raise BadRequest(
+                f"heartbeatTimeoutMills {timeout_ms} is above this controller's "
+                f"brokerHeartbeatTimeoutMaxMs {self.c.heartbeats.grace_ms}: lower the broker's "
+                "controllerHeartBeatTimeoutMills or raise the controller's key"
             )
         if not -1 <= epoch < 2**31 or not -(2**31) <= priority < 2**31:
             raise BadRequest("epoch or electionPriority is not a Java int")

@@ -19,6 +19,7 @@ def test_controller_conf_is_strict_and_checked(tmp_path):
         ("enableElectUncleanMaster=yes\n", "true or false"),
         ("listenPort=70000\n", "not a TCP port"),
         ("controllerType=dledger\n", "controllerType"),
+        ("brokerHeartbeatTimeoutMaxMs=50\n", "brokerHeartbeatTimeoutMaxMs 50 is outside"),
         (
             "controllerType=jRaft\njRaftInitConf=a:1,b:2\njRaftServerId=a:1\n"
             "jRaftControllerRPCAddr=a:3\n",
@@ -96,3 +97,43 @@ def test_the_raft_leader_fallback_is_checked_against_the_election_timeout(tmp_pa
         assert "jRaftElectionTimeoutMs 1000" in line, line
     conf.write_text("jRaftLeaderFallbackTimeoutMs=150\n")  # the journal: no Raft leader
     assert load_controller_config(str(conf)).leader_fallback_ms == 0
+
+
+def test_a_heartbeat_longer_than_the_configured_maximum_is_refused_naming_the_key(tmp_path):
+    """A broker's lease could outlast the grace a restarted controller gives an unheard-of
+    master (brokerHeartbeatTimeoutMaxMs): its heartbeat is refused, saying what to change."""
+    import asyncio
+
+    from broker.clock import DrivenClock
+    from broker.controller.config import ControllerConfig
+    from broker.controller.controller import Controller
+    from broker.controller.journal import Journal
+    from broker.controller.processor import ControllerProcessor
+    from broker.controller.state_machine import ControllerStateMachine
+    from broker.remoting.codes import RequestCode as Q
+    from broker.remoting.codes import ResponseCode as RC
+    from broker.remoting.command import RemotingCommand
+
+    sm = ControllerStateMachine()
+    journal = Journal(tmp_path / "ctl", sm)
+    journal.open()
+    cfg = ControllerConfig(brokerHeartbeatTimeoutMaxMs=20_000)
+    ctl = Controller(cfg, journal, sm, clock=DrivenClock(), self_addr="127.0.0.1:9878")
+    beat = ControllerProcessor(ctl).handlers()[Q.BROKER_HEARTBEAT]
+    fields = {
+        "clusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerAddr": "127.0.0.1:10911",
+        "brokerId": "1",
+    }
+    try:
+        for timeout_ms, code in ((20_000, RC.SUCCESS), (20_001, RC.CONTROLLER_INVALID_REQUEST)):
+            req = RemotingCommand.request(
+                Q.BROKER_HEARTBEAT, {**fields, "heartbeatTimeoutMills": timeout_ms}
+            )
+            resp = asyncio.run(beat(None, req))
+            assert resp.code == code, resp.remark
+        assert "brokerHeartbeatTimeoutMaxMs 20000" in resp.remark
+        assert "controllerHeartBeatTimeoutMills" in resp.remark
+    finally:
+        journal.close()

@@ -116,6 +116,9 @@ def test_scripted_brokers_elect_alter_and_fail_over_then_kill9_keeps_the_state(t
         "heartbeatTimeoutMills": 2**62,
     }
     assert call(addr, Q.BROKER_HEARTBEAT, never_expires)[0] == RC.CONTROLLER_INVALID_REQUEST
+    # longer than brokerHeartbeatTimeoutMaxMs (60 s here): its lease could outlast a restart's grace
+    too_long = {**never_expires, "heartbeatTimeoutMills": 60_001}
+    assert call(addr, Q.BROKER_HEARTBEAT, too_long)[0] == RC.CONTROLLER_INVALID_REQUEST
     bad_set = {"brokerName": B, "masterBrokerId": 2, "masterEpoch": 2}
     assert call(addr, Q.CONTROLLER_ALTER_SYNC_STATE_SET, bad_set, {"syncStateSet": "x"})[0] == (
         RC.CONTROLLER_INVALID_REQUEST

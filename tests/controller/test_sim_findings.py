@@ -73,6 +73,20 @@ def test_a_restarted_controller_does_not_elect_while_an_unheard_masters_lease_ma
     _refused_under_the_lease_then_elected(g, RESTART_GRACE_MS)
 
 
+def test_the_restart_grace_is_the_longest_broker_heartbeat_timeout_configured():
+    """brokerHeartbeatTimeoutMaxMs: brokers may beat with up to 20 s, so a restarted
+    controller holds an unheard-of master as possibly leased for 20 s, not the default 10."""
+    from broker.controller.heartbeat import RESTART_GRACE_MS, BrokerHeartbeatManager
+
+    g = _group_with_master()
+    asyncio.run(g.clock.advance(60_000))
+    g.hb = BrokerHeartbeatManager(g.clock, grace_ms=20_000)
+    g.beat(2, 1, 100)
+    g.beat(3, 1, 100)
+    asyncio.run(g.clock.advance(RESTART_GRACE_MS + 1))  # past the default: still held
+    _refused_under_the_lease_then_elected(g, 20_000 - RESTART_GRACE_MS)
+
+
 def test_an_election_ranks_a_broker_by_its_latest_report_not_its_highest():
     """A broker that reported log end 500, then lost its unflushed tail (a power loss within
     its heartbeat timeout) and reports 300, ranks by 300 (RocketMQ's DefaultBrokerHeartbeatManager

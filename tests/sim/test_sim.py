@@ -216,6 +216,20 @@ def test_found_a_restarted_node_that_counted_its_predecessors_unflushed_pages_as
     assert any("c power loss (after an ack)" in line for line in outcome.trace)
 
 
+def test_found_an_operator_that_kept_a_stale_master_after_a_promotion_raised_half_way():
+    """Seed 900000749 (classic mode, a 3,000-schedule run): the operator promoted a (epoch 6);
+    the promotion raised when a notice failed, so the operator still took c, down then, for
+    the master. c came back as a's slave at the same epoch; the operator saw its master not
+    claiming and failed over again, to c (tied with a on the bytes held), while a, cut off from
+    the notice, went on as master with b as its slave and acknowledged writes. c's epoch 7 then
+    outranked them and a's acknowledged bytes were cut (truncation-acked). The operator now takes
+    the claiming master as the name server shows it whenever its own is not claiming."""
+    outcome = run_seed(900000749, 30.0)
+    assert not outcome.failed, outcome.violation
+    # after the half-way promotion, the operator points b at the claiming master a
+    assert any("operator: point b at master a" in line for line in outcome.trace)
+
+
 def _first_catch(bug: str, seeds, seconds: float, budget_s: float, controller: bool = False):
     deadline = time.monotonic() + budget_s
     for seed in seeds:

@@ -93,7 +93,9 @@ class ControllerCluster:
         ctl_addrs = [f"127.0.0.1:{p}" for p in ctl_ports]
         raft = [f"127.0.0.1:{free_port()}" for _ in ctl_ports] if controllers > 1 else []
         procs = [
-            start_controller(tmp, f"ctl{i}", port, ctl_keys + raft_keys(ctl_addrs, raft, i))
+            start_controller(
+                tmp, f"ctl{i}", port, ctl_keys + raft_keys(ctl_addrs, raft, i), scripted=False
+            )
             for i, port in enumerate(ctl_ports)
         ]
         me = cls(tmp, procs, ctl_addrs, await asyncio.to_thread(start_namesrv, tmp))

@@ -39,6 +39,7 @@ from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.server import RemotingServer
 from tools.sim.invariants import Violation
+from tools.sim.node import CONTROLLER_TIMEOUT_MS
 from tools.sim.vloop import NODE
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class SimController:
             scanInactiveMasterInterval=SCAN_MS,
             controllerStorePath=self.dir,
             snapshotEveryEvents=SNAPSHOT_EVERY,
+            # the brokers' timeout exactly: the tightest grace a restarted controller may give
+            brokerHeartbeatTimeoutMaxMs=CONTROLLER_TIMEOUT_MS,
         )
         self.client = RemotingClient()
         self.server: RemotingServer | None = None

@@ -63,10 +63,12 @@ class Operator:
         claiming = [s for s in up if s.node.role.role.is_master]
         if claiming:  # as a name server sees it: the newest epoch's master
             newest = max(claiming, key=lambda s: (s.node.role.epoch, s.name))
+            current = self.master
             if (
-                self.master is None
-                or not self.master.up
-                or newest.node.role.epoch > (self.master.node.role.epoch)
+                current is None
+                or not current.up
+                or not current.node.role.role.is_master  # (a promotion that raised half-way)
+                or newest.node.role.epoch > current.node.role.epoch
             ):
                 self.master = newest
         master = self.master
