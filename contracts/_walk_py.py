@@ -207,9 +207,16 @@ def _prop_crc_issue(data: bytes, pos: int, off: int, rec) -> tuple:
     end = pos + rec.total_size
     tail = bytes(data[end - CRC32_RESERVED_LEN : end])
     got = str(record_crc(memoryview(data)[pos:end]))
-    if tail.startswith(_CRC_KEY):  # its digits are written least significant first
-        want = tail[len(_CRC_KEY) : -1][::-1].decode("ascii", "replace")
+    value = tail[len(_CRC_KEY) :]
+    if tail.startswith(_CRC_KEY) and value[-1:] == b"\x02" and value[:-1].isdigit():
+        want = value[:-1][::-1].decode("ascii")  # its digits, least significant first
         said = f"record CRC ({PROPERTY_CRC32}) {want} != {got}"
+    elif tail.startswith(_CRC_KEY):  # the key in place, its value not ten digits and \x02
+        want, got = (
+            "ten digits and \\x02",
+            value.decode("latin-1").encode("unicode_escape").decode("ascii"),
+        )
+        said = f"record CRC ({PROPERTY_CRC32}) value torn: {got}"
     else:  # no writer ends a record so (prop_crc.py)
         want, got, said = "a whole record", "3 zero bytes at its end", "torn: ends with zeros"
     where = f" (queueOffset {rec.queue_offset}, msgId {rec.msg_id})"

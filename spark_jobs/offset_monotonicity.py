@@ -117,6 +117,24 @@ def timeline_last_rows(timeline) -> list[dict]:
     return timeline.take(order.take(picked)).to_pylist()
 
 
+def reset_rows(events: list[dict]) -> list[tuple[int, str, str, int]]:
+    """(at, group, topic, queue) of every ``offset_reset`` event: what both checks excuse."""
+    return [
+        (int(e["at"]), e["group"], e["topic"], int(e["queue"]))
+        for e in events
+        if e["kind"] == "offset_reset"
+    ]
+
+
+def failover_rows(events: list[dict]) -> list[tuple[int, str, int, str]]:
+    """(at, node, epoch, "from->to") of every ``role_changed`` event: what both checks name."""
+    return [
+        (int(e["at"]), e["node"], int(e["epoch"]), f"{e.get('from')}->{e.get('to')}")
+        for e in events
+        if e["kind"] == "role_changed"
+    ]
+
+
 def run_offset_monotonicity(spark, snapshots: list[Snapshot], events: list[dict]):
     """Returns (timeline DataFrame, violations DataFrame)."""
     from pyspark.sql import Window
@@ -124,20 +142,10 @@ def run_offset_monotonicity(spark, snapshots: list[Snapshot], events: list[dict]
 
     timeline = spark.createDataFrame(timeline_table(snapshots), TIMELINE_SCHEMA)
     resets = spark.createDataFrame(
-        [
-            (e["at"], e["group"], e["topic"], int(e["queue"]))
-            for e in events
-            if e["kind"] == "offset_reset"
-        ],
-        "reset_at long, r_group string, r_topic string, r_queue int",
+        reset_rows(events), "reset_at long, r_group string, r_topic string, r_queue int"
     )
     failovers = spark.createDataFrame(
-        [
-            (e["at"], e["node"], int(e["epoch"]), f"{e.get('from')}->{e.get('to')}")
-            for e in events
-            if e["kind"] == "role_changed"
-        ],
-        "fo_at long, fo_node string, fo_epoch long, fo_change string",
+        failover_rows(events), "fo_at long, fo_node string, fo_epoch long, fo_change string"
     )
     masters = timeline.where(F.col("role") != "SLAVE")
     w = Window.partitionBy("group_name", "topic", "queue_id").orderBy("taken_at", "node")
@@ -211,16 +219,8 @@ def lost_at_failover(seeds: list[Snapshot], snapshots: list[Snapshot], events: l
     one, and its first snapshot after that. An entry gone under the same master is a cleanup
     (as RocketMQ's topic deletion), not judged. One pass over the master snapshots' entries.
     ``seeds``: the last master points of the run before (``incremental.seed_snapshots``)."""
-    resets = [
-        (int(e["at"]), e["group"], e["topic"], int(e["queue"]))
-        for e in events
-        if e["kind"] == "offset_reset"
-    ]
-    failovers = [
-        (int(e["at"]), f"{e['node']} {e.get('from')}->{e.get('to')}")
-        for e in events
-        if e["kind"] == "role_changed"
-    ]
+    resets = reset_rows(events)
+    failovers = [(at, f"{node} {change}") for at, node, _epoch, change in failover_rows(events)]
     last: dict[tuple[str, str, int], tuple[int, str, int, int]] = {}
     for s in sorted(seeds, key=lambda s: s.takenAt):
         for key, value in _entries(s).items():

@@ -128,3 +128,16 @@ def test_a_record_ending_with_three_zero_bytes_is_torn(walk):
     issues = walk(bytes(buf), 0, FILE_SIZE, "n")[0]
     assert [(i[0], i[1]) for i in issues] == [(starts[9], "record_crc_mismatch")]
     assert "torn" in issues[0][2]
+
+
+@pytest.mark.parametrize("walk", WALKS.values(), ids=WALKS.keys())
+def test_a_torn_separator_after_the_digits_is_named_as_a_torn_value(walk):
+    """The CRC property's last byte (``\\x02``) changed: the digits still match, so the
+    finding names the torn value, not "expected X != found X" (Hypothesis found it)."""
+    data, starts, _regions = CARRYING
+    at = starts[1] - 1  # record 0's last byte
+    bad = _flipped(data, at, 0)
+    issues, _queues, _records = walk(bad, 0, FILE_SIZE, "n")
+    crc = next(i for i in issues if i[0] == 0 and i[1] == "record_crc_mismatch")
+    assert crc[7] == "ten digits and \\x02" and crc[8].endswith("\\x03"), crc
+    assert "value torn" in crc[2]
