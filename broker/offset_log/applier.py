@@ -13,7 +13,8 @@ queue offset; the queue's first entry without them): the checkpoint may be older
 and applying a record twice changes nothing.
 
 ``wait_applied`` is how a commit's answer waits to be visible (read-your-writes): its waiters
-are released by the catch-up round that applies their record, which runs as the records are
+are released by the catch-up round that applies their record while the node is a master (a
+slave's apply confirms nothing), which runs as the records are
 dispatched and as the master's confirmOffset moves (``OffsetLogService``), not by polling.
 """
 
@@ -59,8 +60,11 @@ class OffsetLogApplier:
         """Apply the visible records not applied yet; returns how many were applied."""
         done = self._catch_up()
         waiters = self._waiters
-        while waiters and waiters[0][0] < self.next_queue_offset:
-            heapq.heappop(waiters)[2].set()
+        if waiters and waiters[0][0] < self.next_queue_offset and self.visible_end() is not None:
+            # as a master only: a slave (a demoted master) applies its log confirmed or not,
+            # and its tail past the new master's may yet be cut
+            while waiters and waiters[0][0] < self.next_queue_offset:
+                heapq.heappop(waiters)[2].set()
         return done
 
     @property
@@ -69,14 +73,12 @@ class OffsetLogApplier:
         return len(self._waiters)
 
     async def wait_applied(self, queue_offset: int, timeout_ms: float) -> bool:
-        """Wait until the record at ``queue_offset`` of the offsets queue is applied (what
-        QUERY_CONSUMER_OFFSET answers holds it), at most ``timeout_ms`` of the clock; True when
-        it is. Woken by the catch-up that applies it."""
-        self.catch_up()
-        if queue_offset < self.next_queue_offset:
-            return True
+        """Wait until the record at ``queue_offset`` of the offsets queue is applied by this
+        node as a master (what QUERY_CONSUMER_OFFSET answers holds it, confirmed), at most
+        ``timeout_ms`` of the clock; True when it is. Woken by the catch-up that applies it."""
         waiter = (queue_offset, next(self._seq), asyncio.Event())
         heapq.heappush(self._waiters, waiter)
+        self.catch_up()
         try:
             return await sleep_unless_set(self.clock, waiter[2], timeout_ms)
         finally:

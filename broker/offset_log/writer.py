@@ -16,7 +16,8 @@ one slave, the confirmOffset all in-sync ones). Both waits together take at most
 SUCCESS, as after FLUSH_SLAVE_TIMEOUT: the record is in the log (and, unless the replication
 wait timed out, on the slaves the ack needs), it becomes visible as the slaves catch up, and a
 failure answered now could not be taken back then. Such an answer is logged and counted
-(``visibility_lagged``, runtime info ``offsetLogVisibilityLagged``).
+(``visibility_lagged``, runtime info ``offsetLogVisibilityLagged``); so is one of a master
+demoted while the commit waited (as a slave it applies its log, confirmed or not).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ class _Rig:
         )
         self.clock = DrivenClock()
         self.store = MessageStore.open(cfg)
-        role = BrokerRoleState(BrokerRole.SYNC_MASTER, 0)
+        self.role = role = BrokerRoleState(BrokerRole.SYNC_MASTER, 0)
         watch = ConfirmWatch()
         self.ha = HAService(
             self.store, cfg, role, "127.0.0.1", clock=self.clock, confirm_watch=watch
@@ -148,6 +148,31 @@ def test_past_sync_flush_timeout_the_commit_is_answered_and_counted(tmp_path, ac
             rig.ack("b")
             await rig.clock.settle()
             assert rig.query() == 4
+        finally:
+            await rig.stop()
+
+    asyncio.run(main())
+
+
+def test_a_master_demoted_while_a_commit_waits_does_not_count_its_own_apply(tmp_path) -> None:
+    """Demoted (a slave now), the node applies what its log holds, confirmed or not: that is
+    no read-your-writes (the new master may not hold the record, and the rejoin may cut it), so
+    the commit waits out syncFlushTimeout and is answered as lagged."""
+
+    async def main() -> None:
+        rig = _Rig(tmp_path)
+        await rig.start()
+        try:
+            task = await rig.commit(2)
+            rig.ack("a")
+            await wait_for(lambda: rig.svc.applier.waiting, what="waiting to be visible")
+            rig.role.change(BrokerRole.SLAVE, 1, master_ha_addr="127.0.0.1:1")
+            assert rig.query() == 2  # applied as a slave: everything its log holds
+            await rig.clock.advance(TIMEOUT_MS - 1)
+            assert not task.done()
+            await rig.clock.advance(1)
+            await asyncio.wait_for(task, 5)
+            assert rig.svc.writer.visibility_lagged == 1
         finally:
             await rig.stop()
 
