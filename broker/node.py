@@ -128,11 +128,10 @@ class BrokerNode:
         self.gate = write_gate(self.config)  # closed: sends refused (controller mode: no role)
         self.services: list[NodeService] = []  # see _build_services
         # offsetCommitThroughLog: commits and resets as records of the log (broker/offset_log)
-        self.offset_log = (
-            OffsetLogService(store, role, self.replication, self.config, clock=clock)
-            if self.config.offset_commit_through_log and not planted_bugs.active("offset-copy")
-            else None
-        )
+        copy = planted_bugs.active("offset-copy")  # the simulation's planted bug: no log
+        through_log = self.config.offset_commit_through_log and not copy
+        parts = (store, role, self.replication, self.config, roles.confirm_watch)
+        self.offset_log = OffsetLogService(*parts, clock=clock) if through_log else None
         self._loops = [
             Periodic(
                 "persist-consumer-offsets",

@@ -9,6 +9,7 @@ from broker.acl.permission import AclChecker
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerRole
 from broker.ha.client import HAClient
+from broker.ha.confirm_watch import ConfirmWatch
 from broker.ha.reconcile import EpochReconciler
 from broker.ha.service import HAService
 from broker.ha.slave_sync import SlaveSynchronize
@@ -33,8 +34,11 @@ class RoleServiceFactory:
         acl: AclChecker | None,
         node_name: str,
         clock: Clock = SYSTEM_CLOCK,
+        confirm_watch: ConfirmWatch | None = None,
     ) -> None:
         self.store = store
+        # one across the node's masters: told as the confirmOffset may move (the offset log)
+        self.confirm_watch = confirm_watch or ConfirmWatch()
         self.config = config
         self.role = role
         self.reconciler = reconciler
@@ -63,6 +67,7 @@ class RoleServiceFactory:
                 clock=self.clock,
                 sync_state=self.sync_state,
                 ssl_context=ha_tls.server if ha_tls else None,
+                confirm_watch=self.confirm_watch,
             )
             return [ha]
         client = HAClient(

@@ -18,6 +18,12 @@ class WriteGate:
     def open(self, key: str) -> None:
         self._reasons.pop(key, None)
 
+    def restate(self, key: str, reason: str) -> None:
+        """Word ``key``'s refusal as what is true now (the facts behind it changed while it
+        holds: a fenced master that is a slave now); an open key stays open."""
+        if key in self._reasons:
+            self._reasons[key] = reason
+
     @property
     def refusal(self) -> str | None:
         """Why writes are refused now; None: they are not (by this gate)."""

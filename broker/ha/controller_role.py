@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 UNASSIGNED = "unassigned"
 LEASE = "lease"
+NO_ACK = "no heartbeat acknowledged by the controller leader"
 
 
 def initial_role(config: BrokerConfig, epochs: EpochFile) -> BrokerRoleState:
@@ -109,6 +110,7 @@ class ControllerRole:
                 broker_id, sync_state_set, master_epoch, sync_state_set_epoch, start
             )
         self.gate.open(UNASSIGNED)
+        self.gate.restate(LEASE, f"master of epoch {master_epoch} without a lease yet: {NO_ACK}")
         log.warning(
             "controller: master (controller id %d, epoch %d, SyncStateSet %s)",
             broker_id,
@@ -124,6 +126,13 @@ class ControllerRole:
             self.sync_state.end()
         await self.failover.become_slave(master_addr, doc.get("haServerAddr"), broker_id)
         self.gate.open(UNASSIGNED)
+        # fenced as a master (the client unfences only a master whose lease is renewed): say
+        # what is true now, not the lease of a role it no longer has
+        self.gate.restate(
+            LEASE,
+            f"not the master any more: a slave of brokerId {master_broker_id} since master "
+            f"epoch {master_epoch} (this node's master lease had ended)",
+        )
 
     def fence_writes(self, reason: str) -> None:
         log.error("controller: writes refused: %s", reason)

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from collections import deque
@@ -31,6 +32,7 @@ from broker.clock import SYSTEM_CLOCK, Clock, monotonic_seconds, sleep_unless_se
 from broker.config import BrokerConfig, BrokerRole
 from broker.ha import wire
 from broker.ha.admission import HANDSHAKE_TIMEOUT_MS, HAAdmission
+from broker.ha.confirm_watch import ConfirmWatch
 from broker.ha.group_transfer import GroupTransferService
 from broker.remoting.limits import RefusalLog
 from broker.store.results import PutMessageStatus
@@ -102,10 +104,8 @@ class HAConnection:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self.writer.close()
-            try:
+            with contextlib.suppress(ConnectionError, OSError):
                 await self.writer.wait_closed()
-            except (ConnectionError, OSError):
-                pass
 
     async def _housekeeping(self) -> None:
         """A slave silent for ``haHousekeepingInterval`` of the service's clock: TimeoutError
@@ -200,8 +200,10 @@ class HAService:
         clock: Clock = SYSTEM_CLOCK,
         sync_state: SyncStateKeeper | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        confirm_watch: ConfirmWatch | None = None,
     ) -> None:
         self.store = store
+        self.confirm_watch = confirm_watch or ConfirmWatch()  # told as the confirm may move
         self.sync_state = sync_state  # controller mode: the master's SyncStateSet (else None)
         self.config = config
         self.role = role
@@ -220,9 +222,7 @@ class HAService:
         self._tasks: set[asyncio.Task] = set()
         self.admission = HAAdmission(self.config, acl)
         self.transfer = GroupTransferService(clock)  # SYNC_MASTER puts waiting for an ack
-        self.refusals = RefusalLog(
-            monotonic_seconds(clock)
-        )  # refused peers, logged once a minute per host
+        self.refusals = RefusalLog(monotonic_seconds(clock))  # refused, logged 1/min per host
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -279,6 +279,7 @@ class HAService:
                 self.connections.remove(conn)
                 if self.sync_state is not None:
                     self.sync_state.conn_closed(peer)
+                self.confirm_watch.moved()  # one in-sync slave fewer: the min may rise
             else:
                 writer.close()  # stopped during the handshake
             self.peer_names.pop(peer, None)
@@ -303,10 +304,8 @@ class HAService:
             return True
         admission.log_refusal(peer, host, reason)
         writer.close()
-        try:
+        with contextlib.suppress(ConnectionError, OSError):
             await writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
         return False
 
     # -- transfer -------------------------------------------------------------------------------
@@ -326,6 +325,7 @@ class HAService:
             keeper.conn_ack(conn, offset)  # releases the puts the set's acks now cover
         else:
             self.transfer.on_ack(self.push2slave_max)
+        self.confirm_watch.moved()
 
     def slave_ok(self, master_put_where: int) -> bool:
         """RocketMQ's isSlaveOK: a slave is connected and does not lag too far behind."""

@@ -140,7 +140,12 @@ class SyncStateKeeper(LoopService):
         """The HAService of this term: its slaves' ids and names (906), its waiting puts."""
         self._ha = ha
         self.master_max = lambda: ha.store.max_phy_offset
-        self.on_change = lambda: ha.transfer.on_ack(self.acknowledged_offset())
+
+        def changed() -> None:  # the waiting puts, and who waits for the confirmOffset
+            ha.transfer.on_ack(self.acknowledged_offset())
+            ha.confirm_watch.moved()
+
+        self.on_change = changed
 
     def _master_flushed(self) -> int:
         ha = self._ha

@@ -11,13 +11,22 @@ At start the applier replays the queue from the position ``consumerOffset.json``
 (``logOffset``, the physical offset after the last applied record, and ``logQueueOffset``, its
 queue offset; the queue's first entry without them): the checkpoint may be older than the log,
 and applying a record twice changes nothing.
+
+``wait_applied`` is how a commit's answer waits to be visible (read-your-writes): its waiters
+are released by the catch-up round that applies their record while the node is a master (a
+slave's apply confirms nothing), which runs as the records are
+dispatched and as the master's confirmOffset moves (``OffsetLogService``), not by polling.
 """
 
 from __future__ import annotations
 
+import asyncio
+import heapq
+import itertools
 import logging
 from collections.abc import Callable
 
+from broker.clock import SYSTEM_CLOCK, Clock, sleep_unless_set
 from contracts.errors import CorruptRecordError, OffsetRecordError
 from contracts.offset_commits.model import OFFSETS_QUEUE_ID, OFFSETS_TOPIC
 from contracts.offset_commits.reader import parse_record
@@ -30,11 +39,18 @@ READ_BATCH = 64  # records read from the consume queue per step
 
 class OffsetLogApplier:
     """``store``: the node's MessageStore (``get_message``, queue offsets, ``consumer_offsets``);
-    ``visible_end()``: the physical offset up to which records may be applied (None: all)."""
+    ``visible_end()``: the physical offset up to which records may be applied (None: all);
+    ``clock``: what ``wait_applied`` times out on."""
 
-    def __init__(self, store, visible_end: Callable[[], int | None]) -> None:
+    def __init__(
+        self, store, visible_end: Callable[[], int | None], clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.store = store
         self.visible_end = visible_end
+        self.clock = clock
+        # (queue offset, seq, set once applied) of the commits waiting to be visible
+        self._waiters: list[tuple[int, int, asyncio.Event]] = []
+        self._seq = itertools.count()
         # from the checkpoint's position (consumerOffset.json "logOffset"/"logQueueOffset")
         self.log_offset, self.next_queue_offset = store.consumer_offsets.log_position
         self.applied = 0
@@ -42,6 +58,35 @@ class OffsetLogApplier:
 
     def catch_up(self) -> int:
         """Apply the visible records not applied yet; returns how many were applied."""
+        done = self._catch_up()
+        waiters = self._waiters
+        if waiters and waiters[0][0] < self.next_queue_offset and self.visible_end() is not None:
+            # as a master only: a slave (a demoted master) applies its log confirmed or not,
+            # and its tail past the new master's may yet be cut
+            while waiters and waiters[0][0] < self.next_queue_offset:
+                heapq.heappop(waiters)[2].set()
+        return done
+
+    @property
+    def waiting(self) -> int:
+        """How many commits wait in ``wait_applied``."""
+        return len(self._waiters)
+
+    async def wait_applied(self, queue_offset: int, timeout_ms: float) -> bool:
+        """Wait until the record at ``queue_offset`` of the offsets queue is applied by this
+        node as a master (what QUERY_CONSUMER_OFFSET answers holds it, confirmed), at most
+        ``timeout_ms`` of the clock; True when it is. Woken by the catch-up that applies it."""
+        waiter = (queue_offset, next(self._seq), asyncio.Event())
+        heapq.heappush(self._waiters, waiter)
+        self.catch_up()
+        try:
+            return await sleep_unless_set(self.clock, waiter[2], timeout_ms)
+        finally:
+            if not waiter[2].is_set():  # timed out or cancelled: nobody to release
+                self._waiters.remove(waiter)
+                heapq.heapify(self._waiters)
+
+    def _catch_up(self) -> int:
         top = self.store.get_max_offset_in_queue(OFFSETS_TOPIC, OFFSETS_QUEUE_ID)
         if self.next_queue_offset > top:  # the log was truncated under us (a rejoining master)
             self.next_queue_offset = top

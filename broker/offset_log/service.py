@@ -12,8 +12,8 @@ from broker.offset_log.applier import OffsetLogApplier
 from broker.offset_log.writer import OffsetCommitWriter
 from contracts.offset_commits.model import OFFSETS_QUEUE_ID, OFFSETS_TOPIC
 
-#: a master re-checks what its slaves acknowledged this often (an ASYNC_MASTER's commits become
-#: visible then; a SYNC_MASTER's at once, after the wait for its slaves)
+#: a master re-checks what its slaves acknowledged this often, besides at once when HAService
+#: says the confirmOffset may have moved (``ConfirmWatch``) and a record is dispatched
 CATCH_UP_PERIOD_MS = 20
 
 
@@ -29,22 +29,26 @@ class _CatchUp(LoopService):
 
 class OffsetLogService:
     """``store``, ``role`` (BrokerRoleState), ``replication`` (RoleServices: ``ha``,
-    ``await_replication``), ``config`` (syncFlushTimeout, offsetCommitCoalesceMs)."""
+    ``await_replication``), ``config`` (syncFlushTimeout, offsetCommitCoalesceMs),
+    ``confirm_watch`` (broker/ha/confirm_watch.py: wakes the catch-up as slaves acknowledge)."""
 
-    def __init__(self, store, role, replication, config, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, store, role, replication, config, confirm_watch, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.store = store
         self.role = role
         self.replication = replication
-        self.applier = OffsetLogApplier(store, self.visible_end)
+        self.confirm_watch = confirm_watch  # HAService tells it as the confirmOffset may move
+        self.applier = OffsetLogApplier(store, self.visible_end, clock)
         self.writer = OffsetCommitWriter(
             store,
             role,
-            self._await_replication,
-            self.applier.catch_up,
+            replication.await_replication,
+            self.applier.wait_applied,
+            timeout_ms=config.sync_flush_timeout_ms,
             coalesce_ms=config.offset_commit_coalesce_ms,
             clock=clock,
         )
-        self.timeout_ms = config.sync_flush_timeout_ms
         self.loop_service = _CatchUp(self.applier, clock)
         self._loop: asyncio.AbstractEventLoop | None = None
         # the offset records this node's log held at start (its queue's end): it may have
@@ -58,9 +62,6 @@ class OffsetLogService:
             return None
         ha = self.replication.ha
         return self.store.max_phy_offset if ha is None else ha.status()["confirmOffset"]
-
-    async def _await_replication(self, result):
-        return await self.replication.await_replication(result, self.timeout_ms)
 
     def _on_dispatch(self, topic: str, queue_id: int, max_offset: int) -> None:
         if topic == OFFSETS_TOPIC and self._loop is not None:
@@ -76,11 +77,13 @@ class OffsetLogService:
         )
         self.applier.catch_up()  # what the log holds beyond the checkpoint file
         self.store.add_dispatch_listener(self._on_dispatch)
+        self.confirm_watch.subscribe(self.loop_service.wakeup)  # on the loop's own thread
         self.store.consumer_offsets.reset_listeners.append(self.writer.on_reset)
         self.loop_service.start()
 
     async def stop(self) -> None:
         self.store.remove_dispatch_listener(self._on_dispatch)
+        self.confirm_watch.unsubscribe(self.loop_service.wakeup)
         if self.writer.on_reset in self.store.consumer_offsets.reset_listeners:
             self.store.consumer_offsets.reset_listeners.remove(self.writer.on_reset)
         await self.loop_service.stop()
@@ -124,6 +127,7 @@ class OffsetLogService:
     def runtime_info(self) -> dict[str, object]:
         return {
             "offsetLogRecords": self.writer.records,
+            "offsetLogVisibilityLagged": self.writer.visibility_lagged,
             "offsetLogApplied": self.applier.applied,
             "offsetLogOffset": self.applier.log_offset,
         }

@@ -5,21 +5,31 @@ Commits of one (group, topic) arriving within ``coalesce_ms`` (``offsetCommitCoa
 default 20 ms) go into one record, each queue with the highest offset asked: a consumer commits
 every queue it holds at once (RocketMQ's persistConsumerOffset every 5 s), so a rebalanced
 group of 256 queues costs a few records, not 256. Forward-only as before: a commit at or below
-the committed offset appends nothing; one above the queue's max offset is refused. The caller
-is answered once the record is applied (see ``applier``): on a SYNC_MASTER after the in-sync
-slaves hold it. An admin reset (a reset listener of the manager) appends a ``reset`` record.
+the committed offset appends nothing; one above the queue's max offset is refused. An admin
+reset (a reset listener of the manager) appends a ``reset`` record.
+
+Read-your-writes: the caller is answered once the record is applied (``applier``), so the next
+QUERY_CONSUMER_OFFSET shows it. A master applies a record once every in-sync slave holds it
+(the confirmOffset), which may be after the replication wait is over (a SYNC_MASTER's ack needs
+one slave, the confirmOffset all in-sync ones). Both waits together take at most
+``timeout_ms`` (``syncFlushTimeout``) from the append. Past it the commit is still answered
+SUCCESS, as after FLUSH_SLAVE_TIMEOUT: the record is in the log (and, unless the replication
+wait timed out, on the slaves the ack needs), it becomes visible as the slaves catch up, and a
+failure answered now could not be taken back then. Such an answer is logged and counted
+(``visibility_lagged``, runtime info ``offsetLogVisibilityLagged``); so is one of a master
+demoted while the commit waited (as a slave it applies its log, confirmed or not).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.store.consumer_offsets import OffsetOutOfRangeError
-from broker.store.results import PutMessageStatus
+from broker.store.results import PutMessageResult, PutMessageStatus
 from contracts.errors import StoreError
 from contracts.offset_commits.builder import commit_message
 from contracts.offset_commits.model import KIND_COMMIT, KIND_RESET, OffsetCommit
@@ -43,27 +53,31 @@ class _Batch:
 
 class OffsetCommitWriter:
     """``store`` (put_message_async, consumer_offsets, max_phy_offset), ``role`` (the node's
-    BrokerRoleState: epoch, is the node a master), ``await_replication(result)`` (the node's
-    replication wait), ``applied()`` (the applier's catch-up, called after each append)."""
+    BrokerRoleState: epoch, is the node a master), ``await_replication(result, timeout_ms)``
+    (the node's replication wait), ``wait_applied(queue_offset, timeout_ms)`` (the applier's:
+    True once the record is applied), ``timeout_ms`` (syncFlushTimeout: both waits together)."""
 
     def __init__(
         self,
         store,
         role,
-        await_replication: Callable,
-        applied: Callable[[], int],
+        await_replication: Callable[[PutMessageResult, float], Awaitable[PutMessageStatus]],
+        wait_applied: Callable[[int, float], Awaitable[bool]],
         *,
+        timeout_ms: float,
         coalesce_ms: float = DEFAULT_COALESCE_MS,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.role = role
         self.await_replication = await_replication
-        self.applied = applied
+        self.wait_applied = wait_applied
+        self.timeout_ms = timeout_ms
         self.coalesce_ms = coalesce_ms
         self.clock = clock
         self.pending: dict[tuple[str, str], _Batch] = {}
         self.records = 0
+        self.visibility_lagged = 0  # answered before the record was applied (timeout_ms)
         self._tasks: set[asyncio.Task] = set()
 
     async def commit(self, group: str, topic: str, queue_id: int, offset: int, peer: str) -> None:
@@ -126,10 +140,19 @@ class OffsetCommitWriter:
         if result.status is not PutMessageStatus.PUT_OK:
             raise StoreError(f"offset commit record not appended: {result.status.name}")
         self.records += 1
-        status = await self.await_replication(result)
+        deadline_ms = self.clock.monotonic_ms() + self.timeout_ms
+        status = await self.await_replication(result, self.timeout_ms)
         if status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT:  # (no slave at all: not news)
             log.warning("offset record at %d: %s", result.wrote_offset, status.name)
-        self.applied()
+        left_ms = deadline_ms - self.clock.monotonic_ms()
+        if not await self.wait_applied(result.queue_offset, left_ms):
+            self.visibility_lagged += 1
+            log.warning(
+                "offset record at %d not applied within syncFlushTimeout %d ms (its in-sync "
+                "slaves do not all hold it yet): answered before QUERY_CONSUMER_OFFSET shows it",
+                result.wrote_offset,
+                self.timeout_ms,
+            )
 
     @staticmethod
     async def _quietly(coro) -> None:

@@ -4,7 +4,9 @@ UPDATE_CONSUMER_OFFSET (SERVICE_NOT_AVAILABLE); the master's links to the contro
 and once its lease ends it refuses commits as it refuses sends, naming the lease; the new master
 takes the next commit, and the old master, healed and demoted, still refuses; every
 QUERY_CONSUMER_OFFSET answer the client was given (the master first, the new master after) is
-at least every earlier one."""
+at least every earlier one, and the first query after a commit's SUCCESS shows it
+(read-your-writes with two in-sync slaves). The demoted old master's refusal says it is not
+the master any more, not that its lease ended."""
 
 from __future__ import annotations
 
@@ -47,15 +49,10 @@ async def _run(tmp_path) -> None:
             assert res.status is SendStatus.SEND_OK
         resp = await _commit(cluster, first, 5)
         assert resp is not None and resp.code == ResponseCode.SUCCESS, resp
-        # The master answers a commit once its record is visible (every in-sync slave holds
-        # it); the SUCCESS may come a little before (the wait ends on the first slave's ack):
-        # poll, keeping every answer.
-
-        async def visible() -> bool:
-            answers.append(await _query(cluster, first))
-            return answers[-1] == 5
-
-        await wait_for(visible, 10_000, what="the master answering the commit")
+        # read-your-writes: the master answers a commit once its record is visible (every
+        # in-sync slave holds it), so the next query shows it
+        answers.append(await _query(cluster, first))
+        assert answers[-1] == 5, answers
         for node in cluster.nodes.values():
             if node.addr != first:
                 resp = await _commit(cluster, node.addr, 9)
@@ -93,8 +90,14 @@ async def _run(tmp_path) -> None:
             return doc is not None and doc["brokerRole"] == "SLAVE"
 
         await wait_for(demoted, 30_000, what="the old master following the new one")
-        resp = await _commit(cluster, first, 14)  # demoted (its gate may still name the lease)
-        assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE, resp
+
+        async def says_demoted() -> str | None:  # its gate closed, the words what is true now
+            resp = await _commit(cluster, first, 14)
+            assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE, resp
+            return resp.remark if "not the master any more" in resp.remark else None
+
+        why = await wait_for(says_demoted, 10_000, what="the demoted master's refusal")
+        assert "lease of" not in why, why
         answers.append(await _query(cluster, second))
         assert None not in answers and answers == sorted(answers), answers
         assert answers[-1] == 12, answers

@@ -14,6 +14,7 @@ from broker.clock import DrivenClock
 from broker.config import BrokerConfig, FlushDiskType
 from broker.ha import wire
 from broker.ha.client import HAClient
+from broker.ha.confirm_watch import ConfirmWatch
 from broker.ha.group_transfer import GroupTransferService
 from broker.ha.sync_state_keeper import SyncStateKeeper
 from broker.store.message_store import MessageStore
@@ -44,7 +45,7 @@ def _rig(tmp_path, **conf):
     ha = SimpleNamespace(
         peer_ids={PEER: S2}, peer_names={PEER: "node-2"}, connections=[], store=store
     )
-    ha.transfer = GroupTransferService(clock)
+    ha.transfer, ha.confirm_watch = GroupTransferService(clock), ConfirmWatch()
     keeper.attach(ha)
     conn = SimpleNamespace(peer=PEER, ack_offset=-1, sent_end=0)
     return store, keeper, conn

@@ -13,6 +13,7 @@ import pytest
 
 from broker.clock import DrivenClock
 from broker.config import BrokerConfig
+from broker.ha.confirm_watch import ConfirmWatch
 from broker.ha.group_transfer import GroupTransferService
 from broker.ha.sync_state_keeper import SyncStateKeeper
 from broker.store.results import PutMessageStatus
@@ -45,7 +46,7 @@ class Rig:
         self.ha = SimpleNamespace(
             peer_ids={}, peer_names={}, connections=[], store=SimpleNamespace(max_phy_offset=0)
         )
-        self.ha.transfer = GroupTransferService(clock)
+        self.ha.transfer, self.ha.confirm_watch = GroupTransferService(clock), ConfirmWatch()
         self.proposals: list[frozenset[int]] = []
         self.events: list[tuple[str, dict]] = []
         self.refuse = False

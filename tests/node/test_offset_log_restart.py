@@ -11,6 +11,7 @@ import asyncio
 from types import SimpleNamespace
 
 from broker.config import BrokerRole
+from broker.ha.confirm_watch import ConfirmWatch
 from broker.offset_log.service import OffsetLogService
 
 
@@ -52,8 +53,8 @@ class _Store:
 
 def _service(store: _Store, role: BrokerRole) -> OffsetLogService:
     config = SimpleNamespace(offset_commit_coalesce_ms=20, sync_flush_timeout_ms=1000)
-    replication = SimpleNamespace(ha=None)
-    return OffsetLogService(store, SimpleNamespace(role=role), replication, config)
+    replication = SimpleNamespace(ha=None, await_replication=None)
+    return OffsetLogService(store, SimpleNamespace(role=role), replication, config, ConfirmWatch())
 
 
 def _started(store: _Store, role: BrokerRole) -> OffsetLogService:

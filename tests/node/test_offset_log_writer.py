@@ -33,16 +33,21 @@ class _Store:
 
     async def put_message_async(self, msg):
         self.appended.append(msg)
-        return SimpleNamespace(status=self.status, wrote_offset=0)
+        return SimpleNamespace(status=self.status, wrote_offset=0, queue_offset=0)
 
 
 def _writer(store: _Store, clock: DrivenClock) -> OffsetCommitWriter:
     role = SimpleNamespace(role=SimpleNamespace(is_master=True), epoch=3)
 
-    async def replicated(result):
+    async def replicated(result, timeout_ms):
         return result.status
 
-    return OffsetCommitWriter(store, role, replicated, lambda: 0, coalesce_ms=20, clock=clock)
+    async def applied(queue_offset, timeout_ms):
+        return True
+
+    return OffsetCommitWriter(
+        store, role, replicated, applied, timeout_ms=1000, coalesce_ms=20, clock=clock
+    )
 
 
 def test_one_append_answers_every_commit_of_the_interval_and_a_cancel_harms_none() -> None:
