@@ -123,6 +123,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "minInSyncReplicas": ("min_in_sync_replicas", 1),
     "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup_ms", 15_000),
     "readUnCommitted": ("read_uncommitted", False),
+    "syncFromLastFile": ("sync_from_last_file", False),
     "metricsExporterType": ("metrics_exporter_type", MetricsExporterType.DISABLE),
     "metricsPromExporterHost": ("metrics_prom_exporter_host", ""),
     "metricsPromExporterPort": ("metrics_prom_exporter_port", 5557),
@@ -245,6 +246,10 @@ class BrokerConfig:
     ha_max_time_slave_not_catchup_ms: int = 15_000
     # consumers may read past the master's confirmOffset (RocketMQ's MessageStoreConfig key)
     read_uncommitted: bool = False
+    # controller mode: a master serves an empty slave from the start of its last commit log
+    # file, not its first byte (RocketMQ 5's key, there the slave's; here the master's): such a
+    # slave lacks the history, and electing it loses what only the others hold
+    sync_from_last_file: bool = False
     # RocketMQ 5's metrics keys (broker/metrics/exporter.py): PROM serves Prometheus on
     # metricsPromExporterHost (default 127.0.0.1, not RocketMQ's brokerIP1) and Port
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE

@@ -1,8 +1,9 @@
 """The master side of classic HA: HAService, one HAConnection per slave, GroupTransferService.
 
 - A slave connects to ``haListenPort`` and reports its max physical offset (8 bytes) after each
-  append and every ``haSendHeartbeatInterval``. Its first report says where to start: there, or
-  from the start of the master's last commit log file when it reports 0 (fresh), as RocketMQ.
+  append and every ``haSendHeartbeatInterval``. Its first report says where to start: there; on
+  0 (fresh), the start of the master's last commit log file (classic, as RocketMQ), or in
+  controller mode its first byte (RocketMQ 5's AutoSwitch; ``syncFromLastFile=true``: the last).
 - The master sends the commit log's written bytes in frames of at most ``haTransferBatchSize``,
   never across a file end, and a heartbeat frame (size 0) when it has had nothing to send for
   ``haSendHeartbeatInterval``. ``haHousekeepingInterval`` without a report closes the connection.
@@ -90,12 +91,8 @@ class HAConnection:
                     log.warning("HA: dropping slave %s: %s", self.peer, exc)
                 elif isinstance(exc, (ConnectionError, asyncio.IncompleteReadError, OSError)):
                     log.info("HA: slave %s disconnected (%s)", self.peer, exc or type(exc).__name__)
-                elif isinstance(exc, TimeoutError):
-                    log.warning(
-                        "HA: slave %s silent for %d ms, closing",
-                        self.peer,
-                        self.service.config.ha_housekeeping_interval_ms,
-                    )
+                elif isinstance(exc, TimeoutError):  # (the housekeeping's: names the peer)
+                    log.warning("HA: closing the connection: %s", exc)
                 elif exc is not None:
                     log.error("HA: connection to slave %s failed", self.peer, exc_info=exc)
         finally:
@@ -146,8 +143,10 @@ class HAConnection:
     def _start_offset(self) -> int:
         if self.request_offset > 0:
             return self.request_offset
-        master_max = self.service.store.max_phy_offset
-        file_size = self.service.config.mapped_file_size_commit_log
+        store, cfg = self.service.store, self.service.config
+        if self.service.sync_state is not None and not cfg.sync_from_last_file:
+            return store.min_phy_offset  # controller mode: the whole log, as RocketMQ 5
+        master_max, file_size = store.max_phy_offset, cfg.mapped_file_size_commit_log
         return max(0, master_max - master_max % file_size)
 
     async def _write_loop(self) -> None:

@@ -271,3 +271,30 @@ async def test_master_keeps_a_history_of_rising_acks(tmp_path):
         assert all(a[0] <= b[0] and a[1] < b[1] for a, b in zip(hist, hist[1:], strict=False))
     finally:
         await stop(slave, master)
+
+
+def test_an_empty_slave_starts_at_the_first_byte_in_controller_mode_unless_told_the_last_file():
+    """RocketMQ 5's AutoSwitch HA serves an empty slave from the master's first byte
+    (``syncFromLastFile=false``): a slave fed from the last file lacks the history, yet may be
+    elected (sim seed 910001264). Classic HA keeps the last file's start."""
+    from types import SimpleNamespace
+
+    from broker.ha.service import HAConnection
+
+    store = SimpleNamespace(min_phy_offset=FILE_SIZE, max_phy_offset=3 * FILE_SIZE + 100)
+
+    def start(keeper, **kw) -> int:
+        cfg = BrokerConfig.from_dict({"mappedFileSizeCommitLog": FILE_SIZE, **kw})
+        service = SimpleNamespace(
+            store=store,
+            config=cfg,
+            sync_state=keeper,
+            clock=SimpleNamespace(monotonic_ms=lambda: 0.0),
+        )
+        conn = HAConnection.__new__(HAConnection)
+        conn.service, conn.request_offset = service, 0
+        return conn._start_offset()
+
+    assert start(keeper=object()) == FILE_SIZE  # controller mode: the master's first byte
+    assert start(keeper=object(), syncFromLastFile="true") == 3 * FILE_SIZE
+    assert start(keeper=None) == 3 * FILE_SIZE  # classic HA, as RocketMQ's DefaultHAConnection
