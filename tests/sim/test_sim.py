@@ -230,7 +230,6 @@ def test_found_an_operator_that_kept_a_stale_master_after_a_promotion_raised_hal
     assert any("operator: point b at master a" in line for line in outcome.trace)
 
 
-
 def test_found_a_fresh_slave_fed_from_the_last_file_elected_without_the_history():
     """Seed 910001264 (controller mode, a 2,000-schedule run): a, cut off from the master
     while its log was empty, joined after the heal; the master fed it from the start of its
@@ -241,6 +240,7 @@ def test_found_a_fresh_slave_fed_from_the_last_file_elected_without_the_history(
     outcome = run_seed(910001264, 30.0, controller=True)
     assert not outcome.failed, outcome.violation
     assert outcome.acks > 0
+
 
 def _first_catch(bug: str, seeds, seconds: float, budget_s: float, controller: bool = False):
     deadline = time.monotonic() + budget_s
