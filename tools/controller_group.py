@@ -1,21 +1,12 @@
-"""A broker group in controller mode as real processes on 127.0.0.1: one controller or more (a
-Raft group when the caller gives their keys), a name server, and SYNC_MASTER nodes with
-``enableControllerMode=true`` (the controller decides who is master).
-
-The one owner of such a group's ports, node confs, processes and the controllers' view of
-the master, for ``haproof chaos`` (``tools/chaos/cluster.py``), ``haproof bench failover``
-(``tools/bench/failover_group.py``) and the process tests (``tests/support/controller_cluster.py``),
-each adding only what is its own.
+"""A broker group in controller mode as real processes on 127.0.0.1: one controller or more
+(a Raft group: the caller gives its keys), a name server, and SYNC_MASTER nodes with
+``enableControllerMode=true`` (the controller decides who is master). The one owner of such a
+group's ports, confs, processes and the controllers' view of the master; ``haproof chaos``,
+``haproof bench failover`` and the process tests add only what is their own.
 
 A node keeps its ports across restarts, so an address names one node for the whole run. With
-``proxied=True`` each node reaches each controller through a ``FaultProxy`` of its own
-(``node.to_controllers``, its ``controllerAddr``), so a node can be cut off the controllers
-while clients and peers still reach it.
-
-    group = ControllerGroup(workdir, cluster="C", broker_name="broker-a")
-    await group.start_controllers(1)
-    await group.start_namesrv()
-    ...
+``proxied=True`` a node reaches each controller through a ``FaultProxy`` of its own
+(``node.to_controllers``), so it can be cut off the controllers while others still reach it.
 """
 
 from __future__ import annotations
@@ -31,7 +22,13 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from tools.faultproxy import FaultProxy
-from tools.localcluster import LocalProcess, free_port, start_namesrv, write_broker_conf
+from tools.localcluster import (
+    LocalProcess,
+    free_port,
+    start_controller,
+    start_namesrv,
+    write_broker_conf,
+)
 
 # a failover in about 3 s: heartbeats every 300 ms, dead after 3 s, lease 2 s (<= 80 %)
 BROKER_TIMING = {
@@ -95,25 +92,16 @@ class ControllerGroup:
         names = names or [f"ctl{i}" for i in range(count)]
         ports = [free_port() for _ in range(count)]
         self.ctl_addrs = [f"127.0.0.1:{p}" for p in ports]
+        scan = {"scanNotActiveBrokerInterval": SCAN_MS, "scanInactiveMasterInterval": SCAN_MS}
+
+        def one(i: int, name: str, port: int) -> LocalProcess:
+            props = {**scan, **keys(self.ctl_addrs, i)}
+            return start_controller(self.workdir, props, self.env, self.log_level, name, port)
+
         procs = await asyncio.gather(
-            *(
-                asyncio.to_thread(self._start_controller, name, port, keys(self.ctl_addrs, i))
-                for i, (name, port) in enumerate(zip(names, ports, strict=True))
-            )
+            *(asyncio.to_thread(one, i, *np) for i, np in enumerate(zip(names, ports, strict=True)))
         )
         self.controllers = list(procs)
-
-    def _start_controller(self, name: str, port: int, keys: dict) -> LocalProcess:
-        props = {
-            "listenPort": port,
-            "controllerStorePath": self.workdir / name,
-            "scanNotActiveBrokerInterval": SCAN_MS,
-            "scanInactiveMasterInterval": SCAN_MS,
-            **keys,
-        }
-        conf = write_broker_conf(self.workdir / f"{name}.conf", props)
-        args = ["--log-level", self.log_level, "controller", "-c", str(conf)]
-        return LocalProcess.start(name, args, port, self.workdir / f"{name}.log", self.env)
 
     async def start_namesrv(self) -> None:
         self.ns = await asyncio.to_thread(start_namesrv, self.workdir, log_level=self.log_level)

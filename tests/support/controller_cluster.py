@@ -1,7 +1,7 @@
 """A broker group in controller mode as real processes on 127.0.0.1, for the process tests of
-issue #30: one controller (its journal) or three (PySyncObj's Raft), a name server, and nodes
-``a``, ``b``, ``c`` (SYNC_MASTER, SYNC_FLUSH, ``enableControllerMode=true``; the controller
-decides who is master).
+issue #30, on ``tools/controller_group.py``: one controller (its journal) or three (Raft), a name
+server, and nodes ``a``, ``b``, ``c`` (SYNC_MASTER, SYNC_FLUSH, ``enableControllerMode=true``;
+the controller decides who is master).
 
 Each node reaches each controller through a ``FaultProxy`` of its own in the test's event loop
 (``node.to_controllers``, its ``controllerAddr``), so a test can cut one node off the

@@ -10,9 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from broker.config import BrokerConfig
-from broker.remoting.client import RemotingClient
 from contracts.errors import ConfigError, HaproofError
-from tools.controller_group import ControllerGroup, replica_info_of
+from tools.controller_group import ControllerGroup
 from tools.localcluster import LocalProcessError
 
 CLUSTER, GROUP = "BenchCluster", "bench-fo"
@@ -77,15 +76,6 @@ def all_ack_supported() -> bool:
     return "allAckInSyncStateSet" not in cfg.extra  # read, not only tolerated
 
 
-async def controller_master(
-    client: RemotingClient, controller: str, broker_name: str
-) -> tuple[str | None, int, list[int]]:
-    """The controller's (master address, masterEpoch, SyncStateSet ids) of ``broker_name``
-    (CONTROLLER_GET_REPLICA_INFO); (None, 0, []) when it does not answer."""
-    addr, epoch, body = await replica_info_of(client, controller, broker_name)
-    return addr, epoch, [int(b) for b in body.get("syncStateSet") or []]
-
-
 class FailoverGroup(ControllerGroup):
     """The processes; ``kill``/``restart`` a node; what the controller and the nodes say."""
 
@@ -136,7 +126,8 @@ class FailoverGroup(ControllerGroup):
         return super().node_at(addr).name
 
     async def master(self) -> tuple[str | None, int, list[int]]:
-        return await controller_master(self.client, self.controller, GROUP)
+        addr, epoch, body = await self.replica_info()
+        return addr, epoch, [int(b) for b in body.get("syncStateSet") or []]
 
     async def wait_master(self, after_epoch: int, timeout_s: float) -> tuple[str, int, float]:
         """Until the controller names a master under an epoch above ``after_epoch``:
