@@ -171,10 +171,11 @@ def start_controller(
     env: dict[str, str] | None = None,
     log_level: str = "INFO",
     name: str = "controller",
+    port: int = 0,
 ) -> LocalProcess:
     """A standalone controller (``haproof controller -c``) with its journal in the workdir;
-    ``props`` are ControllerConfig keys."""
-    port = free_port()
+    ``props`` are ControllerConfig keys; ``port`` 0: a free one."""
+    port = port or free_port()
     conf = write_broker_conf(
         workdir / f"{name}.conf",
         {"listenPort": port, "controllerStorePath": workdir / name, **(props or {})},

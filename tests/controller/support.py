@@ -109,16 +109,13 @@ def answers(addr: str) -> bool:
         return False
 
 
-def start_controller(
-    tmp: Path, name: str, port: int, extra: str = "", *, scripted: bool = True
-) -> Proc:
-    """``scripted``: the tests' scripted brokers beat with timeouts of up to 60 s (False: real
-    brokers, the default maximum and so the default restart grace)."""
+def start_controller(tmp: Path, name: str, port: int, extra: str = "") -> Proc:
+    """A controller for the tests' scripted brokers, which beat with timeouts of up to 60 s."""
     conf = tmp / f"{name}.conf"
-    longest = "brokerHeartbeatTimeoutMaxMs=60000\n" if scripted else ""
     conf.write_text(
         f"listenPort={port}\ncontrollerStorePath={tmp / name}\n"
-        f"scanNotActiveBrokerInterval=200\nscanInactiveMasterInterval=200\n{longest}{extra}"
+        "scanNotActiveBrokerInterval=200\nscanInactiveMasterInterval=200\n"
+        f"brokerHeartbeatTimeoutMaxMs=60000\n{extra}"
     )
     proc = Proc(["controller", "-c", str(conf)], tmp / f"{name}.log")
     return proc

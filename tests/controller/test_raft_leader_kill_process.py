@@ -88,7 +88,7 @@ async def _leader_kill(tmp_path) -> None:
         load = Load(cluster.ns.addr)
         await load.more_than(20)
         before = await _sync_state(cluster, leader)
-        cluster.controllers[cluster.ctl_addrs.index(leader)].kill9()
+        cluster.controllers[cluster.ctl_addrs.index(leader)].kill()
         rest = [a for a in cluster.ctl_addrs if a != leader]
         new_leader = await wait_for(
             lambda: cluster.controller_leader(rest), 30_000, what="a new controller leader"

@@ -1,30 +1,18 @@
 """The group ``haproof bench failover`` runs: a standalone controller, a name server and three
-SYNC_MASTER nodes in controller mode as real processes on 127.0.0.1, with the heartbeat, lease
+SYNC_MASTER nodes in controller mode as real processes on 127.0.0.1 (``tools/controller_group.py``), with the heartbeat, lease
 and scan settings the figures are measured under (``Settings``)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from broker.config import BrokerConfig
-from broker.remoting.client import RemotingClient
-from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import RemotingCommand
 from contracts.errors import ConfigError, HaproofError
-from tools.localcluster import (
-    LocalProcess,
-    LocalProcessError,
-    free_port,
-    start_broker,
-    start_controller,
-    start_namesrv,
-    write_broker_conf,
-)
+from tools.controller_group import ControllerGroup
+from tools.localcluster import LocalProcessError
 
 CLUSTER, GROUP = "BenchCluster", "bench-fo"
 NODES = ("n0", "n1", "n2")
@@ -88,91 +76,58 @@ def all_ack_supported() -> bool:
     return "allAckInSyncStateSet" not in cfg.extra  # read, not only tolerated
 
 
-async def controller_master(
-    client: RemotingClient, controller: str, broker_name: str
-) -> tuple[str | None, int, list[int]]:
-    """The controller's (master address, masterEpoch, SyncStateSet ids) of ``broker_name``
-    (CONTROLLER_GET_REPLICA_INFO); (None, 0, []) when it does not answer."""
-    req = RemotingCommand.request(
-        RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": broker_name}
-    )
-    try:
-        resp = await client.invoke(controller, req, 2000)
-    except HaproofError:
-        return None, 0, []
-    h = resp.ext_fields
-    body = json.loads(resp.body) if resp.code == ResponseCode.SUCCESS and resp.body else {}
-    members = [int(b) for b in body.get("syncStateSet") or []]
-    return h.get("masterAddress") or None, int(h.get("masterEpoch") or 0), members
-
-
-class FailoverGroup:
+class FailoverGroup(ControllerGroup):
     """The processes; ``kill``/``restart`` a node; what the controller and the nodes say."""
 
     def __init__(
         self, workdir: Path, settings: Settings, all_ack: bool, log_level: str = "WARNING"
     ) -> None:
-        self.workdir, self.settings, self.all_ack = workdir, settings, all_ack
-        self.log_level = log_level
-        self.procs: dict[str, LocalProcess] = {}
-        self.confs: dict[str, tuple[Path, int]] = {}
-        self.controller = ""
-        self.namesrv = ""
-        self.client = RemotingClient()
+        super().__init__(workdir, cluster=CLUSTER, broker_name=GROUP, log_level=log_level)
+        self.settings, self.all_ack = settings, all_ack
+
+    @property
+    def controller(self) -> str:
+        return self.ctl_addrs[0]
+
+    @property
+    def namesrv(self) -> str:
+        return self.ns.addr
 
     def start(self) -> None:
         """Controller, name server and the three nodes (blocking: run it in an executor)."""
+        asyncio.run(self._start_processes())
         s = self.settings
-        ctl = start_controller(self.workdir, s.controller_keys(), log_level=self.log_level)
-        self.procs["controller"], self.controller = ctl, ctl.addr
-        ns = start_namesrv(self.workdir, log_level=self.log_level)
-        self.procs["namesrv"], self.namesrv = ns, ns.addr
         for node in NODES:
-            port = free_port()
             props = {
-                "brokerClusterName": CLUSTER,
-                "brokerName": GROUP,
-                "brokerRole": "SYNC_MASTER",
                 "flushDiskType": "ASYNC_FLUSH",
-                "storePathRootDir": self.workdir / f"store-{node}",
-                "listenPort": port,
-                "haListenPort": free_port(),
-                "namesrvAddr": ns.addr,
                 "mappedFileSizeCommitLog": 64 * 1024 * 1024,
-                "enableControllerMode": "true",
-                "controllerAddr": self.controller,
                 **s.broker_keys(),
                 **({"allAckInSyncStateSet": "true"} if self.all_ack else {}),
             }
-            self.confs[node] = (write_broker_conf(self.workdir / f"{node}.conf", props), port)
+            self.write_conf(node, props)
             self.restart(node)
+
+    async def _start_processes(self) -> None:
+        keys = self.settings.controller_keys()
+        await self.start_controllers(1, lambda addrs, i: keys, names=["controller"])
+        await self.start_namesrv()
+        for node in NODES:
+            await self.add_node(node)
 
     def restart(self, node: str) -> None:
         """(Re)start ``node`` with its broker.conf; blocking until its port answers."""
-        conf, port = self.confs[node]
-        self.procs[node] = start_broker(node, conf, port, self.workdir, log_level=self.log_level)
-
-    def kill(self, node: str) -> None:
-        self.procs[node].kill()
+        self.launch(node)
 
     def freeze(self, node: str) -> None:
         """SIGSTOP: a hung master, its connections open and silent (``kill`` ends it)."""
-        self.procs[node].proc.send_signal(signal.SIGSTOP)
+        self.pause(node)
 
     def node_at(self, addr: str) -> str:
-        return next(n for n in NODES if self.procs[n].addr == addr)
+        return super().node_at(addr).name
 
     async def master(self) -> tuple[str | None, int, list[int]]:
-        return await controller_master(self.client, self.controller, GROUP)
-
-    async def in_sync_slaves(self, addr: str) -> int:
-        req = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS)
-        try:
-            resp = await self.client.invoke(addr, req, 2000)
-        except HaproofError:
-            return 0
-        doc = json.loads(resp.body) if resp.code == ResponseCode.SUCCESS and resp.body else {}
-        return sum(1 for s in doc.get("slaves", []) if s.get("inSync"))
+        addr, epoch, body = await self.replica_info()
+        return addr, epoch, [int(b) for b in body.get("syncStateSet") or []]
 
     async def wait_master(self, after_epoch: int, timeout_s: float) -> tuple[str, int, float]:
         """Until the controller names a master under an epoch above ``after_epoch``:
@@ -204,8 +159,8 @@ class FailoverGroup:
         await self.client.close()
 
     def stop(self) -> None:
-        for name in (*NODES, "namesrv", "controller"):
-            p = self.procs.get(name)
+        procs = [n.proc for n in self.nodes.values()] + [self.ns, *self.controllers]
+        for p in procs:
             if p is None:
                 continue
             try:

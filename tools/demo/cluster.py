@@ -12,7 +12,8 @@ import os
 import shutil
 import time
 
-from tools.bench.failover_group import Settings, controller_master
+from tools.bench.failover_group import Settings
+from tools.controller_group import replica_info_of
 from tools.demo.base import BUCKET, CLUSTER, GROUP, MARKER, MASTER, SLAVE, Demo, DemoError
 from tools.localcluster import (
     free_port,
@@ -132,7 +133,8 @@ def wait_slave(d: Demo, master_addr: str, timeout_s: float = 60.0) -> None:
         slaves = asyncio.run(ha_status([master_addr]))[0].get("slaves") or []
         if not any(s.get("inSync") for s in slaves):
             return False
-        return len(asyncio.run(_ask_master(d.procs["controller"].addr))[2]) >= 2
+        body = asyncio.run(_ask_master(d.procs["controller"].addr))[2]
+        return len(body.get("syncStateSet") or []) >= 2
 
     deadline = time.monotonic() + timeout_s
     while not ready():
@@ -142,12 +144,12 @@ def wait_slave(d: Demo, master_addr: str, timeout_s: float = 60.0) -> None:
     d.say(f"  {master_addr} replicates to its slave, a member of its SyncStateSet")
 
 
-async def _ask_master(controller: str) -> tuple[str | None, int, list[int]]:
+async def _ask_master(controller: str) -> tuple[str | None, int, dict]:
     from broker.remoting.client import RemotingClient
 
     client = RemotingClient()
     try:
-        return await controller_master(client, controller, GROUP)
+        return await replica_info_of(client, controller, GROUP)
     finally:
         await client.close()
 
