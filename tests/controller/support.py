@@ -128,7 +128,7 @@ def raft_keys(addrs: list[str], raft: list[str], i: int) -> str:
         return ""
     return (
         f"controllerType=jRaft\njRaftInitConf={','.join(raft)}\njRaftControllerRPCAddr="
-        f"{','.join(addrs)}\njRaftElectionTimeoutMs=500\njRaftServerId={raft[i]}\n"
+        f"{','.join(addrs)}\njRaftElectionTimeoutMs=1000\njRaftServerId={raft[i]}\n"
     )
 
 
