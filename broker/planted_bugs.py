@@ -11,8 +11,8 @@ switch is read at the bug's site (``if planted_bugs.active("early-ack")``), nowh
   flushed, so a SYNC_MASTER answers for bytes no disk holds. Site: ``broker/ha/client.py``.
 - ``unclean-election``: promotion takes a node that is behind another reachable one ("in
   sync" is "not behind a reachable node" without a controller); the controller's election
-  takes any alive replica as if in the SyncStateSet. Sites: ``broker/ha/failover.py``
-  ``_refuse_unclean``, ``broker/controller/election.py`` ``choose``.
+  takes any alive replica as if in the SyncStateSet. Sites: ``broker/ha/promotion_rules.py``
+  ``refuse_unclean``, ``broker/controller/election.py`` ``choose``.
 - ``election-overflow`` (RocketMQ #10578): the election ranks candidates with DefaultElectPolicy's
   overflowing comparator ``(int)(o2.maxOffset - o1.maxOffset)``. The simulation's logs hold
   kilobytes, not gigabytes, so it wraps at ``OVERFLOW_BITS`` (10 there, Java's 32 otherwise).

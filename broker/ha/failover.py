@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 import logging
 
-from broker import planted_bugs
 from broker.config import BrokerRole
+from broker.ha.promotion_rules import UncleanPromotionError, refuse_unclean
 from broker.ha.reconcile import EpochReconciler, FailoverError
 from broker.ha.rejoin_cut import finish_interrupted
 from broker.ha.role_request import (
@@ -41,18 +41,19 @@ from broker.registration import NamesrvRegistration
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.store.epoch import EpochFile, held_epoch
 from broker.store.message_store import MessageStore
 from broker.store.role import BrokerRoleState, RoleChange
 from contracts.errors import HaproofError, RemotingError
 
-__all__ = ["FailoverError", "FailoverService", "group_nodes", "promote"]
+__all__ = [
+    "FailoverError",
+    "FailoverService",
+    "UncleanPromotionError",
+    "group_nodes",
+    "promote",
+]
 
 log = logging.getLogger(__name__)
-
-
-class UncleanPromotionError(FailoverError):
-    """The node to promote is behind another reachable one (see ``promote``'s ``unclean``)."""
 
 
 # -- node side -----------------------------------------------------------------------------------
@@ -306,9 +307,9 @@ async def promote(
     would put two logs under the same epoch (a caller that remembers the epochs it handed out,
     as a controller does, passes the next one).
 
-    A node behind another reachable one (by last epoch, then log end) is refused: the bytes
-    only the others hold, acknowledged ones included, would be cut when they follow it.
-    ``unclean`` (RocketMQ's enableElectUncleanMaster, ``--unclean``) promotes it anyway."""
+    A node behind another reachable one (by last epoch, then log end), or any while more than
+    one node is unreachable, is refused (``broker/ha/promotion_rules.py``). ``unclean``
+    (RocketMQ's enableElectUncleanMaster, ``--unclean``) promotes it anyway."""
     client = RemotingClient(rpc_hook=rpc_hook)
     try:
         addrs = list(broker_addrs or [])
@@ -334,7 +335,7 @@ async def promote(
                 f"(reachable: {sorted(nodes) or 'none'}; unreachable: {unreachable or 'none'})"
             )
         if not unclean:
-            _refuse_unclean(target, nodes)
+            refuse_unclean(target, nodes, unreachable)
         epoch = max(max(int(d.get("epoch", 0)) for d in nodes.values()) + 1, min_epoch)
         await _notify(client, target["brokerAddr"], target, epoch, role, target["brokerId"] or 1)
         slaves = []
@@ -354,30 +355,6 @@ async def promote(
         }
     finally:
         await client.close()
-
-
-def _rank(doc: dict) -> tuple[int, int]:
-    """(the epoch of the last byte held, log end): an epoch entry naming no byte the node
-    holds (a power loss took them) does not rank it (``broker/store/epoch.py``)."""
-    end = int(doc.get("maxOffset", 0))
-    if "epochList" not in doc:
-        return int(doc.get("epoch", 0)), end
-    return held_epoch(EpochFile.from_json(doc["epochList"] or []), end), end
-
-
-def _refuse_unclean(target: dict, nodes: dict[str, dict]) -> None:
-    """Refuse to promote ``target`` when a reachable node is ahead of it."""
-    if planted_bugs.active("unclean-election"):
-        return  # the planted bug: any named node is promoted
-    ahead = [d for d in nodes.values() if _rank(d) > _rank(target)]
-    if ahead:
-        best = max(ahead, key=_rank)
-        raise UncleanPromotionError(
-            f"node {target['nodeName']} (epoch {_rank(target)[0]}, log end {_rank(target)[1]}) "
-            f"is behind {best['nodeName']} (epoch {_rank(best)[0]}, log end {_rank(best)[1]}): "
-            "promoting it would cut what only the others hold; promote the node ahead, or "
-            "pass --unclean to accept that loss"
-        )
 
 
 async def _notify(client, addr: str, target: dict, epoch: int, role: BrokerRole, broker_id: int):

@@ -117,7 +117,8 @@ def test_promote_ranks_by_the_epoch_of_the_last_byte_held():
     """sim seed 465064305: a node whose epochs name no byte it holds is behind, not ahead."""
     import pytest
 
-    from broker.ha.failover import UncleanPromotionError, _refuse_unclean
+    from broker.ha.failover import UncleanPromotionError
+    from broker.ha.promotion_rules import refuse_unclean
 
     def doc(name, end, entries):
         return {
@@ -130,5 +131,21 @@ def test_promote_ranks_by_the_epoch_of_the_last_byte_held():
     cut = doc("a", 1894, [(1, 0), (2, 1894), (4, 9133)])  # holds epoch 1's bytes only
     holder = doc("b", 9133, [(1, 0), (2, 1894), (3, 6932)])
     with pytest.raises(UncleanPromotionError, match="epoch 1, log end 1894"):
-        _refuse_unclean(cut, {"a": cut, "b": holder})
-    _refuse_unclean(holder, {"a": cut, "b": holder})
+        refuse_unclean(cut, {"a": cut, "b": holder}, [])
+    refuse_unclean(holder, {"a": cut, "b": holder}, [])
+
+
+def test_promote_refuses_while_two_nodes_of_the_group_are_unreachable():
+    """sim seed 664625287: the master was down and a slave holding its newest acknowledged
+    bytes went down during the promotion; the node promoted lacked them and the slave's log was
+    cut when it came back. With one node unreachable the reachable ones hold every
+    acknowledged byte (SYNC_MASTER); with two, one of them may be their only holder."""
+    import pytest
+
+    from broker.ha.failover import UncleanPromotionError
+    from broker.ha.promotion_rules import refuse_unclean
+
+    a = {"nodeName": "a", "maxOffset": 5913, "epoch": 1}
+    refuse_unclean(a, {"a": a}, ["127.0.1.3:10911"])  # the failed master alone: fine
+    with pytest.raises(UncleanPromotionError, match="2 nodes of the group are unreachable"):
+        refuse_unclean(a, {"a": a}, ["127.0.1.2:10911", "127.0.1.3:10911"])

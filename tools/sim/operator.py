@@ -57,20 +57,26 @@ class Operator:
 
         return max(nodes, key=rank)
 
-    async def tick(self, client: RemotingClient) -> None:
-        world = self.world
-        up = [s for s in world.nodes.values() if s.up]
+    def track_master(self, up: list[SimNode]) -> None:
+        """The master as a name server sees it: the claiming node of the newest epoch, taken
+        whenever the one this operator knows is down, not claiming (a promotion that raised
+        half-way: seed 900000749) or behind it."""
         claiming = [s for s in up if s.node.role.role.is_master]
-        if claiming:  # as a name server sees it: the newest epoch's master
+        if claiming:
             newest = max(claiming, key=lambda s: (s.node.role.epoch, s.name))
             current = self.master
             if (
                 current is None
                 or not current.up
-                or not current.node.role.role.is_master  # (a promotion that raised half-way)
+                or not current.node.role.role.is_master
                 or newest.node.role.epoch > current.node.role.epoch
             ):
                 self.master = newest
+
+    async def tick(self, client: RemotingClient) -> None:
+        world = self.world
+        up = [s for s in world.nodes.values() if s.up]
+        self.track_master(up)
         master = self.master
         # a master behind an epoch another node holds is stale: a promotion whose notices did
         # not all land left it claiming while the others moved on, and they refuse to follow it
@@ -97,7 +103,7 @@ class Operator:
             f"{'up' if master and master.up else 'down'})"
         )
         self.epoch = max([self.epoch] + [s.node.role.epoch for s in up]) + 1
-        addrs = [s.addr for s in up]
+        addrs = [s.addr for s in world.nodes.values()]  # the whole group, as the name server
         try:
             result = await promote(
                 BROKER_NAME, target.name, broker_addrs=addrs, min_epoch=self.epoch
