@@ -84,7 +84,9 @@ class ControllerClient(LoopService):
         # leader's answer only, so one hung controller of three does not slow every round to
         # the remoting timeout, and never has more than one beat out
         self._side_beats: dict[str, asyncio.Task] = {}
-        self._beat_refused: str | None = None  # the last refusal's remark (logged once)
+        # each controller's last refusal of a heartbeat (logged once per controller and remark:
+        # the beats go out side by side, and controllers may be configured apart)
+        self._beat_refused: dict[str, str | None] = {}
 
     def start(self) -> None:
         super().start()
@@ -194,9 +196,10 @@ class ControllerClient(LoopService):
             """The leader's ack renews the lease when it comes, not when the slowest
             controller has answered, and only when it still leads (``lease_ack.py``)."""
             resp = await self._call(addr, Q.BROKER_HEARTBEAT, fields)
-            if resp.code != RC.SUCCESS and resp.remark != self._beat_refused:
-                log.warning("controller %s refused a heartbeat: %s", addr, resp.remark)
-            self._beat_refused = resp.remark if resp.code != RC.SUCCESS else None
+            refused = resp.remark if resp.code != RC.SUCCESS else None
+            if refused is not None and refused != self._beat_refused.get(addr):
+                log.warning("controller %s refused a heartbeat: %s", addr, refused)
+            self._beat_refused[addr] = refused
             ack = lease_ack(resp, sent_ms, self.cfg.lease_ms)
             if addr == self.leader and ack.renews_from_ms is not None:
                 last = self.last_leader_ack_ms
